@@ -1,0 +1,209 @@
+import CBraid
+
+/// ngtcp2 calls back into C function pointers with `user_data` = the `QUICConnection`.
+/// Each callback records what happened (stream state, events) and returns quickly; none calls
+/// back into ngtcp2's read/write functions, which the library forbids.
+extension QUICConnection {
+    static func from(_ userData: UnsafeMutableRawPointer?) -> QUICConnection {
+        Unmanaged<QUICConnection>.fromOpaque(userData!).takeUnretainedValue()
+    }
+
+    static func callbacks(for role: Role) -> ngtcp2_callbacks {
+        var cb = ngtcp2_callbacks()
+        if role == .client {
+            cb.client_initial = ngtcp2_crypto_client_initial_cb
+            cb.recv_retry = ngtcp2_crypto_recv_retry_cb
+            cb.recv_new_token = { _, token, userData in
+                let connection = QUICConnection.from(userData)
+                connection.receivedToken = Array(UnsafeBufferPointer(start: token!.pointee.base, count: token!.pointee.len))
+                connection.refreshTicket()
+                return 0
+            }
+            cb.early_data_rejected = { _, userData in
+                QUICConnection.from(userData).earlyDataWasRejected()
+                return 0
+            }
+            cb.handshake_confirmed = { _, userData in
+                QUICConnection.from(userData).handshakeConfirmed = true
+                return 0
+            }
+        } else {
+            cb.recv_client_initial = ngtcp2_crypto_recv_client_initial_cb
+        }
+        cb.recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb
+        cb.encrypt = ngtcp2_crypto_encrypt_cb
+        cb.decrypt = ngtcp2_crypto_decrypt_cb
+        cb.hp_mask = ngtcp2_crypto_hp_mask_cb
+        cb.update_key = ngtcp2_crypto_update_key_cb
+        cb.delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb
+        cb.delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb
+        cb.get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb
+        cb.version_negotiation = ngtcp2_crypto_version_negotiation_cb
+        cb.rand = { dest, length, _ in fillRandom(UnsafeMutableRawBufferPointer(start: dest, count: length)) }
+        cb.get_new_connection_id = { _, cid, token, length, userData in
+            let connection = QUICConnection.from(userData)
+            var bytes = [UInt8](repeating: 0, count: length)
+            fillRandom(&bytes)
+            ngtcp2_cid_init(cid, bytes, length)
+            let rc = connection.staticSecret.withUnsafeBufferPointer {
+                ngtcp2_crypto_generate_stateless_reset_token(token, $0.baseAddress, $0.count, cid)
+            }
+            guard rc == 0 else { return NGTCP2_ERR_CALLBACK_FAILURE }
+            let id = ConnectionID(cid!.pointee)
+            if let endpoint = connection.endpoint {
+                endpoint.route(id, to: connection)
+            } else {
+                connection.issuedConnectionIDs.append(id)
+            }
+            return 0
+        }
+        cb.remove_connection_id = { _, cid, userData in
+            let connection = QUICConnection.from(userData)
+            connection.endpoint?.unroute(ConnectionID(cid!.pointee), of: connection)
+            return 0
+        }
+        cb.handshake_completed = { _, userData in
+            QUICConnection.from(userData).handshakeCompleted()
+        }
+        cb.recv_stateless_reset = { _, _, userData in
+            QUICConnection.from(userData).receivedStatelessReset = true
+            return 0
+        }
+        cb.stream_open = { _, streamID, userData in
+            let connection = QUICConnection.from(userData)
+            if connection.streams[streamID] == nil {
+                connection.streams[streamID] = StreamState(id: streamID)
+                connection.emit(.streamOpened(streamID: streamID))
+            }
+            return 0
+        }
+        cb.recv_stream_data = { _, flags, streamID, _, data, length, userData, _ in
+            let connection = QUICConnection.from(userData)
+            guard let stream = connection.streams[streamID] else { return 0 }
+            let early = flags & UInt32(NGTCP2_STREAM_DATA_FLAG_EARLY) != 0
+            stream.receive.append(UnsafeRawBufferPointer(start: data, count: length), early: early)
+            if flags & UInt32(NGTCP2_STREAM_DATA_FLAG_FIN) != 0 { stream.receive.finReceived = true }
+            if early { connection.earlyDataAccepted = true }
+            connection.signalReadable(stream)
+            return 0
+        }
+        cb.acked_stream_data_offset = { _, streamID, offset, length, userData, _ in
+            let connection = QUICConnection.from(userData)
+            guard let stream = connection.streams[streamID] else { return 0 }
+            stream.send.acknowledge(upTo: offset + length)
+            if stream.wantsWritable && stream.send.unacknowledged < connection.transport.streamSendBufferLimit {
+                stream.wantsWritable = false
+                connection.emit(.streamWritable(streamID: streamID))
+            }
+            return 0
+        }
+        cb.stream_close = { _, _, streamID, _, userData, _ in
+            let connection = QUICConnection.from(userData)
+            guard let stream = connection.streams[streamID] else { return 0 }
+            stream.closedByEngine = true
+            stream.scheduled = false
+            connection.retireIfDone(stream)
+            return 0
+        }
+        cb.stream_reset = { _, streamID, _, code, userData, _ in
+            let connection = QUICConnection.from(userData)
+            guard let stream = connection.streams[streamID] else { return 0 }
+            stream.receive.resetCode = code
+            // Bytes not yet read are moot; their credit goes back to the connection window.
+            let dropped = stream.receive.discard()
+            if dropped > 0 { ngtcp2_conn_extend_max_offset(connection.conn, UInt64(dropped)) }
+            connection.signalReadable(stream)
+            return 0
+        }
+        cb.stream_stop_sending = { _, streamID, code, userData, _ in
+            let connection = QUICConnection.from(userData)
+            guard let stream = connection.streams[streamID] else { return 0 }
+            stream.stopSendingCode = code
+            stream.send.discard()
+            stream.scheduled = false
+            connection.emit(.streamStopSending(streamID: streamID, code: code))
+            return 0
+        }
+        cb.extend_max_local_streams_bidi = { _, _, userData in
+            QUICConnection.from(userData).emit(.streamsAvailable)
+            return 0
+        }
+        cb.extend_max_local_streams_uni = { _, _, userData in
+            QUICConnection.from(userData).emit(.streamsAvailable)
+            return 0
+        }
+        cb.extend_max_stream_data = { _, streamID, _, userData, _ in
+            let connection = QUICConnection.from(userData)
+            guard let stream = connection.streams[streamID] else { return 0 }
+            stream.blocked = false
+            connection.schedule(stream)
+            return 0
+        }
+        cb.recv_datagram = { _, flags, data, length, userData in
+            let connection = QUICConnection.from(userData)
+            let early = flags & UInt32(NGTCP2_DATAGRAM_FLAG_EARLY) != 0
+            connection.emit(.datagramReceived(bytes: Array(UnsafeBufferPointer(start: data, count: length)), early: early))
+            return 0
+        }
+        cb.ack_datagram = { _, id, userData in
+            QUICConnection.from(userData).emit(.datagramAcknowledged(id: id))
+            return 0
+        }
+        cb.lost_datagram = { _, id, userData in
+            let connection = QUICConnection.from(userData)
+            connection.datagramsLost += 1
+            connection.emit(.datagramLost(id: id))
+            return 0
+        }
+        return cb
+    }
+
+    func signalReadable(_ stream: StreamState) {
+        guard !stream.readableSignalled else { return }
+        stream.readableSignalled = true
+        emit(.streamReadable(streamID: stream.id))
+    }
+
+    /// Runs inside `read_pkt` when TLS finished: record ALPN and 0-RTT outcome, and on the
+    /// server send the session ticket and a NEW_TOKEN.
+    func handshakeCompleted() -> Int32 {
+        negotiatedALPN = BraidQUIC.negotiatedALPN(session)
+        if role == .client {
+            if attemptedEarlyData {
+                earlyDataAccepted = gnutls_session_get_flags(session) & GNUTLS_SFLAGS_EARLY_DATA.rawValue != 0
+                if !earlyDataAccepted && ngtcp2_conn_get_early_data_rejected(conn) == 0 {
+                    // GnuTLS tells us only here; ngtcp2 then drops 0-RTT streams, which we reopen.
+                    if ngtcp2_conn_early_data_rejected(conn) != 0 { return NGTCP2_ERR_CALLBACK_FAILURE }
+                }
+            }
+        } else {
+            guard negotiatedALPN != nil else {
+                // A client that sent no ALPN at all; RFC 9001 §8.1 requires it.
+                ngtcp2_conn_set_tls_alert(conn, 120)
+                return NGTCP2_ERR_CALLBACK_FAILURE
+            }
+            if gnutls_session_ticket_send(session, 1, 0) != 0 {
+                logger.warning("could not send a session ticket")
+            }
+            let remote = path.remote
+            if let token = makeNewToken?(remote, currentTime), !token.isEmpty {
+                token.withUnsafeBufferPointer { _ = ngtcp2_conn_submit_new_token(conn, $0.baseAddress, $0.count) }
+            }
+        }
+        phase = .established
+        emit(.handshakeCompleted)
+        return 0
+    }
+
+    /// ngtcp2 discarded every stream opened in 0-RTT and reset stream-ID allocation. Reopen them
+    /// in the same order (so they get the same IDs) and resend everything in 1-RTT.
+    func earlyDataWasRejected() {
+        emit(.earlyDataRejected)
+        let local = streams.values.filter { isLocallyInitiated(streamID: $0.id) }.sorted { $0.id < $1.id }
+        sendSchedule.removeAll()
+        for old in local {
+            streams[old.id] = nil
+            pendingReopen.append(old)
+        }
+    }
+}

@@ -1,0 +1,34 @@
+/// Something the application should know about, produced while the engine handles input.
+///
+/// Per-packet happenings are coalesced: `streamReadable` is raised once until the application
+/// reads from that stream, so a 10 MB transfer does not produce thousands of events.
+public enum QUICEvent: Sendable, Hashable {
+    /// The handshake completed; `negotiatedALPN` and `earlyDataAccepted` are now set.
+    case handshakeCompleted
+    /// The peer opened this stream.
+    case streamOpened(streamID: Int64)
+    /// Bytes, the FIN or a reset can be read from this stream.
+    case streamReadable(streamID: Int64)
+    /// The stream's unacknowledged bytes fell below the send-buffer limit.
+    case streamWritable(streamID: Int64)
+    /// The peer asked us to stop sending (STOP_SENDING); further sends fail.
+    case streamStopSending(streamID: Int64, code: UInt64)
+    /// Both directions of the stream are finished and its state is gone.
+    case streamClosed(streamID: Int64)
+    /// The peer allows more streams to be opened (after `streamLimitReached`).
+    case streamsAvailable
+    /// An RFC 9221 datagram arrived; `early` if it came in 0-RTT.
+    case datagramReceived(bytes: [UInt8], early: Bool)
+    /// A datagram we sent was acknowledged.
+    case datagramAcknowledged(id: UInt64)
+    /// A datagram we sent was declared lost (datagrams are never retransmitted).
+    case datagramLost(id: UInt64)
+    /// The server sent material to resume a later connection (store it per server name).
+    case resumptionTicket(QUICResumptionTicket)
+    /// The server refused our 0-RTT data; the engine resent it after the handshake.
+    case earlyDataRejected
+    /// The connection is closing or draining; no more application data moves.
+    case connectionClosed(QUICError)
+    /// All state is gone: the owner can drop the connection.
+    case terminated
+}

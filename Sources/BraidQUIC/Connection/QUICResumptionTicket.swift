@@ -1,0 +1,132 @@
+import CBraid
+
+/// What a client remembers about a server to resume with it later and send 0-RTT data:
+/// the TLS session ticket, the server's transport limits (0-RTT must respect them before the
+/// handshake confirms them), and the address-validation token from NEW_TOKEN if one came.
+///
+/// Store tickets per server name and ALPN; `serialized()` / `init(serialized:)` give a stable
+/// byte form for a file-backed cache.
+public struct QUICResumptionTicket: Sendable, Hashable {
+    public var serverName: String
+    public var alpn: String
+    var tlsSessionData: [UInt8]
+    var transportParameters: RememberedTransportParameters
+    /// Token from the server's NEW_TOKEN frame: lets the next Initial skip address validation.
+    var token: [UInt8]
+
+    private static let formatVersion: UInt8 = 1
+
+    /// A compact, versioned binary form.
+    public func serialized() -> [UInt8] {
+        var out: [UInt8] = [Self.formatVersion]
+        func put(_ bytes: [UInt8]) {
+            withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { out.append(contentsOf: $0) }
+            out.append(contentsOf: bytes)
+        }
+        put(Array(serverName.utf8))
+        put(Array(alpn.utf8))
+        put(tlsSessionData)
+        put(token)
+        for value in transportParameters.fields {
+            withUnsafeBytes(of: value.bigEndian) { out.append(contentsOf: $0) }
+        }
+        return out
+    }
+
+    /// Parses `serialized()` output; nil for anything malformed (a cache file is untrusted input).
+    public init?(serialized bytes: [UInt8]) {
+        var reader = ByteReader(bytes)
+        guard reader.readByte() == Self.formatVersion,
+            let name = reader.readLengthPrefixed(),
+            let alpn = reader.readLengthPrefixed(),
+            let session = reader.readLengthPrefixed(),
+            let token = reader.readLengthPrefixed()
+        else { return nil }
+        var fields: [UInt64] = []
+        for _ in 0..<RememberedTransportParameters.fieldCount {
+            guard let value = reader.readUInt64() else { return nil }
+            fields.append(value)
+        }
+        guard reader.isAtEnd, !session.isEmpty else { return nil }
+        self.serverName = String(decoding: name, as: UTF8.self)
+        self.alpn = String(decoding: alpn, as: UTF8.self)
+        self.tlsSessionData = session
+        self.token = token
+        self.transportParameters = RememberedTransportParameters(fields: fields)
+    }
+
+    init(serverName: String, alpn: String, tlsSessionData: [UInt8], transportParameters: RememberedTransportParameters, token: [UInt8]) {
+        self.serverName = serverName
+        self.alpn = alpn
+        self.tlsSessionData = tlsSessionData
+        self.transportParameters = transportParameters
+        self.token = token
+    }
+}
+
+/// The server transport parameters a client must remember for 0-RTT (RFC 9000 §7.4.1).
+struct RememberedTransportParameters: Sendable, Hashable {
+    static let fieldCount = 8
+    var fields: [UInt64]
+
+    init(fields: [UInt64]) {
+        precondition(fields.count == Self.fieldCount)
+        self.fields = fields
+    }
+
+    init(_ params: ngtcp2_transport_params) {
+        fields = [
+            params.initial_max_streams_bidi, params.initial_max_streams_uni,
+            params.initial_max_stream_data_bidi_local, params.initial_max_stream_data_bidi_remote,
+            params.initial_max_stream_data_uni, params.initial_max_data,
+            params.active_connection_id_limit, params.max_datagram_frame_size,
+        ]
+    }
+
+    /// Writes the remembered fields over ngtcp2's defaults.
+    func apply(to params: inout ngtcp2_transport_params) {
+        params.initial_max_streams_bidi = fields[0]
+        params.initial_max_streams_uni = fields[1]
+        params.initial_max_stream_data_bidi_local = fields[2]
+        params.initial_max_stream_data_bidi_remote = fields[3]
+        params.initial_max_stream_data_uni = fields[4]
+        params.initial_max_data = fields[5]
+        params.active_connection_id_limit = fields[6]
+        params.max_datagram_frame_size = fields[7]
+    }
+}
+
+/// Reads big-endian fields from untrusted bytes without ever trapping.
+struct ByteReader {
+    private let bytes: [UInt8]
+    private var index = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var isAtEnd: Bool { index == bytes.count }
+
+    mutating func readByte() -> UInt8? {
+        guard index < bytes.count else { return nil }
+        defer { index += 1 }
+        return bytes[index]
+    }
+
+    mutating func readBytes(_ count: Int) -> [UInt8]? {
+        guard count >= 0, bytes.count - index >= count else { return nil }
+        defer { index += count }
+        return Array(bytes[index..<index + count])
+    }
+
+    mutating func readUInt32() -> UInt32? {
+        readBytes(4).map { $0.reduce(0) { $0 << 8 | UInt32($1) } }
+    }
+
+    mutating func readUInt64() -> UInt64? {
+        readBytes(8).map { $0.reduce(0) { $0 << 8 | UInt64($1) } }
+    }
+
+    mutating func readLengthPrefixed() -> [UInt8]? {
+        guard let length = readUInt32() else { return nil }
+        return readBytes(Int(length))
+    }
+}

@@ -1,0 +1,168 @@
+import DequeModule
+
+/// Bytes the application handed to a stream. ngtcp2 keeps pointers into them until the peer
+/// acknowledges them, so they live in memory we own and never move (not in a Swift array,
+/// whose storage the optimizer may copy).
+final class SendChunk {
+    let base: UnsafeMutableRawBufferPointer
+
+    init<Bytes: Collection>(copying bytes: Bytes) where Bytes.Element == UInt8 {
+        base = .allocate(byteCount: bytes.count, alignment: 1)
+        _ = base.initializeMemory(as: UInt8.self, from: bytes)
+    }
+
+    var count: Int { base.count }
+
+    deinit { base.deallocate() }
+}
+
+/// The send half of a stream: queued bytes from the first unacknowledged one on.
+struct StreamSendBuffer {
+    /// Chunks still unacknowledged, the first starting at `ackedOffset - firstChunkSkip`.
+    private(set) var chunks = Deque<SendChunk>()
+    /// Stream offset at which `chunks.first` begins.
+    private var firstChunkOffset: UInt64 = 0
+    /// Everything below this offset is acknowledged.
+    private(set) var ackedOffset: UInt64 = 0
+    /// Next offset to hand to ngtcp2.
+    private(set) var sentOffset: UInt64 = 0
+    /// Offset just past the last queued byte.
+    private(set) var queuedOffset: UInt64 = 0
+    /// The application finished the stream (FIN queued).
+    var finQueued = false
+    /// FIN went out in a packet.
+    var finSent = false
+
+    /// Bytes queued but not yet acknowledged: what backpressure bounds.
+    var unacknowledged: Int { Int(queuedOffset - ackedOffset) }
+    var hasUnsent: Bool { sentOffset < queuedOffset || (finQueued && !finSent) }
+    var unsentCount: Int { Int(queuedOffset - sentOffset) }
+
+    mutating func append<Bytes: Collection>(_ bytes: Bytes) where Bytes.Element == UInt8 {
+        guard !bytes.isEmpty else { return }
+        chunks.append(SendChunk(copying: bytes))
+        queuedOffset += UInt64(bytes.count)
+    }
+
+    /// Describes up to `limit` unsent regions starting at `sentOffset` as (pointer, length).
+    func unsentRegions(limit: Int, into body: (UnsafeRawPointer, Int) -> Void) {
+        var offset = firstChunkOffset
+        var emitted = 0
+        for chunk in chunks {
+            let end = offset + UInt64(chunk.count)
+            if end > sentOffset {
+                let start = Int(max(sentOffset, offset) - offset)
+                body(chunk.base.baseAddress! + start, chunk.count - start)
+                emitted += 1
+                if emitted == limit { return }
+            }
+            offset = end
+        }
+    }
+
+    mutating func markSent(_ count: Int) {
+        sentOffset += UInt64(count)
+        precondition(sentOffset <= queuedOffset)
+    }
+
+    /// ngtcp2 acknowledges a contiguous prefix: release every chunk entirely below it.
+    mutating func acknowledge(upTo offset: UInt64) {
+        ackedOffset = max(ackedOffset, min(offset, queuedOffset))
+        while let first = chunks.first, firstChunkOffset + UInt64(first.count) <= ackedOffset {
+            firstChunkOffset += UInt64(first.count)
+            chunks.removeFirst()
+        }
+    }
+
+    /// Sends everything again from offset 0 (0-RTT was rejected, so nothing was acknowledged).
+    mutating func rewind() {
+        precondition(ackedOffset == 0 && firstChunkOffset == 0, "rewind after acknowledgements")
+        sentOffset = 0
+        finSent = false
+    }
+
+    /// Drops everything (stream reset or stopped): nothing more will be sent or retransmitted.
+    mutating func discard() {
+        chunks.removeAll()
+        firstChunkOffset = queuedOffset
+        ackedOffset = queuedOffset
+        sentOffset = queuedOffset
+        finSent = true
+    }
+}
+
+/// The receive half of a stream: in-order bytes ngtcp2 delivered that the application has not
+/// read yet. Bounded by the flow-control window we advertise, because credit is returned only
+/// as the application reads.
+struct StreamReceiveBuffer {
+    private var chunks = Deque<(bytes: [UInt8], early: Bool)>()
+    private var readIndex = 0
+    private(set) var buffered = 0
+    /// All bytes up to the FIN have arrived.
+    var finReceived = false
+    /// The application has read the FIN.
+    var finDelivered = false
+    /// The peer reset the stream with this code (RESET_STREAM).
+    var resetCode: UInt64?
+
+    mutating func append(_ bytes: UnsafeRawBufferPointer, early: Bool) {
+        guard bytes.count > 0 else { return }
+        chunks.append((Array(bytes), early))
+        buffered += bytes.count
+    }
+
+    var isEmpty: Bool { buffered == 0 }
+
+    /// Removes up to `max` bytes; `early` tells whether any of them arrived in 0-RTT.
+    mutating func read(max: Int) -> (bytes: [UInt8], early: Bool) {
+        var out: [UInt8] = []
+        out.reserveCapacity(Swift.min(max, buffered))
+        var early = false
+        while out.count < max, let first = chunks.first {
+            let available = first.bytes.count - readIndex
+            let take = Swift.min(available, max - out.count)
+            out.append(contentsOf: first.bytes[readIndex..<readIndex + take])
+            early = early || first.early
+            readIndex += take
+            if readIndex == first.bytes.count {
+                chunks.removeFirst()
+                readIndex = 0
+            }
+        }
+        buffered -= out.count
+        return (out, early)
+    }
+
+    mutating func discard() -> Int {
+        let dropped = buffered
+        chunks.removeAll()
+        readIndex = 0
+        buffered = 0
+        return dropped
+    }
+}
+
+/// Everything the engine tracks about one stream.
+final class StreamState {
+    let id: Int64
+    var send = StreamSendBuffer()
+    var receive = StreamReceiveBuffer()
+    /// In the send schedule (has unsent bytes and is not blocked).
+    var scheduled = false
+    /// Blocked by the peer's stream flow control until `extend_max_stream_data`.
+    var blocked = false
+    /// The peer sent STOP_SENDING with this code; further sends fail.
+    var stopSendingCode: UInt64?
+    /// We reset our sending side.
+    var locallyReset = false
+    /// ngtcp2 closed the stream (both directions done); our state lives on until read.
+    var closedByEngine = false
+    /// A `streamReadable` event is pending since the last read (coalesces per-packet events).
+    var readableSignalled = false
+    /// A `streamWritable` event is wanted once the send buffer drains below the limit.
+    var wantsWritable = false
+    /// Stream credit for this peer-opened stream was returned to the peer.
+    var creditReturned = false
+
+    init(id: Int64) { self.id = id }
+}

@@ -1,0 +1,131 @@
+/// Congestion controllers available in ngtcp2 0.12.1.
+public enum CongestionControl: String, Sendable, CaseIterable {
+    case reno, cubic, bbr
+}
+
+/// Transport settings and limits shared by clients and servers.
+///
+/// Defaults suit a bulk-capable connection on a LAN or the Internet: windows auto-tune up to
+/// `maxConnectionWindow` / `maxStreamWindow`, 100 concurrent streams per direction, datagrams on.
+public struct QUICTransportConfiguration: Sendable {
+    /// Close the connection after this long without a packet from the peer (0 disables).
+    public var idleTimeout: Duration = .seconds(30)
+    /// Give up when the handshake has not completed after this long.
+    public var handshakeTimeout: Duration = .seconds(10)
+    /// Send a PING after this long without traffic, keeping NAT bindings and the idle timer alive.
+    public var keepAliveInterval: Duration? = nil
+    /// Connection-level receive window the peer may fill before we read (bytes).
+    public var initialMaxData: UInt64 = 4 * 1024 * 1024
+    /// Receive window of a bidirectional stream we open.
+    public var initialMaxStreamDataBidirectionalLocal: UInt64 = 1024 * 1024
+    /// Receive window of a bidirectional stream the peer opens.
+    public var initialMaxStreamDataBidirectionalRemote: UInt64 = 1024 * 1024
+    /// Receive window of a unidirectional stream the peer opens.
+    public var initialMaxStreamDataUnidirectional: UInt64 = 1024 * 1024
+    /// How many bidirectional streams the peer may have open at once.
+    public var initialMaxBidirectionalStreams: UInt64 = 100
+    /// How many unidirectional streams the peer may have open at once.
+    public var initialMaxUnidirectionalStreams: UInt64 = 100
+    /// Upper bound for connection-window auto-tuning (0 disables tuning).
+    public var maxConnectionWindow: UInt64 = 24 * 1024 * 1024
+    /// Upper bound for stream-window auto-tuning (0 disables tuning).
+    public var maxStreamWindow: UInt64 = 16 * 1024 * 1024
+    /// Largest DATAGRAM frame we accept (RFC 9221); 0 disables datagrams.
+    public var maxDatagramFrameSize: UInt64 = 65535
+    /// Largest UDP payload we send (the QUIC packet size before path-MTU discovery raises it).
+    public var maxUDPPayloadSize: Int = 1452
+    /// Probe for a larger path MTU than `maxUDPPayloadSize` (needs DF set on the socket).
+    public var pathMTUDiscovery: Bool = true
+    /// Congestion controller.
+    public var congestionControl: CongestionControl = .cubic
+    /// Per-stream cap on bytes queued but not yet acknowledged; `canSend` turns false beyond it.
+    public var streamSendBufferLimit: Int = 1024 * 1024
+    /// Number of connection IDs we let the peer keep for us (spares enable migration).
+    public var activeConnectionIDLimit: UInt64 = 7
+    /// Write qlog (JSON-SEQ) traces into this directory, one file per connection.
+    public var qlogDirectory: String? = nil
+    /// Log ngtcp2's internal debug output through the connection's logger at `.trace`.
+    public var debugLog: Bool = false
+
+    public init() {}
+}
+
+/// Where a client finds the certificate authorities it trusts.
+public enum QUICTrustRoots: Sendable, Hashable {
+    /// The operating system's trust store.
+    case system
+    /// PEM certificate authorities in this file (only these are trusted).
+    case certificateAuthorityFile(String)
+}
+
+/// How a client checks the server's certificate.
+public struct QUICCertificateVerification: Sendable, Hashable {
+    /// Trusted roots; the chain must lead to one of them.
+    public var trustRoots: QUICTrustRoots = .system
+    /// SHA-256 digests of acceptable SubjectPublicKeyInfo (DER). When non-empty, the leaf
+    /// certificate's key must match one, in addition to the chain and name checks.
+    public var pinnedSPKISHA256: [[UInt8]] = []
+    /// Skips chain and hostname checks. Only for tests against throwaway certificates: anyone
+    /// on the path can impersonate the server. Pins, if any, are still enforced.
+    public var insecureSkipChainAndHostnameVerification = false
+
+    public init(trustRoots: QUICTrustRoots = .system, pinnedSPKISHA256: [[UInt8]] = []) {
+        self.trustRoots = trustRoots
+        self.pinnedSPKISHA256 = pinnedSPKISHA256
+    }
+
+    /// Accepts any certificate. Never use in production.
+    public static var insecureAcceptAnything: QUICCertificateVerification {
+        var v = QUICCertificateVerification()
+        v.insecureSkipChainAndHostnameVerification = true
+        return v
+    }
+}
+
+/// A client's configuration; build one `QUICClientContext` from it and reuse it.
+public struct QUICClientConfiguration: Sendable {
+    /// Application protocols to offer, in preference order (ALPN is mandatory in QUIC).
+    public var alpn: [String]
+    public var transport = QUICTransportConfiguration()
+    public var verification = QUICCertificateVerification()
+    /// Optional client certificate chain and key (PEM files) for mutual TLS.
+    public var certificateChainFile: String? = nil
+    public var privateKeyFile: String? = nil
+
+    public init(alpn: [String]) { self.alpn = alpn }
+}
+
+/// When the server asks a client to prove its address with a Retry round trip.
+public enum QUICRetryPolicy: Sendable, Hashable {
+    /// Never send Retry.
+    case never
+    /// Send Retry to every client that has no valid token.
+    case always
+}
+
+/// A server endpoint's configuration.
+public struct QUICServerConfiguration: Sendable {
+    /// Application protocols we serve, in our preference order.
+    public var alpn: [String]
+    /// PEM certificate chain (leaf first) and private key.
+    public var certificateChainFile: String
+    public var privateKeyFile: String
+    public var transport = QUICTransportConfiguration()
+    public var retry: QUICRetryPolicy = .never
+    /// Accept 0-RTT data from resuming clients (with a replay filter).
+    public var earlyDataEnabled = true
+    /// Maximum simultaneous connections; further Initials are refused with CONNECTION_REFUSED.
+    public var maxConnections = 10_000
+    /// How long NEW_TOKEN tokens and Retry tokens stay valid.
+    public var tokenLifetime: Duration = .seconds(3600)
+    public var retryTokenLifetime: Duration = .seconds(10)
+    /// Secret from which stateless reset tokens and address tokens derive. Servers sharing a
+    /// port (SO_REUSEPORT) or restarting should share it; nil picks a random one.
+    public var staticSecret: [UInt8]? = nil
+
+    public init(alpn: [String], certificateChainFile: String, privateKeyFile: String) {
+        self.alpn = alpn
+        self.certificateChainFile = certificateChainFile
+        self.privateKeyFile = privateKeyFile
+    }
+}

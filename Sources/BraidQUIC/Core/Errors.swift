@@ -1,0 +1,146 @@
+/// Why a peer certificate was not accepted.
+public enum CertificateProblem: Sendable, Hashable, CustomStringConvertible {
+    /// The chain does not lead to a trusted root (self-signed, unknown CA).
+    case untrusted
+    /// The certificate does not name the host we connected to.
+    case nameMismatch(expected: String)
+    /// The certificate has expired or is not yet valid.
+    case expired
+    /// The certificate was revoked or is otherwise invalid (bad signature, insecure algorithm).
+    case invalid(String)
+    /// The certificate's public key matches none of the configured SPKI pins.
+    case pinMismatch
+    /// The peer sent no certificate.
+    case missing
+
+    public var description: String {
+        switch self {
+        case .untrusted: "not signed by a trusted certificate authority"
+        case .nameMismatch(let name): "not valid for the name \"\(name)\""
+        case .expired: "expired or not yet valid"
+        case .invalid(let why): "invalid (\(why))"
+        case .pinMismatch: "public key does not match any configured SPKI pin"
+        case .missing: "no certificate was presented"
+        }
+    }
+}
+
+/// Every way a QUIC connection, stream or datagram operation can fail, with a message that says
+/// what to do about it.
+public enum QUICError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// We rejected the peer's certificate.
+    case certificateRejected(CertificateProblem)
+    /// The peer aborted the handshake with a TLS alert (e.g. it rejected our certificate, 42/48).
+    case peerTLSAlert(code: UInt8)
+    /// Client and server share no application protocol.
+    case alpnMismatch(offered: [String])
+    /// The TLS stack failed locally (configuration or protocol error).
+    case tls(String)
+    /// The peer, or we, closed the connection with a QUIC transport error.
+    case transportError(code: UInt64, reason: String, byPeer: Bool)
+    /// The peer closed the connection with an application error code.
+    case applicationClosed(code: UInt64, reason: String)
+    /// We closed the connection (normal local close).
+    case closedLocally(code: UInt64, reason: String)
+    /// No packet from the peer within the idle timeout.
+    case idleTimeout
+    /// The handshake did not complete within the handshake timeout.
+    case handshakeTimeout
+    /// The peer sent a stateless reset: it lost all state for this connection.
+    case statelessReset
+    /// The server supports none of the QUIC versions we offered.
+    case versionNegotiationFailed
+    /// The peer reset the stream (RESET_STREAM) with this application error code.
+    case streamReset(streamID: Int64, code: UInt64)
+    /// The peer asked us to stop sending on this stream (STOP_SENDING) with this code.
+    case streamStopped(streamID: Int64, code: UInt64)
+    /// No such stream, or it is closed in the direction used.
+    case invalidStream(streamID: Int64, reason: String)
+    /// The peer's stream limit is reached; retry when it grants more streams.
+    case streamLimitReached
+    /// The peer did not enable RFC 9221 datagrams.
+    case datagramsNotSupported
+    /// A datagram larger than the negotiated maximum frame payload.
+    case datagramTooLarge(size: Int, maximum: Int)
+    /// The connection is closed or closing; carries the reason it ended.
+    indirect case connectionClosed(QUICError)
+    /// The connection is not in a state that allows the call.
+    case invalidState(String)
+    /// Invalid configuration (unreadable certificate file, bad pin, ...).
+    case configuration(String)
+    /// ngtcp2 reported an unexpected error.
+    case internalError(code: Int32, function: String)
+
+    public var description: String {
+        switch self {
+        case .certificateRejected(let problem):
+            "The server's TLS certificate was rejected: \(problem). Trust its CA (a CA file or the system store), fix the name you connect to, or update the pins."
+        case .peerTLSAlert(let code):
+            "The peer aborted the TLS handshake with alert \(code) (\(tlsAlertName(code))). If it is 42/48 it did not accept our certificate."
+        case .alpnMismatch(let offered):
+            "The server supports none of the application protocols offered (ALPN \(offered)). Use an ALPN the server is configured for."
+        case .tls(let message):
+            "TLS failed: \(message)"
+        case .transportError(let code, let reason, let byPeer):
+            "QUIC transport error 0x\(String(code, radix: 16)) \(byPeer ? "from the peer" : "detected locally")\(reason.isEmpty ? "" : ": \(reason)")."
+        case .applicationClosed(let code, let reason):
+            "The peer closed the connection with application error \(code)\(reason.isEmpty ? "" : ": \(reason)")."
+        case .closedLocally(let code, let reason):
+            "The connection was closed locally with application code \(code)\(reason.isEmpty ? "" : ": \(reason)")."
+        case .idleTimeout:
+            "The connection timed out: no packet from the peer within the idle timeout. Check that the peer is reachable, or raise the idle timeout / enable keep-alive."
+        case .handshakeTimeout:
+            "No handshake response from the server within the handshake timeout. Check the address and port and that a QUIC server listens there (UDP)."
+        case .statelessReset:
+            "The peer reset the connection statelessly (it lost its state, e.g. after a restart)."
+        case .versionNegotiationFailed:
+            "The server supports none of our QUIC versions."
+        case .streamReset(let id, let code):
+            "The peer reset stream \(id) with application error code \(code)."
+        case .streamStopped(let id, let code):
+            "The peer stopped reading stream \(id) (STOP_SENDING, application error code \(code))."
+        case .invalidStream(let id, let reason):
+            "Stream \(id): \(reason)."
+        case .streamLimitReached:
+            "The peer's limit of concurrent streams is reached; wait for it to grant more."
+        case .datagramsNotSupported:
+            "The peer did not enable QUIC datagrams (RFC 9221); set a non-zero max datagram frame size on both ends."
+        case .datagramTooLarge(let size, let maximum):
+            "A \(size)-byte datagram exceeds the negotiated maximum of \(maximum) bytes; split it or use a stream."
+        case .connectionClosed(let reason):
+            "The connection is closed: \(reason)"
+        case .invalidState(let what):
+            "Invalid state: \(what)."
+        case .configuration(let what):
+            "Invalid configuration: \(what)."
+        case .internalError(let code, let function):
+            "QUIC engine error in \(function): \(ngtcp2ErrorName(code)) (\(code))."
+        }
+    }
+}
+
+func tlsAlertName(_ code: UInt8) -> String {
+    switch code {
+    case 0: "close_notify"
+    case 10: "unexpected_message"
+    case 20: "bad_record_mac"
+    case 40: "handshake_failure"
+    case 42: "bad_certificate"
+    case 43: "unsupported_certificate"
+    case 44: "certificate_revoked"
+    case 45: "certificate_expired"
+    case 46: "certificate_unknown"
+    case 47: "illegal_parameter"
+    case 48: "unknown_ca"
+    case 50: "decode_error"
+    case 51: "decrypt_error"
+    case 70: "protocol_version"
+    case 80: "internal_error"
+    case 109: "missing_extension"
+    case 110: "unsupported_extension"
+    case 112: "unrecognized_name"
+    case 116: "certificate_required"
+    case 120: "no_application_protocol"
+    default: "alert \(code)"
+    }
+}

@@ -1,0 +1,382 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CBraid
+import DequeModule
+import Logging
+
+/// A server: one UDP socket's worth of QUIC. Routes each datagram to its connection by
+/// destination connection ID, creates connections for new clients, and answers what belongs to
+/// no connection: Version Negotiation, Retry (address validation), stateless resets, refusals.
+///
+/// Sans-IO like `QUICConnection`: the owner passes datagrams in with `receive`, writes the
+/// returned connection's packets, and sends `pollEndpointTransmits()` for the endpoint's own.
+///
+/// ```swift
+/// let endpoint = try QUICServerEndpoint(configuration: .init(
+///     alpn: ["echo"], certificateChainFile: "cert.pem", privateKeyFile: "key.pem"))
+/// if let connection = endpoint.receive(datagram: bytes, path: path, ecn: .notECT, now: now) {
+///     for transmit in connection.pollTransmits(now: now) { send(transmit) }
+/// }
+/// for transmit in endpoint.pollEndpointTransmits() { send(transmit) }
+/// ```
+public final class QUICServerEndpoint {
+    public let configuration: QUICServerConfiguration
+    /// All server-issued connection IDs have this length, so short headers can be parsed.
+    public static let connectionIDLength = 16
+    let credentials: TLSCredentials
+    let staticSecret: [UInt8]
+    private let ticketKey: UnsafeMutablePointer<gnutls_datum_t>
+    private let antiReplay: gnutls_anti_replay_t
+    private let replayFilter = ReplayFilter()
+    var logger = Logger(label: "braid.quic.server")
+
+    private var routes: [ConnectionID: QUICConnection] = [:]
+    private var routedIDs: [ObjectIdentifier: Set<ConnectionID>] = [:]
+    private var outgoing = Deque<Transmit>()
+    /// Stateless resets sent in the current one-second window (they are rate limited).
+    private var resetWindow: (start: QUICInstant, count: Int) = (QUICInstant(nanoseconds: 0), 0)
+    static let maxResetsPerSecond = 100
+
+    /// Live connections (not yet terminated).
+    public var connectionCount: Int { routedIDs.count }
+
+    /// Counters of what the endpoint answered itself.
+    public private(set) var versionNegotiationsSent = 0
+    public private(set) var retriesSent = 0
+    public private(set) var statelessResetsSent = 0
+    public private(set) var refusedConnections = 0
+    public private(set) var droppedDatagrams = 0
+
+    public init(configuration: QUICServerConfiguration) throws {
+        guard !configuration.alpn.isEmpty else { throw QUICError.configuration("QUIC needs at least one ALPN") }
+        try validate(configuration.transport)
+        self.configuration = configuration
+        credentials = try TLSCredentials.server(
+            certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile)
+        if let secret = configuration.staticSecret {
+            guard secret.count >= 16 else { throw QUICError.configuration("staticSecret needs at least 16 bytes") }
+            staticSecret = secret
+        } else {
+            var secret = [UInt8](repeating: 0, count: 32)
+            fillRandom(&secret)
+            staticSecret = secret
+        }
+        ticketKey = .allocate(capacity: 1)
+        ticketKey.initialize(to: gnutls_datum_t())
+        var rc = gnutls_session_ticket_key_generate(ticketKey)
+        guard rc == 0 else {
+            ticketKey.deallocate()
+            throw QUICError.tls("cannot generate a session ticket key: \(gnutlsErrorString(rc))")
+        }
+        var replay: gnutls_anti_replay_t?
+        rc = gnutls_anti_replay_init(&replay)
+        guard rc == 0, let replay else {
+            braid_gnutls_free(ticketKey.pointee.data)
+            ticketKey.deallocate()
+            throw QUICError.tls("cannot create the 0-RTT replay filter: \(gnutlsErrorString(rc))")
+        }
+        antiReplay = replay
+        gnutls_anti_replay_set_ptr(replay, Unmanaged.passUnretained(replayFilter).toOpaque())
+        gnutls_anti_replay_set_add_function(replay) { pointer, expiry, key, _ in
+            let filter = Unmanaged<ReplayFilter>.fromOpaque(pointer!).takeUnretainedValue()
+            return filter.insert(key: Array(UnsafeBufferPointer(start: key!.pointee.data, count: Int(key!.pointee.size))), expiry: expiry)
+                ? 0 : GNUTLS_E_DB_ENTRY_EXISTS
+        }
+    }
+
+    deinit {
+        // Connections may outlive the endpoint's routing but not its TLS material.
+        for connection in routes.values { connection.endpoint = nil }
+        gnutls_anti_replay_deinit(antiReplay)
+        braid_gnutls_free(ticketKey.pointee.data)
+        ticketKey.deallocate()
+    }
+
+    /// Packets the endpoint itself wants sent (Version Negotiation, Retry, resets, refusals).
+    public func pollEndpointTransmits() -> [Transmit] {
+        defer { outgoing.removeAll() }
+        return Array(outgoing)
+    }
+
+    /// Routes one datagram. Returns the connection it belongs to (possibly just created: check
+    /// `isNew` via `connection.isNewlyAccepted`), or nil if the endpoint handled or dropped it.
+    @discardableResult
+    public func receive(datagram: UnsafeRawBufferPointer, path: QUICPath, ecn: ECN, now: QUICInstant) -> QUICConnection? {
+        guard let base = datagram.baseAddress?.assumingMemoryBound(to: UInt8.self), datagram.count > 0 else { return nil }
+        var vc = ngtcp2_version_cid()
+        let rc = ngtcp2_pkt_decode_version_cid(&vc, base, datagram.count, Self.connectionIDLength)
+        if rc == NGTCP2_ERR_VERSION_NEGOTIATION {
+            sendVersionNegotiation(vc, datagramLength: datagram.count, path: path)
+            return nil
+        }
+        guard rc == 0, vc.dcidlen <= 20, let dcidPointer = vc.dcid else {
+            droppedDatagrams += 1
+            return nil
+        }
+        let dcid = ConnectionID(pointer: dcidPointer, count: vc.dcidlen)
+        if let connection = routes[dcid] {
+            connection.isNewlyAccepted = false
+            connection.receive(datagram: datagram, path: path, ecn: ecn, now: now)
+            return connection
+        }
+        if vc.version == 0 {
+            // Short header for a connection we do not know: tell the peer with a stateless reset.
+            sendStatelessReset(for: dcid, triggerLength: datagram.count, path: path, now: now)
+            return nil
+        }
+        return accept(datagram: datagram, base: base, path: path, ecn: ecn, now: now)
+    }
+
+    public func receive(datagram: [UInt8], path: QUICPath, ecn: ECN = .notECT, now: QUICInstant) -> QUICConnection? {
+        datagram.withUnsafeBytes { receive(datagram: $0, path: path, ecn: ecn, now: now) }
+    }
+
+    private func accept(
+        datagram: UnsafeRawBufferPointer, base: UnsafePointer<UInt8>, path: QUICPath, ecn: ECN, now: QUICInstant
+    ) -> QUICConnection? {
+        var header = ngtcp2_pkt_hd()
+        guard ngtcp2_accept(&header, base, datagram.count) == 0 else {
+            // Not an Initial that can start a connection (at 0.12.1 this includes 0-RTT that
+            // overtook its Initial); the client will retransmit.
+            droppedDatagrams += 1
+            return nil
+        }
+        if connectionCount >= configuration.maxConnections {
+            refusedConnections += 1
+            sendStatelessClose(header, errorCode: UInt64(NGTCP2_CONNECTION_REFUSED), path: path)
+            return nil
+        }
+        var originalDCID: ngtcp2_cid?
+        var validatedToken = false
+        let token = UnsafeBufferPointer(start: header.token.base, count: header.token.len)
+        if let magic = token.first {
+            if magic == UInt8(NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
+                var odcid = ngtcp2_cid()
+                let ok = staticSecret.withUnsafeBufferPointer { secret in
+                    path.remote.withSockAddr { address, length in
+                        ngtcp2_crypto_verify_retry_token(
+                            &odcid, token.baseAddress, token.count, secret.baseAddress, secret.count, header.version,
+                            address, ngtcp2_socklen(length), &header.dcid, configuration.retryTokenLifetime.nanosecondsClamped,
+                            now.nanoseconds) == 0
+                    }
+                }
+                guard ok else {
+                    sendStatelessClose(header, errorCode: UInt64(NGTCP2_INVALID_TOKEN), path: path)
+                    return nil
+                }
+                originalDCID = odcid
+                validatedToken = true
+            } else if magic == UInt8(NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR) {
+                validatedToken = staticSecret.withUnsafeBufferPointer { secret in
+                    path.remote.withSockAddr { address, length in
+                        ngtcp2_crypto_verify_regular_token(
+                            token.baseAddress, token.count, secret.baseAddress, secret.count, address,
+                            ngtcp2_socklen(length), configuration.tokenLifetime.nanosecondsClamped, now.nanoseconds) == 0
+                    }
+                }
+            }
+        }
+        if configuration.retry == .always && !validatedToken {
+            sendRetry(header, datagramLength: datagram.count, path: path, now: now)
+            return nil
+        }
+
+        let transport = configuration.transport
+        var settings = makeSettings(transport, now: now)
+        if validatedToken { settings.token = header.token }
+        var params = makeTransportParameters(transport)
+        let sourceCID = ConnectionID.random(length: Self.connectionIDLength)
+        if let originalDCID {
+            params.original_dcid = originalDCID
+            params.retry_scid = header.dcid
+            params.retry_scid_present = 1
+        } else {
+            params.original_dcid = header.dcid
+        }
+        var scid = sourceCID.ngtcp2
+        let tokenOK = staticSecret.withUnsafeBufferPointer {
+            ngtcp2_crypto_generate_stateless_reset_token(&params.stateless_reset_token.0, $0.baseAddress, $0.count, &scid)
+        }
+        guard tokenOK == 0 else { return nil }
+        params.stateless_reset_token_present = 1
+        let setup = QUICConnection.Setup(
+            role: .server, path: path, version: header.version, destinationCID: ConnectionID(header.scid),
+            sourceCID: sourceCID, settings: settings, params: params, qlogODCID: ConnectionID(params.original_dcid))
+        let connection: QUICConnection
+        do {
+            connection = try QUICConnection(
+                setup: setup, transport: transport, staticSecret: staticSecret, verification: nil, serverName: ""
+            ) { connection, connRef in try self.makeServerSession(connRef: connRef) }
+        } catch {
+            logger.warning("cannot accept connection from \(path.remote): \(error)")
+            droppedDatagrams += 1
+            return nil
+        }
+        connection.currentTime = now
+        connection.offeredALPNForErrors = configuration.alpn
+        connection.isNewlyAccepted = true
+        let secret = staticSecret
+        let lifetimeOK = configuration.tokenLifetime > .zero
+        connection.makeNewToken = { remote, now in
+            guard lifetimeOK else { return nil }
+            var token = [UInt8](repeating: 0, count: braid_ngtcp2_crypto_max_regular_tokenlen())
+            let length = secret.withUnsafeBufferPointer { secret in
+                remote.withSockAddr { address, addressLength in
+                    ngtcp2_crypto_generate_regular_token(
+                        &token, secret.baseAddress, secret.count, address, ngtcp2_socklen(addressLength), now.nanoseconds)
+                }
+            }
+            return length > 0 ? Array(token.prefix(length)) : nil
+        }
+        connection.receive(datagram: datagram, path: path, ecn: ecn, now: now)
+        if connection.isTerminated {
+            droppedDatagrams += 1
+            return nil
+        }
+        connection.endpoint = self
+        route(ConnectionID(header.dcid), to: connection)
+        route(sourceCID, to: connection)
+        for id in connection.issuedConnectionIDs { route(id, to: connection) }
+        connection.issuedConnectionIDs.removeAll()
+        return connection
+    }
+
+    private func makeServerSession(connRef: UnsafeMutablePointer<ngtcp2_crypto_conn_ref>) throws -> gnutls_session_t {
+        var flags = GNUTLS_SERVER.rawValue | GNUTLS_NO_AUTO_SEND_TICKET.rawValue | GNUTLS_NO_END_OF_EARLY_DATA.rawValue
+        if configuration.earlyDataEnabled { flags |= GNUTLS_ENABLE_EARLY_DATA.rawValue }
+        var created: gnutls_session_t?
+        var rc = gnutls_init(&created, flags)
+        guard rc == 0, let session = created else { throw QUICError.tls("gnutls_init: \(gnutlsErrorString(rc))") }
+        do {
+            rc = gnutls_priority_set_direct(session, quicPriority, nil)
+            guard rc == 0 else { throw QUICError.tls("priority: \(gnutlsErrorString(rc))") }
+            rc = gnutls_session_ticket_enable_server(session, ticketKey)
+            guard rc == 0 else { throw QUICError.tls("session tickets: \(gnutlsErrorString(rc))") }
+            rc = ngtcp2_crypto_gnutls_configure_server_session(session)
+            guard rc == 0 else { throw QUICError.tls("cannot configure the QUIC TLS session") }
+            if configuration.earlyDataEnabled {
+                gnutls_anti_replay_enable(session, antiReplay)
+                // QUIC requires max_early_data_size 0xffffffff in tickets (RFC 9001 §4.6.1).
+                gnutls_record_set_max_early_data_size(session, 0xffff_ffff)
+            }
+            gnutls_session_set_ptr(session, connRef)
+            rc = gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials.handle))
+            guard rc == 0 else { throw QUICError.tls("credentials: \(gnutlsErrorString(rc))") }
+            rc = withALPNDatums(configuration.alpn) {
+                gnutls_alpn_set_protocols(
+                    session, $0, UInt32($1), GNUTLS_ALPN_MANDATORY.rawValue | GNUTLS_ALPN_SERVER_PRECEDENCE.rawValue)
+            }
+            guard rc == 0 else { throw QUICError.configuration("ALPN \(configuration.alpn): \(gnutlsErrorString(rc))") }
+        } catch {
+            gnutls_deinit(session)
+            throw error
+        }
+        return session
+    }
+
+    // MARK: Routing table
+
+    func route(_ id: ConnectionID, to connection: QUICConnection) {
+        routes[id] = connection
+        routedIDs[ObjectIdentifier(connection), default: []].insert(id)
+    }
+
+    func unroute(_ id: ConnectionID, of connection: QUICConnection) {
+        if routes[id] === connection { routes[id] = nil }
+        routedIDs[ObjectIdentifier(connection)]?.remove(id)
+    }
+
+    /// Drops every route to a terminated connection.
+    func forget(_ connection: QUICConnection) {
+        for id in routedIDs.removeValue(forKey: ObjectIdentifier(connection)) ?? [] where routes[id] === connection {
+            routes[id] = nil
+        }
+    }
+
+    // MARK: Endpoint-level packets
+
+    private func enqueue(_ bytes: UnsafeRawBufferPointer, path: QUICPath) {
+        outgoing.append(Transmit(path: path, ecn: .notECT, segmentSize: bytes.count, bytes: Array(bytes)))
+    }
+
+    private func sendVersionNegotiation(_ vc: ngtcp2_version_cid, datagramLength: Int, path: QUICPath) {
+        // RFC 9000 §6.1: only answer datagrams large enough to be a client's first flight.
+        guard datagramLength >= 1200, let dcid = vc.dcid, let scid = vc.scid else { return }
+        var versions: [UInt32] = [0x1a2a_3a4a, UInt32(NGTCP2_PROTO_VER_V1)]
+        var buffer = [UInt8](repeating: 0, count: 1200)
+        var unused: [UInt8] = [0]
+        fillRandom(&unused)
+        let length = ngtcp2_pkt_write_version_negotiation(&buffer, buffer.count, unused[0], scid, vc.scidlen, dcid, vc.dcidlen, &versions, versions.count)
+        guard length > 0 else { return }
+        versionNegotiationsSent += 1
+        buffer.withUnsafeBytes { enqueue(UnsafeRawBufferPointer(rebasing: $0[0..<length]), path: path) }
+    }
+
+    private func sendRetry(_ header: ngtcp2_pkt_hd, datagramLength: Int, path: QUICPath, now: QUICInstant) {
+        var header = header
+        var retrySCID = ConnectionID.random(length: Self.connectionIDLength).ngtcp2
+        var token = [UInt8](repeating: 0, count: braid_ngtcp2_crypto_max_retry_tokenlen())
+        let tokenLength = staticSecret.withUnsafeBufferPointer { secret in
+            path.remote.withSockAddr { address, length in
+                ngtcp2_crypto_generate_retry_token(
+                    &token, secret.baseAddress, secret.count, header.version, address, ngtcp2_socklen(length), &retrySCID,
+                    &header.dcid, now.nanoseconds)
+            }
+        }
+        guard tokenLength > 0 else { return }
+        var buffer = [UInt8](repeating: 0, count: 1200)
+        // Never more than three times what the client sent (anti-amplification).
+        let limit = min(buffer.count, datagramLength * 3)
+        let length = ngtcp2_crypto_write_retry(
+            &buffer, limit, header.version, &header.scid, &retrySCID, &header.dcid, token, tokenLength)
+        guard length > 0 else { return }
+        retriesSent += 1
+        buffer.withUnsafeBytes { enqueue(UnsafeRawBufferPointer(rebasing: $0[0..<length]), path: path) }
+    }
+
+    private func sendStatelessClose(_ header: ngtcp2_pkt_hd, errorCode: UInt64, path: QUICPath) {
+        var header = header
+        var buffer = [UInt8](repeating: 0, count: 1200)
+        let length = ngtcp2_crypto_write_connection_close(
+            &buffer, buffer.count, header.version, &header.scid, &header.dcid, errorCode, nil, 0)
+        guard length > 0 else { return }
+        buffer.withUnsafeBytes { enqueue(UnsafeRawBufferPointer(rebasing: $0[0..<length]), path: path) }
+    }
+
+    private func sendStatelessReset(for dcid: ConnectionID, triggerLength: Int, path: QUICPath, now: QUICInstant) {
+        // RFC 9000 §10.3: smaller than the trigger (no reset loops), at least 21 bytes, rate limited.
+        let length = min(triggerLength - 1, 43)
+        guard length >= 22 else { return }
+        if now - resetWindow.start >= .seconds(1) { resetWindow = (now, 0) }
+        guard resetWindow.count < Self.maxResetsPerSecond else { return }
+        resetWindow.count += 1
+        var cid = dcid.ngtcp2
+        var token = [UInt8](repeating: 0, count: Int(NGTCP2_STATELESS_RESET_TOKENLEN))
+        let rc = staticSecret.withUnsafeBufferPointer {
+            ngtcp2_crypto_generate_stateless_reset_token(&token, $0.baseAddress, $0.count, &cid)
+        }
+        guard rc == 0 else { return }
+        var random = [UInt8](repeating: 0, count: length - 1 - token.count)
+        fillRandom(&random)
+        var buffer = [UInt8](repeating: 0, count: length)
+        let written = ngtcp2_pkt_write_stateless_reset(&buffer, buffer.count, token, random, random.count)
+        guard written > 0 else { return }
+        statelessResetsSent += 1
+        buffer.withUnsafeBytes { enqueue(UnsafeRawBufferPointer(rebasing: $0[0..<written]), path: path) }
+    }
+}
+
+/// Remembers 0-RTT ClientHellos until they expire so a replayed one is refused (RFC 8446 §8).
+final class ReplayFilter {
+    private var seen: [[UInt8]: time_t] = [:]
+
+    /// False if `key` was already seen and has not expired.
+    func insert(key: [UInt8], expiry: time_t) -> Bool {
+        let now = time(nil)
+        if seen.count > 1024 { seen = seen.filter { $0.value > now } }
+        if let existing = seen[key], existing > now { return false }
+        seen[key] = expiry
+        return true
+    }
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Regenerates the test PKI in Tests/BraidQUICTests/Fixtures with GnuTLS's certtool.
+# The fixtures are committed so tests are deterministic; rerun this only to change them.
+#   ca.pem / ca-key.pem           trusted test CA
+#   server.pem / server-key.pem   localhost, 127.0.0.1, ::1 — signed by the trusted CA
+#   wrong-name.pem / -key.pem     wrong.example — signed by the trusted CA
+#   other-ca.pem                  an unrelated CA
+#   untrusted.pem / -key.pem      localhost — signed by the unrelated CA
+set -euo pipefail
+out="${1:-$(dirname "$0")/../Tests/BraidQUICTests/Fixtures}"
+mkdir -p "$out"
+cd "$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+key() { certtool --generate-privkey --key-type=ecdsa --curve=secp256r1 --outfile "$1" 2>/dev/null; }
+
+ca() { # name keyfile certfile
+  printf 'cn = "%s"\nca\ncert_signing_key\nexpiration_days = 36500\n' "$1" >"$tmp/ca.tmpl"
+  key "$2"
+  certtool --generate-self-signed --load-privkey "$2" --template "$tmp/ca.tmpl" --outfile "$3" 2>/dev/null
+}
+
+leaf() { # cn cakey cacert keyfile certfile san-lines...
+  local cn=$1 cakey=$2 cacert=$3 k=$4 c=$5; shift 5
+  { printf 'cn = "%s"\ntls_www_server\nsigning_key\nencryption_key\nexpiration_days = 36500\n' "$cn"
+    for san in "$@"; do printf '%s\n' "$san"; done; } >"$tmp/leaf.tmpl"
+  key "$k"
+  certtool --generate-certificate --load-privkey "$k" --load-ca-privkey "$cakey" \
+    --load-ca-certificate "$cacert" --template "$tmp/leaf.tmpl" --outfile "$c" 2>/dev/null
+}
+
+ca "Braid Test CA" ca-key.pem ca.pem
+ca "Unrelated Test CA" "$tmp/other-ca-key.pem" other-ca.pem
+leaf localhost ca-key.pem ca.pem server-key.pem server.pem \
+  'dns_name = "localhost"' 'ip_address = "127.0.0.1"' 'ip_address = "::1"'
+leaf wrong.example ca-key.pem ca.pem wrong-name-key.pem wrong-name.pem 'dns_name = "wrong.example"'
+leaf localhost "$tmp/other-ca-key.pem" other-ca.pem untrusted-key.pem untrusted.pem \
+  'dns_name = "localhost"' 'ip_address = "127.0.0.1"'
+echo "test certificates written to $out"
