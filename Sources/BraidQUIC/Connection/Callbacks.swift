@@ -97,9 +97,17 @@ extension QUICConnection {
             }
             return 0
         }
-        cb.stream_close = { _, _, streamID, _, userData, _ in
+        cb.stream_close = { _, flags, streamID, code, userData, _ in
             let connection = QUICConnection.from(userData)
             guard let stream = connection.streams[streamID] else { return 0 }
+            // ngtcp2 0.12.1 has no callback for a peer's STOP_SENDING (its stream_stop_sending
+            // reports our own); the peer's code arrives here when our unfinished send side closes.
+            let codeSet = flags & UInt32(NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET) != 0
+            if codeSet, connection.canSendOn(streamID: streamID), !stream.locallyReset,
+                stream.receive.resetCode != code, !(stream.send.finSent && stream.send.unacknowledged == 0)
+            {
+                connection.peerStoppedSending(stream, code: code)
+            }
             stream.closedByEngine = true
             stream.scheduled = false
             connection.retireIfDone(stream)
@@ -113,15 +121,6 @@ extension QUICConnection {
             let dropped = stream.receive.discard()
             if dropped > 0 { ngtcp2_conn_extend_max_offset(connection.conn, UInt64(dropped)) }
             connection.signalReadable(stream)
-            return 0
-        }
-        cb.stream_stop_sending = { _, streamID, code, userData, _ in
-            let connection = QUICConnection.from(userData)
-            guard let stream = connection.streams[streamID] else { return 0 }
-            stream.stopSendingCode = code
-            stream.send.discard()
-            stream.scheduled = false
-            connection.emit(.streamStopSending(streamID: streamID, code: code))
             return 0
         }
         cb.extend_max_local_streams_bidi = { _, _, userData in
@@ -156,6 +155,19 @@ extension QUICConnection {
             return 0
         }
         return cb
+    }
+
+    /// The peer sent STOP_SENDING: nothing more will be sent or retransmitted on this stream.
+    func peerStoppedSending(_ stream: StreamState, code: UInt64?) {
+        guard !stream.stoppedByPeer else {
+            if let code, stream.stopSendingCode == nil { stream.stopSendingCode = code }
+            return
+        }
+        stream.stoppedByPeer = true
+        stream.stopSendingCode = code
+        stream.send.discard()
+        stream.scheduled = false
+        emit(.streamStopSending(streamID: stream.id, code: code))
     }
 
     func signalReadable(_ stream: StreamState) {

@@ -96,6 +96,8 @@ public final class QUICConnection {
     var transmitsWritten: UInt64 = 0
 
     private var qlogFile: UnsafeMutablePointer<FILE>?
+    /// TLS material the session points into (credentials, ticket key): must outlive `session`.
+    var tlsResources: AnyObject?
 
     struct Setup {
         var role: Role
@@ -592,6 +594,8 @@ public final class QUICConnection {
                     stream.scheduled = false
                 } else if written == Int(NGTCP2_ERR_STREAM_SHUT_WR) || written == Int(NGTCP2_ERR_STREAM_NOT_FOUND) {
                     stream.scheduled = false
+                    // We did not shut it: the peer's STOP_SENDING did (code not known yet).
+                    if !stream.locallyReset { peerStoppedSending(stream, code: nil) }
                 } else if stream.send.hasUnsent {
                     sendSchedule.append(stream.id)
                     rotations += 1
@@ -684,7 +688,7 @@ public final class QUICConnection {
         guard canSendOn(streamID: streamID) else {
             throw QUICError.invalidStream(streamID: streamID, reason: "receive-only unidirectional stream")
         }
-        if let code = stream.stopSendingCode { throw QUICError.streamStopped(streamID: streamID, code: code) }
+        if stream.stoppedByPeer { throw QUICError.streamStopped(streamID: streamID, code: stream.stopSendingCode) }
         guard !stream.send.finQueued, !stream.locallyReset else {
             throw QUICError.invalidStream(streamID: streamID, reason: "already finished or reset for sending")
         }

@@ -11,8 +11,10 @@ public enum QUICEvent: Sendable, Hashable {
     case streamReadable(streamID: Int64)
     /// The stream's unacknowledged bytes fell below the send-buffer limit.
     case streamWritable(streamID: Int64)
-    /// The peer asked us to stop sending (STOP_SENDING); further sends fail.
-    case streamStopSending(streamID: Int64, code: UInt64)
+    /// The peer asked us to stop sending (STOP_SENDING); further sends fail. ngtcp2 0.12.1
+    /// reports the peer's code only once the stream closes, so `code` may be nil when the stop
+    /// is first noticed by a failing write; a later event then carries it.
+    case streamStopSending(streamID: Int64, code: UInt64?)
     /// Both directions of the stream are finished and its state is gone.
     case streamClosed(streamID: Int64)
     /// The peer allows more streams to be opened (after `streamLimitReached`).

@@ -8,7 +8,12 @@ final class SendChunk {
 
     init<Bytes: Collection>(copying bytes: Bytes) where Bytes.Element == UInt8 {
         base = .allocate(byteCount: bytes.count, alignment: 1)
-        _ = base.initializeMemory(as: UInt8.self, from: bytes)
+        let copied: Void? = bytes.withContiguousStorageIfAvailable { source in
+            base.copyMemory(from: UnsafeRawBufferPointer(source))
+        }
+        if copied == nil {
+            for (index, byte) in bytes.enumerated() { base[index] = byte }
+        }
     }
 
     var count: Int { base.count }
@@ -151,7 +156,9 @@ final class StreamState {
     var scheduled = false
     /// Blocked by the peer's stream flow control until `extend_max_stream_data`.
     var blocked = false
-    /// The peer sent STOP_SENDING with this code; further sends fail.
+    /// The peer sent STOP_SENDING; further sends fail.
+    var stoppedByPeer = false
+    /// Its application error code, once ngtcp2 reported it.
     var stopSendingCode: UInt64?
     /// We reset our sending side.
     var locallyReset = false

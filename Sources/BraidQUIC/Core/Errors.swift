@@ -52,8 +52,9 @@ public enum QUICError: Error, Sendable, Hashable, CustomStringConvertible {
     case versionNegotiationFailed
     /// The peer reset the stream (RESET_STREAM) with this application error code.
     case streamReset(streamID: Int64, code: UInt64)
-    /// The peer asked us to stop sending on this stream (STOP_SENDING) with this code.
-    case streamStopped(streamID: Int64, code: UInt64)
+    /// The peer asked us to stop sending on this stream (STOP_SENDING) with this code
+    /// (nil if ngtcp2 has not reported it yet).
+    case streamStopped(streamID: Int64, code: UInt64?)
     /// No such stream, or it is closed in the direction used.
     case invalidStream(streamID: Int64, reason: String)
     /// The peer's stream limit is reached; retry when it grants more streams.
@@ -98,7 +99,7 @@ public enum QUICError: Error, Sendable, Hashable, CustomStringConvertible {
         case .streamReset(let id, let code):
             "The peer reset stream \(id) with application error code \(code)."
         case .streamStopped(let id, let code):
-            "The peer stopped reading stream \(id) (STOP_SENDING, application error code \(code))."
+            "The peer stopped reading stream \(id) (STOP_SENDING\(code.map { ", application error code \($0)" } ?? ""))."
         case .invalidStream(let id, let reason):
             "Stream \(id): \(reason)."
         case .streamLimitReached:

@@ -24,11 +24,9 @@ public final class QUICServerEndpoint {
     public let configuration: QUICServerConfiguration
     /// All server-issued connection IDs have this length, so short headers can be parsed.
     public static let connectionIDLength = 16
-    let credentials: TLSCredentials
     let staticSecret: [UInt8]
-    private let ticketKey: UnsafeMutablePointer<gnutls_datum_t>
-    private let antiReplay: gnutls_anti_replay_t
-    private let replayFilter = ReplayFilter()
+    /// TLS material every server session points into; each connection retains it too.
+    private let tls: ServerTLSContext
     var logger = Logger(label: "braid.quic.server")
 
     private var routes: [ConnectionID: QUICConnection] = [:]
@@ -52,8 +50,9 @@ public final class QUICServerEndpoint {
         guard !configuration.alpn.isEmpty else { throw QUICError.configuration("QUIC needs at least one ALPN") }
         try validate(configuration.transport)
         self.configuration = configuration
-        credentials = try TLSCredentials.server(
-            certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile)
+        tls = try ServerTLSContext(
+            credentials: TLSCredentials.server(
+                certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile))
         if let secret = configuration.staticSecret {
             guard secret.count >= 16 else { throw QUICError.configuration("staticSecret needs at least 16 bytes") }
             staticSecret = secret
@@ -62,35 +61,6 @@ public final class QUICServerEndpoint {
             fillRandom(&secret)
             staticSecret = secret
         }
-        ticketKey = .allocate(capacity: 1)
-        ticketKey.initialize(to: gnutls_datum_t())
-        var rc = gnutls_session_ticket_key_generate(ticketKey)
-        guard rc == 0 else {
-            ticketKey.deallocate()
-            throw QUICError.tls("cannot generate a session ticket key: \(gnutlsErrorString(rc))")
-        }
-        var replay: gnutls_anti_replay_t?
-        rc = gnutls_anti_replay_init(&replay)
-        guard rc == 0, let replay else {
-            braid_gnutls_free(ticketKey.pointee.data)
-            ticketKey.deallocate()
-            throw QUICError.tls("cannot create the 0-RTT replay filter: \(gnutlsErrorString(rc))")
-        }
-        antiReplay = replay
-        gnutls_anti_replay_set_ptr(replay, Unmanaged.passUnretained(replayFilter).toOpaque())
-        gnutls_anti_replay_set_add_function(replay) { pointer, expiry, key, _ in
-            let filter = Unmanaged<ReplayFilter>.fromOpaque(pointer!).takeUnretainedValue()
-            return filter.insert(key: Array(UnsafeBufferPointer(start: key!.pointee.data, count: Int(key!.pointee.size))), expiry: expiry)
-                ? 0 : GNUTLS_E_DB_ENTRY_EXISTS
-        }
-    }
-
-    deinit {
-        // Connections may outlive the endpoint's routing but not its TLS material.
-        for connection in routes.values { connection.endpoint = nil }
-        gnutls_anti_replay_deinit(antiReplay)
-        braid_gnutls_free(ticketKey.pointee.data)
-        ticketKey.deallocate()
     }
 
     /// Packets the endpoint itself wants sent (Version Negotiation, Retry, resets, refusals).
@@ -207,12 +177,13 @@ public final class QUICServerEndpoint {
         do {
             connection = try QUICConnection(
                 setup: setup, transport: transport, staticSecret: staticSecret, verification: nil, serverName: ""
-            ) { connection, connRef in try self.makeServerSession(connRef: connRef) }
+            ) { connection, connRef in try self.tls.makeSession(configuration: self.configuration, connRef: connRef) }
         } catch {
             logger.warning("cannot accept connection from \(path.remote): \(error)")
             droppedDatagrams += 1
             return nil
         }
+        connection.tlsResources = tls
         connection.currentTime = now
         connection.offeredALPNForErrors = configuration.alpn
         connection.isNewlyAccepted = true
@@ -240,39 +211,6 @@ public final class QUICServerEndpoint {
         for id in connection.issuedConnectionIDs { route(id, to: connection) }
         connection.issuedConnectionIDs.removeAll()
         return connection
-    }
-
-    private func makeServerSession(connRef: UnsafeMutablePointer<ngtcp2_crypto_conn_ref>) throws -> gnutls_session_t {
-        var flags = GNUTLS_SERVER.rawValue | GNUTLS_NO_AUTO_SEND_TICKET.rawValue | GNUTLS_NO_END_OF_EARLY_DATA.rawValue
-        if configuration.earlyDataEnabled { flags |= GNUTLS_ENABLE_EARLY_DATA.rawValue }
-        var created: gnutls_session_t?
-        var rc = gnutls_init(&created, flags)
-        guard rc == 0, let session = created else { throw QUICError.tls("gnutls_init: \(gnutlsErrorString(rc))") }
-        do {
-            rc = gnutls_priority_set_direct(session, quicPriority, nil)
-            guard rc == 0 else { throw QUICError.tls("priority: \(gnutlsErrorString(rc))") }
-            rc = gnutls_session_ticket_enable_server(session, ticketKey)
-            guard rc == 0 else { throw QUICError.tls("session tickets: \(gnutlsErrorString(rc))") }
-            rc = ngtcp2_crypto_gnutls_configure_server_session(session)
-            guard rc == 0 else { throw QUICError.tls("cannot configure the QUIC TLS session") }
-            if configuration.earlyDataEnabled {
-                gnutls_anti_replay_enable(session, antiReplay)
-                // QUIC requires max_early_data_size 0xffffffff in tickets (RFC 9001 §4.6.1).
-                gnutls_record_set_max_early_data_size(session, 0xffff_ffff)
-            }
-            gnutls_session_set_ptr(session, connRef)
-            rc = gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials.handle))
-            guard rc == 0 else { throw QUICError.tls("credentials: \(gnutlsErrorString(rc))") }
-            rc = withALPNDatums(configuration.alpn) {
-                gnutls_alpn_set_protocols(
-                    session, $0, UInt32($1), GNUTLS_ALPN_MANDATORY.rawValue | GNUTLS_ALPN_SERVER_PRECEDENCE.rawValue)
-            }
-            guard rc == 0 else { throw QUICError.configuration("ALPN \(configuration.alpn): \(gnutlsErrorString(rc))") }
-        } catch {
-            gnutls_deinit(session)
-            throw error
-        }
-        return session
     }
 
     // MARK: Routing table
@@ -365,6 +303,80 @@ public final class QUICServerEndpoint {
         statelessResetsSent += 1
         buffer.withUnsafeBytes { enqueue(UnsafeRawBufferPointer(rebasing: $0[0..<written]), path: path) }
     }
+}
+
+/// The TLS state all server sessions share: credentials, the session-ticket key and the 0-RTT
+/// replay filter. Sessions hold raw pointers into it, so every connection retains it.
+final class ServerTLSContext {
+    let credentials: TLSCredentials
+    private let ticketKey: UnsafeMutablePointer<gnutls_datum_t>
+    private let antiReplay: gnutls_anti_replay_t
+    private let replayFilter = ReplayFilter()
+
+    init(credentials: TLSCredentials) throws {
+        self.credentials = credentials
+        ticketKey = .allocate(capacity: 1)
+        ticketKey.initialize(to: gnutls_datum_t())
+        var rc = gnutls_session_ticket_key_generate(ticketKey)
+        guard rc == 0 else {
+            ticketKey.deallocate()
+            throw QUICError.tls("cannot generate a session ticket key: \(gnutlsErrorString(rc))")
+        }
+        var replay: gnutls_anti_replay_t?
+        rc = gnutls_anti_replay_init(&replay)
+        guard rc == 0, let replay else {
+            braid_gnutls_free(ticketKey.pointee.data)
+            ticketKey.deallocate()
+            throw QUICError.tls("cannot create the 0-RTT replay filter: \(gnutlsErrorString(rc))")
+        }
+        antiReplay = replay
+        gnutls_anti_replay_set_ptr(replay, Unmanaged.passUnretained(replayFilter).toOpaque())
+        gnutls_anti_replay_set_add_function(replay) { pointer, expiry, key, _ in
+            let filter = Unmanaged<ReplayFilter>.fromOpaque(pointer!).takeUnretainedValue()
+            return filter.insert(key: Array(UnsafeBufferPointer(start: key!.pointee.data, count: Int(key!.pointee.size))), expiry: expiry)
+                ? 0 : GNUTLS_E_DB_ENTRY_EXISTS
+        }
+    }
+
+    deinit {
+        gnutls_anti_replay_deinit(antiReplay)
+        braid_gnutls_free(ticketKey.pointee.data)
+        ticketKey.deallocate()
+    }
+
+    func makeSession(configuration: QUICServerConfiguration, connRef: UnsafeMutablePointer<ngtcp2_crypto_conn_ref>) throws -> gnutls_session_t {
+        var flags = GNUTLS_SERVER.rawValue | GNUTLS_NO_AUTO_SEND_TICKET.rawValue | GNUTLS_NO_END_OF_EARLY_DATA.rawValue
+        if configuration.earlyDataEnabled { flags |= GNUTLS_ENABLE_EARLY_DATA.rawValue }
+        var created: gnutls_session_t?
+        var rc = gnutls_init(&created, flags)
+        guard rc == 0, let session = created else { throw QUICError.tls("gnutls_init: \(gnutlsErrorString(rc))") }
+        do {
+            rc = gnutls_priority_set_direct(session, quicPriority, nil)
+            guard rc == 0 else { throw QUICError.tls("priority: \(gnutlsErrorString(rc))") }
+            rc = gnutls_session_ticket_enable_server(session, ticketKey)
+            guard rc == 0 else { throw QUICError.tls("session tickets: \(gnutlsErrorString(rc))") }
+            rc = ngtcp2_crypto_gnutls_configure_server_session(session)
+            guard rc == 0 else { throw QUICError.tls("cannot configure the QUIC TLS session") }
+            if configuration.earlyDataEnabled {
+                gnutls_anti_replay_enable(session, antiReplay)
+                // QUIC requires max_early_data_size 0xffffffff in tickets (RFC 9001 §4.6.1).
+                gnutls_record_set_max_early_data_size(session, 0xffff_ffff)
+            }
+            gnutls_session_set_ptr(session, connRef)
+            rc = gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials.handle))
+            guard rc == 0 else { throw QUICError.tls("credentials: \(gnutlsErrorString(rc))") }
+            rc = withALPNDatums(configuration.alpn) {
+                gnutls_alpn_set_protocols(
+                    session, $0, UInt32($1), GNUTLS_ALPN_MANDATORY.rawValue | GNUTLS_ALPN_SERVER_PRECEDENCE.rawValue)
+            }
+            guard rc == 0 else { throw QUICError.configuration("ALPN \(configuration.alpn): \(gnutlsErrorString(rc))") }
+        } catch {
+            gnutls_deinit(session)
+            throw error
+        }
+        return session
+    }
+
 }
 
 /// Remembers 0-RTT ClientHellos until they expire so a replayed one is refused (RFC 8446 §8).

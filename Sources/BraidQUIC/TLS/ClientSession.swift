@@ -153,6 +153,7 @@ public final class QUICClientContext: Sendable {
                 connection: connection, connRef: connRef, credentials: credentials, alpn: alpn, serverName: serverName,
                 resumeWith: usableTicket)
         }
+        connection.tlsResources = credentials
         connection.offeredALPNForErrors = alpn
         connection.currentTime = now
         if let usableTicket { connection.installEarlyTransportParameters(usableTicket.transportParameters) }

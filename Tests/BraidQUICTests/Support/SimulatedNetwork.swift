@@ -135,10 +135,15 @@ final class SimulatedNetwork {
 
     /// Advances to the next delivery or timer and processes everything due. False when idle.
     @discardableResult
-    func step() -> Bool {
+    func step(notAfter limit: QUICInstant? = nil) -> Bool {
         let nextDelivery = inFlight.map(\.deliverAt).min()
         let nextTimer = allConnections.compactMap(\.nextDeadline).min()
         guard let next = [nextDelivery, nextTimer].compactMap({ $0 }).min() else { return false }
+        if let limit, next > limit {
+            // Nothing happens before the caller's horizon: just let the clock get there.
+            now = max(now, limit)
+            return true
+        }
         now = max(now, next)
         // A timer that keeps firing at the same instant without traffic must not freeze the clock.
         if stalledSteps > 100 {
@@ -167,6 +172,9 @@ final class SimulatedNetwork {
 
     private func deliver(_ datagram: InFlight) {
         delivered += 1
+        if ProcessInfo.processInfo.environment["BRAID_TRACE_WIRE"] != nil {
+            FileHandle.standardError.write("WIRE \(now) \(datagram.from) -> \(datagram.to) \(datagram.bytes.count)\n".data(using: .utf8)!)
+        }
         let path = QUICPath(local: datagram.to, remote: datagram.from)
         if datagram.to == serverAddress {
             guard let server else { return }
@@ -193,7 +201,7 @@ final class SimulatedNetwork {
         let deadline = now + limit
         flush()
         while !done() {
-            guard now < deadline, step() else { return done() }
+            guard now < deadline, step(notAfter: deadline) else { return done() }
         }
         return true
     }
@@ -206,7 +214,7 @@ final class SimulatedNetwork {
             let nextDelivery = inFlight.map(\.deliverAt).min()
             let nextTimer = allConnections.compactMap(\.nextDeadline).min()
             if nextDelivery == nil, nextTimer.map({ $0 > now + quiet }) ?? true { return }
-            step()
+            step(notAfter: deadline)
         }
     }
 }

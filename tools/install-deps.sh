@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what Braid needs on a fresh Debian bookworm machine (idempotent; only missing
+# packages are installed). Needs root or sudo for apt-get.
+set -euo pipefail
+packages=(pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev gnutls-bin
+  ngtcp2-client ngtcp2-server)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+command -v swift >/dev/null || { echo "swift is not on PATH (Swift 6.1 or later is required)" >&2; exit 1; }

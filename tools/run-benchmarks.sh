@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The README's benchmark command: installs what is missing, builds in release mode and runs
+# the benchmark suite. Arguments are passed on (e.g. --quick).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/install-deps.sh
+swift run -c release benchmarks "$@"
