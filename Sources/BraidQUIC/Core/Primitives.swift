@@ -241,4 +241,17 @@ public struct Transmit: Sendable {
             bytes[$0..<min($0 + segmentSize, bytes.count)]
         }
     }
+
+    /// Calls `body` with each UDP datagram of a batch laid out as `writeTransmits` produces it
+    /// (what the kernel does with a GSO send; also what a sender without GSO must do).
+    public static func forEachDatagram(
+        in batch: UnsafeRawBufferPointer, segmentSize: Int, _ body: (UnsafeRawBufferPointer) -> Void
+    ) {
+        var offset = 0
+        while offset < batch.count {
+            let end = min(offset + max(segmentSize, 1), batch.count)
+            body(UnsafeRawBufferPointer(rebasing: batch[offset..<end]))
+            offset = end
+        }
+    }
 }

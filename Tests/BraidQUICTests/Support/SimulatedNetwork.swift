@@ -94,12 +94,9 @@ final class SimulatedNetwork {
     }
 
     func write(_ connection: QUICConnection) {
-        connection.writeTransmits(now: now) { path, ecn, segmentSize, bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let end = min(offset + segmentSize, bytes.count)
-                enqueue(from: path.local, to: path.remote, bytes: Array(bytes[offset..<end]), ecn: ecn)
-                offset = end
+        connection.writeTransmits(now: now) { path, ecn, segmentSize, batch in
+            Transmit.forEachDatagram(in: batch, segmentSize: segmentSize) {
+                enqueue(from: path.local, to: path.remote, bytes: Array($0), ecn: ecn)
             }
         }
     }
