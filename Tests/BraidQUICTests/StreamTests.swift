@@ -31,6 +31,13 @@ import Testing
             }
         }
 
+        /// Opens a bidirectional stream and starts sending `payload` (with FIN) to be echoed.
+        func startEcho(_ client: QUICConnection, payload: [UInt8]) throws -> Int64 {
+            let id = try client.openStream(bidirectional: true)
+            clientSource.enqueue(client, stream: id, bytes: payload)
+            return id
+        }
+
         func connect(_ context: QUICClientContext) throws -> QUICConnection {
             let client = try network.connect(context)
             #expect(network.run { client.isEstablished || client.isClosed })
@@ -43,8 +50,7 @@ import Testing
         let run = try EchoRun()
         let client = try run.connect(Fixtures.client())
         let payload = pattern(seed: 7, count: 10 * 1024 * 1024)
-        let id = try client.openStream(bidirectional: true)
-        run.clientSource.enqueue(client, stream: id, bytes: payload)
+        let id = try run.startEcho(client, payload: payload)
         #expect(run.network.run(for: .seconds(120)) { run.clientSink.isFinished(client, id) })
         let echoed = run.clientSink.bytes(client, id)
         #expect(echoed.count == payload.count)
@@ -77,8 +83,7 @@ import Testing
         let run = try EchoRun(seed: 42, conditions: conditions)
         let client = try run.connect(Fixtures.client())
         let payload = pattern(seed: 9, count: 2 * 1024 * 1024)
-        let id = try client.openStream(bidirectional: true)
-        run.clientSource.enqueue(client, stream: id, bytes: payload)
+        let id = try run.startEcho(client, payload: payload)
         #expect(run.network.run(for: .seconds(300)) { run.clientSink.isFinished(client, id) })
         #expect(run.clientSink.bytes(client, id) == payload)
         #expect(run.network.droppedToServer > 0 && run.network.droppedToClients > 0)
@@ -91,8 +96,7 @@ import Testing
         let run = try EchoRun(seed: 3, conditions: conditions)
         let client = try run.connect(Fixtures.client())
         let payload = pattern(seed: 11, count: 1024 * 1024)
-        let id = try client.openStream(bidirectional: true)
-        run.clientSource.enqueue(client, stream: id, bytes: payload)
+        let id = try run.startEcho(client, payload: payload)
         #expect(run.network.run(for: .seconds(300)) { run.clientSink.isFinished(client, id) })
         #expect(run.clientSink.bytes(client, id) == payload)
         #expect(client.isEstablished)
@@ -247,8 +251,7 @@ import Testing
         let run = try EchoRun()
         let client = try run.connect(Fixtures.client())
         let payload = pattern(seed: 21, count: 2 * 1024 * 1024)
-        let id = try client.openStream(bidirectional: true)
-        run.clientSource.enqueue(client, stream: id, bytes: payload)
+        let id = try run.startEcho(client, payload: payload)
         // Wait for handshake confirmation and some data, then rotate keys mid-transfer.
         run.network.run { run.clientSink.bytes(client, id).count > 256 * 1024 }
         try client.initiateKeyUpdate(now: run.network.now)
