@@ -145,12 +145,15 @@ extension QUICConnection {
             return 0
         }
         cb.ack_datagram = { _, id, userData in
-            QUICConnection.from(userData).emit(.datagramAcknowledged(id: id))
+            let connection = QUICConnection.from(userData)
+            connection.datagramResolved()
+            connection.emit(.datagramAcknowledged(id: id))
             return 0
         }
         cb.lost_datagram = { _, id, userData in
             let connection = QUICConnection.from(userData)
             connection.datagramsLost += 1
+            connection.datagramResolved()
             connection.emit(.datagramLost(id: id))
             return 0
         }

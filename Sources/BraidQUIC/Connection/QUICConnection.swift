@@ -95,6 +95,17 @@ public final class QUICConnection {
     var datagramsLost: UInt64 = 0
     var transmitsWritten: UInt64 = 0
 
+    // Datagram probe (see `updateDatagramProbe`).
+    /// Datagrams handed to ngtcp2 and not yet acknowledged or declared lost.
+    var datagramsInFlight = 0
+    /// Consecutive timer expiries with datagrams in flight and no ACK progress.
+    var datagramProbeBackoff = 0
+    /// Last send or receive: ngtcp2 counts the keep-alive from the same instants.
+    private var lastActivity = QUICInstant(nanoseconds: 0)
+    /// The keep-alive the user configured (0: off) and the one currently set on ngtcp2.
+    private var configuredKeepAlive: UInt64 = 0
+    private var appliedKeepAlive: UInt64 = 0
+
     private var qlogFile: UnsafeMutablePointer<FILE>?
     /// TLS material the session points into (credentials, ticket key): must outlive `session`.
     var tlsResources: AnyObject?
@@ -151,6 +162,7 @@ public final class QUICConnection {
             }
         }
         if transport.debugLog {
+            logger.logLevel = .trace
             braid_set_ngtcp2_log_sink { userData, line in
                 let connection = Unmanaged<QUICConnection>.fromOpaque(userData!).takeUnretainedValue()
                 connection.logger.trace("\(String(cString: line!))")
@@ -182,7 +194,9 @@ public final class QUICConnection {
         }
         ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
         if let keepAlive = transport.keepAliveInterval {
-            ngtcp2_conn_set_keep_alive_timeout(conn, keepAlive.nanosecondsClamped)
+            configuredKeepAlive = keepAlive.nanosecondsClamped
+            appliedKeepAlive = configuredKeepAlive
+            ngtcp2_conn_set_keep_alive_timeout(conn, configuredKeepAlive)
         }
     }
 
@@ -263,6 +277,7 @@ public final class QUICConnection {
             break
         }
         currentTime = now
+        lastActivity = now
         packetsReceived += 1
         bytesReceived += UInt64(datagram.count)
         var info = ngtcp2_pkt_info(ecn: UInt32(ecn.rawValue))
@@ -273,6 +288,7 @@ public final class QUICConnection {
         }
         if rc != 0 { handleReadError(rc, now: now) }
         reopenRejectedStreams()
+        updateDatagramProbe()
     }
 
     public func receive(datagram: [UInt8], path: QUICPath, ecn: ECN = .notECT, now: QUICInstant) {
@@ -343,6 +359,11 @@ public final class QUICConnection {
             return
         case .handshaking, .established:
             break
+        }
+        if datagramsInFlight > 0 && now.nanoseconds >= lastActivity.nanoseconds &+ appliedKeepAlive {
+            // The shortened keep-alive fires: the next write carries the PING; the timeout
+            // doubles only after it (changing it now would un-expire the keep-alive).
+            datagramProbeBackoff = min(datagramProbeBackoff + 1, Self.maxDatagramProbeBackoff)
         }
         let rc = ngtcp2_conn_handle_expiry(conn, now.nanoseconds)
         switch rc {
@@ -502,12 +523,52 @@ public final class QUICConnection {
             guard count > 0, let batchPath else { break }
             sink(batchPath, batchECN, segmentSize, UnsafeRawBufferPointer(rebasing: scratch[0..<length]))
             countSent(packets: count, bytes: length)
+            lastActivity = now
             transmitsWritten += 1
             batches += 1
             if !batchClosed && heldPacket == nil && count < segmentLimit { break }
         }
-        if !isClosed { ngtcp2_conn_update_pkt_tx_time(conn, now.nanoseconds) }
+        if !isClosed {
+            ngtcp2_conn_update_pkt_tx_time(conn, now.nanoseconds)
+            updateDatagramProbe()
+        }
     }
+
+    // MARK: - Datagram probe
+
+    /// ngtcp2 0.12.1 does not arm its probe timeout (PTO) for packets that carry only DATAGRAM
+    /// frames (upstream fixed this in v0.14.0). If the ACKs for such a flight are lost while it
+    /// fills the congestion window, neither end sends again until the idle timeout. So while
+    /// datagrams are unacknowledged, the keep-alive is shortened to the PTO (doubling on each
+    /// expiry without progress): after that much silence ngtcp2 sends a PING, whose ACK lets
+    /// loss detection run. `datagramWindowAllows` keeps room in the window for that PING.
+    private func updateDatagramProbe() {
+        guard conn != nil, !isClosed else { return }
+        var wanted = configuredKeepAlive
+        if datagramsInFlight > 0 {
+            let probe = ngtcp2_conn_get_pto(conn) << UInt64(datagramProbeBackoff)
+            wanted = wanted == 0 ? probe : min(wanted, probe)
+        }
+        if wanted != appliedKeepAlive {
+            appliedKeepAlive = wanted
+            ngtcp2_conn_set_keep_alive_timeout(conn, wanted)
+        }
+    }
+
+    /// Called by the ack/lost callbacks: the flight made progress.
+    func datagramResolved() {
+        datagramsInFlight = max(datagramsInFlight - 1, 0)
+        datagramProbeBackoff = 0
+    }
+
+    /// A datagram may take the congestion window only if a full packet of room stays free
+    /// afterwards, for the keep-alive PING described above.
+    private var datagramWindowAllows: Bool {
+        let packetSize = UInt64(ngtcp2_conn_get_path_max_tx_udp_payload_size(conn))
+        return ngtcp2_conn_get_cwnd_left(conn) >= 2 * packetSize
+    }
+
+    private static let maxDatagramProbeBackoff = 6
 
     private func countSent(packets: Int, bytes: Int) {
         packetsSent += UInt64(packets)
@@ -535,7 +596,7 @@ public final class QUICConnection {
         var rotations = 0
         while true {
             // 1. Datagrams first: they are latency-sensitive and never retransmitted.
-            if let datagram = pendingDatagrams.first {
+            if let datagram = pendingDatagrams.first, datagramWindowAllows {
                 var accepted: Int32 = 0
                 let written = datagram.bytes.withUnsafeBufferPointer { bytes -> Int in
                     var vec = ngtcp2_vec(base: UnsafeMutablePointer(mutating: bytes.baseAddress), len: bytes.count)
@@ -543,7 +604,10 @@ public final class QUICConnection {
                         conn, path, &info, buffer, capacity, &accepted, UInt32(NGTCP2_WRITE_DATAGRAM_FLAG_MORE),
                         datagram.id, &vec, 1, now.nanoseconds)
                 }
-                if accepted != 0 { pendingDatagrams.removeFirst() }
+                if accepted != 0 {
+                    pendingDatagrams.removeFirst()
+                    datagramsInFlight += 1
+                }
                 if written == Int(NGTCP2_ERR_WRITE_MORE) { continue }
                 if written > 0 { return (written, QUICPath(path.pointee), ECN(bits: info.ecn)) }
                 if written == 0 { return nil }
@@ -551,6 +615,7 @@ public final class QUICConnection {
                     // Too large for the peer's limit or datagrams not negotiated: checked on
                     // enqueue, so only reachable if the peer changed its mind; drop it.
                     pendingDatagrams.removeFirst()
+                    datagramsLost += 1
                     emit(.datagramLost(id: datagram.id))
                     continue
                 }
