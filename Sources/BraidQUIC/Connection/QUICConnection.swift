@@ -529,7 +529,11 @@ public final class QUICConnection {
             if !batchClosed && heldPacket == nil && count < segmentLimit { break }
         }
         if !isClosed {
-            ngtcp2_conn_update_pkt_tx_time(conn, now.nanoseconds)
+            // Pacing starts once the handshake is complete. Before that the only RTT is the
+            // 333 ms initial guess, which spaces the client's Finished ~21 ms after its Initial
+            // even on loopback; handshake flights are small and capped by the amplification
+            // limit and the initial window anyway.
+            if isEstablished { ngtcp2_conn_update_pkt_tx_time(conn, now.nanoseconds) }
             updateDatagramProbe()
         }
     }
