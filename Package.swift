@@ -5,6 +5,7 @@ let package = Package(
     name: "Braid",
     products: [
         .library(name: "BraidQUIC", targets: ["BraidQUIC"]),
+        .library(name: "BraidIO", targets: ["BraidIO"]),
         .executable(name: "benchmarks", targets: ["benchmarks"]),
     ],
     dependencies: [
@@ -34,15 +35,30 @@ let package = Package(
             ],
             path: "Sources/BraidQUIC"
         ),
+        // C helpers for the UDP datapath: control messages (GSO, GRO, ECN, PKTINFO) and epoll.
+        .target(name: "CBraidUDP", path: "Sources/CBraidUDP"),
+        // The datapath: epoll event loops, batched UDP sockets, engines driven over them.
+        .target(
+            name: "BraidIO",
+            dependencies: [
+                "BraidQUIC",
+                "CBraidUDP",
+                .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/BraidIO"
+        ),
+        // The perf exchange (request a size, receive that many pattern bytes) over the engine.
+        .target(name: "BraidPerf", dependencies: ["BraidQUIC"], path: "Sources/BraidPerf"),
         .executableTarget(
             name: "benchmarks",
-            dependencies: ["BraidQUIC"],
+            dependencies: ["BraidQUIC", "BraidIO", "BraidPerf"],
             path: "Benchmarks"
         ),
         .testTarget(
-            name: "BraidQUICTests",
-            dependencies: ["BraidQUIC", "CBraid"],
-            path: "Tests/BraidQUICTests",
+            name: "BraidTests",
+            dependencies: ["BraidQUIC", "BraidIO", "BraidPerf", "CBraid"],
+            path: "Tests/BraidTests",
             resources: [.copy("Fixtures")]
         ),
     ],

@@ -5,10 +5,12 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BraidIO
+import BraidPerf
 import BraidQUIC
 import Foundation
 
-let fixtures = "Tests/BraidQUICTests/Fixtures"
+let fixtures = "Tests/BraidTests/Fixtures"
 let quick = CommandLine.arguments.contains("--quick")
 
 func monotonicNow() -> QUICInstant {
@@ -55,6 +57,62 @@ final class Pair {
         }
         for connection in [client, serverConnection].compactMap({ $0 }) {
             if let deadline = connection.nextDeadline, deadline <= now { connection.handleTimeout(now: now) }
+        }
+    }
+}
+
+/// `datapath.bulk`: a perf download over loopback UDP, server and client on their own event
+/// loops (one process), with all batching on and all off; syscalls as the sockets counted them.
+func datapathBulk(megabytes: Int) async throws {
+    print("datapath.bulk: \(megabytes) MB perf download over loopback UDP, server and client loops in one process")
+    // `--batching=on` / `--batching=off` runs one configuration (e.g. under `perf stat`).
+    let chosen = CommandLine.arguments.first { $0.hasPrefix("--batching=") }.map { $0.dropFirst("--batching=".count) }
+    let configurations: [BatchingOptions] = chosen == "on" ? [.all] : chosen == "off" ? [.none] : [.all, .none]
+    for batching in configurations {
+        let serverLoop = try EventLoop(name: "bench-server")
+        let clientLoop = try EventLoop(name: "bench-client")
+        defer {
+            serverLoop.shutdown()
+            clientLoop.shutdown()
+        }
+        let (address, server) = try await serverLoop.submit { context in
+            var configuration = QUICServerConfiguration(
+                alpn: ["perf"], certificateChainFile: "\(fixtures)/server.pem", privateKeyFile: "\(fixtures)/server-key.pem")
+            configuration.transport.idleTimeout = .seconds(60)
+            let perf = PerfServer()
+            let driver = try QUICServerDriver(
+                context: context, endpoint: QUICServerEndpoint(configuration: configuration),
+                bindTo: QUICAddress(ip: "127.0.0.1", port: 0)!, batching: batching, onEvent: perf.handle)
+            return (driver.localAddress, LoopBound(driver, on: context.loop))
+        }
+        let size = megabytes * 1024 * 1024
+        let cpuStart = cpuNanoseconds()
+        let start = monotonicNow()
+        let (intact, client) = try await clientLoop.run(timeout: .seconds(600)) { context, finish in
+            var configuration = QUICClientConfiguration(alpn: ["perf"])
+            configuration.verification = QUICCertificateVerification(trustRoots: .certificateAuthorityFile("\(fixtures)/ca.pem"))
+            let download = PerfDownload(size: size)
+            let driver = try QUICClientDriver(
+                context: context, client: QUICClientContext(configuration: configuration), remote: address,
+                serverName: "localhost", batching: batching, onEvent: download.handle)
+            download.onFinished = { intact in
+                finish(.success((intact, driver.socket.counters)))
+                driver.connection.close(now: context.now)
+                driver.service(context)
+            }
+        }
+        let seconds = Double(monotonicNow().nanoseconds - start.nanoseconds) / 1e9
+        let cpu = Double(cpuNanoseconds() - cpuStart)
+        let serverSide = try await serverLoop.submit { _ in server.value.socket.counters }
+        guard intact else { throw DatapathError.system("perf download arrived altered", 0) }
+        print("  \(batching): goodput=\(String(format: "%.2f", Double(size) * 8 / seconds / 1e9)) Gbit/s"
+              + " cpu=\(String(format: "%.2f", cpu / Double(size))) ns/byte (both ends)")
+        for (side, counters) in [("server", serverSide), ("client", client)] {
+            print("    \(side): sendmsg=\(counters.sendmsgCalls) sendmmsg=\(counters.sendmmsgCalls)"
+                  + " recvmsg=\(counters.recvmsgCalls) recvmmsg=\(counters.recvmmsgCalls) total=\(counters.syscalls)"
+                  + " per-MB=\(String(format: "%.1f", Double(counters.syscalls) / Double(megabytes)))"
+                  + " datagrams out/in=\(counters.datagramsSent)/\(counters.datagramsReceived)"
+                  + " gso=\(counters.gsoSegments)/\(counters.gsoBatches) gro=\(counters.groSegments)/\(counters.groMessages)")
         }
     }
 }
@@ -119,8 +177,10 @@ do {
     print(String(format: "  goodput=%.2f Gbit/s cpu=%.2f ns/byte (both ends)", goodput, perByte)
           + " packets=\(statistics.packetsSent) batches=\(statistics.transmits)")
 
+    try await datapathBulk(megabytes: quick ? 64 : 200)
+
     print("not yet implemented (see the open benchmark issue): connection establishment over sockets,")
-    print("  syscalls with/without batching, CPU against raw BSD sockets, throughput across configurations")
+    print("  CPU against raw BSD sockets, throughput across configurations, separate processes")
 } catch {
     print("benchmark failed: \(error)")
     exit(1)

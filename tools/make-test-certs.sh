@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the test PKI in Tests/BraidQUICTests/Fixtures with GnuTLS's certtool.
+# Regenerates the test PKI in Tests/BraidTests/Fixtures with GnuTLS's certtool.
 # The fixtures are committed so tests are deterministic; rerun this only to change them.
 #   ca.pem / ca-key.pem           trusted test CA
 #   server.pem / server-key.pem   localhost, 127.0.0.1, ::1 — signed by the trusted CA
@@ -7,7 +7,7 @@
 #   other-ca.pem                  an unrelated CA
 #   untrusted.pem / -key.pem      localhost — signed by the unrelated CA
 set -euo pipefail
-out="${1:-$(dirname "$0")/../Tests/BraidQUICTests/Fixtures}"
+out="${1:-$(dirname "$0")/../Tests/BraidTests/Fixtures}"
 mkdir -p "$out"
 cd "$out"
 tmp=$(mktemp -d)

@@ -56,6 +56,8 @@ public final class QUICConnection {
     private let scratch: UnsafeMutableRawBufferPointer
     private let maxPacketSize: Int
     public static let maxSegmentsPerBatch = 64
+    /// Largest batch in bytes: the UDP payload limit of one IPv4 datagram (65535 - 20 - 8).
+    public static let maxBatchBytes = 65507
     private var closePacket: [UInt8] = []
     private var packetsReceivedWhileClosing = 0
     private var closePacketPending = false
@@ -501,7 +503,8 @@ public final class QUICConnection {
                 budget -= 1
             }
             var batchClosed = false
-            while count < segmentLimit && budget > 0 && !batchClosed {
+            // A GSO send is one UDP datagram to the kernel: its payload must stay under 64 KiB.
+            while count < segmentLimit && budget > 0 && !batchClosed && length + packetSize <= Self.maxBatchBytes {
                 let room = min(packetSize, scratch.count - length)
                 guard let packet = writePacket(into: scratch.baseAddress! + length, capacity: room, now: now) else { break }
                 budget -= 1

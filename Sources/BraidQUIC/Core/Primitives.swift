@@ -43,13 +43,15 @@ public enum ECN: UInt8, Sendable, Hashable {
     case ect0 = 2
     case congestionExperienced = 3
 
-    init(bits: UInt32) { self = ECN(rawValue: UInt8(bits & 0x3)) ?? .notECT }
+    package init(bits: UInt32) { self = ECN(rawValue: UInt8(bits & 0x3)) ?? .notECT }
 }
 
 /// An IPv4 or IPv6 address with a port, stored as a `sockaddr_storage` so ngtcp2 can use it
 /// without conversion.
 public struct QUICAddress: Hashable, Sendable, CustomStringConvertible {
-    var storage: sockaddr_storage
+    package var storage: sockaddr_storage
+
+    package init(storage: sockaddr_storage) { self.storage = storage }
 
     /// Parses an IP literal ("127.0.0.1", "::1", "fe80::1%2" is not supported).
     public init?(ip: String, port: UInt16) {
@@ -133,8 +135,31 @@ public struct QUICAddress: Hashable, Sendable, CustomStringConvertible {
         withUnsafeBytes(of: storage) { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[0..<length])) }
     }
 
+    /// The same address with another port.
+    package func withPort(_ port: UInt16) -> QUICAddress {
+        var copy = self
+        withUnsafeMutableBytes(of: &copy.storage) { raw in
+            if isIPv6 {
+                raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self).pointee.sin6_port = port.bigEndian
+            } else {
+                raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self).pointee.sin_port = port.bigEndian
+            }
+        }
+        return copy
+    }
+
+    /// True for 0.0.0.0 and ::, the addresses a wildcard-bound socket has.
+    public var isWildcard: Bool {
+        withUnsafeBytes(of: storage) { raw in
+            if isIPv6 {
+                return withUnsafeBytes(of: raw.load(as: sockaddr_in6.self).sin6_addr) { $0.allSatisfy { $0 == 0 } }
+            }
+            return raw.load(as: sockaddr_in.self).sin_addr.s_addr == 0
+        }
+    }
+
     /// Calls `body` with a `sockaddr` pointer and length that stay valid during the call.
-    func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, Int) throws -> R) rethrows -> R {
+    package func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, Int) throws -> R) rethrows -> R {
         try withUnsafeBytes(of: storage) { raw in
             try body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
         }

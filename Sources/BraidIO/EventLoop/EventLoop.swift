@@ -1,0 +1,320 @@
+import BraidQUIC
+import CBraidUDP
+import Foundation
+import HeapModule
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One thread running an epoll loop: socket readiness, one timer per registered handler, and
+/// work submitted from other threads.
+///
+/// Hand-written rather than SwiftNIO's loop because the UDP path needs what NIO's datagram
+/// channel does not give: sendmmsg/recvmmsg with per-message control data we build and read
+/// ourselves (outbound IP_PKTINFO, MSG_TRUNC detection on 64 KiB GRO slots, DF), and exact
+/// per-syscall counters that must agree with `perf stat` (reads that end in EAGAIN are
+/// invisible through NIO). NIO's datagram handler path also costs ~1.5 us and two allocations
+/// per envelope on this machine kind (shared/reference/swift-linux-notes.md).
+///
+/// ```swift
+/// let loop = try EventLoop(name: "io-0")
+/// let port = try await loop.submit { context in
+///     try QUICServerDriver(context: context, configuration: serverConfiguration, bindTo: address).localAddress.port
+/// }
+/// ```
+public final class EventLoop: Sendable {
+    public let name: String
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let inbox = Mutex<[@Sendable (LoopContext) -> Void]>([])
+    private let stopped = Mutex<Bool>(false)
+    private let exited = DispatchSemaphore(value: 0)
+    private let loopThread = Mutex<pthread_t?>(nil)
+
+    /// True when called on this loop's thread.
+    public var inEventLoop: Bool {
+        let current = pthread_self()
+        return loopThread.withLock { $0.map { pthread_equal($0, current) != 0 } ?? false }
+    }
+
+    public init(name: String = "braid-io") throws {
+        self.name = name
+        epollFD = braid_epoll_create()
+        guard epollFD >= 0 else { throw DatapathError.system("epoll_create1", errno) }
+        wakeFD = braid_eventfd()
+        guard wakeFD >= 0 else {
+            close(epollFD)
+            throw DatapathError.system("eventfd", errno)
+        }
+        guard braid_epoll_ctl(epollFD, BRAID_EPOLL_CTL_ADD, wakeFD, UInt32(BRAID_EPOLL_IN), LoopContext.wakeToken) == 0 else {
+            let error = errno
+            close(wakeFD)
+            close(epollFD)
+            throw DatapathError.system("epoll_ctl(eventfd)", error)
+        }
+        let started = DispatchSemaphore(value: 0)
+        let thread = Thread { [self] in
+            loopThread.withLock { $0 = pthread_self() }
+            started.signal()
+            let context = LoopContext(loop: self, epollFD: epollFD, wakeFD: wakeFD)
+            context.run()
+            context.tearDown()
+            close(wakeFD)
+            close(epollFD)
+            exited.signal()
+        }
+        thread.name = name
+        thread.start()
+        started.wait()
+    }
+
+    /// Runs `work` on the loop thread.
+    public func execute(_ work: @escaping @Sendable (LoopContext) -> Void) {
+        inbox.withLock { $0.append(work) }
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    /// Runs `work` on the loop thread and returns its result.
+    public func submit<T: Sendable>(_ work: @escaping @Sendable (LoopContext) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            execute { context in continuation.resume(with: Result { try work(context) }) }
+        }
+    }
+
+    /// Starts something on the loop that finishes later: `start` sets it up (its handlers keep
+    /// their state on the loop) and calls `finish` once, from the loop, with the outcome.
+    /// Fails with `DatapathError.timedOut` if `finish` is not called within `timeout`.
+    public func run<T: Sendable>(
+        timeout: Duration,
+        _ start: @escaping @Sendable (LoopContext, _ finish: @escaping (Result<T, any Error>) -> Void) throws -> Void
+    ) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            execute { context in
+                let once = OneShot(continuation)
+                let timer = DeadlineHandler { once.resume(.failure(DatapathError.timedOut(timeout))) }
+                let token = context.registerTimer(timer)
+                context.setTimer(token, at: context.now + timeout)
+                let finish: (Result<T, any Error>) -> Void = { result in
+                    context.deregister(token)
+                    once.resume(result)
+                }
+                do { try start(context, finish) } catch { finish(.failure(error)) }
+            }
+        }
+    }
+
+    /// Closes every registered handler, stops the thread and waits for it to exit.
+    public func shutdown() {
+        let first = stopped.withLock { stopped in
+            defer { stopped = true }
+            return !stopped
+        }
+        guard first else { return }
+        execute { $0.stopRequested = true }
+        exited.wait()
+    }
+
+    fileprivate func takeInbox() -> [@Sendable (LoopContext) -> Void] {
+        inbox.withLock { work in
+            defer { work.removeAll(keepingCapacity: true) }
+            return work
+        }
+    }
+}
+
+/// Resumes a continuation at most once.
+private final class OneShot<T: Sendable> {
+    private var continuation: CheckedContinuation<T, any Error>?
+    init(_ continuation: CheckedContinuation<T, any Error>) { self.continuation = continuation }
+    func resume(_ result: Result<T, any Error>) {
+        continuation?.resume(with: result)
+        continuation = nil
+    }
+}
+
+/// A timer-only handler that runs a closure when it fires.
+private final class DeadlineHandler: LoopHandler {
+    let fired: () -> Void
+    init(_ fired: @escaping () -> Void) { self.fired = fired }
+    func readable(_ context: LoopContext) {}
+    func writable(_ context: LoopContext) {}
+    func close(_ context: LoopContext) {}
+    func timerFired(_ context: LoopContext) { fired() }
+}
+
+/// What runs on a loop: told when its socket is readable or writable and when its timer fires.
+public protocol LoopHandler: AnyObject {
+    func readable(_ context: LoopContext)
+    func writable(_ context: LoopContext)
+    func timerFired(_ context: LoopContext)
+    /// The loop is shutting down: release sockets and resources.
+    func close(_ context: LoopContext)
+}
+
+/// The loop thread's own state. Only code running on the loop sees it (it is handed to the
+/// closures given to `EventLoop.execute`), which is why it need not be Sendable.
+public final class LoopContext {
+    public unowned let loop: EventLoop
+    fileprivate static let wakeToken: UInt64 = .max
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    fileprivate var stopRequested = false
+
+    private struct Registration {
+        var handler: LoopHandler
+        var fd: Int32
+        var timerGeneration: UInt64 = 0
+        var wantsWritable = false
+    }
+
+    private struct TimerEntry: Comparable {
+        var deadline: QUICInstant
+        var token: UInt64
+        var generation: UInt64
+        static func < (a: Self, b: Self) -> Bool { a.deadline < b.deadline }
+    }
+
+    private var registrations: [UInt64: Registration] = [:]
+    private var nextToken: UInt64 = 1
+    private var timers = Heap<TimerEntry>()
+    private let readyTokens = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: 64)
+    private let readyEvents = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: 64)
+
+    fileprivate init(loop: EventLoop, epollFD: Int32, wakeFD: Int32) {
+        self.loop = loop
+        self.epollFD = epollFD
+        self.wakeFD = wakeFD
+    }
+
+    deinit {
+        readyTokens.deallocate()
+        readyEvents.deallocate()
+    }
+
+    /// The monotonic clock the engines run on.
+    public var now: QUICInstant { monotonicNow() }
+
+    /// Watches `fd` for readability (and writability on request); returns the handler's token.
+    public func register(_ handler: LoopHandler, fd: Int32) throws -> UInt64 {
+        let token = nextToken
+        nextToken += 1
+        guard braid_epoll_ctl(epollFD, BRAID_EPOLL_CTL_ADD, fd, UInt32(BRAID_EPOLL_IN), token) == 0 else {
+            throw DatapathError.system("epoll_ctl(ADD)", errno)
+        }
+        registrations[token] = Registration(handler: handler, fd: fd)
+        return token
+    }
+
+    /// A handler with a timer and no file descriptor (e.g. one server connection).
+    public func registerTimer(_ handler: LoopHandler) -> UInt64 {
+        let token = nextToken
+        nextToken += 1
+        registrations[token] = Registration(handler: handler, fd: -1)
+        return token
+    }
+
+    /// Handlers whose socket buffer filled up ask to hear when it drains.
+    public func setWantsWritable(_ token: UInt64, _ wants: Bool) {
+        guard var registration = registrations[token], registration.wantsWritable != wants else { return }
+        registration.wantsWritable = wants
+        registrations[token] = registration
+        let events = UInt32(BRAID_EPOLL_IN) | (wants ? UInt32(BRAID_EPOLL_OUT) : 0)
+        _ = braid_epoll_ctl(epollFD, BRAID_EPOLL_CTL_MOD, registration.fd, events, token)
+    }
+
+    /// Sets the handler's single timer (replacing any earlier one); nil cancels it.
+    public func setTimer(_ token: UInt64, at deadline: QUICInstant?) {
+        guard var registration = registrations[token] else { return }
+        registration.timerGeneration += 1
+        registrations[token] = registration
+        if let deadline {
+            timers.insert(TimerEntry(deadline: deadline, token: token, generation: registration.timerGeneration))
+        }
+    }
+
+    public func deregister(_ token: UInt64) {
+        guard let registration = registrations.removeValue(forKey: token), registration.fd >= 0 else { return }
+        _ = braid_epoll_ctl(epollFD, BRAID_EPOLL_CTL_DEL, registration.fd, 0, token)
+    }
+
+    fileprivate func run() {
+        while !stopRequested {
+            let timeout = nextTimeout()
+            let count = braid_epoll_wait(epollFD, readyTokens.baseAddress, readyEvents.baseAddress, 64, timeout)
+            if count < 0 && errno != EINTR { fatalError("epoll_wait failed: \(String(cString: strerror(errno)))") }
+            for index in 0..<max(Int(count), 0) {
+                let token = readyTokens[index]
+                if token == Self.wakeToken {
+                    var value: UInt64 = 0
+                    _ = read(wakeFD, &value, 8)
+                    for work in loop.takeInbox() { work(self) }
+                    continue
+                }
+                let events = readyEvents[index]
+                if events & UInt32(BRAID_EPOLL_OUT) != 0, let handler = registrations[token]?.handler {
+                    handler.writable(self)
+                }
+                if events & UInt32(BRAID_EPOLL_IN | BRAID_EPOLL_ERR | BRAID_EPOLL_HUP) != 0,
+                    let handler = registrations[token]?.handler
+                {
+                    handler.readable(self)
+                }
+            }
+            fireDueTimers()
+        }
+    }
+
+    private func nextTimeout() -> Int64 {
+        // Drop cancelled entries from the top so they do not cause early wake-ups.
+        while let top = timers.min, registrations[top.token]?.timerGeneration != top.generation {
+            _ = timers.popMin()
+        }
+        guard let top = timers.min else { return -1 }
+        let now = monotonicNow()
+        return top.deadline > now ? Int64(top.deadline.nanoseconds - now.nanoseconds) : 0
+    }
+
+    private func fireDueTimers() {
+        let now = monotonicNow()
+        while let top = timers.min, top.deadline <= now {
+            _ = timers.popMin()
+            guard let registration = registrations[top.token], registration.timerGeneration == top.generation else { continue }
+            registration.handler.timerFired(self)
+        }
+    }
+
+    fileprivate func tearDown() {
+        for work in loop.takeInbox() { work(self) }
+        for registration in registrations.values where registration.fd >= 0 { registration.handler.close(self) }
+        registrations.removeAll()
+    }
+}
+
+/// CLOCK_MONOTONIC as the engine's instant.
+public func monotonicNow() -> QUICInstant {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return QUICInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
+}
+
+/// A value that belongs to one loop's thread, passed around as Sendable and unwrapped only on
+/// that thread (checked at run time): how loop-owned objects such as drivers travel through
+/// `submit` and come back to their loop.
+public struct LoopBound<Value>: @unchecked Sendable {
+    private let stored: Value
+    public let loop: EventLoop
+
+    public init(_ value: Value, on loop: EventLoop) {
+        precondition(loop.inEventLoop, "LoopBound created off its loop")
+        stored = value
+        self.loop = loop
+    }
+
+    public var value: Value {
+        precondition(loop.inEventLoop, "LoopBound used off its loop")
+        return stored
+    }
+}

@@ -1,0 +1,25 @@
+import BraidQUIC
+
+/// Called on the loop for every engine event, in order.
+public typealias QUICEventHandler = (QUICConnection, QUICEvent) -> Void
+
+/// The steps after any input to a connection, shared by the client and server drivers.
+enum ConnectionIO {
+    /// Delivers pending events, then moves every packet the engine may send now into `socket`
+    /// and flushes. Returns false when the socket's buffer is full (resume when writable).
+    static func service(_ connection: QUICConnection, socket: UDPSocket, now: QUICInstant, onEvent: QUICEventHandler) -> Bool {
+        while let event = connection.pollEvent() { onEvent(connection, event) }
+        while true {
+            if !socket.canEnqueue, !socket.flush() { return false }
+            var wrote = false
+            connection.writeTransmits(now: now, maxBatches: 1) { path, ecn, segmentSize, bytes in
+                socket.enqueue(path: path, ecn: ecn, segmentSize: segmentSize, bytes: bytes)
+                wrote = true
+            }
+            if !wrote { break }
+        }
+        // Writing can end the connection (e.g. an error turned into a close): report it.
+        while let event = connection.pollEvent() { onEvent(connection, event) }
+        return socket.flush()
+    }
+}

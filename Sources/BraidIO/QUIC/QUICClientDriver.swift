@@ -1,0 +1,104 @@
+import BraidQUIC
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs one client connection on an event loop over its own UDP socket.
+///
+/// Create it on the loop; the application works with `connection` from loop code (closures
+/// given to `EventLoop.execute`) and calls `service(_:)` after acting on it.
+///
+/// ```swift
+/// let driver = try QUICClientDriver(
+///     context: context, client: clientContext, remote: QUICAddress(ip: "127.0.0.1", port: 4433)!,
+///     serverName: "localhost") { connection, event in print(event) }
+/// ```
+public final class QUICClientDriver: LoopHandler {
+    public let connection: QUICConnection
+    public let socket: UDPSocket
+    public var onEvent: QUICEventHandler
+    private var token: UInt64 = 0
+    private var writeBlocked = false
+
+    public init(
+        context: LoopContext, client: QUICClientContext, remote: QUICAddress, serverName: String,
+        resumption: QUICResumptionTicket? = nil, batching: BatchingOptions = .all, receiveSlots: Int = 8,
+        onEvent: @escaping QUICEventHandler
+    ) throws {
+        socket = try UDPSocket(
+            bindTo: try Self.localAddress(toward: remote), batching: batching, receiveSlots: receiveSlots, sendBatches: 8)
+        connection = try client.connect(
+            path: QUICPath(local: socket.localAddress, remote: remote), serverName: serverName, resumption: resumption,
+            now: context.now)
+        self.onEvent = onEvent
+        token = try context.register(self, fd: socket.fd)
+        service(context)
+    }
+
+    /// The local address the kernel would route from toward `remote`, with port 0: the client
+    /// binds to it (not to the wildcard) so the engine's path names a real address.
+    static func localAddress(toward remote: QUICAddress) throws -> QUICAddress {
+        let probe = Glibc.socket(remote.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard probe >= 0 else { throw DatapathError.system("socket", errno) }
+        defer { Glibc.close(probe) }
+        guard remote.withSockAddr({ connect(probe, $0, socklen_t($1)) }) == 0 else {
+            throw DatapathError.system("connect(\(remote))", errno)
+        }
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        guard withUnsafeMutableBytes(of: &storage, { getsockname(probe, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length) }) == 0
+        else { throw DatapathError.system("getsockname", errno) }
+        return QUICAddress(storage: storage).withPort(0)
+    }
+
+    /// Sends what the connection has to send and re-arms its timer. Call after acting on
+    /// `connection` from loop code.
+    public func service(_ context: LoopContext) {
+        let now = context.now
+        if !writeBlocked {
+            let flushed = ConnectionIO.service(connection, socket: socket, now: now, onEvent: onEvent)
+            if !flushed {
+                writeBlocked = true
+                context.setWantsWritable(token, true)
+            }
+        } else {
+            while let event = connection.pollEvent() { onEvent(connection, event) }
+        }
+        if connection.isTerminated {
+            close(context)
+            return
+        }
+        context.setTimer(token, at: connection.nextDeadline)
+    }
+
+    public func readable(_ context: LoopContext) {
+        let now = context.now
+        // A bounded number of receive calls per wake-up keeps timers and other sockets fair.
+        for _ in 0..<8 {
+            let got = socket.receive { datagram, path, ecn in
+                connection.receive(datagram: datagram, path: path, ecn: ecn, now: now)
+            }
+            if !got { break }
+        }
+        service(context)
+    }
+
+    public func writable(_ context: LoopContext) {
+        guard socket.flush() else { return }
+        writeBlocked = false
+        context.setWantsWritable(token, false)
+        service(context)
+    }
+
+    public func timerFired(_ context: LoopContext) {
+        connection.handleTimeout(now: context.now)
+        service(context)
+    }
+
+    public func close(_ context: LoopContext) {
+        context.deregister(token)
+        socket.close()
+    }
+}

@@ -1,0 +1,159 @@
+import BraidQUIC
+import Logging
+
+/// Runs a QUIC server endpoint on an event loop: one UDP socket, every connection the
+/// endpoint accepts, a timer for each.
+///
+/// ```swift
+/// let server = try QUICServerDriver(
+///     context: context, endpoint: QUICServerEndpoint(configuration: configuration),
+///     bindTo: QUICAddress(ip: "0.0.0.0", port: 4433)!) { connection, event in ... }
+/// ```
+public final class QUICServerDriver: LoopHandler {
+    public let endpoint: QUICServerEndpoint
+    public let socket: UDPSocket
+    public var onEvent: QUICEventHandler
+    /// Connections alive now.
+    public var connections: [QUICConnection] { slots.values.map(\.connection) }
+    private var token: UInt64 = 0
+    private var slots: [ObjectIdentifier: ConnectionSlot] = [:]
+    /// Connections touched by the current batch, serviced once it is processed.
+    private var dirty: [ConnectionSlot] = []
+    private var writeBlocked = false
+    private var isClosed = false
+
+    /// A server connection's timer registration.
+    final class ConnectionSlot: LoopHandler {
+        let connection: QUICConnection
+        unowned let server: QUICServerDriver
+        var timerToken: UInt64 = 0
+        var isDirty = false
+
+        init(connection: QUICConnection, server: QUICServerDriver) {
+            self.connection = connection
+            self.server = server
+        }
+
+        func readable(_ context: LoopContext) {}
+        func writable(_ context: LoopContext) {}
+        func close(_ context: LoopContext) {}
+        func timerFired(_ context: LoopContext) {
+            connection.handleTimeout(now: context.now)
+            server.markDirty(self)
+            server.serviceDirty(context)
+        }
+    }
+
+    public init(
+        context: LoopContext, endpoint: QUICServerEndpoint, bindTo address: QUICAddress, batching: BatchingOptions = .all,
+        receiveSlots: Int = 32, reusePort: Bool = false, onEvent: @escaping QUICEventHandler
+    ) throws {
+        self.endpoint = endpoint
+        socket = try UDPSocket(bindTo: address, batching: batching, receiveSlots: receiveSlots, sendBatches: 16, reusePort: reusePort)
+        self.onEvent = onEvent
+        token = try context.register(self, fd: socket.fd)
+    }
+
+    public var localAddress: QUICAddress { socket.localAddress }
+
+    fileprivate func markDirty(_ slot: ConnectionSlot) {
+        guard !slot.isDirty else { return }
+        slot.isDirty = true
+        dirty.append(slot)
+    }
+
+    /// Sends what `connection` has to send; call after acting on it from loop code.
+    public func service(_ connection: QUICConnection, _ context: LoopContext) {
+        guard let slot = slots[ObjectIdentifier(connection)] else { return }
+        markDirty(slot)
+        serviceDirty(context)
+    }
+
+    fileprivate func serviceDirty(_ context: LoopContext) {
+        let now = context.now
+        for transmit in endpoint.pollEndpointTransmits() {
+            if !socket.canEnqueue, !socket.flush() { break }
+            transmit.bytes.withUnsafeBytes {
+                socket.enqueue(path: transmit.path, ecn: transmit.ecn, segmentSize: transmit.segmentSize, bytes: $0)
+            }
+        }
+        var index = 0
+        while index < dirty.count {
+            let slot = dirty[index]
+            if writeBlocked {
+                // Deliver events now; packets wait until the socket drains.
+                while let event = slot.connection.pollEvent() { onEvent(slot.connection, event) }
+                index += 1
+                continue
+            }
+            slot.isDirty = false
+            if !ConnectionIO.service(slot.connection, socket: socket, now: now, onEvent: onEvent) {
+                writeBlocked = true
+                context.setWantsWritable(token, true)
+                slot.isDirty = true
+                index += 1
+                continue
+            }
+            finish(slot, context)
+            index += 1
+        }
+        if writeBlocked {
+            dirty.removeAll { !$0.isDirty }
+        } else {
+            for slot in dirty where slot.isDirty { finish(slot, context) }
+            dirty.removeAll(keepingCapacity: true)
+        }
+        if !writeBlocked { _ = socket.flush() }
+    }
+
+    /// Re-arms the connection's timer, or forgets it once terminated.
+    private func finish(_ slot: ConnectionSlot, _ context: LoopContext) {
+        slot.isDirty = false
+        if slot.connection.isTerminated {
+            context.deregister(slot.timerToken)
+            slots.removeValue(forKey: ObjectIdentifier(slot.connection))
+        } else {
+            context.setTimer(slot.timerToken, at: slot.connection.nextDeadline)
+        }
+    }
+
+    public func readable(_ context: LoopContext) {
+        let now = context.now
+        for _ in 0..<8 {
+            let got = socket.receive { datagram, path, ecn in
+                guard let connection = endpoint.receive(datagram: datagram, path: path, ecn: ecn, now: now) else { return }
+                let key = ObjectIdentifier(connection)
+                if let slot = slots[key] {
+                    markDirty(slot)
+                } else {
+                    let slot = ConnectionSlot(connection: connection, server: self)
+                    slot.timerToken = context.registerTimer(slot)
+                    slots[key] = slot
+                    markDirty(slot)
+                }
+            }
+            if !got { break }
+        }
+        serviceDirty(context)
+    }
+
+    public func writable(_ context: LoopContext) {
+        guard socket.flush() else { return }
+        writeBlocked = false
+        context.setWantsWritable(token, false)
+        for slot in slots.values { markDirty(slot) }
+        serviceDirty(context)
+    }
+
+    public func timerFired(_ context: LoopContext) {}
+
+    public func close(_ context: LoopContext) {
+        guard !isClosed else { return }
+        isClosed = true
+        for slot in slots.values { context.deregister(slot.timerToken) }
+        slots.removeAll()
+        dirty.removeAll()
+        context.deregister(token)
+        socket.close()
+    }
+}

@@ -1,0 +1,108 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A socket-level failure, with the call that failed and the system's reason.
+public enum DatapathError: Error, Equatable, CustomStringConvertible {
+    /// A system call failed: the call and errno.
+    case system(String, Int32)
+    /// A loop operation did not finish in time.
+    case timedOut(Duration)
+
+    public var description: String {
+        switch self {
+        case .system(let call, let code):
+            let hint: String
+            switch code {
+            case EADDRINUSE: hint = " (another socket holds this address and port; pick another port or stop the other process)"
+            case EACCES, EPERM: hint = " (not permitted; ports below 1024 need privileges)"
+            case EADDRNOTAVAIL: hint = " (this machine has no such local address)"
+            default: hint = ""
+            }
+            return "\(call) failed: \(String(cString: strerror(code)))\(hint)"
+        case .timedOut(let limit):
+            return "did not finish within \(limit)"
+        }
+    }
+}
+
+/// Which batching features a socket may use. Each can be turned off to compare costs; a
+/// feature the kernel lacks is off whatever is asked.
+///
+/// ```swift
+/// var batching = BatchingOptions.all
+/// batching.segmentationOffload = false   // one datagram per message, still sendmmsg
+/// ```
+public struct BatchingOptions: Sendable, Hashable, CustomStringConvertible {
+    /// UDP_SEGMENT (GSO): one send hands the kernel up to 64 datagrams.
+    public var segmentationOffload: Bool
+    /// UDP_GRO: one receive may return several coalesced datagrams.
+    public var receiveOffload: Bool
+    /// sendmmsg/recvmmsg: several messages per system call.
+    public var multiMessage: Bool
+
+    public init(segmentationOffload: Bool = true, receiveOffload: Bool = true, multiMessage: Bool = true) {
+        self.segmentationOffload = segmentationOffload
+        self.receiveOffload = receiveOffload
+        self.multiMessage = multiMessage
+    }
+
+    public static let all = BatchingOptions()
+    public static let none = BatchingOptions(segmentationOffload: false, receiveOffload: false, multiMessage: false)
+
+    public var description: String {
+        "gso=\(segmentationOffload ? "on" : "off") gro=\(receiveOffload ? "on" : "off") mmsg=\(multiMessage ? "on" : "off")"
+    }
+}
+
+/// What one socket did, counted at each system call.
+public struct SocketCounters: Sendable, Hashable {
+    public var sendmsgCalls: UInt64 = 0
+    public var sendmmsgCalls: UInt64 = 0
+    public var recvmsgCalls: UInt64 = 0
+    public var recvmmsgCalls: UInt64 = 0
+    /// UDP datagrams as they travel on the wire (a GSO send of 40 segments counts 40).
+    public var datagramsSent: UInt64 = 0
+    public var datagramsReceived: UInt64 = 0
+    public var bytesSent: UInt64 = 0
+    public var bytesReceived: UInt64 = 0
+    /// Messages sent with UDP_SEGMENT and the segments they carried.
+    public var gsoBatches: UInt64 = 0
+    public var gsoSegments: UInt64 = 0
+    /// Received messages the kernel had coalesced (GRO) and the segments they carried.
+    public var groMessages: UInt64 = 0
+    public var groSegments: UInt64 = 0
+    /// Received messages cut short by a too-small slot (dropped, never passed on).
+    public var truncatedMessages: UInt64 = 0
+    /// Received datagrams carrying an ECN mark (ECT(0), ECT(1) or CE).
+    public var ecnMarkedReceived: UInt64 = 0
+    /// Sends that failed (the datagrams are lost; QUIC recovers) and GSO fallbacks.
+    public var sendErrors: UInt64 = 0
+    public var gsoFallbacks: UInt64 = 0
+
+    public init() {}
+
+    /// Socket system calls issued (send and receive, including those that found nothing).
+    public var syscalls: UInt64 { sendmsgCalls + sendmmsgCalls + recvmsgCalls + recvmmsgCalls }
+
+    public static func + (a: Self, b: Self) -> Self {
+        var sum = a
+        sum.sendmsgCalls += b.sendmsgCalls
+        sum.sendmmsgCalls += b.sendmmsgCalls
+        sum.recvmsgCalls += b.recvmsgCalls
+        sum.recvmmsgCalls += b.recvmmsgCalls
+        sum.datagramsSent += b.datagramsSent
+        sum.datagramsReceived += b.datagramsReceived
+        sum.bytesSent += b.bytesSent
+        sum.bytesReceived += b.bytesReceived
+        sum.gsoBatches += b.gsoBatches
+        sum.gsoSegments += b.gsoSegments
+        sum.groMessages += b.groMessages
+        sum.groSegments += b.groSegments
+        sum.truncatedMessages += b.truncatedMessages
+        sum.ecnMarkedReceived += b.ecnMarkedReceived
+        sum.sendErrors += b.sendErrors
+        sum.gsoFallbacks += b.gsoFallbacks
+        return sum
+    }
+}

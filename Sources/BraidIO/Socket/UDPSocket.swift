@@ -1,0 +1,416 @@
+import BraidQUIC
+import CBraidUDP
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A non-blocking UDP socket that moves QUIC batches with as few system calls as the kernel
+/// allows: GSO (UDP_SEGMENT) and sendmmsg out; GRO (UDP_GRO) and recvmmsg in; ECN both ways;
+/// IP_PKTINFO so a wildcard-bound socket answers from the address it was reached on; DF
+/// (IP_PMTUDISC_PROBE) so path-MTU probes are not fragmented. Every system call is counted.
+///
+/// All buffers are allocated once; sending and receiving allocate nothing.
+/// Confined to one thread (its event loop).
+public final class UDPSocket {
+    public let fd: Int32
+    /// The bound address (with the port the kernel chose when 0 was asked for).
+    public let localAddress: QUICAddress
+    /// The batching in effect: what was asked for, less what the kernel lacks or what failed.
+    public private(set) var batching: BatchingOptions
+    public private(set) var counters = SocketCounters()
+    /// Socket buffer sizes the kernel granted.
+    public let receiveBufferBytes: Int
+    public let sendBufferBytes: Int
+    /// The last error a send reported (the datagram was dropped), for diagnostics.
+    public private(set) var lastSendError: Int32 = 0
+
+    /// Test hook: the next sends that carry UDP_SEGMENT fail with these errno values instead
+    /// of reaching the kernel, to exercise the fallback to one datagram per message.
+    package var injectedSegmentationErrors: [Int32] = []
+
+    public static let segmentSlotBytes = 65536
+    private static let requestedBufferBytes: Int32 = 4 << 20
+
+    private let logger: Logger
+    private let isIPv6: Bool
+    private let answersFromPacketAddress: Bool
+
+    // Receive side: `receiveSlots` slots of one message each.
+    private let receiveSlots: Int
+    private let receiveSlotBytes: Int
+    private let rxData: UnsafeMutableRawBufferPointer
+    private let rxMessages: UnsafeMutablePointer<braid_mmsghdr>
+    private let rxIovecs: UnsafeMutablePointer<iovec>
+    private let rxNames: UnsafeMutablePointer<sockaddr_storage>
+    private let rxControl: UnsafeMutableRawPointer
+
+    // Send side: queued engine batches, copied into `txData`.
+    private struct Pending {
+        var offset: Int
+        var length: Int
+        var segmentSize: Int
+        var ecn: ECN
+        var path: QUICPath
+        var sentBytes = 0
+    }
+    private let maxPendingBatches: Int
+    /// Batch `i` lives in slot `i` of `txData`.
+    private var pending: [Pending] = []
+    private let txData: UnsafeMutableRawBufferPointer
+    private let maxMessages: Int
+    private let txMessages: UnsafeMutablePointer<braid_mmsghdr>
+    private let txIovecs: UnsafeMutablePointer<iovec>
+    private let txNames: UnsafeMutablePointer<sockaddr_storage>
+    private let txControl: UnsafeMutableRawPointer
+    /// For each built message: its batch, its byte count, and its segment count (>1: GSO).
+    private var txMessageBatch: [Int] = []
+    private var txMessageBytes: [Int] = []
+    private var txMessageSegments: [Int] = []
+
+    /// Opens and binds a socket.
+    /// - Parameters:
+    ///   - receiveSlots: messages per receive call (recvmmsg); each slot holds 64 KiB when GRO
+    ///     is on (a GRO super-packet), else one datagram of up to 64 KiB as well, so nothing
+    ///     is ever truncated silently.
+    ///   - sendBatches: engine batches that can be queued before a flush.
+    ///   - reusePort: SO_REUSEPORT, for several sockets on one port (one per loop).
+    public init(
+        bindTo address: QUICAddress, batching requested: BatchingOptions = .all, receiveSlots: Int = 16,
+        sendBatches: Int = 16, reusePort: Bool = false, logger: Logger = Logger(label: "braid.io")
+    ) throws {
+        self.logger = logger
+        isIPv6 = address.isIPv6
+        let family = isIPv6 ? AF_INET6 : AF_INET
+        let fd = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw DatapathError.system("socket", errno) }
+        self.fd = fd
+        var batching = requested
+        do {
+            func set(_ level: Int32, _ name: Int32, _ value: Int32, _ what: String) throws {
+                var value = value
+                guard setsockopt(fd, level, name, &value, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+                    throw DatapathError.system("setsockopt(\(what))", errno)
+                }
+            }
+            if reusePort { try set(SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT") }
+            if isIPv6 {
+                try set(Int32(IPPROTO_IPV6), IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS")
+                try set(Int32(IPPROTO_IPV6), IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO")
+                try set(Int32(IPPROTO_IPV6), IPV6_MTU_DISCOVER, IPV6_PMTUDISC_PROBE, "IPV6_MTU_DISCOVER")
+            } else {
+                try set(Int32(IPPROTO_IP), IP_RECVTOS, 1, "IP_RECVTOS")
+                try set(Int32(IPPROTO_IP), IP_PKTINFO, 1, "IP_PKTINFO")
+                try set(Int32(IPPROTO_IP), IP_MTU_DISCOVER, IP_PMTUDISC_PROBE, "IP_MTU_DISCOVER")
+            }
+            receiveBufferBytes = Self.growBuffer(fd, force: SO_RCVBUFFORCE, plain: SO_RCVBUF, logger: logger, name: "receive")
+            sendBufferBytes = Self.growBuffer(fd, force: SO_SNDBUFFORCE, plain: SO_SNDBUF, logger: logger, name: "send")
+            if batching.receiveOffload {
+                var one: Int32 = 1
+                if setsockopt(fd, Int32(IPPROTO_UDP), BRAID_UDP_GRO, &one, socklen_t(MemoryLayout<Int32>.size)) != 0 {
+                    logger.info("UDP_GRO unavailable (\(String(cString: strerror(errno)))); receiving one datagram per message")
+                    batching.receiveOffload = false
+                }
+            }
+            if batching.segmentationOffload {
+                var size: Int32 = 0
+                var length = socklen_t(MemoryLayout<Int32>.size)
+                if getsockopt(fd, Int32(IPPROTO_UDP), BRAID_UDP_SEGMENT, &size, &length) != 0 {
+                    logger.info("UDP_SEGMENT unavailable (\(String(cString: strerror(errno)))); sending one datagram per message")
+                    batching.segmentationOffload = false
+                }
+            }
+            let bound = address.withSockAddr { bind(fd, $0, socklen_t($1)) }
+            guard bound == 0 else { throw DatapathError.system("bind(\(address))", errno) }
+            var storage = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            guard withUnsafeMutableBytes(of: &storage, { getsockname(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length) }) == 0
+            else { throw DatapathError.system("getsockname", errno) }
+            localAddress = QUICAddress(storage: storage)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        self.batching = batching
+        answersFromPacketAddress = localAddress.isWildcard
+
+        self.receiveSlots = max(1, receiveSlots)
+        receiveSlotBytes = Self.segmentSlotBytes
+        rxData = .allocate(byteCount: self.receiveSlots * receiveSlotBytes, alignment: 64)
+        rxMessages = .allocate(capacity: self.receiveSlots)
+        rxIovecs = .allocate(capacity: self.receiveSlots)
+        rxNames = .allocate(capacity: self.receiveSlots)
+        rxControl = .allocate(byteCount: self.receiveSlots * Int(BRAID_UDP_CMSG_CAPACITY), alignment: 16)
+
+        maxPendingBatches = max(1, sendBatches)
+        txData = .allocate(byteCount: maxPendingBatches * Self.segmentSlotBytes, alignment: 64)
+        maxMessages = maxPendingBatches * QUICConnection.maxSegmentsPerBatch
+        txMessages = .allocate(capacity: maxMessages)
+        txIovecs = .allocate(capacity: maxMessages)
+        txNames = .allocate(capacity: maxMessages)
+        txControl = .allocate(byteCount: maxMessages * Int(BRAID_UDP_CMSG_CAPACITY), alignment: 16)
+        pending.reserveCapacity(maxPendingBatches)
+        txMessageBatch.reserveCapacity(maxMessages)
+        txMessageBytes.reserveCapacity(maxMessages)
+        txMessageSegments.reserveCapacity(maxMessages)
+    }
+
+    deinit {
+        close()
+        rxData.deallocate()
+        rxMessages.deallocate()
+        rxIovecs.deallocate()
+        rxNames.deallocate()
+        rxControl.deallocate()
+        txData.deallocate()
+        txMessages.deallocate()
+        txIovecs.deallocate()
+        txNames.deallocate()
+        txControl.deallocate()
+    }
+
+    private var isOpen = true
+
+    public func close() {
+        guard isOpen else { return }
+        isOpen = false
+        Glibc.close(fd)
+    }
+
+    /// Asks for large socket buffers (bursts of GSO batches overflow the defaults); as root the
+    /// FORCE variant passes the sysctl cap. Returns the granted size and logs when capped.
+    private static func growBuffer(_ fd: Int32, force: Int32, plain: Int32, logger: Logger, name: String) -> Int {
+        var wanted = requestedBufferBytes
+        let size = socklen_t(MemoryLayout<Int32>.size)
+        if setsockopt(fd, SOL_SOCKET, force, &wanted, size) != 0 {
+            _ = setsockopt(fd, SOL_SOCKET, plain, &wanted, size)
+        }
+        var granted: Int32 = 0
+        var length = size
+        _ = getsockopt(fd, SOL_SOCKET, plain, &granted, &length)
+        // Linux reports twice the usable size it set aside.
+        if granted < requestedBufferBytes {
+            logger.warning(
+                "UDP \(name) buffer capped at \(granted) bytes (asked \(requestedBufferBytes)); raise net.core.\(name == "receive" ? "rmem_max" : "wmem_max") to avoid drops under load")
+        }
+        return Int(granted)
+    }
+
+    // MARK: - Receive
+
+    /// One receive system call (recvmmsg, or recvmsg when mmsg is off). Each UDP datagram,
+    /// GRO super-packets split by their segment size without copying, goes to `body` with
+    /// the path it arrived on and its ECN mark. Returns false when nothing was waiting.
+    @discardableResult
+    public func receive(_ body: (UnsafeRawBufferPointer, QUICPath, ECN) -> Void) -> Bool {
+        let slots = batching.multiMessage ? receiveSlots : 1
+        for index in 0..<slots {
+            rxIovecs[index] = iovec(iov_base: rxData.baseAddress! + index * receiveSlotBytes, iov_len: receiveSlotBytes)
+            rxMessages[index] = braid_mmsghdr(
+                msg_hdr: msghdr(
+                    msg_name: UnsafeMutableRawPointer(rxNames + index), msg_namelen: socklen_t(MemoryLayout<sockaddr_storage>.size),
+                    msg_iov: rxIovecs + index, msg_iovlen: 1,
+                    msg_control: rxControl + index * Int(BRAID_UDP_CMSG_CAPACITY), msg_controllen: Int(BRAID_UDP_CMSG_CAPACITY),
+                    msg_flags: 0),
+                msg_len: 0)
+        }
+        var count: Int32
+        repeat {
+            if batching.multiMessage {
+                counters.recvmmsgCalls += 1
+                count = braid_recvmmsg(fd, rxMessages, UInt32(slots))
+            } else {
+                counters.recvmsgCalls += 1
+                let length = recvmsg(fd, &rxMessages[0].msg_hdr, 0)
+                if length >= 0 { rxMessages[0].msg_len = UInt32(length) }
+                count = length >= 0 ? 1 : -1
+            }
+        } while count < 0 && errno == EINTR
+        guard count > 0 else { return false }
+
+        var meta = braid_udp_rx_meta()
+        for index in 0..<Int(count) {
+            let message = rxMessages[index]
+            let length = Int(message.msg_len)
+            if message.msg_hdr.msg_flags & Int32(MSG_TRUNC) != 0 {
+                counters.truncatedMessages += 1
+                logger.warning("dropped a UDP message larger than the \(receiveSlotBytes)-byte receive slot")
+                continue
+            }
+            withUnsafePointer(to: message.msg_hdr) { braid_udp_parse_cmsg($0, &meta) }
+            let remote = QUICAddress(storage: rxNames[index])
+            var local = localAddress
+            if answersFromPacketAddress && meta.has_destination != 0 {
+                local = QUICAddress(storage: meta.destination).withPort(localAddress.port)
+            }
+            let path = QUICPath(local: local, remote: remote)
+            let ecn = ECN(rawValue: meta.ecn & 0x3) ?? .notECT
+            let segmentSize = meta.gro_segment_size > 0 ? Int(meta.gro_segment_size) : length
+            let data = UnsafeRawBufferPointer(start: rxData.baseAddress! + index * receiveSlotBytes, count: length)
+            var segments = 0
+            Transmit.forEachDatagram(in: data, segmentSize: segmentSize) { datagram in
+                segments += 1
+                body(datagram, path, ecn)
+            }
+            counters.datagramsReceived += UInt64(segments)
+            if ecn != .notECT { counters.ecnMarkedReceived += UInt64(segments) }
+            counters.bytesReceived += UInt64(length)
+            if segments > 1 {
+                counters.groMessages += 1
+                counters.groSegments += UInt64(segments)
+            }
+        }
+        return true
+    }
+
+    // MARK: - Send
+
+    /// Room for another engine batch before a flush is needed.
+    public var canEnqueue: Bool { pending.count < maxPendingBatches }
+    public var hasPending: Bool { !pending.isEmpty }
+
+    /// Copies one engine batch (datagrams of `segmentSize` bytes, the last may be shorter)
+    /// into the send queue. Call only when `canEnqueue`.
+    public func enqueue(path: QUICPath, ecn: ECN, segmentSize: Int, bytes: UnsafeRawBufferPointer) {
+        precondition(canEnqueue && bytes.count <= Self.segmentSlotBytes)
+        let offset = pending.count * Self.segmentSlotBytes
+        UnsafeMutableRawBufferPointer(rebasing: txData[offset..<offset + bytes.count]).copyMemory(from: bytes)
+        pending.append(Pending(offset: offset, length: bytes.count, segmentSize: max(segmentSize, 1), ecn: ecn, path: path))
+    }
+
+    /// Sends everything queued. Returns false when the kernel's buffer filled up: what is left
+    /// stays queued; call again once the socket is writable.
+    @discardableResult
+    public func flush() -> Bool {
+        while !pending.isEmpty {
+            buildMessages()
+            var next = 0
+            var rebuild = false
+            while next < txMessageBatch.count {
+                let remaining = txMessageBatch.count - next
+                var sent: Int
+                if txMessageSegments[next] > 1, let injected = injectedSegmentationErrors.first {
+                    // Not a system call, so not counted.
+                    injectedSegmentationErrors.removeFirst()
+                    errno = injected
+                    sent = -1
+                } else if batching.multiMessage && remaining > 1 {
+                    counters.sendmmsgCalls += 1
+                    sent = Int(braid_sendmmsg(fd, txMessages + next, UInt32(remaining)))
+                } else {
+                    counters.sendmsgCalls += 1
+                    sent = sendmsg(fd, &txMessages[next].msg_hdr, 0) >= 0 ? 1 : -1
+                }
+                if sent > 0 {
+                    for index in next..<next + sent { accountSent(index) }
+                    next += sent
+                    continue
+                }
+                let error = errno
+                switch error {
+                case EINTR:
+                    continue
+                case EAGAIN, EWOULDBLOCK, ENOBUFS:
+                    compactPending()
+                    return false
+                case EIO where txMessageSegments[next] > 1, EINVAL where txMessageSegments[next] > 1:
+                    // The kernel or the device cannot segment (EIO: no checksum offload).
+                    // Resend the rest as one datagram per message; the connection carries on.
+                    batching.segmentationOffload = false
+                    counters.gsoFallbacks += 1
+                    logger.warning("UDP GSO send failed (\(String(cString: strerror(error)))); falling back to one datagram per message")
+                    rebuild = true
+                default:
+                    // Dropped (e.g. EMSGSIZE for a path-MTU probe); QUIC's loss recovery copes.
+                    counters.sendErrors += 1
+                    lastSendError = error
+                    accountDropped(next)
+                    next += 1
+                    continue
+                }
+                if rebuild { break }
+            }
+            compactPending()
+            if !rebuild { break }
+        }
+        return true
+    }
+
+    private func accountSent(_ message: Int) {
+        let segments = txMessageSegments[message]
+        counters.datagramsSent += UInt64(segments)
+        counters.bytesSent += UInt64(txMessageBytes[message])
+        if segments > 1 {
+            counters.gsoBatches += 1
+            counters.gsoSegments += UInt64(segments)
+        }
+        pending[txMessageBatch[message]].sentBytes += txMessageBytes[message]
+    }
+
+    private func accountDropped(_ message: Int) {
+        pending[txMessageBatch[message]].sentBytes += txMessageBytes[message]
+    }
+
+    /// Forgets fully sent batches; the unsent rest moves to the front slots (batch `i` in slot `i`).
+    private func compactPending() {
+        var kept = 0
+        for index in pending.indices {
+            var batch = pending[index]
+            guard batch.sentBytes < batch.length else { continue }
+            let slot = kept * Self.segmentSlotBytes
+            let remaining = batch.length - batch.sentBytes
+            memmove(txData.baseAddress! + slot, txData.baseAddress! + batch.offset + batch.sentBytes, remaining)
+            batch.offset = slot
+            batch.length = remaining
+            batch.sentBytes = 0
+            pending[kept] = batch
+            kept += 1
+        }
+        pending.removeLast(pending.count - kept)
+    }
+
+    /// Lays the queued batches out as messages: one per batch with GSO, one per datagram without.
+    private func buildMessages() {
+        txMessageBatch.removeAll(keepingCapacity: true)
+        txMessageBytes.removeAll(keepingCapacity: true)
+        txMessageSegments.removeAll(keepingCapacity: true)
+        var message = 0
+        for (batchIndex, batch) in pending.enumerated() {
+            let segments = (batch.length + batch.segmentSize - 1) / batch.segmentSize
+            let useGSO = batching.segmentationOffload && segments > 1
+            var offset = 0
+            while offset < batch.length {
+                let length = useGSO ? batch.length : min(batch.segmentSize, batch.length - offset)
+                fillMessage(
+                    message, data: txData.baseAddress! + batch.offset + offset, length: length,
+                    segmentSize: useGSO ? batch.segmentSize : 0, batch: batch)
+                txMessageBatch.append(batchIndex)
+                txMessageBytes.append(length)
+                txMessageSegments.append(useGSO ? segments : 1)
+                message += 1
+                offset += length
+            }
+        }
+    }
+
+    private func fillMessage(_ index: Int, data: UnsafeMutableRawPointer, length: Int, segmentSize: Int, batch: Pending) {
+        txIovecs[index] = iovec(iov_base: data, iov_len: length)
+        txNames[index] = batch.path.remote.storage
+        let control = txControl + index * Int(BRAID_UDP_CMSG_CAPACITY)
+        var source = batch.path.local.storage
+        let withSource = answersFromPacketAddress && !batch.path.local.isWildcard
+        let controlLength = withUnsafePointer(to: &source) { sourcePointer in
+            braid_udp_build_cmsg(
+                control, Int(BRAID_UDP_CMSG_CAPACITY), isIPv6 ? 1 : 0, UInt16(segmentSize), batch.ecn.rawValue,
+                withSource ? sourcePointer : nil)
+        }
+        txMessages[index] = braid_mmsghdr(
+            msg_hdr: msghdr(
+                msg_name: UnsafeMutableRawPointer(txNames + index), msg_namelen: socklen_t(batch.path.remote.length),
+                msg_iov: txIovecs + index, msg_iovlen: 1,
+                msg_control: controlLength > 0 ? control : nil, msg_controllen: controlLength,
+                msg_flags: 0),
+            msg_len: 0)
+    }
+}

@@ -1,0 +1,110 @@
+import BraidQUIC
+
+// The perf exchange (after draft-banks-quic-performance), shared by the tests, the benchmarks
+// and later the `braid` tool.
+
+/// Deterministic payload: byte `i` of every transfer is `PerfPattern.byte(i)`. Backed by a
+/// table with a prime period so slices are cheap to send and to compare.
+public enum PerfPattern {
+    public static let period = 65521
+    static let table: [UInt8] = (0..<(period + 65536)).map { UInt8(truncatingIfNeeded: ($0 % period) &* 2_654_435_761 >> 7) }
+
+    /// `count` (<= 64 KiB) pattern bytes starting at transfer offset `offset`.
+    public static func slice(at offset: Int, count: Int) -> ArraySlice<UInt8> {
+        let start = offset % period
+        return table[start..<start + count]
+    }
+
+    public static func matches(_ bytes: [UInt8], at offset: Int) -> Bool {
+        var position = 0
+        while position < bytes.count {
+            let count = min(65536, bytes.count - position)
+            if bytes[position..<position + count] != slice(at: offset + position, count: count) { return false }
+            position += count
+        }
+        return true
+    }
+}
+
+/// Server side of the perf exchange: a client stream carries an 8-byte big-endian size and
+/// FIN; the server answers with that many pattern bytes and FIN.
+public final class PerfServer {
+    public init() {}
+
+    private var requests: [Int64: [UInt8]] = [:]
+    private var sending: [Int64: (total: Int, sent: Int)] = [:]
+    private let chunk = 64 * 1024
+
+    public func handle(_ connection: QUICConnection, _ event: QUICEvent) {
+        if case .streamReadable(let id) = event {
+            while let read = try? connection.read(streamID: id) {
+                requests[id, default: []] += read.bytes
+                if read.fin, let request = requests.removeValue(forKey: id), request.count >= 8 {
+                    let size = request.prefix(8).reduce(0) { $0 << 8 | Int($1) }
+                    sending[id] = (size, 0)
+                }
+                if read.bytes.isEmpty { break }
+            }
+        }
+        pump(connection)
+    }
+
+    private func pump(_ connection: QUICConnection) {
+        for (id, state) in sending {
+            var sent = state.sent
+            while sent < state.total, connection.canSend(streamID: id) {
+                let count = min(chunk, state.total - sent)
+                guard (try? connection.send(streamID: id, bytes: PerfPattern.slice(at: sent, count: count), fin: sent + count == state.total)) != nil
+                else { break }
+                sent += count
+            }
+            if state.total == 0 { try? connection.send(streamID: id, bytes: [UInt8](), fin: true) }
+            sending[id] = sent == state.total ? nil : (state.total, sent)
+        }
+    }
+}
+
+/// Client side: asks for `size` bytes once connected and checks every byte as it arrives.
+public final class PerfDownload {
+    public let size: Int
+    public private(set) var received = 0
+    public private(set) var intact = true
+    private var stream: Int64?
+    /// Called once: with true when every byte arrived intact, false if the connection ended first.
+    public var onFinished: (Bool) -> Void = { _ in }
+    private var finished = false
+
+    private func finish(_ success: Bool) {
+        guard !finished else { return }
+        finished = true
+        onFinished(success)
+    }
+
+    public init(size: Int) { self.size = size }
+
+    public func handle(_ connection: QUICConnection, _ event: QUICEvent) {
+        switch event {
+        case .handshakeCompleted:
+            guard stream == nil, let id = try? connection.openStream(bidirectional: true) else { return }
+            stream = id
+            let request = withUnsafeBytes(of: UInt64(size).bigEndian) { Array($0) }
+            _ = try? connection.send(streamID: id, bytes: request, fin: true)
+        case .streamReadable(let id) where id == stream:
+            while let read = try? connection.read(streamID: id) {
+                if !read.bytes.isEmpty {
+                    if !PerfPattern.matches(read.bytes, at: received) { intact = false }
+                    received += read.bytes.count
+                }
+                if read.fin {
+                    finish(intact && received == size)
+                    return
+                }
+                if read.bytes.isEmpty { break }
+            }
+        case .connectionClosed:
+            finish(false)
+        default:
+            break
+        }
+    }
+}
