@@ -21,6 +21,7 @@ public final class QUICClientDriver: LoopHandler {
     public var onEvent: QUICEventHandler
     private var token: UInt64 = 0
     private var writeBlocked = false
+    private var isServicing = false
 
     public init(
         context: LoopContext, client: QUICClientContext, remote: QUICAddress, serverName: String,
@@ -54,8 +55,12 @@ public final class QUICClientDriver: LoopHandler {
     }
 
     /// Sends what the connection has to send and re-arms its timer. Call after acting on
-    /// `connection` from loop code.
+    /// `connection` from loop code. From inside `onEvent` it does nothing: the pass that
+    /// delivered the event writes right after the handler returns.
     public func service(_ context: LoopContext) {
+        guard !isServicing else { return }
+        isServicing = true
+        defer { isServicing = false }
         let now = context.now
         if !writeBlocked {
             let flushed = ConnectionIO.service(connection, socket: socket, now: now, onEvent: onEvent)

@@ -20,6 +20,7 @@ public final class QUICServerDriver: LoopHandler {
     /// Connections touched by the current batch, serviced once it is processed.
     private var dirty: [ConnectionSlot] = []
     private var writeBlocked = false
+    private var isServicing = false
     private var isClosed = false
 
     /// A server connection's timer registration.
@@ -62,7 +63,8 @@ public final class QUICServerDriver: LoopHandler {
         dirty.append(slot)
     }
 
-    /// Sends what `connection` has to send; call after acting on it from loop code.
+    /// Sends what `connection` has to send; call after acting on it from loop code (inside
+    /// `onEvent` it only marks the connection; the running pass writes it).
     public func service(_ connection: QUICConnection, _ context: LoopContext) {
         guard let slot = slots[ObjectIdentifier(connection)] else { return }
         markDirty(slot)
@@ -70,6 +72,10 @@ public final class QUICServerDriver: LoopHandler {
     }
 
     fileprivate func serviceDirty(_ context: LoopContext) {
+        // Called again from inside `onEvent`: the running pass picks up what was marked.
+        guard !isServicing else { return }
+        isServicing = true
+        defer { isServicing = false }
         let now = context.now
         for transmit in endpoint.pollEndpointTransmits() {
             if !socket.canEnqueue, !socket.flush() { break }

@@ -99,9 +99,9 @@ public final class QUICConnection {
 
     // Datagram probe (see `updateDatagramProbe`).
     /// Datagrams handed to ngtcp2 and not yet acknowledged or declared lost.
-    var datagramsInFlight = 0
-    /// Consecutive timer expiries with datagrams in flight and no ACK progress.
-    var datagramProbeBackoff = 0
+    private var datagramsInFlight = 0
+    /// Keep-alive probes sent in a row without a datagram being acknowledged or declared lost.
+    private var datagramProbeBackoff = 0
     /// Last send or receive: ngtcp2 counts the keep-alive from the same instants.
     private var lastActivity = QUICInstant(nanoseconds: 0)
     /// The keep-alive the user configured (0: off) and the one currently set on ngtcp2.
