@@ -13,12 +13,6 @@ import Foundation
 let fixtures = "Tests/BraidTests/Fixtures"
 let quick = CommandLine.arguments.contains("--quick")
 
-func monotonicNow() -> QUICInstant {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return QUICInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
-}
-
 func cpuNanoseconds() -> UInt64 {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)

@@ -35,6 +35,11 @@ final class Loopback: Sendable {
         }
     }
 
+    /// A server running the `echo` application.
+    func startEchoServer() async throws -> (address: QUICAddress, driver: LoopBound<QUICServerDriver>) {
+        try await startServer(alpn: ["echo"]) { EchoServer().handle }
+    }
+
     func serverCounters(_ driver: LoopBound<QUICServerDriver>) async throws -> SocketCounters {
         try await serverLoop.submit { _ in driver.value.socket.counters }
     }
@@ -116,13 +121,7 @@ final class Loopback: Sendable {
 
     @Test func datagramsAreEchoed() async throws {
         let loopback = try Loopback()
-        let (address, _) = try await loopback.startServer(alpn: ["echo"]) {
-            let echo = EchoServer()
-            return { connection, event in
-                echo.handle(connection, event)
-                echo.source.pump()
-            }
-        }
+        let (address, _) = try await loopback.startEchoServer()
         let count = 200
         let echoed: [[UInt8]] = try await loopback.clientLoop.run(timeout: .seconds(20)) { context, finish in
             var received: [[UInt8]] = []
@@ -149,13 +148,7 @@ final class Loopback: Sendable {
 
     @Test func twoHundredClientsShareOneServerSocket() async throws {
         let loopback = try Loopback()
-        let (address, server) = try await loopback.startServer(alpn: ["echo"]) {
-            let echo = EchoServer()
-            return { connection, event in
-                echo.handle(connection, event)
-                echo.source.pump()
-            }
-        }
+        let (address, server) = try await loopback.startEchoServer()
         let clients = 200
         let intact: Int = try await loopback.clientLoop.run(timeout: .seconds(60)) { context, finish in
             var drivers: [QUICClientDriver] = []

@@ -82,8 +82,10 @@ final class EchoServer {
     let sink = StreamSink()
     let source = StreamSource()
 
+    /// Handles one server event, then queues whatever echo bytes the streams accept now.
     func handle(_ connection: QUICConnection, _ event: QUICEvent) {
         guard connection.role == .server else { return }
+        defer { source.pump() }
         switch event {
         case .streamReadable(let id):
             let (bytes, fin) = sink.drain(connection, stream: id)
