@@ -31,35 +31,47 @@ public enum PerfPattern {
 public final class PerfServer {
     public init() {}
 
-    private var requests: [Int64: [UInt8]] = [:]
-    private var sending: [Int64: (total: Int, sent: Int)] = [:]
+    /// One connection's requests being read and responses being sent, by stream.
+    private struct Exchanges {
+        var requests: [Int64: [UInt8]] = [:]
+        var sending: [Int64: (total: Int, sent: Int)] = [:]
+    }
+    private var exchanges: [ObjectIdentifier: Exchanges] = [:]
     private let chunk = 64 * 1024
 
+    /// Serves every connection of a server; call it for each event.
     public func handle(_ connection: QUICConnection, _ event: QUICEvent) {
+        let key = ObjectIdentifier(connection)
+        if case .terminated = event {
+            exchanges[key] = nil
+            return
+        }
+        var state = exchanges[key] ?? Exchanges()
         if case .streamReadable(let id) = event {
             while let read = try? connection.read(streamID: id) {
-                requests[id, default: []] += read.bytes
-                if read.fin, let request = requests.removeValue(forKey: id), request.count >= 8 {
+                state.requests[id, default: []] += read.bytes
+                if read.fin, let request = state.requests.removeValue(forKey: id), request.count >= 8 {
                     let size = request.prefix(8).reduce(0) { $0 << 8 | Int($1) }
-                    sending[id] = (size, 0)
+                    state.sending[id] = (size, 0)
                 }
                 if read.bytes.isEmpty { break }
             }
         }
-        pump(connection)
+        pump(connection, &state)
+        exchanges[key] = state.requests.isEmpty && state.sending.isEmpty ? nil : state
     }
 
-    private func pump(_ connection: QUICConnection) {
-        for (id, state) in sending {
-            var sent = state.sent
-            while sent < state.total, connection.canSend(streamID: id) {
-                let count = min(chunk, state.total - sent)
-                guard (try? connection.send(streamID: id, bytes: PerfPattern.slice(at: sent, count: count), fin: sent + count == state.total)) != nil
+    private func pump(_ connection: QUICConnection, _ state: inout Exchanges) {
+        for (id, progress) in state.sending {
+            var sent = progress.sent
+            while sent < progress.total, connection.canSend(streamID: id) {
+                let count = min(chunk, progress.total - sent)
+                guard (try? connection.send(streamID: id, bytes: PerfPattern.slice(at: sent, count: count), fin: sent + count == progress.total)) != nil
                 else { break }
                 sent += count
             }
-            if state.total == 0 { try? connection.send(streamID: id, bytes: [UInt8](), fin: true) }
-            sending[id] = sent == state.total ? nil : (state.total, sent)
+            if progress.total == 0 { try? connection.send(streamID: id, bytes: [UInt8](), fin: true) }
+            state.sending[id] = sent == progress.total ? nil : (progress.total, sent)
         }
     }
 }

@@ -180,6 +180,8 @@ public final class LoopContext {
     private var registrations: [UInt64: Registration] = [:]
     private var nextToken: UInt64 = 1
     private var timers = Heap<TimerEntry>()
+    /// Work queued by loop code for right after the current handler returns.
+    private var deferred: [(LoopContext) -> Void] = []
     private let readyTokens = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: 64)
     private let readyEvents = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: 64)
 
@@ -235,6 +237,21 @@ public final class LoopContext {
         }
     }
 
+    /// Runs `work` on this loop once the handler now running has returned (before the loop
+    /// waits again). For work that must not run inside an event callback; unlike
+    /// `EventLoop.execute` it takes loop-bound (non-Sendable) state.
+    public func afterCurrentEvent(_ work: @escaping (LoopContext) -> Void) {
+        deferred.append(work)
+    }
+
+    private func runDeferred() {
+        while !deferred.isEmpty {
+            let batch = deferred
+            deferred.removeAll()
+            for work in batch { work(self) }
+        }
+    }
+
     public func deregister(_ token: UInt64) {
         guard let registration = registrations.removeValue(forKey: token), registration.fd >= 0 else { return }
         _ = braid_epoll_ctl(epollFD, BRAID_EPOLL_CTL_DEL, registration.fd, 0, token)
@@ -250,17 +267,22 @@ public final class LoopContext {
                 if token == Self.wakeToken {
                     var value: UInt64 = 0
                     _ = read(wakeFD, &value, 8)
-                    for work in loop.takeInbox() { work(self) }
+                    for work in loop.takeInbox() {
+                        work(self)
+                        runDeferred()
+                    }
                     continue
                 }
                 let events = readyEvents[index]
                 if events & UInt32(BRAID_EPOLL_OUT) != 0, let handler = registrations[token]?.handler {
                     handler.writable(self)
+                    runDeferred()
                 }
                 if events & UInt32(BRAID_EPOLL_IN | BRAID_EPOLL_ERR | BRAID_EPOLL_HUP) != 0,
                     let handler = registrations[token]?.handler
                 {
                     handler.readable(self)
+                    runDeferred()
                 }
             }
             fireDueTimers()
@@ -283,6 +305,7 @@ public final class LoopContext {
             _ = timers.popMin()
             guard let registration = registrations[top.token], registration.timerGeneration == top.generation else { continue }
             registration.handler.timerFired(self)
+            runDeferred()
         }
     }
 

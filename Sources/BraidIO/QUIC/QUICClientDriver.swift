@@ -17,8 +17,13 @@ import Glibc
 /// ```
 public final class QUICClientDriver: LoopHandler {
     public let connection: QUICConnection
-    public let socket: UDPSocket
+    /// The socket in use now (`migrate` replaces it).
+    public private(set) var socket: UDPSocket
     public var onEvent: QUICEventHandler
+    private let batching: BatchingOptions
+    private let receiveSlots: Int
+    /// Counts of the sockets `migrate` retired.
+    private var retiredCounters = SocketCounters()
     private var token: UInt64 = 0
     private var writeBlocked = false
     private var isServicing = false
@@ -34,7 +39,36 @@ public final class QUICClientDriver: LoopHandler {
             path: QUICPath(local: socket.localAddress, remote: remote), serverName: serverName, resumption: resumption,
             now: context.now)
         self.onEvent = onEvent
+        self.batching = batching
+        self.receiveSlots = receiveSlots
         token = try context.register(self, fd: socket.fd)
+        service(context)
+    }
+
+    /// Every syscall, datagram and byte of this connection, across migrations.
+    public var counters: SocketCounters { retiredCounters + socket.counters }
+
+    /// Moves the connection to a new socket on a new local port (as after a NAT rebinding or
+    /// a network change) and tells the server (RFC 9000 §9). Needs a confirmed handshake. Call
+    /// it from loop code, not from inside `onEvent` (the running pass still holds the old socket).
+    public func migrate(_ context: LoopContext) throws {
+        guard !isServicing else { throw QUICError.invalidState("migrate from loop code, not from inside onEvent") }
+        let fresh = try UDPSocket(
+            bindTo: socket.localAddress.withPort(0), batching: batching, receiveSlots: receiveSlots, sendBatches: 8)
+        do {
+            try connection.migrate(to: QUICPath(local: fresh.localAddress, remote: connection.path.remote), now: context.now)
+        } catch {
+            fresh.close()
+            throw error
+        }
+        let freshToken = try context.register(self, fd: fresh.fd)
+        context.deregister(token)
+        _ = socket.flush()
+        retiredCounters = retiredCounters + socket.counters
+        socket.close()
+        socket = fresh
+        token = freshToken
+        writeBlocked = false
         service(context)
     }
 

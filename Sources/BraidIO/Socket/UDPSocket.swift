@@ -69,6 +69,14 @@ public final class UDPSocket {
     private var txMessageBytes: [Int] = []
     private var txMessageSegments: [Int] = []
 
+    /// Makes the kernel deliver each short-header packet to the socket of this SO_REUSEPORT
+    /// group whose index equals the first byte of the packet's destination connection ID.
+    public func attachConnectionIDSteering() throws {
+        guard braid_attach_connection_id_steering(fd) == 0 else {
+            throw DatapathError.system("setsockopt(SO_ATTACH_REUSEPORT_CBPF)", errno)
+        }
+    }
+
     /// Opens and binds a socket.
     /// - Parameters:
     ///   - receiveSlots: messages per receive call (recvmmsg); each slot holds 64 KiB when GRO

@@ -42,9 +42,7 @@ extension QUICConnection {
         cb.rand = { dest, length, _ in fillRandom(UnsafeMutableRawBufferPointer(start: dest, count: length)) }
         cb.get_new_connection_id = { _, cid, token, length, userData in
             let connection = QUICConnection.from(userData)
-            var bytes = [UInt8](repeating: 0, count: length)
-            fillRandom(&bytes)
-            ngtcp2_cid_init(cid, bytes, length)
+            cid!.pointee = ConnectionID.random(length: length, tag: connection.connectionIDTag).ngtcp2
             let rc = connection.staticSecret.withUnsafeBufferPointer {
                 ngtcp2_crypto_generate_stateless_reset_token(token, $0.baseAddress, $0.count, cid)
             }

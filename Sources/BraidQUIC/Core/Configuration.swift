@@ -120,7 +120,8 @@ public struct QUICServerConfiguration: Sendable {
     public var tokenLifetime: Duration = .seconds(3600)
     public var retryTokenLifetime: Duration = .seconds(10)
     /// Secret from which stateless reset tokens and address tokens derive. Servers sharing a
-    /// port (SO_REUSEPORT) or restarting should share it; nil picks a random one.
+    /// port or restarting should share it; nil picks a random one. Ignored when the endpoint is
+    /// given `QUICServerKeys` (which carry their own).
     public var staticSecret: [UInt8]? = nil
 
     public init(alpn: [String], certificateChainFile: String, privateKeyFile: String) {

@@ -200,9 +200,11 @@ public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// A random connection ID of `length` bytes.
-    static func random(length: Int) -> ConnectionID {
+    /// A random ID; `tag`, when given, replaces the first byte (it routes the ID to a socket).
+    static func random(length: Int, tag: UInt8? = nil) -> ConnectionID {
         var bytes = [UInt8](repeating: 0, count: length)
         fillRandom(&bytes)
+        if let tag, length > 0 { bytes[0] = tag }
         return ConnectionID(bytes: bytes)
     }
 

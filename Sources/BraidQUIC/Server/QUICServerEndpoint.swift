@@ -4,6 +4,7 @@ import Glibc
 import CBraid
 import DequeModule
 import Logging
+import Synchronization
 
 /// A server: one UDP socket's worth of QUIC. Routes each datagram to its connection by
 /// destination connection ID, creates connections for new clients, and answers what belongs to
@@ -24,7 +25,12 @@ public final class QUICServerEndpoint {
     public let configuration: QUICServerConfiguration
     /// All server-issued connection IDs have this length, so short headers can be parsed.
     public static let connectionIDLength = 16
-    let staticSecret: [UInt8]
+    /// Secrets shared with the other endpoints serving the same address.
+    public let keys: QUICServerKeys
+    /// First byte of every connection ID this endpoint issues, so that a kernel filter can
+    /// steer each short-header packet to this endpoint's socket (see `QUICServerGroup`).
+    public let connectionIDTag: UInt8?
+    var staticSecret: [UInt8] { keys.staticSecret }
     /// TLS material every server session points into; each connection retains it too.
     private let tls: ServerTLSContext
     var logger = Logger(label: "braid.quic.server")
@@ -46,21 +52,20 @@ public final class QUICServerEndpoint {
     public private(set) var refusedConnections = 0
     public private(set) var droppedDatagrams = 0
 
-    public init(configuration: QUICServerConfiguration) throws {
+    /// - Parameters:
+    ///   - keys: secrets shared by every endpoint of one server; nil makes new ones from
+    ///     `configuration.staticSecret`.
+    ///   - connectionIDTag: when set, the first byte of every connection ID this endpoint issues.
+    public init(configuration: QUICServerConfiguration, keys: QUICServerKeys? = nil, connectionIDTag: UInt8? = nil) throws {
         guard !configuration.alpn.isEmpty else { throw QUICError.configuration("QUIC needs at least one ALPN") }
         try validate(configuration.transport)
         self.configuration = configuration
+        self.keys = try keys ?? QUICServerKeys(staticSecret: configuration.staticSecret)
+        self.connectionIDTag = connectionIDTag
         tls = try ServerTLSContext(
             credentials: TLSCredentials.server(
-                certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile))
-        if let secret = configuration.staticSecret {
-            guard secret.count >= 16 else { throw QUICError.configuration("staticSecret needs at least 16 bytes") }
-            staticSecret = secret
-        } else {
-            var secret = [UInt8](repeating: 0, count: 32)
-            fillRandom(&secret)
-            staticSecret = secret
-        }
+                certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile),
+            keys: self.keys)
     }
 
     /// Packets the endpoint itself wants sent (Version Negotiation, Retry, resets, refusals).
@@ -156,7 +161,7 @@ public final class QUICServerEndpoint {
         var settings = makeSettings(transport, now: now)
         if validatedToken { settings.token = header.token }
         var params = makeTransportParameters(transport)
-        let sourceCID = ConnectionID.random(length: Self.connectionIDLength)
+        let sourceCID = ConnectionID.random(length: Self.connectionIDLength, tag: connectionIDTag)
         if let originalDCID {
             params.original_dcid = originalDCID
             params.retry_scid = header.dcid
@@ -184,6 +189,7 @@ public final class QUICServerEndpoint {
             return nil
         }
         connection.tlsResources = tls
+        connection.connectionIDTag = connectionIDTag
         connection.currentTime = now
         connection.offeredALPNForErrors = configuration.alpn
         connection.isNewlyAccepted = true
@@ -305,31 +311,29 @@ public final class QUICServerEndpoint {
     }
 }
 
-/// The TLS state all server sessions share: credentials, the session-ticket key and the 0-RTT
-/// replay filter. Sessions hold raw pointers into it, so every connection retains it.
+/// The TLS state all of one endpoint's sessions share: credentials, the session-ticket key and
+/// the 0-RTT replay filter. Sessions hold raw pointers into it, so every connection retains it.
 final class ServerTLSContext {
     let credentials: TLSCredentials
+    /// GnuTLS copies the key into each session; this copy only has to outlive `makeSession`.
     private let ticketKey: UnsafeMutablePointer<gnutls_datum_t>
     private let antiReplay: gnutls_anti_replay_t
-    private let replayFilter = ReplayFilter()
+    /// Retained for the add-function's unretained pointer.
+    private let replayFilter: ReplayFilter
 
-    init(credentials: TLSCredentials) throws {
+    init(credentials: TLSCredentials, keys: QUICServerKeys) throws {
         self.credentials = credentials
-        ticketKey = .allocate(capacity: 1)
-        ticketKey.initialize(to: gnutls_datum_t())
-        var rc = gnutls_session_ticket_key_generate(ticketKey)
-        guard rc == 0 else {
-            ticketKey.deallocate()
-            throw QUICError.tls("cannot generate a session ticket key: \(gnutlsErrorString(rc))")
-        }
+        replayFilter = keys.replayFilter
         var replay: gnutls_anti_replay_t?
-        rc = gnutls_anti_replay_init(&replay)
+        let rc = gnutls_anti_replay_init(&replay)
         guard rc == 0, let replay else {
-            braid_gnutls_free(ticketKey.pointee.data)
-            ticketKey.deallocate()
             throw QUICError.tls("cannot create the 0-RTT replay filter: \(gnutlsErrorString(rc))")
         }
         antiReplay = replay
+        let keyBytes = UnsafeMutablePointer<UInt8>.allocate(capacity: keys.ticketKey.count)
+        keyBytes.initialize(from: keys.ticketKey, count: keys.ticketKey.count)
+        ticketKey = .allocate(capacity: 1)
+        ticketKey.initialize(to: gnutls_datum_t(data: keyBytes, size: UInt32(keys.ticketKey.count)))
         gnutls_anti_replay_set_ptr(replay, Unmanaged.passUnretained(replayFilter).toOpaque())
         gnutls_anti_replay_set_add_function(replay) { pointer, expiry, key, _ in
             let filter = Unmanaged<ReplayFilter>.fromOpaque(pointer!).takeUnretainedValue()
@@ -340,7 +344,8 @@ final class ServerTLSContext {
 
     deinit {
         gnutls_anti_replay_deinit(antiReplay)
-        braid_gnutls_free(ticketKey.pointee.data)
+        ticketKey.pointee.data.deinitialize(count: Int(ticketKey.pointee.size))
+        ticketKey.pointee.data.deallocate()
         ticketKey.deallocate()
     }
 
@@ -379,16 +384,54 @@ final class ServerTLSContext {
 
 }
 
+/// The secrets every endpoint serving one address must agree on, so that any of them can
+/// handle any client: the static secret behind address tokens and stateless resets, the
+/// session-ticket key (a ticket from one endpoint resumes on another), and one 0-RTT replay
+/// filter (a ClientHello replayed to a second endpoint is still refused).
+///
+/// ```swift
+/// let keys = try QUICServerKeys()
+/// let endpoints = try (0..<2).map {
+///     try QUICServerEndpoint(configuration: configuration, keys: keys, connectionIDTag: UInt8($0))
+/// }
+/// ```
+public final class QUICServerKeys: Sendable {
+    let staticSecret: [UInt8]
+    let ticketKey: [UInt8]
+    let replayFilter = ReplayFilter()
+
+    /// - Parameter staticSecret: at least 16 bytes; share it across restarts to keep tokens and
+    ///   stateless resets valid. Nil picks a random one.
+    public init(staticSecret: [UInt8]? = nil) throws {
+        if let staticSecret {
+            guard staticSecret.count >= 16 else { throw QUICError.configuration("staticSecret needs at least 16 bytes") }
+            self.staticSecret = staticSecret
+        } else {
+            var secret = [UInt8](repeating: 0, count: 32)
+            fillRandom(&secret)
+            self.staticSecret = secret
+        }
+        var key = gnutls_datum_t()
+        let rc = gnutls_session_ticket_key_generate(&key)
+        guard rc == 0 else { throw QUICError.tls("cannot generate a session ticket key: \(gnutlsErrorString(rc))") }
+        ticketKey = Array(UnsafeBufferPointer(start: key.data, count: Int(key.size)))
+        braid_gnutls_free(key.data)
+    }
+}
+
 /// Remembers 0-RTT ClientHellos until they expire so a replayed one is refused (RFC 8446 §8).
-final class ReplayFilter {
-    private var seen: [[UInt8]: time_t] = [:]
+/// Endpoints on several threads share one.
+final class ReplayFilter: Sendable {
+    private let seen = Mutex<[[UInt8]: time_t]>([:])
 
     /// False if `key` was already seen and has not expired.
     func insert(key: [UInt8], expiry: time_t) -> Bool {
         let now = time(nil)
-        if seen.count > 1024 { seen = seen.filter { $0.value > now } }
-        if let existing = seen[key], existing > now { return false }
-        seen[key] = expiry
-        return true
+        return seen.withLock { seen in
+            if seen.count > 1024 { seen = seen.filter { $0.value > now } }
+            if let existing = seen[key], existing > now { return false }
+            seen[key] = expiry
+            return true
+        }
     }
 }

@@ -44,6 +44,12 @@ typedef struct {
 
 void braid_udp_parse_cmsg(const struct msghdr *message, braid_udp_rx_meta *meta);
 
+/// Attaches to `fd`'s SO_REUSEPORT group a classic BPF program that steers each short-header
+/// QUIC packet to the socket whose index in the group equals the first byte of its destination
+/// connection ID. Long-header packets (and tags past the group's size) fall back to the
+/// kernel's 4-tuple hash. Returns 0 or -1 with errno.
+int braid_attach_connection_id_steering(int fd);
+
 // MARK: epoll (struct epoll_event is packed on x86_64, which Swift does not import reliably)
 
 #define BRAID_EPOLL_IN 0x001

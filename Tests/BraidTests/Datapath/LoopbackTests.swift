@@ -204,4 +204,66 @@ final class Loopback: Sendable {
         #expect(counters.gsoFallbacks == 1)
         #expect(!batching.segmentationOffload)
     }
+
+    /// A server on two loops (SO_REUSEPORT + connection-ID steering): 16 clients each migrate
+    /// to a new port mid-download. The 4-tuple hash would send about half of them to the loop
+    /// that does not know them (a stateless reset would end the connection); steering keeps
+    /// every one on its loop, and all downloads complete intact.
+    @Test func serverGroupKeepsMigratingClientsOnTheirLoops() async throws {
+        let loopback = try Loopback()
+        let secondServerLoop = try EventLoop(name: "test-server-2")
+        defer { secondServerLoop.shutdown() }
+        let group = try await QUICServerGroup.start(
+            loops: [loopback.serverLoop, secondServerLoop], configuration: Fixtures.serverConfiguration(alpn: ["perf"]),
+            bindTo: QUICAddress(ip: "127.0.0.1", port: 0)!
+        ) { _ in PerfServer().handle }
+        let clients = 16, size = 2 * 1024 * 1024
+        struct Outcome: Sendable { var intact: Bool; var portBefore: UInt16?; var portAfter: UInt16 }
+        /// One client's download and where it migrated from.
+        final class MigratingClient {
+            let download: PerfDownload
+            /// The loop's registration keeps the driver alive; the driver's handler keeps this.
+            weak var driver: QUICClientDriver?
+            var portBefore: UInt16?
+            init(size: Int) { download = PerfDownload(size: size) }
+        }
+        let outcomes: [Outcome] = try await loopback.clientLoop.run(timeout: .seconds(60)) { context, finish in
+            var outcomes: [Outcome] = []
+            let clientContext = try Fixtures.client(alpn: ["perf"])
+            for _ in 0..<clients {
+                let client = MigratingClient(size: size)
+                let driver = try QUICClientDriver(
+                    context: context, client: clientContext, remote: group.localAddress, serverName: "localhost",
+                    receiveSlots: 4
+                ) { connection, event in
+                    client.download.handle(connection, event)
+                    guard client.portBefore == nil, client.download.received >= size / 4, let driver = client.driver else { return }
+                    client.portBefore = driver.socket.localAddress.port
+                    // Not from inside the event handler: the running pass holds the old socket.
+                    context.afterCurrentEvent { context in
+                        do { try client.driver?.migrate(context) } catch { finish(.failure(error)) }
+                    }
+                }
+                client.driver = driver
+                client.download.onFinished = { [unowned driver] intact in
+                    outcomes.append(Outcome(intact: intact, portBefore: client.portBefore, portAfter: driver.socket.localAddress.port))
+                    if outcomes.count == clients { finish(.success(outcomes)) }
+                }
+            }
+        }
+        #expect(outcomes.count == clients)
+        #expect(outcomes.allSatisfy { $0.intact && $0.portBefore != nil && $0.portBefore != $0.portAfter })
+        // Where each loop's connections come from now, and what its endpoint answered itself.
+        var serverPorts: [Set<UInt16>] = []
+        for driver in group.drivers {
+            let (ports, resets) = try await driver.loop.submit { _ in
+                (Set(driver.value.connections.map(\.path.remote.port)), driver.value.endpoint.statelessResetsSent)
+            }
+            #expect(resets == 0, "a packet reached a loop that does not know its connection")
+            serverPorts.append(ports)
+        }
+        #expect(serverPorts.allSatisfy { !$0.isEmpty }, "the kernel hash put every client on one loop")
+        #expect(serverPorts.reduce(Set()) { $0.union($1) } == Set(outcomes.map(\.portAfter)))
+        await group.close()
+    }
 }

@@ -147,6 +147,30 @@ import Testing
         #expect(sink.earlyBytes[ObjectIdentifier(serverSide!)] == nil)
     }
 
+    /// Endpoints sharing `QUICServerKeys` (one server on several loops) accept each other's
+    /// tickets: a client resumes with 0-RTT on whichever one the kernel hands it to.
+    @Test func ticketFromOneEndpointResumesOnItsSibling() throws {
+        let keys = try QUICServerKeys()
+        let configuration = Fixtures.serverConfiguration()
+        let first = try QUICServerEndpoint(configuration: configuration, keys: keys, connectionIDTag: 0)
+        let second = try QUICServerEndpoint(configuration: configuration, keys: keys, connectionIDTag: 1)
+        let context = try Fixtures.client()
+        let ticket = try ticket(network: SimulatedNetwork(server: first), context: context)
+        let network = SimulatedNetwork(server: second)
+        let sink = StreamSink()
+        network.onEvent = { connection, event in
+            if connection.role == .server, case .streamReadable(let id) = event { sink.drain(connection, stream: id) }
+        }
+        let client = try network.connect(context, resumption: ticket)
+        let id = try client.openStream(bidirectional: true)
+        try client.send(streamID: id, bytes: [7, 8, 9], fin: true)
+        var serverSide: QUICConnection? { network.serverConnections.last }
+        #expect(network.run { serverSide.map { sink.isFinished($0, id) } ?? false })
+        #expect(network.run { client.isEstablished })
+        #expect(client.earlyDataAccepted)
+        #expect(sink.earlyBytes[ObjectIdentifier(serverSide!)] == 3)
+    }
+
     @Test func zeroRTTDisabledOnServerStillDeliversData() throws {
         let server = try Fixtures.server { $0.earlyDataEnabled = false }
         let network = SimulatedNetwork(server: server)

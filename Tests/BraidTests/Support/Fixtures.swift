@@ -9,11 +9,15 @@ enum Fixtures {
 
     static var caFile: String { path("ca.pem") }
 
+    static func serverConfiguration(alpn: [String] = ["echo"], certificate: String = "server") -> QUICServerConfiguration {
+        QUICServerConfiguration(
+            alpn: alpn, certificateChainFile: path("\(certificate).pem"), privateKeyFile: path("\(certificate)-key.pem"))
+    }
+
     static func server(
         alpn: [String] = ["echo"], certificate: String = "server", configure: (inout QUICServerConfiguration) -> Void = { _ in }
     ) throws -> QUICServerEndpoint {
-        var configuration = QUICServerConfiguration(
-            alpn: alpn, certificateChainFile: path("\(certificate).pem"), privateKeyFile: path("\(certificate)-key.pem"))
+        var configuration = serverConfiguration(alpn: alpn, certificate: certificate)
         configure(&configuration)
         return try QUICServerEndpoint(configuration: configuration)
     }

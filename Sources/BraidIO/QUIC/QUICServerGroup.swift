@@ -1,0 +1,83 @@
+import BraidQUIC
+
+/// One QUIC server spread over several event loops (one per core): each loop has its own
+/// SO_REUSEPORT socket on the shared port and its own endpoint, and every connection lives on
+/// exactly one loop for its whole life.
+///
+/// Routing: endpoint `i` starts every connection ID it issues with the byte `i`, and a
+/// classic-BPF program on the port makes the kernel deliver each short-header packet to socket
+/// `i` of the group. Long-header packets (handshake) go by the kernel's 4-tuple hash, which is
+/// stable while the client's address is. So a client that migrates to a new address stays on
+/// its loop, where a hash alone would land it on a loop that does not know it.
+///
+/// The endpoints share `QUICServerKeys`: a ticket or token issued on one loop works on another,
+/// and a 0-RTT replay to a second loop is still caught.
+///
+/// ```swift
+/// let loops = try (0..<2).map { try EventLoop(name: "server-\($0)") }
+/// let group = try await QUICServerGroup.start(
+///     loops: loops, configuration: configuration, bindTo: QUICAddress(ip: "0.0.0.0", port: 4433)!
+/// ) { worker in { connection, event in /* runs on loop `worker` */ } }
+/// ```
+public final class QUICServerGroup: Sendable {
+    /// The address all sockets share (with the port the kernel chose, if 0 was asked for).
+    public let localAddress: QUICAddress
+    /// One driver per loop, in the order of `loops`.
+    public let drivers: [LoopBound<QUICServerDriver>]
+
+    private init(localAddress: QUICAddress, drivers: [LoopBound<QUICServerDriver>]) {
+        self.localAddress = localAddress
+        self.drivers = drivers
+    }
+
+    /// Binds one socket per loop and starts serving.
+    /// - Parameter makeHandler: called on each loop with its index; returns that loop's handler.
+    public static func start(
+        loops: [EventLoop], configuration: QUICServerConfiguration, bindTo address: QUICAddress,
+        batching: BatchingOptions = .all, makeHandler: @escaping @Sendable (_ worker: Int) -> QUICEventHandler
+    ) async throws -> QUICServerGroup {
+        guard !loops.isEmpty, loops.count <= 256 else {
+            throw QUICError.configuration("a server group needs 1 to 256 loops, not \(loops.count)")
+        }
+        let keys = try QUICServerKeys(staticSecret: configuration.staticSecret)
+        var drivers: [LoopBound<QUICServerDriver>] = []
+        var bound = address
+        do {
+            for (index, loop) in loops.enumerated() {
+                let target = bound
+                let (driver, local) = try await loop.submit { context in
+                    let endpoint = try QUICServerEndpoint(configuration: configuration, keys: keys, connectionIDTag: UInt8(index))
+                    let driver = try QUICServerDriver(
+                        context: context, endpoint: endpoint, bindTo: target, batching: batching, reusePort: true,
+                        onEvent: makeHandler(index))
+                    // Socket `index` joins the group at position `index` because they bind in
+                    // order; the program applies to the whole group once attached.
+                    if index == 0 {
+                        do { try driver.socket.attachConnectionIDSteering() } catch {
+                            driver.close(context)
+                            throw error
+                        }
+                    }
+                    return (LoopBound(driver, on: context.loop), driver.localAddress)
+                }
+                drivers.append(driver)
+                bound = local
+            }
+        } catch {
+            await close(drivers)
+            throw error
+        }
+        return QUICServerGroup(localAddress: bound, drivers: drivers)
+    }
+
+    /// Closes every socket; connections end without notice to their peers.
+    public func close() async {
+        await Self.close(drivers)
+    }
+
+    private static func close(_ drivers: [LoopBound<QUICServerDriver>]) async {
+        for driver in drivers {
+            _ = try? await driver.loop.submit { context in driver.value.close(context) }
+        }
+    }
+}
