@@ -4,6 +4,7 @@ import PackageDescription
 let package = Package(
     name: "Braid",
     products: [
+        .library(name: "Braid", targets: ["Braid"]),
         .library(name: "BraidQUIC", targets: ["BraidQUIC"]),
         .library(name: "BraidIO", targets: ["BraidIO"]),
         .executable(name: "benchmarks", targets: ["benchmarks"]),
@@ -48,6 +49,17 @@ let package = Package(
             ],
             path: "Sources/BraidIO"
         ),
+        // The public API: Network.framework's names (NetworkConnection, QUIC, NetworkListener).
+        .target(
+            name: "Braid",
+            dependencies: [
+                "BraidQUIC",
+                "BraidIO",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/Braid"
+        ),
         // The perf exchange (request a size, receive that many pattern bytes) over the engine.
         .target(name: "BraidPerf", dependencies: ["BraidQUIC"], path: "Sources/BraidPerf"),
         .executableTarget(
@@ -57,7 +69,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BraidTests",
-            dependencies: ["BraidQUIC", "BraidIO", "BraidPerf", "CBraid"],
+            dependencies: ["Braid", "BraidQUIC", "BraidIO", "BraidPerf", "CBraid"],
             path: "Tests/BraidTests",
             resources: [.copy("Fixtures")]
         ),

@@ -336,6 +336,13 @@ public struct LoopBound<Value>: @unchecked Sendable {
         self.loop = loop
     }
 
+    /// Hands a value created off the loop, and referenced nowhere else yet, to `loop`: from now
+    /// on only that loop's thread may use it.
+    public init(handingOver value: Value, to loop: EventLoop) {
+        stored = value
+        self.loop = loop
+    }
+
     public var value: Value {
         precondition(loop.inEventLoop, "LoopBound used off its loop")
         return stored

@@ -153,6 +153,17 @@ public final class QUICServerDriver: LoopHandler {
 
     public func timerFired(_ context: LoopContext) {}
 
+    /// Closes every connection with this application error code and sends the
+    /// CONNECTION_CLOSE frames now, so peers learn at once (before `close`, which drops them).
+    public func closeAllConnections(_ context: LoopContext, applicationErrorCode code: UInt64 = 0) {
+        let now = context.now
+        for slot in slots.values where !slot.connection.isClosed {
+            slot.connection.close(applicationErrorCode: code, now: now)
+            markDirty(slot)
+        }
+        serviceDirty(context)
+    }
+
     public func close(_ context: LoopContext) {
         guard !isClosed else { return }
         isClosed = true

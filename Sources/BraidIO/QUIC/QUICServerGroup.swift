@@ -17,7 +17,7 @@ import BraidQUIC
 /// let loops = try (0..<2).map { try EventLoop(name: "server-\($0)") }
 /// let group = try await QUICServerGroup.start(
 ///     loops: loops, configuration: configuration, bindTo: QUICAddress(ip: "0.0.0.0", port: 4433)!
-/// ) { worker in { connection, event in /* runs on loop `worker` */ } }
+/// ) { driver, context in { connection, event in /* runs on the driver's loop */ } }
 /// ```
 public final class QUICServerGroup: Sendable {
     /// The address all sockets share (with the port the kernel chose, if 0 was asked for).
@@ -31,10 +31,11 @@ public final class QUICServerGroup: Sendable {
     }
 
     /// Binds one socket per loop and starts serving.
-    /// - Parameter makeHandler: called on each loop with its index; returns that loop's handler.
+    /// - Parameter makeHandler: called on each loop with that loop's driver (its endpoint's
+    ///   `connectionIDTag` is the loop's index) and context; returns the loop's event handler.
     public static func start(
         loops: [EventLoop], configuration: QUICServerConfiguration, bindTo address: QUICAddress,
-        batching: BatchingOptions = .all, makeHandler: @escaping @Sendable (_ worker: Int) -> QUICEventHandler
+        batching: BatchingOptions = .all, makeHandler: @escaping @Sendable (QUICServerDriver, LoopContext) -> QUICEventHandler
     ) async throws -> QUICServerGroup {
         guard !loops.isEmpty, loops.count <= 256 else {
             throw QUICError.configuration("a server group needs 1 to 256 loops, not \(loops.count)")
@@ -48,8 +49,9 @@ public final class QUICServerGroup: Sendable {
                 let (driver, local) = try await loop.submit { context in
                     let endpoint = try QUICServerEndpoint(configuration: configuration, keys: keys, connectionIDTag: UInt8(index))
                     let driver = try QUICServerDriver(
-                        context: context, endpoint: endpoint, bindTo: target, batching: batching, reusePort: true,
-                        onEvent: makeHandler(index))
+                        context: context, endpoint: endpoint, bindTo: target, batching: batching, reusePort: true
+                    ) { _, _ in }
+                    driver.onEvent = makeHandler(driver, context)
                     // Socket `index` joins the group at position `index` because they bind in
                     // order; the program applies to the whole group once attached.
                     if index == 0 {
@@ -70,14 +72,17 @@ public final class QUICServerGroup: Sendable {
         return QUICServerGroup(localAddress: bound, drivers: drivers)
     }
 
-    /// Closes every socket; connections end without notice to their peers.
+    /// Closes every connection (application error code 0, sent to the peers) and every socket.
     public func close() async {
         await Self.close(drivers)
     }
 
     private static func close(_ drivers: [LoopBound<QUICServerDriver>]) async {
         for driver in drivers {
-            _ = try? await driver.loop.submit { context in driver.value.close(context) }
+            _ = try? await driver.loop.submit { context in
+                driver.value.closeAllConnections(context)
+                driver.value.close(context)
+            }
         }
     }
 }

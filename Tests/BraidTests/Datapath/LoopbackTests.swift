@@ -216,7 +216,7 @@ final class Loopback: Sendable {
         let group = try await QUICServerGroup.start(
             loops: [loopback.serverLoop, secondServerLoop], configuration: Fixtures.serverConfiguration(alpn: ["perf"]),
             bindTo: QUICAddress(ip: "127.0.0.1", port: 0)!
-        ) { _ in PerfServer().handle }
+        ) { _, _ in PerfServer().handle }
         let clients = 16, size = 2 * 1024 * 1024
         struct Outcome: Sendable { var intact: Bool; var portBefore: UInt16?; var portAfter: UInt16 }
         /// One client's download and where it migrated from.

@@ -1,0 +1,261 @@
+import BraidIO
+import BraidQUIC
+import Foundation
+import Synchronization
+
+/// What the public objects read without a trip to the loop: set by the loop at ready.
+struct ConnectionSnapshot: Sendable {
+    var negotiatedALPN: String?
+    var usableDatagramFrameSize: Int?
+    var localEndpoint: NWEndpoint?
+    var remoteEndpoint: NWEndpoint?
+    var earlyDataAccepted = false
+}
+
+/// The parts of a connection other threads touch: state, snapshot, and the queues of inbound
+/// streams and datagrams that async iterators drain.
+final class ConnectionShared: Sendable {
+    let states = StateBroadcast()
+    let snapshot = Mutex(ConnectionSnapshot())
+    let inboundStreams: AsyncStream<QUIC.Stream>
+    let inboundStreamsContinuation: AsyncStream<QUIC.Stream>.Continuation
+    let datagrams: AsyncStream<Data>
+    let datagramsContinuation: AsyncStream<Data>.Continuation
+    /// Datagrams nobody has read yet beyond this many are dropped, oldest first (they are
+    /// unreliable anyway, and an idle reader must not grow memory without bound).
+    static let datagramBacklog = 4096
+
+    init() {
+        (inboundStreams, inboundStreamsContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+        (datagrams, datagramsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(Self.datagramBacklog))
+    }
+}
+
+/// One connection's loop-side state, client or server: the engine connection, its streams,
+/// and the async calls waiting on them. Only its loop touches it.
+final class ConnectionCore {
+    let loop: EventLoop
+    let shared: ConnectionShared
+    /// Description of the peer for error messages.
+    var endpointDescription: String
+    var handshakeTimeout: Duration
+    private(set) var connection: QUICConnection?
+    /// Writes what the connection has to send (the driver's service call).
+    private var service: (LoopContext) -> Void = { _ in }
+    /// Client: closes the socket once the connection is gone.
+    private var release: (LoopContext) -> Void = { _ in }
+    /// Client: the counters of the connection's own socket.
+    var socketCounters: (() -> SocketCounters)?
+    private(set) var isReady = false
+    private(set) var finalError: NetworkError?
+    private var streams: [Int64: StreamCore] = [:]
+    private var readyWaiters: [(NetworkError?) -> Void] = []
+    /// Calls made before the client had its socket and engine connection.
+    private var attachWaiters: [(NetworkError?) -> Void] = []
+    private var streamCreditWaiters: [(Bool, Completion<QUIC.Stream>)] = []
+    /// Resumption: where to store tickets the server sends, and under which key.
+    var sessionCache: QUIC.SessionCache?
+    var sessionKey = ""
+
+    init(loop: EventLoop, shared: ConnectionShared, endpointDescription: String, handshakeTimeout: Duration) {
+        self.loop = loop
+        self.shared = shared
+        self.endpointDescription = endpointDescription
+        self.handshakeTimeout = handshakeTimeout
+    }
+
+    /// Takes over an engine connection and the driver calls that serve it.
+    func attach(
+        _ connection: QUICConnection, service: @escaping (LoopContext) -> Void, release: @escaping (LoopContext) -> Void = { _ in }
+    ) {
+        self.connection = connection
+        self.service = service
+        self.release = release
+    }
+
+    /// The client's engine connection exists now: run the calls that waited for it.
+    func connectionAttached(_ context: LoopContext) {
+        let waiters = attachWaiters
+        attachWaiters.removeAll()
+        for waiter in waiters { waiter(nil) }
+    }
+
+    func flush(_ context: LoopContext) {
+        if connection != nil { service(context) }
+    }
+
+    // MARK: Engine events
+
+    func handle(_ event: QUICEvent, context: LoopContext) {
+        guard let connection else { return }
+        switch event {
+        case .handshakeCompleted:
+            isReady = true
+            shared.snapshot.withLock {
+                $0.negotiatedALPN = connection.negotiatedALPN
+                $0.earlyDataAccepted = connection.earlyDataAccepted
+                $0.localEndpoint = NWEndpoint(connection.path.local)
+                $0.remoteEndpoint = NWEndpoint(connection.path.remote)
+                let size = connection.maxDatagramPayloadSize
+                $0.usableDatagramFrameSize = size > 0 ? size : nil
+            }
+            shared.states.update(.ready)
+            let waiters = readyWaiters
+            readyWaiters.removeAll()
+            for waiter in waiters { waiter(nil) }
+            for stream in streams.values { stream.pump(context) }
+        case .streamOpened(let id):
+            let stream = StreamCore(id: id, core: self, locallyInitiated: false)
+            streams[id] = stream
+            shared.inboundStreamsContinuation.yield(QUIC.Stream(stream))
+        case .streamReadable(let id):
+            streams[id]?.deliver(context)
+        case .streamWritable(let id):
+            streams[id]?.pump(context)
+        case .streamStopSending(let id, let code):
+            streams[id]?.peerStopped(code: code)
+        case .streamClosed(let id):
+            if let stream = streams.removeValue(forKey: id) { stream.engineClosed(context) }
+        case .streamsAvailable:
+            retryStreamOpens(context)
+        case .datagramReceived(let bytes, _):
+            shared.datagramsContinuation.yield(Data(bytes))
+        case .datagramAcknowledged, .datagramLost, .earlyDataRejected:
+            break
+        case .resumptionTicket(let ticket):
+            sessionCache?.store(ticket, for: sessionKey)
+        case .connectionClosed(let error):
+            fail(NetworkError(quic: error, endpoint: endpointDescription, handshakeTimeout: handshakeTimeout))
+        case .terminated:
+            fail(.cancelled)
+            release(context)
+            service = { _ in }
+            release = { _ in }
+            socketCounters = nil
+        }
+    }
+
+    /// Ends every pending call with `error` and moves to a final state.
+    func fail(_ error: NetworkError) {
+        if finalError == nil {
+            finalError = error
+            shared.states.update(error == .cancelled ? .cancelled : .failed(error))
+        }
+        let error = finalError!
+        let waiters = readyWaiters + attachWaiters
+        readyWaiters.removeAll()
+        attachWaiters.removeAll()
+        for waiter in waiters { waiter(error) }
+        for (_, completion) in streamCreditWaiters { completion.resume(.failure(error)) }
+        streamCreditWaiters.removeAll()
+        for stream in streams.values { stream.connectionEnded(error) }
+        streams.removeAll()
+        shared.inboundStreamsContinuation.finish()
+        shared.datagramsContinuation.finish()
+    }
+
+    // MARK: Calls from the public API (on the loop)
+
+    /// Runs `body` once the handshake completes (now, if it has), or reports why it never will.
+    func whenReady(_ body: @escaping (NetworkError?) -> Void) {
+        if let finalError {
+            body(finalError)
+        } else if isReady {
+            body(nil)
+        } else {
+            readyWaiters.append(body)
+        }
+    }
+
+    /// Opens a stream once the connection can (ready, or resuming with 0-RTT).
+    func openStream(bidirectional: Bool, context: LoopContext, completion: Completion<QUIC.Stream>) {
+        if let finalError {
+            completion.resume(.failure(finalError))
+            return
+        }
+        guard let connection else {
+            // Still resolving or binding: try again once the engine connection exists (with a
+            // ticket, the stream can then open at once and carry 0-RTT data).
+            attachWaiters.append { [self] error in
+                if let error {
+                    completion.resume(.failure(error))
+                    return
+                }
+                openStream(bidirectional: bidirectional, context: context, completion: completion)
+            }
+            return
+        }
+        do {
+            let id = try connection.openStream(bidirectional: bidirectional)
+            let stream = StreamCore(id: id, core: self, locallyInitiated: true)
+            streams[id] = stream
+            if !completion.resume(.success(QUIC.Stream(stream))) {
+                // Cancelled meanwhile: the stream exists, so end it cleanly.
+                stream.abandon(context)
+            }
+        } catch QUICError.streamLimitReached {
+            streamCreditWaiters.append((bidirectional, completion))
+        } catch {
+            if isReady {
+                completion.resume(.failure(NetworkError(error)))
+            } else {
+                // Before the handshake (and without 0-RTT) streams cannot open yet.
+                whenReady { [self] error in
+                    if let error {
+                    completion.resume(.failure(error))
+                    return
+                }
+                    openStream(bidirectional: bidirectional, context: context, completion: completion)
+                }
+            }
+        }
+    }
+
+    private func retryStreamOpens(_ context: LoopContext) {
+        let waiting = streamCreditWaiters
+        streamCreditWaiters.removeAll()
+        for (bidirectional, completion) in waiting where completion.isPending {
+            openStream(bidirectional: bidirectional, context: context, completion: completion)
+        }
+    }
+
+    func sendDatagram(_ bytes: Data, context: LoopContext, completion: Completion<Void>) {
+        whenReady { [self] error in
+            if let error {
+                    completion.resume(.failure(error))
+                    return
+                }
+            guard let connection else {
+                completion.fail(.cancelled)
+                return
+            }
+            do {
+                try connection.sendDatagram(bytes)
+                flush(context)
+                completion.resume(.success(()))
+            } catch {
+                completion.resume(.failure(NetworkError(error)))
+            }
+        }
+    }
+
+    /// Closes the connection (application code 0 unless given) and ends every pending call.
+    func cancel(context: LoopContext, code: UInt64 = 0, reason: String = "") {
+        guard finalError == nil else { return }
+        fail(.cancelled)
+        if let connection {
+            connection.close(applicationErrorCode: code, reason: reason, now: context.now)
+            flush(context)
+        } else {
+            release(context)
+        }
+    }
+
+    var statistics: QUICConnectionStatistics? { connection?.statistics }
+}
+
+extension NWEndpoint {
+    init(_ address: QUICAddress) {
+        self = .hostPort(host: NWEndpoint.Host(address.ipString), port: NWEndpoint.Port(integerLiteral: address.port))
+    }
+}

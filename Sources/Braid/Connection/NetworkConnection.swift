@@ -1,0 +1,205 @@
+import BraidIO
+import BraidQUIC
+import Foundation
+import Synchronization
+
+/// A connection to an endpoint over a declared protocol stack, with Network.framework's names.
+/// A QUIC connection (`NetworkConnection<QUIC>`) carries streams and datagrams.
+///
+/// The connection starts on first use (or `start()`), and follows `states`. Every call is
+/// async, waits for the handshake where it must, and throws `NetworkError`.
+///
+/// ```swift
+/// let connection = NetworkConnection(to: .hostPort(host: "localhost", port: 4433)) {
+///     QUIC(alpn: ["echo"]).trust(.certificateAuthorities(file: "ca.pem"))
+/// }
+/// let stream = try await connection.openStream()
+/// try await stream.send(Data("hello".utf8), endOfStream: true)
+/// let (reply, _) = try await stream.receive(atLeast: 1, atMost: 1024)
+/// connection.cancel()
+/// ```
+public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Sendable {
+    public typealias State = NetworkConnectionState
+
+    /// Where the connection goes (for a listener's connection: where it came from).
+    public let endpoint: NWEndpoint
+    public let stack: ApplicationProtocol
+    let loop: EventLoop
+    let shared: ConnectionShared
+    let core: LoopBound<ConnectionCore>
+    private let started: Atomic<Bool>
+
+    /// A connection to `endpoint` over the stack the builder returns.
+    public convenience init(to endpoint: NWEndpoint, @ProtocolStackBuilder using stack: () -> ApplicationProtocol) {
+        self.init(to: endpoint, using: NetworkParameters(stack: stack()))
+    }
+
+    public init(to endpoint: NWEndpoint, using parameters: NetworkParameters<ApplicationProtocol>) {
+        self.endpoint = endpoint
+        stack = parameters.stack
+        shared = ConnectionShared()
+        loop = LoopPool.loop()
+        let timeout = (stack as? QUIC)?.transport.handshakeTimeout ?? .seconds(10)
+        core = LoopBound(
+            handingOver: ConnectionCore(loop: loop, shared: shared, endpointDescription: endpoint.description, handshakeTimeout: timeout),
+            to: loop)
+        started = Atomic(false)
+    }
+
+    /// A listener's inbound connection, already running on `core`'s loop.
+    init(inbound endpoint: NWEndpoint, stack: ApplicationProtocol, core: LoopBound<ConnectionCore>, shared: ConnectionShared) {
+        self.endpoint = endpoint
+        self.stack = stack
+        self.core = core
+        self.shared = shared
+        loop = core.loop
+        started = Atomic(true)
+    }
+
+    deinit {
+        // Nobody can use the connection any more: close it so its socket and memory go.
+        let core = core
+        loop.execute { context in core.value.cancel(context: context) }
+    }
+
+    // MARK: State
+
+    /// The state now.
+    public var state: State { shared.states.current }
+
+    /// The current state, then every change, ending after `failed` or `cancelled`.
+    ///
+    /// ```swift
+    /// for await state in connection.states {
+    ///     if case .waiting(let error) = state { print("waiting: \(error)") }
+    /// }
+    /// ```
+    public var states: AsyncStream<State> { shared.states.stream() }
+
+    /// Calls `handler` on every state change (from a Braid thread; keep it short).
+    public func onStateUpdate(_ handler: @escaping @Sendable (NetworkConnection, State) -> Void) {
+        shared.states.setHandler { [weak self] state in
+            guard let self else { return }
+            handler(self, state)
+        }
+    }
+
+    /// Starts connecting (optional: the first send, receive or `openStream` starts it too).
+    public func start() {
+        guard !started.exchange(true, ordering: .relaxed) else { return }
+        shared.states.update(.preparing)
+        guard let quic = stack as? QUIC else {
+            let error = NetworkError.unsupported("\(ApplicationProtocol.self) connections; only QUIC is implemented")
+            loop.execute { [core] _ in core.value.fail(error) }
+            return
+        }
+        let endpoint = endpoint, core = core, loop = loop
+        Task {
+            do {
+                let addresses = try await ClientConnector.addresses(for: endpoint, version: quic.udp.ip.version)
+                loop.execute { context in ClientConnector.connect(core.value, quic: quic, endpoint: endpoint, to: addresses, context: context) }
+            } catch {
+                let error = NetworkError(error)
+                loop.execute { _ in core.value.fail(error) }
+            }
+        }
+    }
+
+    /// Closes the connection (QUIC application error code 0) and ends every pending call with
+    /// `NetworkError.cancelled`. The state becomes `cancelled`.
+    public func cancel() {
+        shared.states.update(.cancelled)
+        loop.execute { [core] context in core.value.cancel(context: context) }
+    }
+}
+
+/// Runs `handler` with a connection and cancels the connection when the handler returns or
+/// throws (or its task is cancelled).
+///
+/// ```swift
+/// let reply = try await withNetworkConnection(to: .hostPort(host: "::1", port: 4433)) {
+///     QUIC(alpn: ["echo"])
+/// } _: { connection in
+///     let stream = try await connection.openStream()
+///     try await stream.send(Data("ping".utf8), endOfStream: true)
+///     return try await stream.receive(atLeast: 4, atMost: 4).content
+/// }
+/// ```
+public func withNetworkConnection<ApplicationProtocol: NetworkProtocol, Result: Sendable>(
+    to endpoint: NWEndpoint, @ProtocolStackBuilder using stack: () -> ApplicationProtocol,
+    _ handler: (NetworkConnection<ApplicationProtocol>) async throws -> Result
+) async throws -> Result {
+    let connection = NetworkConnection(to: endpoint, using: NetworkParameters(stack: stack()))
+    defer { connection.cancel() }
+    return try await handler(connection)
+}
+
+/// How a client connection gets from an endpoint to a running driver.
+enum ClientConnector {
+    static func addresses(for endpoint: NWEndpoint, version: IP.Version) async throws -> [QUICAddress] {
+        let all = try await Resolver.addresses(for: endpoint)
+        let usable = all.filter {
+            switch version {
+            case .any: true
+            case .v4: !$0.isIPv6
+            case .v6: $0.isIPv6
+            }
+        }
+        guard !usable.isEmpty else {
+            throw NetworkError.dnsNameNotFound(host: "\(endpoint.host) (no \(version == .v4 ? "IPv4" : "IPv6") address)")
+        }
+        return usable
+    }
+
+    /// Binds a socket and starts the handshake with the first address (racing several is the
+    /// Happy Eyeballs work still to come).
+    static func connect(_ core: ConnectionCore, quic: QUIC, endpoint: NWEndpoint, to addresses: [QUICAddress], context: LoopContext) {
+        guard core.finalError == nil else { return }
+        let remote = addresses[0]
+        let serverName: String
+        switch endpoint.host {
+        case .name(let name): serverName = quic.serverName ?? name
+        case .ipv4(let address): serverName = quic.serverName ?? address.description
+        case .ipv6(let address): serverName = quic.serverName ?? address.description
+        }
+        do {
+            let client = try ClientContexts.context(for: quic)
+            let cacheKey = "\(serverName):\(remote.port)"
+            core.sessionCache = quic.sessionCache
+            core.sessionKey = cacheKey
+            let ticket = quic.sessionCache?.take(cacheKey)
+            let driver = try QUICClientDriver(
+                context: context, client: client, remote: remote, serverName: serverName, resumption: ticket,
+                batching: quic.udp.batching
+            ) { _, event in core.handle(event, context: context) }
+            // The driver and the core keep each other until the connection terminates; then
+            // `release` closes the socket and drops the driver's handler, ending the cycle.
+            core.attach(driver.connection, service: { driver.service($0) }) { context in
+                driver.close(context)
+                driver.onEvent = { _, _ in }
+            }
+            core.socketCounters = { driver.counters }
+            // Calls that were waiting for the socket (e.g. a 0-RTT send) can go now.
+            core.connectionAttached(context)
+            driver.service(context)
+        } catch {
+            core.fail(NetworkError(error, endpoint: endpoint.description))
+        }
+    }
+}
+
+/// Client TLS contexts are costly (parsing the trust store, loading credentials): one per
+/// distinct configuration, shared by every connection that uses it.
+enum ClientContexts {
+    private static let cache = Mutex<[String: QUICClientContext]>([:])
+
+    static func context(for quic: QUIC) throws -> QUICClientContext {
+        let configuration = try quic.clientConfiguration()
+        // The configuration is a tree of plain values, so its reflection is a faithful key.
+        let key = String(reflecting: configuration)
+        if let existing = cache.withLock({ $0[key] }) { return existing }
+        let made = try QUICClientContext(configuration: configuration)
+        cache.withLock { $0[key] = made }
+        return made
+    }
+}

@@ -1,0 +1,257 @@
+import BraidIO
+import BraidQUIC
+import Foundation
+
+extension QUIC {
+    /// Which way a stream carries data.
+    public enum Directionality: Sendable, Hashable {
+        case bidirectional
+        case unidirectional
+    }
+
+    /// Which side opened a stream.
+    public enum Initiator: Sendable, Hashable {
+        case local
+        case remote
+    }
+
+    /// Per-receive information: whether the content ends the stream.
+    public struct StreamMetadata: Sendable, Hashable {
+        /// The peer finished the stream with this content (FIN); nothing follows.
+        public var isEndOfStream: Bool
+    }
+}
+
+/// Transport counters of a QUIC connection.
+public struct NetworkConnectionStatistics: Sendable, Hashable {
+    public var smoothedRTT: Duration
+    public var minimumRTT: Duration
+    public var latestRTT: Duration
+    public var congestionWindow: UInt64
+    public var bytesInFlight: UInt64
+    /// UDP datagrams and bytes (after encryption) sent and received.
+    public var packetsSent: UInt64
+    public var bytesSent: UInt64
+    public var packetsReceived: UInt64
+    public var bytesReceived: UInt64
+    /// RFC 9221 datagrams declared lost.
+    public var datagramsLost: UInt64
+    /// System calls of the connection's socket by kind (client connections; a listener's
+    /// connections share sockets, so theirs are zero here and counted per listener).
+    public var sendmsgCalls: UInt64
+    public var sendmmsgCalls: UInt64
+    public var recvmsgCalls: UInt64
+    public var recvmmsgCalls: UInt64
+}
+
+extension NetworkConnection where ApplicationProtocol == QUIC {
+    /// Opens a stream, waiting for the handshake (or sending in 0-RTT when resuming) and for
+    /// the peer's stream limit.
+    ///
+    /// ```swift
+    /// let stream = try await connection.openStream(directionality: .unidirectional)
+    /// try await stream.send(Data("log line".utf8), endOfStream: true)
+    /// ```
+    public func openStream(directionality: QUIC.Directionality = .bidirectional) async throws -> QUIC.Stream {
+        start()
+        let core = core
+        return try await Completion<QUIC.Stream>.wait(on: loop) { context, completion in
+            core.value.openStream(bidirectional: directionality == .bidirectional, context: context, completion: completion)
+        }
+    }
+
+    /// Calls `handler` for every stream the peer opens, each in its own child task, until the
+    /// connection ends (or the calling task is cancelled). Returns when all handlers are done.
+    ///
+    /// ```swift
+    /// try await connection.inboundStreams { stream in
+    ///     let (request, _) = try await stream.receive(atLeast: 1, atMost: 65536)
+    ///     try await stream.send(request, endOfStream: true)
+    /// }
+    /// ```
+    public func inboundStreams(_ handler: @escaping @Sendable (QUIC.Stream) async throws -> Void) async throws {
+        start()
+        try await withThrowingDiscardingTaskGroup { group in
+            for await stream in shared.inboundStreams {
+                group.addTask { try await handler(stream) }
+            }
+        }
+    }
+
+    /// RFC 9221 datagrams: `send` them, and iterate to receive them.
+    public var datagrams: QUIC.Datagrams {
+        start()
+        return QUIC.Datagrams(loop: loop, core: core, shared: shared)
+    }
+
+    /// The application protocol both ends agreed on (set once ready).
+    public var negotiatedALPN: String? { shared.snapshot.withLock { $0.negotiatedALPN } }
+
+    /// The largest datagram payload that fits in one packet, once ready (nil: datagrams off).
+    public var usableDatagramFrameSize: Int? { shared.snapshot.withLock { $0.usableDatagramFrameSize } }
+
+    /// True if the server accepted this resumed connection's 0-RTT data (set once ready).
+    public var earlyDataAccepted: Bool { shared.snapshot.withLock { $0.earlyDataAccepted } }
+
+    public var remoteEndpoint: NWEndpoint? { shared.snapshot.withLock { $0.remoteEndpoint } }
+    public var localEndpoint: NWEndpoint? { shared.snapshot.withLock { $0.localEndpoint } }
+
+    /// The connection's transport counters now (nil before it has a socket).
+    public var statistics: NetworkConnectionStatistics? {
+        get async {
+            let core = core
+            return try? await loop.submit { _ in core.value.publicStatistics }
+        }
+    }
+}
+
+extension ConnectionCore {
+    var publicStatistics: NetworkConnectionStatistics? {
+        guard let connection else { return nil }
+        let engine = connection.statistics
+        let socket = socketCounters?() ?? SocketCounters()
+        return NetworkConnectionStatistics(
+            smoothedRTT: engine.smoothedRTT, minimumRTT: engine.minRTT, latestRTT: engine.latestRTT,
+            congestionWindow: engine.congestionWindow, bytesInFlight: engine.bytesInFlight, packetsSent: engine.packetsSent,
+            bytesSent: engine.bytesSent, packetsReceived: engine.packetsReceived, bytesReceived: engine.bytesReceived,
+            datagramsLost: engine.datagramsLost, sendmsgCalls: socket.sendmsgCalls, sendmmsgCalls: socket.sendmmsgCalls,
+            recvmsgCalls: socket.recvmsgCalls, recvmmsgCalls: socket.recvmmsgCalls)
+    }
+}
+
+extension QUIC {
+    /// A QUIC stream: an ordered, reliable byte stream within a connection, in one or both
+    /// directions. It ends with its connection.
+    ///
+    /// ```swift
+    /// try await stream.send(UInt32(5))                    // network byte order
+    /// try await stream.send(Data("hello".utf8), endOfStream: true)
+    /// let length = try await stream.receive(as: UInt32.self)
+    /// let (body, metadata) = try await stream.receive(exactly: Int(length))
+    /// ```
+    public final class Stream: Sendable {
+        let bound: LoopBound<StreamCore>
+        /// The QUIC stream ID (RFC 9000 §2.1).
+        public let streamID: Int64
+        public let directionality: Directionality
+        public let initiator: Initiator
+
+        /// Made on the stream's loop.
+        init(_ core: StreamCore) {
+            bound = LoopBound(core, on: core.loop)
+            streamID = core.id
+            directionality = core.isBidirectional ? .bidirectional : .unidirectional
+            initiator = core.locallyInitiated ? .local : .remote
+        }
+
+        private var loop: EventLoop { bound.loop }
+
+        // MARK: Sending
+
+        /// Sends `content`; with `endOfStream`, finishes the stream (FIN) after it. Returns once
+        /// the stream has taken all of it, so it waits while the stream's unacknowledged bytes
+        /// are at their bound. Before the handshake completes it waits too: use
+        /// `sendIdempotent` for data that may go in 0-RTT.
+        public func send<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
+        where Content.Element == UInt8 {
+            try await send(Array(content), endOfStream: endOfStream, idempotent: false)
+        }
+
+        /// Sends an integer in network byte order.
+        public func send<Integer: FixedWidthInteger & Sendable>(_ value: Integer) async throws {
+            try await send(withUnsafeBytes(of: value.bigEndian) { Array($0) }, endOfStream: false, idempotent: false)
+        }
+
+        /// Like `send`, but the bytes may travel in 0-RTT on a resumed connection. An attacker
+        /// can replay 0-RTT data, so send only requests that are safe to repeat.
+        public func sendIdempotent<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
+        where Content.Element == UInt8 {
+            try await send(Array(content), endOfStream: endOfStream, idempotent: true)
+        }
+
+        private func send(_ bytes: [UInt8], endOfStream: Bool, idempotent: Bool) async throws {
+            let bound = bound
+            try await Completion<Void>.wait(on: loop) { context, completion in
+                bound.value.send(bytes, endOfStream: endOfStream, idempotent: idempotent, context: context, completion: completion)
+            }
+        }
+
+        // MARK: Receiving
+
+        /// Exactly `count` bytes; throws `unexpectedEndOfStream` if the stream ends first.
+        public func receive(exactly count: Int) async throws -> (content: Data, metadata: StreamMetadata) {
+            try await receive(minimum: count, maximum: count, exact: true)
+        }
+
+        /// Between `minimum` and `maximum` bytes; fewer than `minimum` only at the end of the
+        /// stream (`metadata.isEndOfStream`, possibly with empty content).
+        public func receive(atLeast minimum: Int = 1, atMost maximum: Int) async throws -> (content: Data, metadata: StreamMetadata) {
+            try await receive(minimum: minimum, maximum: max(minimum, maximum), exact: false)
+        }
+
+        /// An integer sent in network byte order.
+        public func receive<Integer: FixedWidthInteger & Sendable>(as type: Integer.Type) async throws -> Integer {
+            let (content, _) = try await receive(exactly: MemoryLayout<Integer>.size)
+            return content.reduce(Integer(0)) { $0 << 8 | Integer($1) }
+        }
+
+        private func receive(minimum: Int, maximum: Int, exact: Bool) async throws -> (content: Data, metadata: StreamMetadata) {
+            let bound = bound
+            let (content, end) = try await Completion<(Data, Bool)>.wait(on: loop) { context, completion in
+                bound.value.receive(minimum: minimum, maximum: maximum, exact: exact, context: context, completion: completion)
+            }
+            return (content, StreamMetadata(isEndOfStream: end))
+        }
+
+        // MARK: Aborting
+
+        /// Abandons sending with RESET_STREAM and this application error code.
+        public func reset(streamApplicationErrorCode code: UInt64) async throws {
+            let bound = bound
+            try await loop.submit { context in
+                do { try bound.value.reset(code: code, context: context) } catch { throw NetworkError(error) }
+            }
+        }
+
+        /// Asks the peer to stop sending (STOP_SENDING) with this application error code.
+        public func stopSending(streamApplicationErrorCode code: UInt64) async throws {
+            let bound = bound
+            try await loop.submit { context in
+                do { try bound.value.stopSending(code: code, context: context) } catch { throw NetworkError(error) }
+            }
+        }
+    }
+
+    /// The RFC 9221 datagrams of a connection: unreliable, unordered messages that each fit in
+    /// one packet (`usableDatagramFrameSize`).
+    ///
+    /// ```swift
+    /// try await connection.datagrams.send(Data([1, 2, 3]))
+    /// for try await datagram in connection.datagrams { print(datagram.count) }
+    /// ```
+    public struct Datagrams: AsyncSequence, Sendable {
+        public typealias Element = Data
+        let loop: EventLoop
+        let core: LoopBound<ConnectionCore>
+        let shared: ConnectionShared
+
+        /// Queues one datagram (waits for the handshake). Throws `datagramTooLarge` rather
+        /// than dropping it.
+        public func send<Content: Collection & Sendable>(_ content: Content) async throws where Content.Element == UInt8 {
+            let core = core
+            let bytes = Data(content)
+            try await Completion<Void>.wait(on: loop) { context, completion in
+                core.value.sendDatagram(bytes, context: context, completion: completion)
+            }
+        }
+
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            var base: AsyncStream<Data>.AsyncIterator
+            public mutating func next() async -> Data? { await base.next() }
+        }
+
+        /// Received datagrams until the connection ends. Datagrams nobody reads are kept up to
+        /// a bound (4,096), then the oldest are dropped.
+        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: shared.datagrams.makeAsyncIterator()) }
+    }
+}

@@ -1,0 +1,146 @@
+import BraidQUIC
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where to connect or listen, with Network.framework's names.
+///
+/// ```swift
+/// let byName: NWEndpoint = .hostPort(host: "example.com", port: 443)
+/// let literal: NWEndpoint = .hostPort(host: .ipv6(.loopback), port: 4433)
+/// ```
+public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
+    case hostPort(host: Host, port: Port)
+
+    /// A DNS name or an IP address.
+    public enum Host: Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
+        case name(String)
+        case ipv4(IPv4Address)
+        case ipv6(IPv6Address)
+
+        /// IP literals become `.ipv4`/`.ipv6`; anything else is a name.
+        public init(_ string: String) {
+            if let v4 = IPv4Address(string) {
+                self = .ipv4(v4)
+            } else if let v6 = IPv6Address(string.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))) {
+                self = .ipv6(v6)
+            } else {
+                self = .name(string)
+            }
+        }
+
+        public init(stringLiteral value: String) { self.init(value) }
+
+        public var description: String {
+            switch self {
+            case .name(let name): name
+            case .ipv4(let address): address.description
+            case .ipv6(let address): address.description
+            }
+        }
+    }
+
+    /// A UDP or TCP port.
+    public struct Port: Sendable, Hashable, ExpressibleByIntegerLiteral, CustomStringConvertible {
+        public let rawValue: UInt16
+        public init(integerLiteral value: UInt16) { rawValue = value }
+        public init?(rawValue: UInt16) { self.rawValue = rawValue }
+        /// Let the system choose (listeners).
+        public static let any = Port(integerLiteral: 0)
+        public var description: String { String(rawValue) }
+    }
+
+    public var description: String {
+        switch self {
+        case .hostPort(let host, let port):
+            if case .ipv6 = host { "[\(host)]:\(port)" } else { "\(host):\(port)" }
+        }
+    }
+
+    var host: Host { if case .hostPort(let host, _) = self { host } else { fatalError() } }
+    var port: Port { if case .hostPort(_, let port) = self { port } else { fatalError() } }
+}
+
+/// An IPv4 address (four octets).
+public struct IPv4Address: Sendable, Hashable, CustomStringConvertible {
+    /// Network byte order.
+    public let rawValue: [UInt8]
+    public static let loopback = IPv4Address("127.0.0.1")!
+    public static let any = IPv4Address("0.0.0.0")!
+
+    public init?(_ string: String) {
+        var address = in_addr()
+        guard inet_pton(AF_INET, string, &address) == 1 else { return nil }
+        rawValue = withUnsafeBytes(of: address) { Array($0) }
+    }
+
+    public var description: String { rawValue.map(String.init).joined(separator: ".") }
+}
+
+/// An IPv6 address (sixteen octets).
+public struct IPv6Address: Sendable, Hashable, CustomStringConvertible {
+    /// Network byte order.
+    public let rawValue: [UInt8]
+    public static let loopback = IPv6Address("::1")!
+    public static let any = IPv6Address("::")!
+
+    public init?(_ string: String) {
+        var address = in6_addr()
+        guard inet_pton(AF_INET6, string, &address) == 1 else { return nil }
+        rawValue = withUnsafeBytes(of: address) { Array($0) }
+    }
+
+    public var description: String {
+        var address = in6_addr()
+        withUnsafeMutableBytes(of: &address) { $0.copyBytes(from: rawValue) }
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count))
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// Turns an endpoint into socket addresses. Names are resolved with getaddrinfo on a thread of
+/// their own, because it blocks and must not stall an event loop or the cooperative pool.
+enum Resolver {
+    static func addresses(for endpoint: NWEndpoint) async throws -> [QUICAddress] {
+        let port = endpoint.port.rawValue
+        switch endpoint.host {
+        case .ipv4(let address): return [QUICAddress(ip: address.description, port: port)!]
+        case .ipv6(let address): return [QUICAddress(ip: address.description, port: port)!]
+        case .name(let name):
+            return try await withCheckedThrowingContinuation { continuation in
+                let thread = Thread { continuation.resume(with: Result { try lookUp(name, port: port) }) }
+                thread.name = "braid-resolve"
+                thread.start()
+            }
+        }
+    }
+
+    private static func lookUp(_ name: String, port: UInt16) throws -> [QUICAddress] {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(name, String(port), &hints, &list)
+        guard rc == 0 else {
+            // -5 is EAI_NODATA, a GNU extension the Glibc module does not show.
+            if rc == EAI_NONAME || rc == -5 { throw NetworkError.dnsNameNotFound(host: name) }
+            throw NetworkError.dnsFailure(host: name, message: String(cString: gai_strerror(rc)))
+        }
+        defer { freeaddrinfo(list) }
+        var result: [QUICAddress] = []
+        var entry = list
+        while let current = entry {
+            if let address = current.pointee.ai_addr, let parsed = QUICAddress(address, length: Int(current.pointee.ai_addrlen)),
+                !result.contains(parsed)
+            {
+                result.append(parsed)
+            }
+            entry = current.pointee.ai_next
+        }
+        guard !result.isEmpty else { throw NetworkError.dnsNameNotFound(host: name) }
+        return result
+    }
+}

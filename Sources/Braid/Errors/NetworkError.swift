@@ -1,0 +1,169 @@
+import BraidIO
+import BraidQUIC
+
+/// Why a peer certificate was not accepted (`NetworkError.certificateRejected`).
+public typealias CertificateProblem = BraidQUIC.CertificateProblem
+
+/// Every way a Braid connection, listener, stream or datagram operation fails. The
+/// `description` says what happened and what to do about it.
+///
+/// Apple's Network.framework reports `NWError` (POSIX, DNS and TLS status codes); Braid has no
+/// such codes to report, so it names the situations instead:
+///
+/// ```swift
+/// do {
+///     let stream = try await connection.openStream()
+/// } catch NetworkError.certificateRejected(let problem) {
+///     print("the server's certificate is \(problem)")
+/// } catch NetworkError.noResponse {
+///     print("nothing answers on that port")
+/// }
+/// ```
+public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// DNS has no address for this name.
+    case dnsNameNotFound(host: String)
+    /// Name resolution failed for another reason (no resolver reachable, temporary failure).
+    case dnsFailure(host: String, message: String)
+    /// The server did not answer the handshake in time: nothing listens there, or a firewall
+    /// drops UDP.
+    case noResponse(endpoint: String, timeout: Duration)
+    /// We rejected the server's (or, on a listener, the client's) certificate.
+    case certificateRejected(CertificateProblem)
+    /// The peer aborted the TLS handshake with this alert (42/48: it rejected our certificate).
+    case handshakeRejectedByPeer(alert: UInt8)
+    /// Client and server share no application protocol.
+    case alpnMismatch(offered: [String])
+    /// The peer closed the connection with an application error code.
+    case peerClosed(code: UInt64, reason: String)
+    /// A QUIC protocol error ended the connection.
+    case protocolError(code: UInt64, reason: String, byPeer: Bool)
+    /// The peer reset the stream (RESET_STREAM) with this application error code.
+    case streamReset(code: UInt64)
+    /// The peer stopped reading the stream (STOP_SENDING); `code` is nil if not known yet.
+    case streamStopped(code: UInt64?)
+    /// The stream ended before the requested number of bytes arrived.
+    case unexpectedEndOfStream(received: Int, wanted: Int)
+    /// Sending after `endOfStream: true`, or on the receive-only side of a stream.
+    case streamNotWritable
+    /// Receiving on the send-only side of a unidirectional stream.
+    case streamNotReadable
+    /// No packet from the peer within the idle timeout.
+    case idleTimeout
+    /// The peer lost its state for this connection (stateless reset), e.g. after a restart.
+    case peerReset
+    /// The operation, or the connection it belonged to, was cancelled.
+    case cancelled
+    /// The peer did not enable RFC 9221 datagrams.
+    case datagramsNotSupported
+    /// The datagram does not fit in one QUIC packet on this connection.
+    case datagramTooLarge(size: Int, maximum: Int)
+    /// The configuration cannot work (unreadable certificate file, empty ALPN, bad pin).
+    case invalidConfiguration(String)
+    /// A socket call failed.
+    case system(call: String, errno: Int32)
+    /// The stack or option is not implemented yet in Braid.
+    case unsupported(String)
+    /// The call does not fit the object's state (e.g. a listener that is already running).
+    case invalidState(String)
+    /// An unexpected failure inside the QUIC engine.
+    case internalError(String)
+
+    public var description: String {
+        switch self {
+        case .dnsNameNotFound(let host):
+            "DNS has no address for \"\(host)\". Check the spelling, or use an IP address."
+        case .dnsFailure(let host, let message):
+            "Looking up \"\(host)\" failed: \(message). Check the resolver configuration (/etc/resolv.conf) and connectivity."
+        case .noResponse(let endpoint, let timeout):
+            "No response from \(endpoint) within \(timeout): check the address and port and that a QUIC server listens there (UDP), or raise the handshake timeout."
+        case .certificateRejected(let problem):
+            "The peer's TLS certificate was rejected: \(problem). Trust its CA (QUIC.trust(.certificateAuthorities(file:)) or the system store), connect with the name in the certificate, or update the pins."
+        case .handshakeRejectedByPeer(let alert):
+            "The peer aborted the TLS handshake with alert \(alert)\(alert == 42 || alert == 48 ? ": it did not accept our certificate" : "")."
+        case .alpnMismatch(let offered):
+            "The server supports none of the application protocols offered (ALPN \(offered)). Use an ALPN the server is configured for."
+        case .peerClosed(let code, let reason):
+            "The peer closed the connection with application error \(code)\(reason.isEmpty ? "" : ": \(reason)")."
+        case .protocolError(let code, let reason, let byPeer):
+            "QUIC protocol error 0x\(String(code, radix: 16)) \(byPeer ? "reported by the peer" : "detected locally")\(reason.isEmpty ? "" : ": \(reason)")."
+        case .streamReset(let code):
+            "The peer reset the stream with application error code \(code)."
+        case .streamStopped(let code):
+            "The peer stopped reading the stream\(code.map { " (application error code \($0))" } ?? "")."
+        case .unexpectedEndOfStream(let received, let wanted):
+            "The stream ended after \(received) of the \(wanted) bytes wanted."
+        case .streamNotWritable:
+            "The stream cannot be written: its sending side has ended, or it is the peer's unidirectional stream."
+        case .streamNotReadable:
+            "The stream cannot be read: it is our own unidirectional stream."
+        case .idleTimeout:
+            "The connection timed out: no packet from the peer within the idle timeout. Check that the peer is reachable, or raise QUIC.idleTimeout."
+        case .peerReset:
+            "The peer has no state for this connection any more (stateless reset), e.g. it restarted. Connect again."
+        case .cancelled:
+            "The operation was cancelled."
+        case .datagramsNotSupported:
+            "The peer did not enable QUIC datagrams (RFC 9221); set a non-zero maxDatagramFrameSize on both ends."
+        case .datagramTooLarge(let size, let maximum):
+            "A \(size)-byte datagram exceeds this connection's maximum of \(maximum) bytes (usableDatagramFrameSize); split it or use a stream."
+        case .invalidConfiguration(let message):
+            "Invalid configuration: \(message)."
+        case .system(let call, let code):
+            "\(call) failed: \(String(cString: strerror(code))) (errno \(code))."
+        case .unsupported(let what):
+            "Not supported by Braid yet: \(what)."
+        case .invalidState(let what):
+            "Invalid state: \(what)."
+        case .internalError(let what):
+            "Internal QUIC error: \(what)."
+        }
+    }
+
+    /// The public form of an engine or datapath error.
+    init(_ error: any Error, endpoint: String = "", handshakeTimeout: Duration = .zero) {
+        if let error = error as? NetworkError {
+            self = error
+        } else if let error = error as? QUICError {
+            self = NetworkError(quic: error, endpoint: endpoint, handshakeTimeout: handshakeTimeout)
+        } else if let error = error as? DatapathError {
+            switch error {
+            case .system(let call, let code): self = .system(call: call, errno: code)
+            case .timedOut(let duration): self = .noResponse(endpoint: endpoint, timeout: duration)
+            }
+        } else if error is CancellationError {
+            self = .cancelled
+        } else {
+            self = .internalError(String(describing: error))
+        }
+    }
+
+    init(quic error: QUICError, endpoint: String, handshakeTimeout: Duration) {
+        switch error {
+        case .certificateRejected(let problem): self = .certificateRejected(problem)
+        case .peerTLSAlert(let code): self = .handshakeRejectedByPeer(alert: code)
+        case .alpnMismatch(let offered): self = .alpnMismatch(offered: offered)
+        case .tls(let message): self = .internalError("TLS: \(message)")
+        case .transportError(let code, let reason, let byPeer): self = .protocolError(code: code, reason: reason, byPeer: byPeer)
+        case .applicationClosed(let code, let reason): self = .peerClosed(code: code, reason: reason)
+        case .closedLocally: self = .cancelled
+        case .idleTimeout: self = .idleTimeout
+        case .handshakeTimeout: self = .noResponse(endpoint: endpoint, timeout: handshakeTimeout)
+        case .statelessReset: self = .peerReset
+        case .versionNegotiationFailed: self = .protocolError(code: 0x11, reason: "no common QUIC version", byPeer: true)
+        case .streamReset(_, let code): self = .streamReset(code: code)
+        case .streamStopped(_, let code): self = .streamStopped(code: code)
+        case .invalidStream(_, let reason): self = .invalidState(reason)
+        case .streamLimitReached: self = .invalidState("the peer's stream limit is reached")
+        case .datagramsNotSupported: self = .datagramsNotSupported
+        case .datagramTooLarge(let size, let maximum): self = .datagramTooLarge(size: size, maximum: maximum)
+        case .connectionClosed(let reason): self = NetworkError(quic: reason, endpoint: endpoint, handshakeTimeout: handshakeTimeout)
+        case .invalidState(let what): self = .invalidState(what)
+        case .configuration(let what): self = .invalidConfiguration(what)
+        case .internalError(let code, let function): self = .internalError("\(function) returned \(code)")
+        }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,160 @@
+import BraidIO
+import BraidQUIC
+import Logging
+import Synchronization
+
+/// Accepts inbound connections on a port and runs a handler for each.
+///
+/// ```swift
+/// let listener = NetworkListener(port: 4433) {
+///     QUIC(alpn: ["echo"]).identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+/// }
+/// try await listener.run { connection in
+///     try await connection.inboundStreams { stream in
+///         let (request, _) = try await stream.receive(atLeast: 1, atMost: 65536)
+///         try await stream.send(request, endOfStream: true)
+///     }
+/// }
+/// ```
+///
+/// Each connection's handler runs in its own child task; when it returns, the connection
+/// closes. Cancelling the task that called `run` cancels every handler, closes every
+/// connection and the socket(s), and `run` returns.
+public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendable {
+    public typealias State = NetworkConnectionState
+
+    public let parameters: NetworkParameters<ApplicationProtocol>
+    /// The local address to bind; nil listens on every IPv4 address.
+    public let localEndpoint: NWEndpoint?
+    private let broadcast = StateBroadcast()
+    private let boundPort = Mutex<NWEndpoint.Port?>(nil)
+    private let limit = Mutex(10_000)
+    private let running = Atomic(false)
+    private static var logger: Logger { Logger(label: "braid.listener") }
+
+    public init(for endpoint: NWEndpoint? = nil, using parameters: NetworkParameters<ApplicationProtocol>) {
+        localEndpoint = endpoint
+        self.parameters = parameters
+    }
+
+    public convenience init(for endpoint: NWEndpoint? = nil, @ProtocolStackBuilder _ stack: () -> ApplicationProtocol) {
+        self.init(for: endpoint, using: NetworkParameters(stack: stack()))
+    }
+
+    /// Listens on every IPv4 address at `port` (`.any` or 0: the system picks; read `port`).
+    public convenience init(port: NWEndpoint.Port, @ProtocolStackBuilder _ stack: () -> ApplicationProtocol) {
+        self.init(for: .hostPort(host: .ipv4(.any), port: port), using: NetworkParameters(stack: stack()))
+    }
+
+    /// The port listened on, once `ready`.
+    public var port: NWEndpoint.Port? { boundPort.withLock { $0 } }
+
+    public var state: State { broadcast.current }
+    /// The current state, then every change, ending after `failed` or `cancelled`.
+    public var states: AsyncStream<State> { broadcast.stream() }
+
+    /// Most connections at once; further clients are refused (QUIC CONNECTION_REFUSED). Set
+    /// before `run`.
+    public var newConnectionLimit: Int {
+        get { limit.withLock { $0 } }
+        set { limit.withLock { $0 = newValue } }
+    }
+
+    /// Binds, then calls `handler` for each inbound connection in a child task, until the
+    /// calling task is cancelled or the listener fails. Throws if it cannot start.
+    public func run(_ handler: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) async throws -> Void) async throws {
+        guard !running.exchange(true, ordering: .relaxed) else {
+            throw NetworkError.invalidState("this listener is already running")
+        }
+        broadcast.update(.preparing)
+        let group: QUICServerGroup
+        let incoming: AsyncStream<NetworkConnection<ApplicationProtocol>>
+        do {
+            guard let quic = parameters.stack as? QUIC else {
+                throw NetworkError.unsupported("\(ApplicationProtocol.self) listeners; only QUIC is implemented")
+            }
+            var configuration = try quic.serverConfiguration()
+            configuration.maxConnections = newConnectionLimit
+            let address = try await bindAddress()
+            let (stream, continuation) = AsyncStream<NetworkConnection<ApplicationProtocol>>.makeStream()
+            incoming = stream
+            let stack = parameters.stack
+            group = try await QUICServerGroup.start(
+                loops: LoopPool.loops(quic.serverLoops), configuration: configuration, bindTo: address, batching: quic.udp.batching
+            ) { driver, context in
+                InboundConnections(driver: driver, context: context, stack: stack, handshakeTimeout: quic.transport.handshakeTimeout) {
+                    continuation.yield($0)
+                }.handle
+            }
+            boundPort.withLock { $0 = NWEndpoint.Port(integerLiteral: group.localAddress.port) }
+        } catch {
+            let error = NetworkError(error)
+            broadcast.update(.failed(error))
+            throw error
+        }
+        broadcast.update(.ready)
+        await withDiscardingTaskGroup { tasks in
+            // Ends when the calling task is cancelled.
+            for await connection in incoming {
+                tasks.addTask {
+                    do {
+                        try await handler(connection)
+                    } catch {
+                        Self.logger.debug("connection handler for \(connection.endpoint) ended: \(error)")
+                    }
+                    connection.cancel()
+                }
+            }
+            tasks.cancelAll()
+        }
+        await group.close()
+        broadcast.update(.cancelled)
+    }
+
+    private func bindAddress() async throws -> QUICAddress {
+        guard let localEndpoint else { return QUICAddress(ip: "0.0.0.0", port: 0)! }
+        let addresses = try await Resolver.addresses(for: localEndpoint)
+        return addresses[0]
+    }
+}
+
+/// One server loop's connections: makes a public connection for each new engine connection
+/// and routes engine events to its core. Lives on the loop.
+final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
+    private unowned let driver: QUICServerDriver
+    private let context: LoopContext
+    private let stack: ApplicationProtocol
+    private let handshakeTimeout: Duration
+    private let deliver: (NetworkConnection<ApplicationProtocol>) -> Void
+    private var cores: [ObjectIdentifier: ConnectionCore] = [:]
+
+    init(
+        driver: QUICServerDriver, context: LoopContext, stack: ApplicationProtocol, handshakeTimeout: Duration,
+        deliver: @escaping (NetworkConnection<ApplicationProtocol>) -> Void
+    ) {
+        self.driver = driver
+        self.context = context
+        self.stack = stack
+        self.handshakeTimeout = handshakeTimeout
+        self.deliver = deliver
+    }
+
+    func handle(_ connection: QUICConnection, _ event: QUICEvent) {
+        let key = ObjectIdentifier(connection)
+        let loop = context.loop
+        let core: ConnectionCore
+        if let existing = cores[key] {
+            core = existing
+        } else {
+            let shared = ConnectionShared()
+            let remote = NWEndpoint(connection.path.remote)
+            core = ConnectionCore(loop: loop, shared: shared, endpointDescription: remote.description, handshakeTimeout: handshakeTimeout)
+            core.attach(connection, service: { [unowned driver] context in driver.service(connection, context) })
+            shared.states.update(.preparing)
+            cores[key] = core
+            deliver(NetworkConnection(inbound: remote, stack: stack, core: LoopBound(core, on: loop), shared: shared))
+        }
+        core.handle(event, context: context)
+        if case .terminated = event { cores[key] = nil }
+    }
+}

@@ -1,0 +1,78 @@
+import BraidIO
+import Synchronization
+
+/// One pending async call waiting on loop-side state (bytes to read, room to send, the
+/// handshake). The loop resumes it with a result; task cancellation resumes it with
+/// `NetworkError.cancelled` from any thread. Whichever comes first wins; `resume` tells the
+/// loop whether its result was taken, so bytes meant for a cancelled receive are kept.
+final class Completion<Value: Sendable>: Sendable {
+    private enum State {
+        case waiting
+        case installed(CheckedContinuation<Value, any Error>)
+        case cancelledEarly
+        case done
+    }
+    private let state = Mutex<State>(.waiting)
+
+    /// False once resumed or cancelled: the loop drops it from its wait lists.
+    var isPending: Bool {
+        state.withLock { if case .done = $0 { false } else if case .cancelledEarly = $0 { false } else { true } }
+    }
+
+    private func install(_ continuation: CheckedContinuation<Value, any Error>) {
+        let cancelled = state.withLock { state -> Bool in
+            if case .cancelledEarly = state {
+                state = .done
+                return true
+            }
+            state = .installed(continuation)
+            return false
+        }
+        if cancelled { continuation.resume(throwing: NetworkError.cancelled) }
+    }
+
+    /// Delivers the outcome; false if the call was already cancelled (the result is unused).
+    @discardableResult
+    func resume(_ result: Result<Value, any Error>) -> Bool {
+        let continuation = state.withLock { state -> CheckedContinuation<Value, any Error>? in
+            guard case .installed(let continuation) = state else { return nil }
+            state = .done
+            return continuation
+        }
+        continuation?.resume(with: result)
+        return continuation != nil
+    }
+
+    fileprivate func cancel() {
+        let continuation = state.withLock { state -> CheckedContinuation<Value, any Error>? in
+            switch state {
+            case .waiting:
+                state = .cancelledEarly
+                return nil
+            case .installed(let continuation):
+                state = .done
+                return continuation
+            case .cancelledEarly, .done:
+                return nil
+            }
+        }
+        continuation?.resume(throwing: NetworkError.cancelled)
+    }
+
+    /// Runs `start` on `loop` with a completion the loop resumes later; throws
+    /// `NetworkError.cancelled` as soon as the calling task is cancelled.
+    static func wait(on loop: EventLoop, _ start: @escaping @Sendable (LoopContext, Completion<Value>) -> Void) async throws -> Value {
+        let completion = Completion<Value>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                completion.install(continuation)
+                loop.execute { context in
+                    guard completion.isPending else { return }
+                    start(context, completion)
+                }
+            }
+        } onCancel: {
+            completion.cancel()
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import BraidIO
+import BraidQUIC
+
+/// A protocol a connection or listener can run, the top of a stack built with
+/// `@ProtocolStackBuilder` (`QUIC`, `TLS`, `TCP`, `UDP`).
+public protocol NetworkProtocol: Sendable {}
+
+/// Builds a protocol stack from its top protocol, as in `NetworkConnection(to:) { QUIC(alpn:) }`
+/// or `QUIC(alpn:) { UDP { IP().version(.v6) } }`.
+@resultBuilder
+public enum ProtocolStackBuilder {
+    public static func buildBlock<Top: NetworkProtocol>(_ top: Top) -> Top { top }
+}
+
+/// Builds the IP layer under `UDP` or `TCP`.
+@resultBuilder
+public enum IPStackBuilder {
+    public static func buildBlock(_ ip: IP) -> IP { ip }
+}
+
+/// IP options. QUIC always sends with don't-fragment set (RFC 9000 §14), which path-MTU
+/// discovery needs.
+///
+/// ```swift
+/// QUIC(alpn: ["echo"]) { UDP { IP().version(.v6) } }
+/// ```
+public struct IP: Sendable, Hashable {
+    /// Which address family to use when a name resolves to both.
+    public enum Version: Sendable, Hashable { case any, v4, v6 }
+
+    public private(set) var version: Version = .any
+    public private(set) var fragmentationAllowed = false
+
+    public init() {}
+
+    /// Restricts the connection to IPv4 or IPv6 addresses.
+    public func version(_ version: Version) -> IP {
+        var copy = self
+        copy.version = version
+        return copy
+    }
+
+    /// Seed spelling of `version(_:)`.
+    public func ipVersion(_ version: Version) -> IP { self.version(version) }
+
+    /// `true` (the default for QUIC) sets DF. QUIC rejects `false`: its packets must not be
+    /// fragmented.
+    public func fragmentationDisabled(_ disabled: Bool) -> IP {
+        var copy = self
+        copy.fragmentationAllowed = !disabled
+        return copy
+    }
+
+    /// Seed spelling: `fragmentationEnabled(false)` is `fragmentationDisabled(true)`.
+    public func fragmentationEnabled(_ enabled: Bool) -> IP { fragmentationDisabled(!enabled) }
+}
+
+/// UDP options, and the bottom of a QUIC stack. On its own (`NetworkConnection { UDP() }`) it
+/// is not implemented yet: such connections fail with `NetworkError.unsupported`.
+public struct UDP: NetworkProtocol, Hashable {
+    public private(set) var ip = IP()
+    /// Which batching system calls the socket uses (GSO, GRO, sendmmsg/recvmmsg).
+    public private(set) var batching: BatchingOptions = .all
+
+    public init() {}
+
+    public init(@IPStackBuilder _ lower: () -> IP) { ip = lower() }
+
+    /// Turns segmentation offload, receive offload and multi-message calls on or off
+    /// (`.all`, `.none`, or each one).
+    public func batching(_ options: BatchingOptions) -> UDP {
+        var copy = self
+        copy.batching = options
+        return copy
+    }
+}
+
+/// TCP. Not implemented yet: connections with it fail with `NetworkError.unsupported`.
+public struct TCP: NetworkProtocol, Hashable {
+    public init() {}
+}
+
+/// TLS over TCP. Not implemented yet: connections with it fail with `NetworkError.unsupported`.
+public struct TLS: NetworkProtocol, Hashable {
+    public init() {}
+}
+
+/// A stack plus connection-wide options: `NetworkConnection(to:using: .parameters { ... })`.
+///
+/// ```swift
+/// let connection = NetworkConnection(to: .hostPort(host: "::1", port: 4433), using: .parameters {
+///     QUIC(alpn: ["echo"])
+/// })
+/// ```
+public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable {
+    public let stack: ApplicationProtocol
+
+    public init(stack: ApplicationProtocol) { self.stack = stack }
+
+    public static func parameters(@ProtocolStackBuilder _ build: () -> ApplicationProtocol) -> NetworkParameters {
+        NetworkParameters(stack: build())
+    }
+}

@@ -1,0 +1,251 @@
+import BraidIO
+import BraidQUIC
+import Foundation
+import Synchronization
+
+/// QUIC (RFC 9000) with TLS 1.3 and RFC 9221 datagrams: the protocol of a multiplexed
+/// connection (`NetworkConnection<QUIC>`) with streams and datagrams.
+///
+/// ```swift
+/// let connection = NetworkConnection(to: .hostPort(host: "example.com", port: 4433)) {
+///     QUIC(alpn: ["echo"])
+///         .idleTimeout(10_000)
+///         .trust(.certificateAuthorities(file: "ca.pem"))
+/// }
+/// ```
+///
+/// Server identity and trust are modifiers too: a listener needs
+/// `.identity(certificateChainFile:privateKeyFile:)`, and a client verifies the server's
+/// certificate against the system store unless told otherwise.
+public struct QUIC: NetworkProtocol {
+    /// Application protocols, in preference order.
+    public private(set) var alpn: [String]
+    public private(set) var transport = QUICTransportConfiguration()
+    public private(set) var verification = QUICCertificateVerification()
+    /// The name sent in SNI and checked against the certificate; nil uses the endpoint's host.
+    public private(set) var serverName: String?
+    public private(set) var certificateChainFile: String?
+    public private(set) var privateKeyFile: String?
+    public private(set) var udp = UDP()
+    public private(set) var sessionCache: SessionCache?
+    /// Listener: accept 0-RTT data from resuming clients (guarded by a replay filter).
+    public private(set) var earlyDataEnabled = true
+    /// Listener: make every new client prove its address with a Retry round trip first.
+    public private(set) var retryEnabled = false
+    /// Listener: how many event loops (cores) serve connections.
+    public private(set) var serverLoops = 1
+
+    public init(alpn: [String]) { self.alpn = alpn }
+
+    /// QUIC over explicitly configured UDP and IP options.
+    public init(alpn: [String], @ProtocolStackBuilder _ lower: () -> UDP) {
+        self.alpn = alpn
+        udp = lower()
+    }
+
+    private func with(_ change: (inout QUIC) -> Void) -> QUIC {
+        var copy = self
+        change(&copy)
+        return copy
+    }
+
+    // MARK: Transport parameters (Network.framework names)
+
+    /// Close after this many milliseconds without a packet from the peer (0 disables).
+    public func idleTimeout(_ milliseconds: Int) -> QUIC { with { $0.transport.idleTimeout = .milliseconds(milliseconds) } }
+    public func initialMaxData(_ bytes: Int) -> QUIC { with { $0.transport.initialMaxData = UInt64(bytes) } }
+    public func initialMaxStreamDataBidirectionalLocal(_ bytes: Int) -> QUIC {
+        with { $0.transport.initialMaxStreamDataBidirectionalLocal = UInt64(bytes) }
+    }
+    public func initialMaxStreamDataBidirectionalRemote(_ bytes: Int) -> QUIC {
+        with { $0.transport.initialMaxStreamDataBidirectionalRemote = UInt64(bytes) }
+    }
+    public func initialMaxStreamDataUnidirectional(_ bytes: Int) -> QUIC {
+        with { $0.transport.initialMaxStreamDataUnidirectional = UInt64(bytes) }
+    }
+    public func initialMaxBidirectionalStreams(_ count: Int) -> QUIC { with { $0.transport.initialMaxBidirectionalStreams = UInt64(count) } }
+    public func initialMaxUnidirectionalStreams(_ count: Int) -> QUIC {
+        with { $0.transport.initialMaxUnidirectionalStreams = UInt64(count) }
+    }
+    /// Largest DATAGRAM frame accepted; 0 turns datagrams off.
+    public func maxDatagramFrameSize(_ bytes: Int) -> QUIC { with { $0.transport.maxDatagramFrameSize = UInt64(bytes) } }
+    /// Largest UDP payload sent before path-MTU discovery raises it (1200...65527).
+    public func maxUDPPayloadSize(_ bytes: Int) -> QUIC { with { $0.transport.maxUDPPayloadSize = bytes } }
+
+    // MARK: Braid options
+
+    /// Give up when the handshake has not completed after this long (`NetworkError.noResponse`).
+    public func handshakeTimeout(_ timeout: Duration) -> QUIC { with { $0.transport.handshakeTimeout = timeout } }
+    /// Send a PING after this long without traffic (nil: never).
+    public func keepAlive(_ interval: Duration?) -> QUIC { with { $0.transport.keepAliveInterval = interval } }
+    public func congestionControl(_ algorithm: CongestionControl) -> QUIC { with { $0.transport.congestionControl = algorithm } }
+    /// The socket's batching system calls; shorthand for the UDP layer's `batching(_:)`.
+    public func batching(_ options: BatchingOptions) -> QUIC { with { $0.udp = $0.udp.batching(options) } }
+    /// Cap on a stream's queued, unacknowledged bytes; `send` waits beyond it.
+    public func streamSendBufferLimit(_ bytes: Int) -> QUIC { with { $0.transport.streamSendBufferLimit = bytes } }
+    /// Write qlog traces into this directory, one file per connection.
+    public func qlogDirectory(_ path: String?) -> QUIC { with { $0.transport.qlogDirectory = path } }
+    /// Listener: serve connections on this many event loops (one socket each, SO_REUSEPORT).
+    public func serverLoops(_ count: Int) -> QUIC { with { $0.serverLoops = count } }
+    /// Listener: accept 0-RTT data (default true).
+    public func earlyDataEnabled(_ enabled: Bool) -> QUIC { with { $0.earlyDataEnabled = enabled } }
+    /// Listener: validate every client's address with a Retry first (default false).
+    public func retry(_ enabled: Bool) -> QUIC { with { $0.retryEnabled = enabled } }
+
+    // MARK: TLS
+
+    /// Where a client looks for the authorities that sign server certificates.
+    public enum TrustRoots: Sendable, Hashable {
+        /// The system store (/etc/ssl/certs).
+        case system
+        /// Only the PEM certificates in this file.
+        case certificateAuthorities(file: String)
+    }
+
+    /// The certificate chain (leaf first) and private key this side presents, as PEM files.
+    /// Required on a listener.
+    public func identity(certificateChainFile: String, privateKeyFile: String) -> QUIC {
+        with {
+            $0.certificateChainFile = certificateChainFile
+            $0.privateKeyFile = privateKeyFile
+        }
+    }
+
+    public func trust(_ roots: TrustRoots) -> QUIC {
+        with {
+            switch roots {
+            case .system: $0.verification.trustRoots = .system
+            case .certificateAuthorities(let file): $0.verification.trustRoots = .certificateAuthorityFile(file)
+            }
+        }
+    }
+
+    /// Also require the server key to match one of these SHA-256 digests of its
+    /// SubjectPublicKeyInfo (DER), on top of the chain and name checks.
+    public func pinnedPublicKeys(sha256 digests: [[UInt8]]) -> QUIC { with { $0.verification.pinnedSPKISHA256 = digests } }
+
+    /// Skips certificate chain and name checks. Anyone on the path can then impersonate the
+    /// server; only for tests against throwaway certificates. Pins are still enforced.
+    public func insecureAcceptAnyCertificate() -> QUIC {
+        with { $0.verification.insecureSkipChainAndHostnameVerification = true }
+    }
+
+    /// The name sent as SNI and required in the certificate, when it differs from the host.
+    public func serverName(_ name: String) -> QUIC { with { $0.serverName = name } }
+
+    /// Keep resumption tickets here, so the next connection to the same server resumes and can
+    /// send 0-RTT data (`QUIC.Stream.sendIdempotent`).
+    public func sessionCache(_ cache: SessionCache) -> QUIC { with { $0.sessionCache = cache } }
+
+    // MARK: Engine configuration
+
+    func clientConfiguration() throws -> QUICClientConfiguration {
+        try validateLowerLayers()
+        var configuration = QUICClientConfiguration(alpn: alpn)
+        configuration.transport = transport
+        configuration.verification = verification
+        configuration.certificateChainFile = certificateChainFile
+        configuration.privateKeyFile = privateKeyFile
+        return configuration
+    }
+
+    func serverConfiguration() throws -> QUICServerConfiguration {
+        try validateLowerLayers()
+        guard let certificateChainFile, let privateKeyFile else {
+            throw NetworkError.invalidConfiguration(
+                "a QUIC listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:)")
+        }
+        var configuration = QUICServerConfiguration(
+            alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
+        configuration.transport = transport
+        configuration.earlyDataEnabled = earlyDataEnabled
+        configuration.retry = retryEnabled ? .always : .never
+        return configuration
+    }
+
+    private func validateLowerLayers() throws {
+        if udp.ip.fragmentationAllowed {
+            throw NetworkError.invalidConfiguration("QUIC packets must not be fragmented (RFC 9000 §14); remove fragmentationEnabled(true)")
+        }
+    }
+}
+
+extension QUIC {
+    /// Resumption tickets per server, in memory or in a file, so later connections resume
+    /// (one round trip less) and may carry 0-RTT data.
+    ///
+    /// ```swift
+    /// let cache = try QUIC.SessionCache(file: "/var/cache/myapp/quic-tickets")
+    /// let connection = NetworkConnection(to: endpoint) { QUIC(alpn: ["echo"]).sessionCache(cache) }
+    /// ```
+    public final class SessionCache: Sendable {
+        private let tickets = Mutex<[String: QUICResumptionTicket]>([:])
+        private let file: String?
+
+        /// An in-memory cache.
+        public init() { file = nil }
+
+        /// A cache kept in `file` (created if missing; unreadable entries are ignored, since the
+        /// file is untrusted input).
+        public init(file: String) throws {
+            self.file = file
+            guard FileManager.default.fileExists(atPath: file) else { return }
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw NetworkError.invalidConfiguration("cannot read the session cache file \(file)")
+            }
+            tickets.withLock { $0 = Self.decode([UInt8](data)) }
+        }
+
+        /// How many servers have a ticket.
+        public var count: Int { tickets.withLock { $0.count } }
+
+        /// Removes and returns the ticket for `key` (tickets are used once).
+        func take(_ key: String) -> QUICResumptionTicket? {
+            let ticket = tickets.withLock { $0.removeValue(forKey: key) }
+            if ticket != nil { save() }
+            return ticket
+        }
+
+        func store(_ ticket: QUICResumptionTicket, for key: String) {
+            tickets.withLock { $0[key] = ticket }
+            save()
+        }
+
+        private func save() {
+            guard let file else { return }
+            let bytes = tickets.withLock { Self.encode($0) }
+            // Written whole and renamed, so a crash never leaves half a file.
+            try? Data(bytes).write(to: URL(fileURLWithPath: file), options: .atomic)
+        }
+
+        private static func encode(_ tickets: [String: QUICResumptionTicket]) -> [UInt8] {
+            var out: [UInt8] = []
+            func put(_ bytes: [UInt8]) {
+                withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { out.append(contentsOf: $0) }
+                out.append(contentsOf: bytes)
+            }
+            for (key, ticket) in tickets.sorted(by: { $0.key < $1.key }) {
+                put(Array(key.utf8))
+                put(ticket.serialized())
+            }
+            return out
+        }
+
+        private static func decode(_ bytes: [UInt8]) -> [String: QUICResumptionTicket] {
+            var result: [String: QUICResumptionTicket] = [:]
+            var offset = 0
+            func take() -> [UInt8]? {
+                guard offset + 4 <= bytes.count else { return nil }
+                let length = bytes[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
+                offset += 4
+                guard length <= bytes.count - offset else { return nil }
+                defer { offset += length }
+                return Array(bytes[offset..<offset + length])
+            }
+            while let key = take(), let ticket = take() {
+                if let parsed = QUICResumptionTicket(serialized: ticket) { result[String(decoding: key, as: UTF8.self)] = parsed }
+            }
+            return result
+        }
+    }
+}
