@@ -48,13 +48,15 @@ public final class QUICServerGroup: Sendable {
                 let target = bound
                 let (driver, local) = try await loop.submit { context in
                     let endpoint = try QUICServerEndpoint(configuration: configuration, keys: keys, connectionIDTag: UInt8(index))
+                    // One loop needs no port sharing; leaving SO_REUSEPORT off then makes a second
+                    // server on the same port fail with EADDRINUSE instead of joining the group.
                     let driver = try QUICServerDriver(
-                        context: context, endpoint: endpoint, bindTo: target, batching: batching, reusePort: true
+                        context: context, endpoint: endpoint, bindTo: target, batching: batching, reusePort: loops.count > 1
                     ) { _, _ in }
                     driver.onEvent = makeHandler(driver, context)
                     // Socket `index` joins the group at position `index` because they bind in
                     // order; the program applies to the whole group once attached.
-                    if index == 0 {
+                    if index == 0 && loops.count > 1 {
                         do { try driver.socket.attachConnectionIDSteering() } catch {
                             driver.close(context)
                             throw error
