@@ -62,6 +62,7 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
 
     /// Calls `handler` for every stream the peer opens, each in its own child task, until the
     /// connection ends (or the calling task is cancelled). Returns when all handlers are done.
+    /// Call it from one task at a time: the streams are handed out once.
     ///
     /// ```swift
     /// try await connection.inboundStreams { stream in
