@@ -74,10 +74,15 @@ final class ConnectionCore {
     }
 
     /// The client's engine connection exists now: run the calls that waited for it.
-    func connectionAttached(_ context: LoopContext) {
-        let waiters = attachWaiters
-        attachWaiters.removeAll()
-        for waiter in waiters { waiter(nil) }
+    func connectionAttached() {
+        Self.run(&attachWaiters, nil)
+    }
+
+    /// Empties `waiters` before calling them, since a waiter may queue itself again.
+    private static func run(_ waiters: inout [(NetworkError?) -> Void], _ error: NetworkError?) {
+        let taken = waiters
+        waiters.removeAll()
+        for waiter in taken { waiter(error) }
     }
 
     func flush(_ context: LoopContext) {
@@ -100,9 +105,7 @@ final class ConnectionCore {
                 $0.usableDatagramFrameSize = size > 0 ? size : nil
             }
             shared.states.update(.ready)
-            let waiters = readyWaiters
-            readyWaiters.removeAll()
-            for waiter in waiters { waiter(nil) }
+            Self.run(&readyWaiters, nil)
             for stream in streams.values { stream.pump(context) }
         case .streamOpened(let id):
             let stream = StreamCore(id: id, core: self, locallyInitiated: false)
@@ -142,10 +145,8 @@ final class ConnectionCore {
             shared.states.update(error == .cancelled ? .cancelled : .failed(error))
         }
         let error = finalError!
-        let waiters = readyWaiters + attachWaiters
-        readyWaiters.removeAll()
-        attachWaiters.removeAll()
-        for waiter in waiters { waiter(error) }
+        Self.run(&readyWaiters, error)
+        Self.run(&attachWaiters, error)
         for (_, completion) in streamCreditWaiters { completion.resume(.failure(error)) }
         streamCreditWaiters.removeAll()
         for stream in streams.values { stream.connectionEnded(error) }

@@ -156,12 +156,8 @@ enum ClientConnector {
     static func connect(_ core: ConnectionCore, quic: QUIC, endpoint: NWEndpoint, to addresses: [QUICAddress], context: LoopContext) {
         guard core.finalError == nil else { return }
         let remote = addresses[0]
-        let serverName: String
-        switch endpoint.host {
-        case .name(let name): serverName = quic.serverName ?? name
-        case .ipv4(let address): serverName = quic.serverName ?? address.description
-        case .ipv6(let address): serverName = quic.serverName ?? address.description
-        }
+        // A name, or the address literal (the engine sends no SNI for literals).
+        let serverName = quic.serverName ?? endpoint.host.description
         do {
             let client = try ClientContexts.context(for: quic)
             let cacheKey = "\(serverName):\(remote.port)"
@@ -180,7 +176,7 @@ enum ClientConnector {
             }
             core.socketCounters = { driver.counters }
             // Calls that were waiting for the socket (e.g. a 0-RTT send) can go now.
-            core.connectionAttached(context)
+            core.connectionAttached()
             driver.service(context)
         } catch {
             core.fail(NetworkError(error, endpoint: endpoint.description))

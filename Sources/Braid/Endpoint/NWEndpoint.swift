@@ -59,8 +59,8 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    var host: Host { if case .hostPort(let host, _) = self { host } else { fatalError() } }
-    var port: Port { if case .hostPort(_, let port) = self { port } else { fatalError() } }
+    var host: Host { switch self { case .hostPort(let host, _): host } }
+    var port: Port { switch self { case .hostPort(_, let port): port } }
 }
 
 /// An IPv4 address (four octets).

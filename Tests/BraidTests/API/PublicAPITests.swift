@@ -43,6 +43,24 @@ struct RunningListener {
     }
 }
 
+/// A server application that accepts streams and never reads them.
+@Sendable func readNothing(_ connection: NetworkConnection<QUIC>) async throws {
+    try await connection.inboundStreams { _ in try await Task.sleep(for: .seconds(60)) }
+}
+
+/// Waits until the connection has sent over 1 MB and its bytes-sent count stops growing (the
+/// peer's window is full), checking every 50 ms for up to 5 s; returns that count.
+func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>) async throws -> UInt64 {
+    var sent: UInt64 = 0
+    for _ in 0..<100 {
+        try await Task.sleep(for: .milliseconds(50))
+        let now = await connection.statistics?.bytesSent ?? 0
+        if now > 1_000_000 && now == sent { break }
+        sent = now
+    }
+    return sent
+}
+
 /// A client stack trusting the test CA.
 func testClient(alpn: [String] = ["echo"]) -> QUIC {
     QUIC(alpn: alpn).trust(.certificateAuthorities(file: Fixtures.caFile)).serverName("localhost")
@@ -141,23 +159,14 @@ func testClient(alpn: [String] = ["echo"]) -> QUIC {
     }
 
     @Test func cancellingMidTransferFailsPendingCallsWithCancelled() async throws {
-        // A server that reads nothing: the client's large send must block on flow control.
-        let server = try await RunningListener.start(handler: { connection in
-            try await connection.inboundStreams { _ in try await Task.sleep(for: .seconds(60)) }
-        })
+        // The server reads nothing: the client's large send must block on flow control.
+        let server = try await RunningListener.start(handler: readNothing)
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { testClient() }
         let stream = try await connection.openStream()
         let sending = Task { try await stream.send(Data(count: 64 * 1024 * 1024), endOfStream: true) }
         let receiving = Task { try await stream.receive(atLeast: 1, atMost: 10) }
-        // Wait until the send has filled the window (its bytes stop growing).
-        var sent: UInt64 = 0
-        for _ in 0..<100 {
-            try await Task.sleep(for: .milliseconds(50))
-            let now = await connection.statistics?.bytesSent ?? 0
-            if now > 1_000_000 && now == sent { break }
-            sent = now
-        }
+        _ = try await bytesSentOnceStalled(connection)
         connection.cancel()
         await #expect(throws: NetworkError.cancelled) { try await sending.value }
         await #expect(throws: NetworkError.cancelled) { try await receiving.value }
@@ -166,9 +175,7 @@ func testClient(alpn: [String] = ["echo"]) -> QUIC {
     }
 
     @Test func aSlowReaderDoesNotGrowTheSendersMemory() async throws {
-        let server = try await RunningListener.start(handler: { connection in
-            try await connection.inboundStreams { _ in try await Task.sleep(for: .seconds(60)) }
-        })
+        let server = try await RunningListener.start(handler: readNothing)
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { testClient().streamSendBufferLimit(1024 * 1024) }
         defer { connection.cancel() }
@@ -182,13 +189,7 @@ func testClient(alpn: [String] = ["echo"]) -> QUIC {
             }
             return sends
         }
-        var sent: UInt64 = 0
-        for _ in 0..<100 {
-            try await Task.sleep(for: .milliseconds(50))
-            let now = await connection.statistics?.bytesSent ?? 0
-            if now > 1_000_000 && now == sent { break }
-            sent = now
-        }
+        let sent = try await bytesSentOnceStalled(connection)
         // The peer's stream window (auto-tuned up to 16 MiB) bounds what left; the rest waits
         // in the suspended send, not in a queue.
         #expect(sent > 1_000_000 && sent < 20 * 1024 * 1024, "sent \(sent) bytes to a reader that reads nothing")
