@@ -1,5 +1,6 @@
 import BraidIO
 import BraidQUIC
+import DequeModule
 import Foundation
 import Synchronization
 
@@ -46,6 +47,8 @@ final class ConnectionCore {
     private var release: (LoopContext) -> Void = { _ in }
     /// Client: the counters of the connection's own socket.
     var socketCounters: (() -> SocketCounters)?
+    /// Client: moves the connection to a new local port; returns the new local address.
+    var migration: ((LoopContext) throws -> QUICAddress)?
     private(set) var isReady = false
     private(set) var finalError: NetworkError?
     private var streams: [Int64: StreamCore] = [:]
@@ -53,6 +56,11 @@ final class ConnectionCore {
     /// Calls made before the client had its socket and engine connection.
     private var attachWaiters: [(NetworkError?) -> Void] = []
     private var streamCreditWaiters: [(Bool, Completion<QUIC.Stream>)] = []
+    /// Datagram sends waiting for room in the engine's queue, in order.
+    private var datagramSendWaiters = Deque<(Data, Completion<Void>)>()
+    /// How many datagrams may wait in the engine for congestion-window room before `send`
+    /// suspends: enough to fill a window, bounded so a flood cannot grow memory.
+    static let datagramQueueLimit = 256
     /// Resumption: where to store tickets the server sends, and under which key.
     var sessionCache: QUIC.SessionCache?
     var sessionKey = ""
@@ -70,6 +78,12 @@ final class ConnectionCore {
     ) {
         self.connection = connection
         self.service = service
+        self.release = release
+    }
+
+    /// What to do if the connection ends before an engine connection is attached (a client
+    /// still resolving or racing its handshakes).
+    func setRelease(_ release: @escaping (LoopContext) -> Void) {
         self.release = release
     }
 
@@ -123,7 +137,10 @@ final class ConnectionCore {
             retryStreamOpens(context)
         case .datagramReceived(let bytes, _):
             shared.datagramsContinuation.yield(Data(bytes))
-        case .datagramAcknowledged, .datagramLost, .earlyDataRejected:
+        case .datagramAcknowledged, .datagramLost:
+            // Written datagrams are settling: the queue has room again.
+            sendQueuedDatagrams(context)
+        case .earlyDataRejected:
             break
         case .resumptionTicket(let ticket):
             sessionCache?.store(ticket, for: sessionKey)
@@ -135,6 +152,7 @@ final class ConnectionCore {
             service = { _ in }
             release = { _ in }
             socketCounters = nil
+            migration = nil
         }
     }
 
@@ -149,6 +167,8 @@ final class ConnectionCore {
         Self.run(&attachWaiters, error)
         for (_, completion) in streamCreditWaiters { completion.resume(.failure(error)) }
         streamCreditWaiters.removeAll()
+        for (_, completion) in datagramSendWaiters { completion.resume(.failure(error)) }
+        datagramSendWaiters.removeAll()
         for stream in streams.values { stream.connectionEnded(error) }
         streams.removeAll()
         shared.inboundStreamsContinuation.finish()
@@ -220,24 +240,35 @@ final class ConnectionCore {
         }
     }
 
+    /// Queues a datagram once ready; waits while the engine already holds
+    /// `datagramQueueLimit` unsent datagrams (or earlier sends wait), so order is kept.
     func sendDatagram(_ bytes: Data, context: LoopContext, completion: Completion<Void>) {
         whenReady { [self] error in
             if let error {
-                    completion.resume(.failure(error))
-                    return
-                }
-            guard let connection else {
-                completion.fail(.cancelled)
+                completion.resume(.failure(error))
                 return
             }
+            datagramSendWaiters.append((bytes, completion))
+            sendQueuedDatagrams(context)
+        }
+    }
+
+    private func sendQueuedDatagrams(_ context: LoopContext) {
+        guard let connection else { return }
+        var queued = false
+        while let (bytes, completion) = datagramSendWaiters.first, connection.pendingDatagramCount < Self.datagramQueueLimit {
+            datagramSendWaiters.removeFirst()
+            // A send cancelled while it waited is dropped, never sent.
+            guard completion.isPending else { continue }
             do {
                 try connection.sendDatagram(bytes)
-                flush(context)
+                queued = true
                 completion.resume(.success(()))
             } catch {
                 completion.resume(.failure(NetworkError(error)))
             }
         }
+        if queued { flush(context) }
     }
 
     /// Closes the connection (application code 0 unless given) and ends every pending call.
@@ -253,6 +284,14 @@ final class ConnectionCore {
     }
 
     var statistics: QUICConnectionStatistics? { connection?.statistics }
+
+    func migrate(context: LoopContext) throws {
+        if let finalError { throw finalError }
+        guard isReady else { throw NetworkError.invalidState("migrate once the connection is ready") }
+        guard let migration else { throw NetworkError.invalidState("only a client connection migrates") }
+        let local = try migration(context)
+        shared.snapshot.withLock { $0.localEndpoint = NWEndpoint(local) }
+    }
 }
 
 extension NWEndpoint {

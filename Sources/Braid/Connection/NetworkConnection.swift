@@ -24,6 +24,8 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     /// Where the connection goes (for a listener's connection: where it came from).
     public let endpoint: NWEndpoint
     public let stack: ApplicationProtocol
+    /// The parameters' local endpoint, if any (a listener's connection: nil).
+    private let localEndpoint: NWEndpoint?
     let loop: EventLoop
     let shared: ConnectionShared
     let core: LoopBound<ConnectionCore>
@@ -37,6 +39,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     public init(to endpoint: NWEndpoint, using parameters: NetworkParameters<ApplicationProtocol>) {
         self.endpoint = endpoint
         stack = parameters.stack
+        localEndpoint = parameters.localEndpoint
         shared = ConnectionShared()
         loop = LoopPool.loop()
         let timeout = (stack as? QUIC)?.transport.handshakeTimeout ?? .seconds(10)
@@ -53,6 +56,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         self.core = core
         self.shared = shared
         loop = core.loop
+        localEndpoint = nil
         started = Atomic(true)
     }
 
@@ -93,15 +97,9 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
             loop.execute { [core] _ in core.value.fail(error) }
             return
         }
-        let endpoint = endpoint, core = core, loop = loop
-        Task {
-            do {
-                let addresses = try await ClientConnector.addresses(for: endpoint, version: quic.udp.ip.version)
-                loop.execute { context in ClientConnector.connect(core.value, quic: quic, endpoint: endpoint, to: addresses, context: context) }
-            } catch {
-                let error = NetworkError(error)
-                loop.execute { _ in core.value.fail(error) }
-            }
+        let endpoint = endpoint, core = core, local = localEndpoint
+        loop.execute { context in
+            ClientEstablishment(core: core.value, quic: quic, endpoint: endpoint, local: local).begin(context)
         }
     }
 
@@ -132,56 +130,6 @@ public func withNetworkConnection<ApplicationProtocol: NetworkProtocol, Result: 
     let connection = NetworkConnection(to: endpoint, using: NetworkParameters(stack: stack()))
     defer { connection.cancel() }
     return try await handler(connection)
-}
-
-/// How a client connection gets from an endpoint to a running driver.
-enum ClientConnector {
-    static func addresses(for endpoint: NWEndpoint, version: IP.Version) async throws -> [QUICAddress] {
-        let all = try await Resolver.addresses(for: endpoint)
-        let usable = all.filter {
-            switch version {
-            case .any: true
-            case .v4: !$0.isIPv6
-            case .v6: $0.isIPv6
-            }
-        }
-        guard !usable.isEmpty else {
-            throw NetworkError.dnsNameNotFound(host: "\(endpoint.host) (no \(version == .v4 ? "IPv4" : "IPv6") address)")
-        }
-        return usable
-    }
-
-    /// Binds a socket and starts the handshake with the first address (racing several is the
-    /// Happy Eyeballs work still to come).
-    static func connect(_ core: ConnectionCore, quic: QUIC, endpoint: NWEndpoint, to addresses: [QUICAddress], context: LoopContext) {
-        guard core.finalError == nil else { return }
-        let remote = addresses[0]
-        // A name, or the address literal (the engine sends no SNI for literals).
-        let serverName = quic.serverName ?? endpoint.host.description
-        do {
-            let client = try ClientContexts.context(for: quic)
-            let cacheKey = "\(serverName):\(remote.port)"
-            core.sessionCache = quic.sessionCache
-            core.sessionKey = cacheKey
-            let ticket = quic.sessionCache?.take(cacheKey)
-            let driver = try QUICClientDriver(
-                context: context, client: client, remote: remote, serverName: serverName, resumption: ticket,
-                batching: quic.udp.batching
-            ) { _, event in core.handle(event, context: context) }
-            // The driver and the core keep each other until the connection terminates; then
-            // `release` closes the socket and drops the driver's handler, ending the cycle.
-            core.attach(driver.connection, service: { driver.service($0) }) { context in
-                driver.close(context)
-                driver.onEvent = { _, _ in }
-            }
-            core.socketCounters = { driver.counters }
-            // Calls that were waiting for the socket (e.g. a 0-RTT send) can go now.
-            core.connectionAttached()
-            driver.service(context)
-        } catch {
-            core.fail(NetworkError(error, endpoint: endpoint.description))
-        }
-    }
 }
 
 /// Client TLS contexts are costly (parsing the trust store, loading credentials): one per

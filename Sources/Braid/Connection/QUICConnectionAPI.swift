@@ -97,6 +97,21 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
     public var remoteEndpoint: NWEndpoint? { shared.snapshot.withLock { $0.remoteEndpoint } }
     public var localEndpoint: NWEndpoint? { shared.snapshot.withLock { $0.localEndpoint } }
 
+    /// Moves the connection to a new local port (a new UDP socket), as after a network change
+    /// or a NAT rebinding; streams and datagrams carry on (QUIC connection migration, RFC 9000
+    /// §9). `localEndpoint` shows the new port. Client connections only, once ready.
+    ///
+    /// ```swift
+    /// try await connection.migrate()
+    /// print(connection.localEndpoint!)
+    /// ```
+    public func migrate() async throws {
+        let core = core
+        try await loop.submit { context in
+            do { try core.value.migrate(context: context) } catch { throw NetworkError(error) }
+        }
+    }
+
     /// The connection's transport counters now (nil before it has a socket).
     public var statistics: NetworkConnectionStatistics? {
         get async {

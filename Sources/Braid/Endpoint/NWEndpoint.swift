@@ -1,5 +1,6 @@
 import BraidQUIC
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -110,6 +111,7 @@ enum Resolver {
         case .ipv4(let address): return [QUICAddress(ip: address.description, port: port)!]
         case .ipv6(let address): return [QUICAddress(ip: address.description, port: port)!]
         case .name(let name):
+            if let fixed = namesForTesting.withLock({ $0[name] }) { return fixed.map { $0.withPort(port) } }
             return try await withCheckedThrowingContinuation { continuation in
                 let thread = Thread { continuation.resume(with: Result { try lookUp(name, port: port) }) }
                 thread.name = "braid-resolve"
@@ -117,6 +119,10 @@ enum Resolver {
             }
         }
     }
+
+    /// Tests give a name a fixed list of addresses (say, IPv6 and IPv4 with a server on only
+    /// one) without touching the machine's resolver.
+    static let namesForTesting = Mutex<[String: [QUICAddress]]>([:])
 
     private static func lookUp(_ name: String, port: UInt16) throws -> [QUICAddress] {
         var hints = addrinfo()

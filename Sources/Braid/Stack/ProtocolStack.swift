@@ -90,14 +90,32 @@ public struct TLS: NetworkProtocol, Hashable {
 /// ```swift
 /// let connection = NetworkConnection(to: .hostPort(host: "::1", port: 4433), using: .parameters {
 ///     QUIC(alpn: ["echo"])
-/// })
+/// }.localPort(50000))
 /// ```
+///
+/// Of Apple's parameter modifiers, Braid has `localEndpoint` and `localPort`; the others
+/// (service class, interface and path-type constraints, multipath) are not implemented yet.
 public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable {
     public let stack: ApplicationProtocol
+    /// The local address and port a client connection sends from (nil: the system chooses).
+    public private(set) var localEndpoint: NWEndpoint?
 
     public init(stack: ApplicationProtocol) { self.stack = stack }
 
     public static func parameters(@ProtocolStackBuilder _ build: () -> ApplicationProtocol) -> NetworkParameters {
         NetworkParameters(stack: build())
+    }
+
+    /// Sends from this local address and port (an IP literal; the port may be `.any`). The
+    /// connection then uses only remote addresses of the same family, one at a time.
+    public func localEndpoint(_ endpoint: NWEndpoint) -> NetworkParameters {
+        var copy = self
+        copy.localEndpoint = endpoint
+        return copy
+    }
+
+    /// Sends from this local port, on the address the system routes from.
+    public func localPort(_ port: NWEndpoint.Port) -> NetworkParameters {
+        localEndpoint(.hostPort(host: .name(""), port: port))
     }
 }

@@ -94,7 +94,7 @@ public final class EventLoop: Sendable {
         try await withCheckedThrowingContinuation { continuation in
             execute { context in
                 let once = OneShot(continuation)
-                let timer = DeadlineHandler { once.resume(.failure(DatapathError.timedOut(timeout))) }
+                let timer = DeadlineHandler { _ in once.resume(.failure(DatapathError.timedOut(timeout))) }
                 let token = context.registerTimer(timer)
                 context.setTimer(token, at: context.now + timeout)
                 let finish: (Result<T, any Error>) -> Void = { result in
@@ -137,12 +137,12 @@ private final class OneShot<T: Sendable> {
 
 /// A timer-only handler that runs a closure when it fires.
 private final class DeadlineHandler: LoopHandler {
-    let fired: () -> Void
-    init(_ fired: @escaping () -> Void) { self.fired = fired }
+    let fired: (LoopContext) -> Void
+    init(_ fired: @escaping (LoopContext) -> Void) { self.fired = fired }
     func readable(_ context: LoopContext) {}
     func writable(_ context: LoopContext) {}
     func close(_ context: LoopContext) {}
-    func timerFired(_ context: LoopContext) { fired() }
+    func timerFired(_ context: LoopContext) { fired(context) }
 }
 
 /// What runs on a loop: told when its socket is readable or writable and when its timer fires.
@@ -250,6 +250,20 @@ public final class LoopContext {
             deferred.removeAll()
             for work in batch { work(self) }
         }
+    }
+
+    /// Runs `work` once on this loop at `deadline`, unless `deregister` with the returned token
+    /// cancels it first.
+    @discardableResult
+    public func schedule(at deadline: QUICInstant, _ work: @escaping (LoopContext) -> Void) -> UInt64 {
+        var token: UInt64 = 0
+        let handler = DeadlineHandler { context in
+            context.deregister(token)
+            work(context)
+        }
+        token = registerTimer(handler)
+        setTimer(token, at: deadline)
+        return token
     }
 
     public func deregister(_ token: UInt64) {

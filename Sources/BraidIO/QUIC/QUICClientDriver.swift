@@ -28,13 +28,16 @@ public final class QUICClientDriver: LoopHandler {
     private var writeBlocked = false
     private var isServicing = false
 
+    /// `local` picks the address and port to send from; by default the address the kernel
+    /// routes from toward `remote`, with a system-chosen port.
     public init(
         context: LoopContext, client: QUICClientContext, remote: QUICAddress, serverName: String,
-        resumption: QUICResumptionTicket? = nil, batching: BatchingOptions = .all, receiveSlots: Int = 8,
-        onEvent: @escaping QUICEventHandler
+        resumption: QUICResumptionTicket? = nil, local: QUICAddress? = nil, batching: BatchingOptions = .all,
+        receiveSlots: Int = 8, onEvent: @escaping QUICEventHandler
     ) throws {
         socket = try UDPSocket(
-            bindTo: try Self.localAddress(toward: remote), batching: batching, receiveSlots: receiveSlots, sendBatches: 8)
+            bindTo: try local ?? Self.localAddress(toward: remote), batching: batching, receiveSlots: receiveSlots,
+            sendBatches: 8)
         connection = try client.connect(
             path: QUICPath(local: socket.localAddress, remote: remote), serverName: serverName, resumption: resumption,
             now: context.now)
@@ -74,7 +77,7 @@ public final class QUICClientDriver: LoopHandler {
 
     /// The local address the kernel would route from toward `remote`, with port 0: the client
     /// binds to it (not to the wildcard) so the engine's path names a real address.
-    static func localAddress(toward remote: QUICAddress) throws -> QUICAddress {
+    public static func localAddress(toward remote: QUICAddress) throws -> QUICAddress {
         let probe = Glibc.socket(remote.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard probe >= 0 else { throw DatapathError.system("socket", errno) }
         defer { Glibc.close(probe) }

@@ -921,6 +921,9 @@ public final class QUICConnection {
         return id
     }
 
+    /// Datagrams queued by `sendDatagram` and not yet written into a packet.
+    public var pendingDatagramCount: Int { pendingDatagrams.count }
+
     // MARK: - Key update and statistics
 
     /// Starts a TLS key update (RFC 9001 §6). Needs a confirmed handshake; ngtcp2 limits the rate.

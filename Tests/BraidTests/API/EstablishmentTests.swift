@@ -1,0 +1,215 @@
+import BraidQUIC
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@testable import Braid
+
+/// How a client gets from an endpoint to `ready`: Happy Eyeballs across address families, and
+/// the `waiting` state while no path is usable. The connections are real (loopback); the
+/// internal hooks only fix what a name resolves to and make a port look unroutable.
+@Suite(.serialized) struct EstablishmentTests {
+    /// A listener on `host` (an IP literal) with a system-chosen port.
+    private func listener(on host: NWEndpoint.Host) async throws -> (NetworkListener<QUIC>, Task<Void, any Error>) {
+        let listener = NetworkListener(for: .hostPort(host: host, port: .any)) {
+            QUIC(alpn: ["echo"]).identity(
+                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        }
+        let task = Task { try await listener.run(echo) }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        return (listener, task)
+    }
+
+    private func echoOnce(_ connection: NetworkConnection<QUIC>) async throws -> Data {
+        let stream = try await connection.openStream()
+        try await stream.send(Data("ping".utf8), endOfStream: true)
+        return try await stream.receive(exactly: 4).content
+    }
+
+    /// A name with an IPv6 and an IPv4 address, the server on only one of them, the silent one
+    /// listed first: the connection races to the server in both cases. With a 10-minute handshake
+    /// timeout and a one-minute limit on the test, a client that tried the addresses in turn
+    /// (or only the first) fails.
+    @Test(.timeLimit(.minutes(1)), arguments: [("::1", "127.0.0.1"), ("127.0.0.1", "::1")])
+    func happyEyeballsReachesTheServerOnEitherFamily(serverHost: String, silentHost: String) async throws {
+        let (listener, task) = try await listener(on: NWEndpoint.Host(serverHost))
+        defer { task.cancel() }
+        let port = listener.port!.rawValue
+        let name = "dual-\(port).test"
+        // The silent address is listed first, so it is tried first.
+        Resolver.namesForTesting.withLock {
+            $0[name] = [QUICAddress(ip: silentHost, port: port)!, QUICAddress(ip: serverHost, port: port)!]
+        }
+        defer { _ = Resolver.namesForTesting.withLock { $0.removeValue(forKey: name) } }
+
+        let connection = NetworkConnection(to: .hostPort(host: .name(name), port: listener.port!)) {
+            testClient().handshakeTimeout(.seconds(600)).idleTimeout(600_000)
+        }
+        defer { connection.cancel() }
+        #expect(try await echoOnce(connection) == Data("ping".utf8))
+        #expect(connection.remoteEndpoint == .hostPort(host: NWEndpoint.Host(serverHost), port: listener.port!))
+    }
+
+    @Test func happyEyeballsOrderAlternatesFamiliesFromTheFirst() {
+        let addresses = ["::1", "::2", "::3", "10.0.0.1", "10.0.0.2"].map { QUICAddress(ip: $0, port: 1)! }
+        let ordered = ClientEstablishment.happyEyeballsOrder(addresses).map(\.ipString)
+        #expect(ordered == ["::1", "10.0.0.1", "::2", "10.0.0.2", "::3"])
+    }
+
+    /// No route for two rounds: the connection waits (with the reason), retries by itself and
+    /// becomes ready; the call made meanwhile completes.
+    @Test func noRouteWaitsThenConnectsWhenThePathReturns() async throws {
+        let server = try await RunningListener.start()
+        defer { server.task.cancel() }
+        let port = server.listener.port!.rawValue
+        ClientEstablishment.routeFailuresForTesting.withLock { $0[port] = (ENETUNREACH, 2) }
+        defer { _ = ClientEstablishment.routeFailuresForTesting.withLock { $0.removeValue(forKey: port) } }
+
+        let connection = NetworkConnection(to: server.endpoint) { testClient() }
+        let states = connection.states  // subscribed now, before anything can change
+        let observed = Task {
+            var seen: [NetworkConnectionState] = []
+            for await state in states { seen.append(state) }
+            return seen
+        }
+        #expect(try await echoOnce(connection) == Data("ping".utf8))
+        connection.cancel()
+        let unreachable = NetworkConnectionState.waiting(.system(call: "connect(\(server.endpoint))", errno: ENETUNREACH))
+        #expect(await observed.value == [.setup, .preparing, unreachable, .preparing, unreachable, .preparing, .ready, .cancelled])
+    }
+
+    /// Cancelling a waiting connection ends the calls that wait on it.
+    @Test func cancellingAWaitingConnectionFailsPendingCalls() async throws {
+        let port: UInt16 = 9
+        ClientEstablishment.routeFailuresForTesting.withLock { $0[port] = (EHOSTUNREACH, 1000) }
+        defer { _ = ClientEstablishment.routeFailuresForTesting.withLock { $0.removeValue(forKey: port) } }
+
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 9)) { testClient() }
+        let pending = Task { try await connection.openStream() }
+        for await state in connection.states {
+            if case .waiting = state { break }
+        }
+        connection.cancel()
+        await #expect(throws: NetworkError.cancelled) { _ = try await pending.value }
+        #expect(connection.state == .cancelled)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func anUnknownNameFailsWithoutWaiting() async throws {
+        let connection = NetworkConnection(to: .hostPort(host: "no-such-host.invalid", port: 4433)) { testClient() }
+        await #expect(throws: NetworkError.dnsNameNotFound(host: "no-such-host.invalid")) {
+            _ = try await connection.openStream()
+        }
+        #expect(connection.state == .failed(.dnsNameNotFound(host: "no-such-host.invalid")))
+    }
+}
+
+/// Parameters, migration and the datagram send bound, through the public API (the datagram
+/// test reads the engine's queue length through internals to show the bound holds).
+@Suite struct ConnectionControlTests {
+    /// A UDP port that was free a moment ago.
+    private func freePort() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return UInt16(bigEndian: address.sin_port)
+    }
+
+    @Test func localPortParameterPicksTheSourcePort() async throws {
+        let server = try await RunningListener.start()
+        defer { server.task.cancel() }
+        let port = try freePort()
+        let connection = NetworkConnection(to: server.endpoint, using: .parameters { testClient() }.localPort(NWEndpoint.Port(integerLiteral: port)))
+        defer { connection.cancel() }
+        let stream = try await connection.openStream()
+        try await stream.send(Data("ping".utf8), endOfStream: true)
+        #expect(try await stream.receive(exactly: 4).content == Data("ping".utf8))
+        #expect(connection.localEndpoint == .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(integerLiteral: port)))
+    }
+
+    @Test func aLocalEndpointOfTheWrongFamilyIsAConfigurationError() async throws {
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 4433), using: .parameters { testClient() }
+            .localEndpoint(.hostPort(host: "::1", port: .any)))
+        await #expect(throws: NetworkError.invalidConfiguration("the local endpoint is IPv6 but 127.0.0.1 has no IPv6 address")) {
+            _ = try await connection.openStream()
+        }
+    }
+
+    /// Half a 2 MB echo, a move to a new port, the other half: every byte comes back.
+    @Test func migrationMidTransferKeepsTheStream() async throws {
+        let server = try await RunningListener.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testClient() }
+        defer { connection.cancel() }
+        let stream = try await connection.openStream()
+        let payload = Data((0..<2_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        let before = try #require(connection.localEndpoint)
+        let echoed = Task { try await stream.receive(exactly: payload.count).content }
+        try await stream.send(payload.prefix(1_000_000))
+        try await connection.migrate()
+        try await stream.send(payload.suffix(1_000_000), endOfStream: true)
+        #expect(try await echoed.value == payload)
+        #expect(connection.localEndpoint != before)
+    }
+
+    @Test func aServerConnectionDoesNotMigrate() async throws {
+        let result = Mutex<NetworkError?>(nil)
+        let server = try await RunningListener.start(handler: { connection in
+            try await connection.inboundStreams { stream in
+                do { try await connection.migrate() } catch let error as NetworkError { result.withLock { $0 = error } }
+                try await stream.send(Data([1]), endOfStream: true)
+            }
+        })
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testClient() }
+        defer { connection.cancel() }
+        let stream = try await connection.openStream()
+        try await stream.send(Data([0]), endOfStream: true)
+        _ = try await stream.receive(exactly: 1)
+        #expect(result.withLock { $0 } == .invalidState("only a client connection migrates"))
+    }
+
+    /// 10,000 datagrams sent by 2,000 tasks at once, far ahead of the congestion window: every
+    /// send completes, and the engine never holds more than the bound (without it, thousands
+    /// wait in the engine's queue).
+    @Test func datagramSendsWaitForRoomInABoundedQueue() async throws {
+        let server = try await RunningListener.start(configure: { $0.maxDatagramFrameSize(65535) }, handler: readNothing)
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testClient().maxDatagramFrameSize(65535) }
+        defer { connection.cancel() }
+        _ = try await connection.openStream()
+        let core = connection.core
+        let finished = Atomic(false)
+        let sender = Task {
+            defer { finished.store(true, ordering: .releasing) }
+            for _ in 0..<5 {
+                try await withThrowingDiscardingTaskGroup { group in
+                    for _ in 0..<2000 {
+                        group.addTask { try await connection.datagrams.send(Data(repeating: 7, count: 1000)) }
+                    }
+                }
+            }
+        }
+        var largest = 0
+        while !finished.load(ordering: .acquiring) {
+            let pending = try await connection.loop.submit { _ in core.value.connection?.pendingDatagramCount ?? 0 }
+            largest = max(largest, pending)
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        try await sender.value
+        #expect(largest > 0)
+        #expect(largest <= 256)  // ConnectionCore.datagramQueueLimit
+    }
+}
