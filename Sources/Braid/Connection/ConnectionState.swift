@@ -6,14 +6,33 @@ import Synchronization
 /// `setup` → `preparing` → `ready` → `cancelled` is the usual path. `waiting(error)` means no
 /// usable path right now; the connection retries by itself, so react to it instead of checking
 /// reachability first. `failed` and `cancelled` are final.
+///
+/// ```swift
+/// connection.onStateUpdate { connection, state in
+///     switch state {
+///     case .ready: print("connected to \(connection.endpoint)")
+///     case .waiting(let error): print("no path yet: \(error)")
+///     case .failed(let error): print("failed: \(error)")
+///     default: break
+///     }
+/// }
+/// ```
 public enum NetworkConnectionState: Sendable, Hashable, CustomStringConvertible {
+    /// Not started yet: no `start()` and no call that needs the connection.
     case setup
+    /// Resolving the name and handshaking (a listener: binding).
     case preparing
+    /// No usable path now (no route, network down); this error says why. The connection
+    /// retries by itself, going back to `preparing`.
     case waiting(NetworkError)
+    /// The handshake is complete: streams and datagrams flow (a listener: accepting).
     case ready
+    /// Ended by this error. Final.
     case failed(NetworkError)
+    /// Closed by `cancel()` (a listener: its `run` task was cancelled). Final.
     case cancelled
 
+    /// True for `failed` and `cancelled`: the state never changes again.
     public var isFinal: Bool {
         switch self {
         case .failed, .cancelled: true
@@ -21,6 +40,7 @@ public enum NetworkConnectionState: Sendable, Hashable, CustomStringConvertible 
         }
     }
 
+    /// The case name, with the error for `waiting` and `failed`: `waiting(No response from ...)`.
     public var description: String {
         switch self {
         case .setup: "setup"

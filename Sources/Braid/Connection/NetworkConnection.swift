@@ -19,10 +19,12 @@ import Synchronization
 /// connection.cancel()
 /// ```
 public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Sendable {
+    /// The connection's states: `NetworkConnectionState`.
     public typealias State = NetworkConnectionState
 
     /// Where the connection goes (for a listener's connection: where it came from).
     public let endpoint: NWEndpoint
+    /// The protocol stack the connection runs, as its top protocol (for QUIC, its options).
     public let stack: ApplicationProtocol
     /// The parameters' local endpoint, if any (a listener's connection: nil).
     private let localEndpoint: NWEndpoint?
@@ -36,6 +38,9 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         self.init(to: endpoint, using: NetworkParameters(stack: stack()))
     }
 
+    /// A connection to `endpoint` with these parameters. Nothing is sent until `start()` or the
+    /// first call that needs the connection. Only QUIC is implemented: other stacks fail on
+    /// start with `NetworkError.unsupported`.
     public init(to endpoint: NWEndpoint, using parameters: NetworkParameters<ApplicationProtocol>) {
         self.endpoint = endpoint
         stack = parameters.stack

@@ -5,13 +5,17 @@ import Foundation
 extension QUIC {
     /// Which way a stream carries data.
     public enum Directionality: Sendable, Hashable {
+        /// Both sides send and receive.
         case bidirectional
+        /// Only the side that opened the stream sends.
         case unidirectional
     }
 
     /// Which side opened a stream.
     public enum Initiator: Sendable, Hashable {
+        /// This side opened the stream.
         case local
+        /// The peer opened the stream.
         case remote
     }
 
@@ -24,23 +28,34 @@ extension QUIC {
 
 /// Transport counters of a QUIC connection.
 public struct NetworkConnectionStatistics: Sendable, Hashable {
+    /// Smoothed round-trip time estimate (RFC 9002 §5.3).
     public var smoothedRTT: Duration
+    /// Smallest round-trip time sample so far.
     public var minimumRTT: Duration
+    /// The most recent round-trip time sample.
     public var latestRTT: Duration
+    /// Bytes the congestion controller lets be in flight now.
     public var congestionWindow: UInt64
+    /// Bytes sent and neither acknowledged nor declared lost.
     public var bytesInFlight: UInt64
-    /// UDP datagrams and bytes (after encryption) sent and received.
+    /// UDP datagrams sent (each may hold several coalesced QUIC packets).
     public var packetsSent: UInt64
+    /// UDP payload bytes sent, after encryption.
     public var bytesSent: UInt64
+    /// UDP datagrams received for this connection.
     public var packetsReceived: UInt64
+    /// UDP payload bytes received, before decryption.
     public var bytesReceived: UInt64
     /// RFC 9221 datagrams declared lost.
     public var datagramsLost: UInt64
-    /// System calls of the connection's socket by kind (client connections; a listener's
-    /// connections share sockets, so theirs are zero here and counted per listener).
+    /// `sendmsg` calls on the connection's socket. This and the next three count only for
+    /// client connections: a listener's connections share its sockets, so theirs are zero.
     public var sendmsgCalls: UInt64
+    /// `sendmmsg` calls (several datagrams per call) on the connection's socket.
     public var sendmmsgCalls: UInt64
+    /// `recvmsg` calls on the connection's socket.
     public var recvmsgCalls: UInt64
+    /// `recvmmsg` calls (several datagrams per call) on the connection's socket.
     public var recvmmsgCalls: UInt64
 }
 
@@ -94,7 +109,10 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
     /// True if the server accepted this resumed connection's 0-RTT data (set once ready).
     public var earlyDataAccepted: Bool { shared.snapshot.withLock { $0.earlyDataAccepted } }
 
+    /// The peer's address and port as IP literals, once ready (nil before).
     public var remoteEndpoint: NWEndpoint? { shared.snapshot.withLock { $0.remoteEndpoint } }
+    /// The local address and port the connection sends from, once ready (nil before);
+    /// `migrate()` updates it.
     public var localEndpoint: NWEndpoint? { shared.snapshot.withLock { $0.localEndpoint } }
 
     /// Moves the connection to a new local port (a new UDP socket), as after a network change
@@ -149,7 +167,9 @@ extension QUIC {
         let bound: LoopBound<StreamCore>
         /// The QUIC stream ID (RFC 9000 §2.1).
         public let streamID: Int64
+        /// Whether both sides send on the stream, or only its initiator.
         public let directionality: Directionality
+        /// Whether this side or the peer opened the stream.
         public let initiator: Initiator
 
         /// Made on the stream's loop.
@@ -243,9 +263,10 @@ extension QUIC {
     ///
     /// ```swift
     /// try await connection.datagrams.send(Data([1, 2, 3]))
-    /// for try await datagram in connection.datagrams { print(datagram.count) }
+    /// for await datagram in connection.datagrams { print(datagram.count) }
     /// ```
     public struct Datagrams: AsyncSequence, Sendable {
+        /// One received datagram's payload.
         public typealias Element = Data
         let loop: EventLoop
         let core: LoopBound<ConnectionCore>
@@ -261,8 +282,11 @@ extension QUIC {
             }
         }
 
+        /// Iterates over received datagrams, oldest first.
         public struct AsyncIterator: AsyncIteratorProtocol {
             var base: AsyncStream<Data>.AsyncIterator
+            /// The next datagram, waiting for one; nil once the connection has ended and the
+            /// queued datagrams are read.
             public mutating func next() async -> Data? { await base.next() }
         }
 

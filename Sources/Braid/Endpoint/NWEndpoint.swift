@@ -13,12 +13,16 @@ import Glibc
 /// let literal: NWEndpoint = .hostPort(host: .ipv6(.loopback), port: 4433)
 /// ```
 public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
+    /// A host (a DNS name or an IP address) and a port.
     case hostPort(host: Host, port: Port)
 
     /// A DNS name or an IP address.
     public enum Host: Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
+        /// A DNS name, resolved (getaddrinfo) when connecting or binding.
         case name(String)
+        /// An IPv4 address.
         case ipv4(IPv4Address)
+        /// An IPv6 address.
         case ipv6(IPv6Address)
 
         /// IP literals become `.ipv4`/`.ipv6`; anything else is a name.
@@ -32,8 +36,10 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
             }
         }
 
+        /// The same as `init(_:)`: `"::1"` is `.ipv6`, `"example.com"` is `.name`.
         public init(stringLiteral value: String) { self.init(value) }
 
+        /// The name or address as text (IPv6 without brackets).
         public var description: String {
             switch self {
             case .name(let name): name
@@ -45,14 +51,19 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
 
     /// A UDP or TCP port.
     public struct Port: Sendable, Hashable, ExpressibleByIntegerLiteral, CustomStringConvertible {
+        /// The port number.
         public let rawValue: UInt16
+        /// A port from a number literal: `443`.
         public init(integerLiteral value: UInt16) { rawValue = value }
+        /// The port `rawValue`; never nil (0 is `.any`).
         public init?(rawValue: UInt16) { self.rawValue = rawValue }
         /// Let the system choose (listeners).
         public static let any = Port(integerLiteral: 0)
+        /// The port number in decimal.
         public var description: String { String(rawValue) }
     }
 
+    /// `host:port`, with an IPv6 address in brackets: `[::1]:4433`.
     public var description: String {
         switch self {
         case .hostPort(let host, let port):
@@ -68,15 +79,19 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
 public struct IPv4Address: Sendable, Hashable, CustomStringConvertible {
     /// Network byte order.
     public let rawValue: [UInt8]
+    /// The loopback address, 127.0.0.1.
     public static let loopback = IPv4Address("127.0.0.1")!
+    /// The unspecified address, 0.0.0.0: every local IPv4 address when binding.
     public static let any = IPv4Address("0.0.0.0")!
 
+    /// Parses dotted-decimal text (`"192.0.2.1"`); nil if `string` is not an IPv4 address.
     public init?(_ string: String) {
         var address = in_addr()
         guard inet_pton(AF_INET, string, &address) == 1 else { return nil }
         rawValue = withUnsafeBytes(of: address) { Array($0) }
     }
 
+    /// Dotted-decimal text: `127.0.0.1`.
     public var description: String { rawValue.map(String.init).joined(separator: ".") }
 }
 
@@ -84,15 +99,20 @@ public struct IPv4Address: Sendable, Hashable, CustomStringConvertible {
 public struct IPv6Address: Sendable, Hashable, CustomStringConvertible {
     /// Network byte order.
     public let rawValue: [UInt8]
+    /// The loopback address, ::1.
     public static let loopback = IPv6Address("::1")!
+    /// The unspecified address, `::`: every local IPv6 address when binding.
     public static let any = IPv6Address("::")!
 
+    /// Parses IPv6 text (`"2001:db8::1"`, no brackets or zone); nil if `string` is not an
+    /// IPv6 address.
     public init?(_ string: String) {
         var address = in6_addr()
         guard inet_pton(AF_INET6, string, &address) == 1 else { return nil }
         rawValue = withUnsafeBytes(of: address) { Array($0) }
     }
 
+    /// Compressed text, as `inet_ntop` writes it: `2001:db8::1`.
     public var description: String {
         var address = in6_addr()
         withUnsafeMutableBytes(of: &address) { $0.copyBytes(from: rawValue) }

@@ -68,6 +68,7 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible {
     /// An unexpected failure inside the QUIC engine.
     case internalError(String)
 
+    /// What happened and what to do about it, in a sentence or two.
     public var description: String {
         switch self {
         case .dnsNameNotFound(let host):

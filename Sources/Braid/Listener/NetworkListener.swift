@@ -21,8 +21,10 @@ import Synchronization
 /// closes. Cancelling the task that called `run` cancels every handler, closes every
 /// connection and the socket(s), and `run` returns.
 public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendable {
+    /// The listener's states: `NetworkConnectionState`, with the same cases as a connection's.
     public typealias State = NetworkConnectionState
 
+    /// The stack and options the listener serves; each inbound connection gets the same stack.
     public let parameters: NetworkParameters<ApplicationProtocol>
     /// The local address to bind; nil listens on every IPv4 address.
     public let localEndpoint: NWEndpoint?
@@ -32,11 +34,16 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     private let running = Atomic(false)
     private static var logger: Logger { Logger(label: "braid.listener") }
 
+    /// A listener on `endpoint` (a name resolves to its first address; nil: every IPv4 address,
+    /// port chosen by the system) with these parameters. Nothing binds until `run`. Only QUIC is
+    /// implemented: `run` throws `NetworkError.unsupported` for other stacks.
     public init(for endpoint: NWEndpoint? = nil, using parameters: NetworkParameters<ApplicationProtocol>) {
         localEndpoint = endpoint
         self.parameters = parameters
     }
 
+    /// A listener on `endpoint` (nil: every IPv4 address, port chosen by the system) over the
+    /// stack the builder returns.
     public convenience init(for endpoint: NWEndpoint? = nil, @ProtocolStackBuilder _ stack: () -> ApplicationProtocol) {
         self.init(for: endpoint, using: NetworkParameters(stack: stack()))
     }
@@ -49,6 +56,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// The port listened on, once `ready`.
     public var port: NWEndpoint.Port? { boundPort.withLock { $0 } }
 
+    /// The state now: `setup` before `run`, `ready` once bound, `cancelled` after `run`
+    /// returns, `failed` if it could not start.
     public var state: State { broadcast.current }
     /// The current state, then every change, ending after `failed` or `cancelled`.
     public var states: AsyncStream<State> { broadcast.stream() }

@@ -9,12 +9,14 @@ public protocol NetworkProtocol: Sendable {}
 /// or `QUIC(alpn:) { UDP { IP().version(.v6) } }`.
 @resultBuilder
 public enum ProtocolStackBuilder {
+    /// A stack is named by its top protocol, which carries the layers below it.
     public static func buildBlock<Top: NetworkProtocol>(_ top: Top) -> Top { top }
 }
 
 /// Builds the IP layer under `UDP` or `TCP`.
 @resultBuilder
 public enum IPStackBuilder {
+    /// The IP options, as written.
     public static func buildBlock(_ ip: IP) -> IP { ip }
 }
 
@@ -25,12 +27,18 @@ public enum IPStackBuilder {
 /// QUIC(alpn: ["echo"]) { UDP { IP().version(.v6) } }
 /// ```
 public struct IP: Sendable, Hashable {
-    /// Which address family to use when a name resolves to both.
+    /// Which address family to use when a name resolves to both: `.any` (the default) tries
+    /// both, IPv4 and IPv6 interleaved (RFC 8305); `.v4` and `.v6` use only that family, and
+    /// fail with `NetworkError.dnsNameNotFound` if the name has no such address.
     public enum Version: Sendable, Hashable { case any, v4, v6 }
 
+    /// The address family, set by `version(_:)` (default `.any`).
     public private(set) var version: Version = .any
+    /// Whether packets may be fragmented, set by `fragmentationDisabled(_:)` (default false:
+    /// don't-fragment set).
     public private(set) var fragmentationAllowed = false
 
+    /// Default IP options: either address family, don't-fragment set.
     public init() {}
 
     /// Restricts the connection to IPv4 or IPv6 addresses.
@@ -57,13 +65,22 @@ public struct IP: Sendable, Hashable {
 
 /// UDP options, and the bottom of a QUIC stack. On its own (`NetworkConnection { UDP() }`) it
 /// is not implemented yet: such connections fail with `NetworkError.unsupported`.
+///
+/// ```swift
+/// QUIC(alpn: ["echo"]) {
+///     UDP { IP().version(.v4) }.batching(.none)
+/// }
+/// ```
 public struct UDP: NetworkProtocol, Hashable {
+    /// The IP options under UDP, from `init(_:)` (default `IP()`).
     public private(set) var ip = IP()
     /// Which batching system calls the socket uses (GSO, GRO, sendmmsg/recvmmsg).
     public private(set) var batching: BatchingOptions = .all
 
+    /// UDP over default IP options, with every batching system call on.
     public init() {}
 
+    /// UDP over the IP options the builder returns: `UDP { IP().version(.v6) }`.
     public init(@IPStackBuilder _ lower: () -> IP) { ip = lower() }
 
     /// Turns segmentation offload, receive offload and multi-message calls on or off
@@ -77,11 +94,13 @@ public struct UDP: NetworkProtocol, Hashable {
 
 /// TCP. Not implemented yet: connections with it fail with `NetworkError.unsupported`.
 public struct TCP: NetworkProtocol, Hashable {
+    /// TCP. Connections and listeners with it fail with `NetworkError.unsupported`.
     public init() {}
 }
 
 /// TLS over TCP. Not implemented yet: connections with it fail with `NetworkError.unsupported`.
 public struct TLS: NetworkProtocol, Hashable {
+    /// TLS over TCP. Connections and listeners with it fail with `NetworkError.unsupported`.
     public init() {}
 }
 
@@ -96,12 +115,16 @@ public struct TLS: NetworkProtocol, Hashable {
 /// Of Apple's parameter modifiers, Braid has `localEndpoint` and `localPort`; the others
 /// (service class, interface and path-type constraints, multipath) are not implemented yet.
 public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable {
+    /// The protocol stack, as its top protocol (for QUIC, the `QUIC` value and its options).
     public let stack: ApplicationProtocol
     /// The local address and port a client connection sends from (nil: the system chooses).
     public private(set) var localEndpoint: NWEndpoint?
 
+    /// Parameters for `stack`, with no local endpoint.
     public init(stack: ApplicationProtocol) { self.stack = stack }
 
+    /// Parameters for the stack the builder returns, as in
+    /// `NetworkConnection(to: endpoint, using: .parameters { QUIC(alpn: ["echo"]) })`.
     public static func parameters(@ProtocolStackBuilder _ build: () -> ApplicationProtocol) -> NetworkParameters {
         NetworkParameters(stack: build())
     }

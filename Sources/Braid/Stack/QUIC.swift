@@ -20,13 +20,24 @@ import Synchronization
 public struct QUIC: NetworkProtocol {
     /// Application protocols, in preference order.
     public private(set) var alpn: [String]
+    /// Transport parameters and engine settings, as the modifiers below set them (defaults as in
+    /// `QUICTransportConfiguration`: 30 s idle timeout, 10 s handshake timeout, 4 MiB connection
+    /// window, 100 streams per direction, datagrams on).
     public private(set) var transport = QUICTransportConfiguration()
+    /// How a client checks the server's certificate: `trust(_:)`, `pinnedPublicKeys(sha256:)`,
+    /// `insecureAcceptAnyCertificate()` (default: the system store, chain and name checks, no pins).
     public private(set) var verification = QUICCertificateVerification()
     /// The name sent in SNI and checked against the certificate; nil uses the endpoint's host.
     public private(set) var serverName: String?
+    /// The PEM certificate chain (leaf first) this side presents, set by
+    /// `identity(certificateChainFile:privateKeyFile:)`. Required on a listener; nil by default.
     public private(set) var certificateChainFile: String?
+    /// The PEM private key of `certificateChainFile`'s leaf certificate; nil by default.
     public private(set) var privateKeyFile: String?
+    /// The UDP and IP layers under QUIC, from `init(alpn:_:)` (default: `UDP()` over `IP()`).
     public private(set) var udp = UDP()
+    /// Where resumption tickets are kept, set by `sessionCache(_:)`; nil (the default) means
+    /// every connection does a full handshake.
     public private(set) var sessionCache: SessionCache?
     /// Listener: accept 0-RTT data from resuming clients (guarded by a replay filter).
     public private(set) var earlyDataEnabled = true
@@ -35,6 +46,9 @@ public struct QUIC: NetworkProtocol {
     /// Listener: how many event loops (cores) serve connections.
     public private(set) var serverLoops = 1
 
+    /// QUIC offering (on a listener: accepting) these application protocols, in preference order,
+    /// over default UDP and IP. ALPN is mandatory in QUIC: an empty list fails the connection or
+    /// listener with `NetworkError.invalidConfiguration`.
     public init(alpn: [String]) { self.alpn = alpn }
 
     /// QUIC over explicitly configured UDP and IP options.
@@ -51,41 +65,65 @@ public struct QUIC: NetworkProtocol {
 
     // MARK: Transport parameters (Network.framework names)
 
-    /// Close after this many milliseconds without a packet from the peer (0 disables).
+    /// Close after this many milliseconds without a packet from the peer (default 30,000; 0
+    /// disables). The connection uses the smaller of both sides' values (RFC 9000 §10.1), and
+    /// fails with `NetworkError.idleTimeout`.
     public func idleTimeout(_ milliseconds: Int) -> QUIC { with { $0.transport.idleTimeout = .milliseconds(milliseconds) } }
+    /// Connection receive window in bytes: how much the peer may send on all streams together
+    /// before this side reads (default 4 MiB, auto-tuned up to 24 MiB).
     public func initialMaxData(_ bytes: Int) -> QUIC { with { $0.transport.initialMaxData = UInt64(bytes) } }
+    /// Receive window in bytes of each bidirectional stream this side opens (default 1 MiB,
+    /// auto-tuned up to 16 MiB).
     public func initialMaxStreamDataBidirectionalLocal(_ bytes: Int) -> QUIC {
         with { $0.transport.initialMaxStreamDataBidirectionalLocal = UInt64(bytes) }
     }
+    /// Receive window in bytes of each bidirectional stream the peer opens (default 1 MiB,
+    /// auto-tuned up to 16 MiB).
     public func initialMaxStreamDataBidirectionalRemote(_ bytes: Int) -> QUIC {
         with { $0.transport.initialMaxStreamDataBidirectionalRemote = UInt64(bytes) }
     }
+    /// Receive window in bytes of each unidirectional stream the peer opens (default 1 MiB,
+    /// auto-tuned up to 16 MiB).
     public func initialMaxStreamDataUnidirectional(_ bytes: Int) -> QUIC {
         with { $0.transport.initialMaxStreamDataUnidirectional = UInt64(bytes) }
     }
+    /// How many bidirectional streams the peer may have open at once (default 100; 0: none).
+    /// Beyond it, the peer's `openStream` waits until one of its streams closes.
     public func initialMaxBidirectionalStreams(_ count: Int) -> QUIC { with { $0.transport.initialMaxBidirectionalStreams = UInt64(count) } }
+    /// How many unidirectional streams the peer may have open at once (default 100; 0: none).
+    /// Beyond it, the peer's `openStream` waits until one of its streams closes.
     public func initialMaxUnidirectionalStreams(_ count: Int) -> QUIC {
         with { $0.transport.initialMaxUnidirectionalStreams = UInt64(count) }
     }
-    /// Largest DATAGRAM frame accepted; 0 turns datagrams off.
+    /// Largest DATAGRAM frame this side accepts, in bytes (default 65,535). 0 stops the peer
+    /// from sending datagrams (its sends throw `NetworkError.datagramsNotSupported`); this
+    /// side's own sends depend on the peer's value.
     public func maxDatagramFrameSize(_ bytes: Int) -> QUIC { with { $0.transport.maxDatagramFrameSize = UInt64(bytes) } }
-    /// Largest UDP payload sent before path-MTU discovery raises it (1200...65527).
+    /// Largest UDP payload in bytes sent before path-MTU discovery raises it (default 1,452).
+    /// Values outside 1200...65527 fail with `NetworkError.invalidConfiguration`.
     public func maxUDPPayloadSize(_ bytes: Int) -> QUIC { with { $0.transport.maxUDPPayloadSize = bytes } }
 
     // MARK: Braid options
 
-    /// Give up when the handshake has not completed after this long (`NetworkError.noResponse`).
+    /// Give up when the handshake has not completed after this long (default 10 seconds), with
+    /// `NetworkError.noResponse`.
     public func handshakeTimeout(_ timeout: Duration) -> QUIC { with { $0.transport.handshakeTimeout = timeout } }
-    /// Send a PING after this long without traffic (nil: never).
+    /// Send a PING after this long without traffic, keeping NAT bindings and the idle timer
+    /// alive (nil, the default: never).
     public func keepAlive(_ interval: Duration?) -> QUIC { with { $0.transport.keepAliveInterval = interval } }
+    /// The congestion controller: `.cubic` (the default), `.reno` or `.bbr`.
     public func congestionControl(_ algorithm: CongestionControl) -> QUIC { with { $0.transport.congestionControl = algorithm } }
-    /// The socket's batching system calls; shorthand for the UDP layer's `batching(_:)`.
+    /// The socket's batching system calls (default `.all`); shorthand for the UDP layer's
+    /// `batching(_:)`.
     public func batching(_ options: BatchingOptions) -> QUIC { with { $0.udp = $0.udp.batching(options) } }
-    /// Cap on a stream's queued, unacknowledged bytes; `send` waits beyond it.
+    /// Cap in bytes on a stream's queued, unacknowledged data (default 1 MiB); `send` waits
+    /// beyond it.
     public func streamSendBufferLimit(_ bytes: Int) -> QUIC { with { $0.transport.streamSendBufferLimit = bytes } }
-    /// Write qlog traces into this directory, one file per connection.
+    /// Write qlog (JSON-SEQ) traces into this directory, one file per connection (nil, the
+    /// default: none).
     public func qlogDirectory(_ path: String?) -> QUIC { with { $0.transport.qlogDirectory = path } }
-    /// Listener: serve connections on this many event loops (one socket each, SO_REUSEPORT).
+    /// Listener: serve connections on this many event loops (one socket each, SO_REUSEPORT;
+    /// default 1, at most one per core).
     public func serverLoops(_ count: Int) -> QUIC { with { $0.serverLoops = count } }
     /// Listener: accept 0-RTT data (default true).
     public func earlyDataEnabled(_ enabled: Bool) -> QUIC { with { $0.earlyDataEnabled = enabled } }
@@ -111,6 +149,8 @@ public struct QUIC: NetworkProtocol {
         }
     }
 
+    /// Which certificate authorities a client accepts for the server's certificate (default
+    /// `.system`). Chain and name checks apply either way.
     public func trust(_ roots: TrustRoots) -> QUIC {
         with {
             switch roots {
