@@ -1,5 +1,9 @@
 import BraidQUIC
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 // The perf exchange (after draft-banks-quic-performance), shared by the tests, the benchmarks
 // and later the `braid` tool.
 
@@ -7,7 +11,9 @@ import BraidQUIC
 /// table with a prime period so slices are cheap to send and to compare.
 public enum PerfPattern {
     public static let period = 65521
-    static let table: [UInt8] = (0..<(period + 65536)).map { UInt8(truncatingIfNeeded: ($0 % period) &* 2_654_435_761 >> 7) }
+    /// Byte `i` is `((i % 65521) * 2654435761) >> 7`, truncated to 8 bits (the interop peers
+    /// compute the same formula).
+    static let table: [UInt8] = (0..<(period + 65536)).map { UInt8(truncatingIfNeeded: (($0 % period) &* 2_654_435_761) >> 7) }
 
     /// `count` (<= 64 KiB) pattern bytes starting at transfer offset `offset`.
     public static func slice(at offset: Int, count: Int) -> ArraySlice<UInt8> {
@@ -15,14 +21,23 @@ public enum PerfPattern {
         return table[start..<start + count]
     }
 
-    public static func matches(_ bytes: [UInt8], at offset: Int) -> Bool {
-        var position = 0
-        while position < bytes.count {
-            let count = min(65536, bytes.count - position)
-            if bytes[position..<position + count] != slice(at: offset + position, count: count) { return false }
-            position += count
+    /// True if `bytes` are the pattern bytes from transfer offset `offset` on.
+    public static func matches<Bytes: Collection>(_ bytes: Bytes, at offset: Int) -> Bool where Bytes.Element == UInt8 {
+        if let result = bytes.withContiguousStorageIfAvailable({ matches($0, at: offset) }) { return result }
+        return Array(bytes).withUnsafeBufferPointer { matches($0, at: offset) }
+    }
+
+    private static func matches(_ bytes: UnsafeBufferPointer<UInt8>, at offset: Int) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        return table.withUnsafeBufferPointer { table in
+            var position = 0
+            while position < bytes.count {
+                let count = min(65536, bytes.count - position)
+                if memcmp(table.baseAddress! + (offset + position) % period, base + position, count) != 0 { return false }
+                position += count
+            }
+            return true
         }
-        return true
     }
 }
 
@@ -49,7 +64,9 @@ public final class PerfServer {
         var state = exchanges[key] ?? Exchanges()
         if case .streamReadable(let id) = event {
             while let read = try? connection.read(streamID: id) {
-                state.requests[id, default: []] += read.bytes
+                // Only the 8-byte size matters; upload bytes after it are discarded.
+                let header = state.requests[id, default: []]
+                if header.count < 8 { state.requests[id] = header + read.bytes.prefix(8 - header.count) }
                 if read.fin, let request = state.requests.removeValue(forKey: id), request.count >= 8 {
                     let size = request.prefix(8).reduce(0) { $0 << 8 | Int($1) }
                     state.sending[id] = (size, 0)

@@ -285,6 +285,13 @@ final class ConnectionCore {
 
     var statistics: QUICConnectionStatistics? { connection?.statistics }
 
+    func updateKeys(context: LoopContext) throws {
+        if let finalError { throw finalError }
+        guard isReady, let connection else { throw NetworkError.invalidState("update keys once the connection is ready") }
+        try connection.initiateKeyUpdate(now: context.now)
+        flush(context)
+    }
+
     func migrate(context: LoopContext) throws {
         if let finalError { throw finalError }
         guard isReady else { throw NetworkError.invalidState("migrate once the connection is ready") }

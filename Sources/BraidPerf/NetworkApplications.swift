@@ -1,0 +1,70 @@
+import Braid
+import Foundation
+
+/// The `echo` application over the public API, as `braid serve` runs it: every client-opened
+/// bidirectional stream is echoed byte for byte with its end mirrored, every datagram echoed.
+public enum EchoService {
+    public static let alpn = "echo"
+
+    /// Serves one connection until it ends.
+    public static func serve(_ connection: NetworkConnection<QUIC>) async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask {
+                for await datagram in connection.datagrams { try await connection.datagrams.send(datagram) }
+            }
+            try await connection.inboundStreams { stream in
+                guard stream.directionality == .bidirectional else { return }
+                while true {
+                    let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 65536)
+                    try await stream.send(content, endOfStream: metadata.isEndOfStream)
+                    if metadata.isEndOfStream { return }
+                }
+            }
+        }
+    }
+}
+
+/// The `perf` application (after draft-banks-quic-performance) over the public API: on each
+/// client-opened bidirectional stream the client sends the response size it wants as an
+/// 8-byte big-endian integer, then optional upload bytes, then its end; the server reads and
+/// discards the upload, then sends that many pattern bytes (`PerfPattern`) and its end.
+public enum PerfService {
+    public static let alpn = "perf"
+
+    /// What the server saw on one stream.
+    public struct Exchange: Sendable {
+        public var requested: UInt64
+        public var uploaded: Int
+        /// The upload bytes were the pattern (as `braid client` sends it).
+        public var uploadIntact: Bool
+    }
+
+    /// Serves one connection until it ends; `onExchange` hears of every completed stream.
+    public static func serve(
+        _ connection: NetworkConnection<QUIC>, onExchange: @escaping @Sendable (Exchange) -> Void = { _ in }
+    ) async throws {
+        try await connection.inboundStreams { stream in
+            guard stream.directionality == .bidirectional else { return }
+            let requested = try await stream.receive(as: UInt64.self)
+            var exchange = Exchange(requested: requested, uploaded: 0, uploadIntact: true)
+            while true {
+                let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
+                if !PerfPattern.matches(content, at: exchange.uploaded) { exchange.uploadIntact = false }
+                exchange.uploaded += content.count
+                if metadata.isEndOfStream { break }
+            }
+            try await sendPattern(count: Int(clamping: requested), on: stream)
+            onExchange(exchange)
+        }
+    }
+
+    /// Sends `count` pattern bytes and the stream's end.
+    public static func sendPattern(count: Int, on stream: QUIC.Stream) async throws {
+        var sent = 0
+        repeat {
+            let piece = min(65536, count - sent)
+            try await stream.send(PerfPattern.slice(at: sent, count: piece), endOfStream: sent + piece == count)
+            sent += piece
+        } while sent < count
+    }
+}
