@@ -7,11 +7,13 @@ let package = Package(
         .library(name: "Braid", targets: ["Braid"]),
         .library(name: "BraidQUIC", targets: ["BraidQUIC"]),
         .library(name: "BraidIO", targets: ["BraidIO"]),
+        .executable(name: "braid", targets: ["braid"]),
         .executable(name: "benchmarks", targets: ["benchmarks"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
     targets: [
         // C shims: module map for ngtcp2, ngtcp2_crypto_gnutls, GnuTLS and nghttp3, plus the
@@ -61,7 +63,14 @@ let package = Package(
             path: "Sources/Braid"
         ),
         // The perf exchange (request a size, receive that many pattern bytes) over the engine.
-        .target(name: "BraidPerf", dependencies: ["BraidQUIC"], path: "Sources/BraidPerf"),
+        // The perf and echo applications, over the engine and over the public API.
+        .target(name: "BraidPerf", dependencies: ["Braid", "BraidQUIC"], path: "Sources/BraidPerf"),
+        // The `braid` command-line tool: serve and drive the perf and echo applications.
+        .executableTarget(
+            name: "braid",
+            dependencies: ["Braid", "BraidPerf", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Sources/braid"
+        ),
         .executableTarget(
             name: "benchmarks",
             dependencies: ["BraidQUIC", "BraidIO", "BraidPerf"],

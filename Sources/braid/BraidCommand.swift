@@ -1,0 +1,83 @@
+import ArgumentParser
+import Braid
+import Foundation
+
+/// `braid`: serves and drives the perf and echo applications over Braid's QUIC.
+@main
+struct BraidCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "braid",
+        abstract: "QUIC over Braid: serve and drive the perf and echo applications.",
+        subcommands: [Serve.self, Client.self])
+}
+
+/// The batching switches both commands take.
+struct BatchingFlags: ParsableArguments {
+    @Flag(name: .customLong("no-gso"), help: "Send one datagram per message instead of UDP_SEGMENT batches.")
+    var noGSO = false
+    @Flag(name: .customLong("no-gro"), help: "Receive one datagram per message instead of UDP_GRO coalescing.")
+    var noGRO = false
+    @Flag(name: .customLong("no-mmsg"), help: "One message per sendmsg/recvmsg call instead of sendmmsg/recvmmsg.")
+    var noMMsg = false
+    @Flag(name: .customLong("no-batching"), help: "All three of the above.")
+    var noBatching = false
+
+    var options: BatchingOptions {
+        BatchingOptions(
+            segmentationOffload: !(noGSO || noBatching), receiveOffload: !(noGRO || noBatching),
+            multiMessage: !(noMMsg || noBatching))
+    }
+}
+
+/// A command-line failure: printed as `braid: <message>`, exit status 1.
+struct CommandFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension NWEndpoint.Port: ExpressibleByArgument {
+    public init?(argument: String) {
+        guard let value = UInt16(argument) else { return nil }
+        self.init(integerLiteral: value)
+    }
+}
+
+/// Checks that a file the user named can be read, so the error names the flag.
+func readableFile(_ path: String, flag: String) throws -> String {
+    guard FileManager.default.isReadableFile(atPath: path) else {
+        throw ValidationError("\(flag) \(path): no such readable file")
+    }
+    return path
+}
+
+/// Waits until `connection` is ready; returns false if it ended first.
+func becomesReady(_ connection: NetworkConnection<QUIC>) async -> Bool {
+    for await state in connection.states {
+        if state == .ready { return true }
+        if state.isFinal { return false }
+    }
+    return false
+}
+
+/// Prints a JSON object on one line to standard output.
+func printJSON(_ object: [String: Any]) {
+    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+    FileHandle.standardOutput.write(data + Data("\n".utf8))
+}
+
+extension NetworkConnectionStatistics {
+    var json: [String: Any] {
+        [
+            "smoothed_rtt_ms": smoothedRTT.milliseconds, "min_rtt_ms": minimumRTT.milliseconds,
+            "latest_rtt_ms": latestRTT.milliseconds, "cwnd": congestionWindow, "bytes_in_flight": bytesInFlight,
+            "packets_sent": packetsSent, "bytes_sent": bytesSent, "packets_received": packetsReceived,
+            "bytes_received": bytesReceived, "datagrams_lost": datagramsLost,
+            "syscalls": ["sendmsg": sendmsgCalls, "sendmmsg": sendmmsgCalls, "recvmsg": recvmsgCalls, "recvmmsg": recvmmsgCalls],
+        ]
+    }
+}
+
+extension Duration {
+    var milliseconds: Double { Double(components.seconds) * 1e3 + Double(components.attoseconds) / 1e15 }
+    var seconds: Double { milliseconds / 1e3 }
+}

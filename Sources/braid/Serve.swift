@@ -1,0 +1,93 @@
+import ArgumentParser
+import Braid
+import BraidPerf
+import Foundation
+import Synchronization
+
+/// `braid serve`: a QUIC server for the perf and echo applications.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve the perf and echo applications over QUIC.",
+        discussion: """
+            Prints `listening <port>` once bound. With --json, prints one JSON object per connection \
+            when it ends: how it ended (the peer's application error code and reason), its \
+            application, streams served, whether uploads were intact and 0-RTT was accepted.
+            """)
+
+    @Option(help: "Address to listen on (an IP literal).") var host = "0.0.0.0"
+    @Option(help: "UDP port (0: the system chooses).") var port: NWEndpoint.Port = 4433
+    @Option(help: "Certificate chain (PEM).") var cert: String
+    @Option(help: "Private key (PEM).") var key: String
+    @Option(help: "Application protocols to offer, comma-separated (perf, echo).") var alpn = "perf,echo"
+    @Flag(help: "Validate client addresses with a Retry packet first.") var retry = false
+    @Option(name: .customLong("qlog-dir"), help: "Write a qlog file per connection into this directory.") var qlogDirectory: String?
+    @Option(help: "Event loops (cores) serving connections.") var loops = 1
+    @OptionGroup var batching: BatchingFlags
+    @Flag(help: "One JSON line per finished connection.") var json = false
+
+    func validate() throws {
+        _ = try readableFile(cert, flag: "--cert")
+        _ = try readableFile(key, flag: "--key")
+        let unknown = applications.filter { $0 != PerfService.alpn && $0 != EchoService.alpn }
+        guard unknown.isEmpty, !applications.isEmpty else {
+            throw ValidationError("--alpn \(alpn): the applications are perf and echo")
+        }
+        guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
+    }
+
+    private var applications: [String] { alpn.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+
+    func run() async throws {
+        let stack = QUIC(alpn: applications)
+            .identity(certificateChainFile: cert, privateKeyFile: key)
+            .retry(retry)
+            .earlyDataEnabled(true)
+            .maxDatagramFrameSize(65535)
+            .qlogDirectory(qlogDirectory)
+            .serverLoops(loops)
+            .batching(batching.options)
+        let listener = NetworkListener(for: .hostPort(host: NWEndpoint.Host(host), port: port)) { stack }
+        let json = json
+        let serving = Task {
+            try await listener.run { connection in await Self.serve(connection, json: json) }
+        }
+        for await state in listener.states {
+            if state == .ready {
+                FileHandle.standardOutput.write(Data("listening \(listener.port!)\n".utf8))
+            }
+            if case .failed(let error) = state { throw CommandFailure("cannot listen on \(host):\(port): \(error)") }
+            if state.isFinal { break }
+        }
+        try await serving.value
+    }
+
+    /// Runs the application the client chose, then reports how the connection ended.
+    private static func serve(_ connection: NetworkConnection<QUIC>, json: Bool) async {
+        guard await becomesReady(connection) else { return }
+        let exchanges = Mutex<[PerfService.Exchange]>([])
+        let alpn = connection.negotiatedALPN ?? ""
+        do {
+            if alpn == PerfService.alpn {
+                try await PerfService.serve(connection) { exchange in exchanges.withLock { $0.append(exchange) } }
+            } else {
+                try await EchoService.serve(connection)
+            }
+        } catch {}
+        guard json else { return }
+        var report: [String: Any] = [
+            "event": "closed", "alpn": alpn, "remote": connection.remoteEndpoint.map { "\($0)" } ?? "",
+            "early_data": connection.earlyDataAccepted, "state": "\(connection.state)",
+        ]
+        if case .failed(.peerClosed(let code, let reason)) = connection.state {
+            report["error_code"] = code
+            report["reason"] = reason
+        }
+        let served = exchanges.withLock { $0 }
+        if alpn == PerfService.alpn {
+            report["streams_ok"] = served.count
+            report["bytes_uploaded"] = served.reduce(0) { $0 + $1.uploaded }
+            report["upload_intact"] = served.allSatisfy(\.uploadIntact)
+        }
+        printJSON(report)
+    }
+}
