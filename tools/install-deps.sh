@@ -3,7 +3,7 @@
 # packages are installed). Needs root or sudo for apt-get.
 set -euo pipefail
 packages=(pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev gnutls-bin
-  ngtcp2-client ngtcp2-server)
+  ngtcp2-client ngtcp2-server python3 python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -15,3 +15,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
 command -v swift >/dev/null || { echo "swift is not on PATH (Swift 6.1 or later is required)" >&2; exit 1; }
+
+# The interop peer (aioquic, from PyPI) lives in a virtual environment of the project's own,
+# .build-python/, so the system Python stays untouched. The tests use it when it exists.
+venv=.build-python
+if ! "$venv/bin/python3" -c "import aioquic" 2>/dev/null; then
+  echo "installing aioquic into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check "aioquic==1.7.2"
+fi

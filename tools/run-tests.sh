@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
+python3 -m unittest discover -s tools/netem -p 'test_*.py'
 swift build --build-tests
 swift test --skip-build
