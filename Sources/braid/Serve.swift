@@ -72,7 +72,9 @@ struct Serve: AsyncParsableCommand {
             } else {
                 try await EchoService.serve(connection)
             }
-        } catch {}
+        } catch {
+            // How the connection ended is in its state, reported below.
+        }
         guard json else { return }
         var report: [String: Any] = [
             "event": "closed", "alpn": alpn, "remote": connection.remoteEndpoint.map { "\($0)" } ?? "",

@@ -105,13 +105,12 @@ final class ClientEstablishment {
         }
         let remote = untried.removeFirst()
         let cacheKey = "\(serverName):\(remote.port)"
-        let ticket = attempts.isEmpty ? quic.sessionCache?.take(cacheKey) : nil
         do {
             try Self.checkRoute(to: remote)
-            var bindAddress: QUICAddress?
-            if let local {
-                bindAddress = try (local.address ?? QUICClientDriver.localAddress(toward: remote)).withPort(local.port)
-            }
+            // The route lookup fails first when there is no path to this address.
+            let bindAddress = try (local?.address ?? QUICClientDriver.localAddress(toward: remote)).withPort(local?.port ?? 0)
+            // Taken (tickets are single-use) only once this address looks usable.
+            let ticket = attempts.isEmpty ? quic.sessionCache?.take(cacheKey) : nil
             let client = try ClientContexts.context(for: quic)
             var driver: QUICClientDriver?
             let attempt = try QUICClientDriver(
