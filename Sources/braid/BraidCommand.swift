@@ -1,5 +1,6 @@
 import ArgumentParser
 import Braid
+import BraidPerf
 import Foundation
 
 /// `braid`: serves and drives the perf and echo applications over Braid's QUIC.
@@ -50,34 +51,8 @@ func readableFile(_ path: String, flag: String) throws -> String {
     return path
 }
 
-/// Waits until `connection` is ready; returns false if it ended first.
-func becomesReady(_ connection: NetworkConnection<QUIC>) async -> Bool {
-    for await state in connection.states {
-        if state == .ready { return true }
-        if state.isFinal { return false }
-    }
-    return false
-}
-
 /// Prints a JSON object on one line to standard output.
 func printJSON(_ object: [String: Any]) {
     guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
     FileHandle.standardOutput.write(data + Data("\n".utf8))
-}
-
-extension NetworkConnectionStatistics {
-    var json: [String: Any] {
-        [
-            "smoothed_rtt_ms": smoothedRTT.milliseconds, "min_rtt_ms": minimumRTT.milliseconds,
-            "latest_rtt_ms": latestRTT.milliseconds, "cwnd": congestionWindow, "bytes_in_flight": bytesInFlight,
-            "packets_sent": packetsSent, "bytes_sent": bytesSent, "packets_received": packetsReceived,
-            "bytes_received": bytesReceived, "datagrams_lost": datagramsLost,
-            "syscalls": ["sendmsg": sendmsgCalls, "sendmmsg": sendmmsgCalls, "recvmsg": recvmsgCalls, "recvmmsg": recvmmsgCalls],
-        ]
-    }
-}
-
-extension Duration {
-    var milliseconds: Double { Double(components.seconds) * 1e3 + Double(components.attoseconds) / 1e15 }
-    var seconds: Double { milliseconds / 1e3 }
 }

@@ -2,7 +2,6 @@ import ArgumentParser
 import Braid
 import BraidPerf
 import Foundation
-import Synchronization
 
 /// `braid serve`: a QUIC server for the perf and echo applications.
 struct Serve: AsyncParsableCommand {
@@ -49,7 +48,10 @@ struct Serve: AsyncParsableCommand {
         let listener = NetworkListener(for: .hostPort(host: NWEndpoint.Host(host), port: port)) { stack }
         let json = json
         let serving = Task {
-            try await listener.run { connection in await Self.serve(connection, json: json) }
+            try await listener.run { connection in
+                let report = await ApplicationServer.serve(connection)
+                if json, let report { printJSON(report) }
+            }
         }
         for await state in listener.states {
             if state == .ready {
@@ -59,37 +61,5 @@ struct Serve: AsyncParsableCommand {
             if state.isFinal { break }
         }
         try await serving.value
-    }
-
-    /// Runs the application the client chose, then reports how the connection ended.
-    private static func serve(_ connection: NetworkConnection<QUIC>, json: Bool) async {
-        guard await becomesReady(connection) else { return }
-        let exchanges = Mutex<[PerfService.Exchange]>([])
-        let alpn = connection.negotiatedALPN ?? ""
-        do {
-            if alpn == PerfService.alpn {
-                try await PerfService.serve(connection) { exchange in exchanges.withLock { $0.append(exchange) } }
-            } else {
-                try await EchoService.serve(connection)
-            }
-        } catch {
-            // How the connection ended is in its state, reported below.
-        }
-        guard json else { return }
-        var report: [String: Any] = [
-            "event": "closed", "alpn": alpn, "remote": connection.remoteEndpoint.map { "\($0)" } ?? "",
-            "early_data": connection.earlyDataAccepted, "state": "\(connection.state)",
-        ]
-        if case .failed(.peerClosed(let code, let reason)) = connection.state {
-            report["error_code"] = code
-            report["reason"] = reason
-        }
-        let served = exchanges.withLock { $0 }
-        if alpn == PerfService.alpn {
-            report["streams_ok"] = served.count
-            report["bytes_uploaded"] = served.reduce(0) { $0 + $1.uploaded }
-            report["upload_intact"] = served.allSatisfy(\.uploadIntact)
-        }
-        printJSON(report)
     }
 }

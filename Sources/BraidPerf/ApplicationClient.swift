@@ -1,0 +1,349 @@
+import Braid
+import Foundation
+import Synchronization
+
+extension Result where Failure == any Error {
+    /// The outcome of an async throwing call.
+    public init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}
+
+/// One client run of the perf or echo application over a connection: the transfer, the
+/// checks on every byte, and the numbers. The `braid` tool and the benchmarks use it.
+public struct ApplicationClient: Sendable {
+    /// What to transfer.
+    public struct Options: Sendable {
+        /// "perf" or "echo".
+        public var alpn: String
+        public var streams = 1
+        /// perf: bytes to download and to upload per stream.
+        public var download = 0
+        public var upload = 0
+        /// echo: bytes per stream, and datagrams of `datagramSize` bytes (at least 4).
+        public var bytes = 0
+        public var datagrams = 0
+        public var datagramSize = 1000
+        /// Update keys and/or migrate once half the expected bytes are in.
+        public var keyUpdate = false
+        public var migrate = false
+
+        public init(alpn: String) { self.alpn = alpn }
+    }
+
+    let options: Options
+    let connection: NetworkConnection<QUIC>
+
+    public init(options: Options, connection: NetworkConnection<QUIC>) {
+        self.options = options
+        self.connection = connection
+    }
+
+    public struct Report: Sendable {
+        public var handshakeMilliseconds = 0.0
+        public var seconds = 0.0
+        public var bytesSent = 0
+        public var bytesReceived = 0
+        public var streamsOK = 0
+        public var streamsFailed = 0
+        public var datagramsSent = 0
+        public var datagramsReceived = 0
+        public var earlyData = false
+        public var keyUpdated = false
+        public var migrated = false
+        public var alpn = ""
+        public var failures: [String] = []
+        public var statistics: NetworkConnectionStatistics?
+        public var ok: Bool { failures.isEmpty }
+
+        /// The report as the `--json` output of `braid client`.
+        public var json: [String: Any] {
+            var object: [String: Any] = [
+                "handshake_ms": handshakeMilliseconds, "seconds": seconds, "bytes_sent": bytesSent,
+                "bytes_received": bytesReceived, "goodput_gbit_s": seconds > 0 ? Double(bytesSent + bytesReceived) * 8 / seconds / 1e9 : 0,
+                "streams_ok": streamsOK, "streams_failed": streamsFailed, "datagrams_sent": datagramsSent,
+                "datagrams_received": datagramsReceived, "early_data": earlyData, "key_update": keyUpdated,
+                "migrated": migrated, "alpn": alpn, "ok": ok, "failures": failures,
+            ]
+            object["statistics"] = statistics?.json
+            return object
+        }
+
+        /// A few human-readable lines.
+        public var summary: String {
+            let goodput = seconds > 0 ? Double(bytesSent + bytesReceived) * 8 / seconds / 1e9 : 0
+            var lines = [
+                "\(alpn): \(ok ? "ok" : "FAILED") in \(String(format: "%.3f", seconds)) s, handshake \(String(format: "%.2f", handshakeMilliseconds)) ms\(earlyData ? ", 0-RTT accepted" : "")",
+                "  sent \(bytesSent) B, received \(bytesReceived) B, \(String(format: "%.3f", goodput)) Gbit/s; streams ok \(streamsOK)/\(streamsOK + streamsFailed)",
+            ]
+            if datagramsSent > 0 { lines.append("  datagrams echoed \(datagramsReceived)/\(datagramsSent)") }
+            lines += failures.map { "  failure: \($0)" }
+            return lines.joined(separator: "\n")
+        }
+    }
+
+    /// Total payload bytes the run expects back; key update and migration happen at half.
+    private var expectedBytes: Int {
+        options.alpn == PerfService.alpn ? options.streams * options.download : options.streams * options.bytes
+    }
+
+    /// Runs the transfer; throws if the connection fails (a stream's own failure is reported).
+    public func perform() async throws -> Report {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let states = connection.states
+        let readyAt = Task { () -> ContinuousClock.Instant? in
+            for await state in states where state == .ready { return clock.now }
+            return nil
+        }
+        connection.start()
+        let progress = Progress(threshold: expectedBytes / 2)
+        let midpoint = Task { await midpointActions(progress) }
+        var report = Report(alpn: options.alpn)
+        let outcomes = try await withThrowingTaskGroup(of: StreamOutcome.self) { group in
+            for index in 0..<options.streams {
+                group.addTask {
+                    do {
+                        return try await options.alpn == PerfService.alpn ? perfStream(progress) : echoStream(index, progress)
+                    } catch let error as NetworkError {
+                        // The connection itself failing ends the run; a stream's own failure is counted.
+                        switch error {
+                        case .streamReset, .streamStopped, .unexpectedEndOfStream: return StreamOutcome(failure: "stream \(index): \(error)")
+                        default: throw error
+                        }
+                    }
+                }
+            }
+            return try await group.reduce(into: [StreamOutcome]()) { $0.append($1) }
+        }
+        for outcome in outcomes {
+            report.bytesSent += outcome.sent
+            report.bytesReceived += outcome.received
+            if let failure = outcome.failure {
+                report.streamsFailed += 1
+                report.failures.append(failure)
+            } else {
+                report.streamsOK += 1
+            }
+        }
+        if options.datagrams > 0 {
+            let (sent, echoed) = try await echoDatagrams()
+            report.datagramsSent = sent
+            report.datagramsReceived = echoed
+            report.bytesSent += sent * options.datagramSize
+            report.bytesReceived += echoed * options.datagramSize
+            if echoed < options.datagrams { report.failures.append("\(options.datagrams - echoed) datagrams never came back intact") }
+        }
+        // A run with nothing to send is a handshake check.
+        if options.streams == 0 && options.datagrams == 0 {
+            guard await becomesReady(connection) else {
+                throw ApplicationFailure("the connection ended before it was ready: \(connection.state)")
+            }
+        }
+        report.seconds = (clock.now - start).seconds
+        progress.finish()
+        let (keyUpdated, migrated) = await midpoint.value
+        report.keyUpdated = keyUpdated
+        report.migrated = migrated
+        if options.keyUpdate && !keyUpdated { report.failures.append("the key update did not happen") }
+        if options.migrate && !migrated { report.failures.append("the migration did not happen") }
+        if let ready = await readyAtValue(readyAt) { report.handshakeMilliseconds = (ready - start).milliseconds }
+        report.earlyData = connection.earlyDataAccepted
+        report.statistics = await connection.statistics
+        return report
+    }
+
+    private func readyAtValue(_ task: Task<ContinuousClock.Instant?, Never>) async -> ContinuousClock.Instant? {
+        if connection.state == .ready || connection.state.isFinal { task.cancel() }
+        return await task.value
+    }
+
+    /// Waits until half the expected bytes are in, then updates keys and/or migrates.
+    private func midpointActions(_ progress: Progress) async -> (Bool, Bool) {
+        guard options.keyUpdate || options.migrate else { return (false, false) }
+        await progress.halfway()
+        var keyUpdated = false, migrated = false
+        if options.keyUpdate { keyUpdated = (try? await connection.updateKeys()) != nil }
+        if options.migrate { migrated = (try? await connection.migrate()) != nil }
+        return (keyUpdated, migrated)
+    }
+
+    struct StreamOutcome: Sendable {
+        var sent = 0
+        var received = 0
+        var failure: String?
+    }
+
+    private func perfStream(_ progress: Progress) async throws -> StreamOutcome {
+        let stream = try await connection.openStream()
+        // The request may go in 0-RTT: asking for bytes is idempotent. The upload is not.
+        let request = withUnsafeBytes(of: UInt64(options.download).bigEndian) { Data($0) }
+        try await stream.sendIdempotent(request, endOfStream: options.upload == 0)
+        var outcome = StreamOutcome()
+        if options.upload > 0 {
+            var sent = 0
+            while sent < options.upload {
+                let piece = min(65536, options.upload - sent)
+                try await stream.send(PerfPattern.slice(at: sent, count: piece), endOfStream: sent + piece == options.upload)
+                sent += piece
+            }
+            outcome.sent = sent
+        }
+        while true {
+            let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
+            if !PerfPattern.matches(content, at: outcome.received) {
+                outcome.failure = "perf stream \(stream.streamID): a downloaded byte differs from the pattern"
+            }
+            outcome.received += content.count
+            progress.add(content.count)
+            if metadata.isEndOfStream { break }
+        }
+        if outcome.received != options.download, outcome.failure == nil {
+            outcome.failure = "perf stream \(stream.streamID): \(outcome.received) of \(options.download) bytes arrived"
+        }
+        return outcome
+    }
+
+    private func echoStream(_ index: Int, _ progress: Progress) async throws -> StreamOutcome {
+        let stream = try await connection.openStream()
+        let total = options.bytes
+        let sender = Task {
+            var sent = 0
+            repeat {
+                let piece = min(65536, total - sent)
+                try await stream.send(PerfPattern.slice(at: sent, count: piece), endOfStream: sent + piece == total)
+                sent += piece
+            } while sent < total
+        }
+        var outcome = StreamOutcome(sent: total)
+        do {
+            while true {
+                let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
+                if !PerfPattern.matches(content, at: outcome.received) {
+                    outcome.failure = "echo stream \(index): an echoed byte differs from what was sent"
+                }
+                outcome.received += content.count
+                progress.add(content.count)
+                if metadata.isEndOfStream { break }
+            }
+            try await sender.value
+        } catch {
+            sender.cancel()
+            throw error
+        }
+        if outcome.received != total, outcome.failure == nil {
+            outcome.failure = "echo stream \(index): \(outcome.received) of \(total) bytes came back"
+        }
+        return outcome
+    }
+
+    /// Sends every datagram (a sequence number, then pattern bytes), resends those whose echo
+    /// has not come back after a while (datagrams may be lost), and counts intact echoes.
+    private func echoDatagrams() async throws -> (sent: Int, echoed: Int) {
+        let count = options.datagrams, size = options.datagramSize
+        func datagram(_ number: Int) -> Data {
+            var bytes = withUnsafeBytes(of: UInt32(number).bigEndian) { Data($0) }
+            bytes.append(contentsOf: PerfPattern.slice(at: number, count: size - 4))
+            return bytes
+        }
+        let echoed = Mutex(Set<Int>())
+        let receiver = Task {
+            for await reply in connection.datagrams {
+                guard reply.count == size else { continue }
+                let number = reply.prefix(4).reduce(0) { $0 << 8 | Int($1) }
+                guard number < count, reply == datagram(number) else { continue }
+                let done = echoed.withLock { $0.insert(number); return $0.count == count }
+                if done { return }
+            }
+        }
+        defer { receiver.cancel() }
+        for round in 0..<5 {
+            let missing = (0..<count).filter { number in !echoed.withLock { $0.contains(number) } }
+            if missing.isEmpty { break }
+            for number in missing { try await connection.datagrams.send(datagram(number)) }
+            // Wait for echoes, longer each round.
+            for _ in 0..<(20 << round) {
+                if echoed.withLock({ $0.count }) == count { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        return (count, echoed.withLock { $0.count })
+    }
+}
+
+/// Received-byte progress, to act once half the expected bytes are in.
+final class Progress: Sendable {
+    private struct State {
+        var received = 0
+        var waiters: [CheckedContinuation<Void, Never>] = []
+        var done = false
+    }
+    private let threshold: Int
+    private let state = Mutex(State())
+
+    init(threshold: Int) { self.threshold = threshold }
+
+    func add(_ count: Int) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.received += count
+            guard state.received >= threshold else { return [] }
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in ready { waiter.resume() }
+    }
+
+    /// The run is over: release anyone still waiting for the halfway mark.
+    func finish() {
+        let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.done = true
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiting { waiter.resume() }
+    }
+
+    func halfway() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.received >= threshold || state.done { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+}
+
+extension NetworkConnectionStatistics {
+    /// The statistics as JSON values (durations in milliseconds).
+    public var json: [String: Any] {
+        [
+            "smoothed_rtt_ms": smoothedRTT.milliseconds, "min_rtt_ms": minimumRTT.milliseconds,
+            "latest_rtt_ms": latestRTT.milliseconds, "cwnd": congestionWindow, "bytes_in_flight": bytesInFlight,
+            "packets_sent": packetsSent, "bytes_sent": bytesSent, "packets_received": packetsReceived,
+            "bytes_received": bytesReceived, "datagrams_lost": datagramsLost,
+            "syscalls": ["sendmsg": sendmsgCalls, "sendmmsg": sendmmsgCalls, "recvmsg": recvmsgCalls, "recvmmsg": recvmmsgCalls],
+        ]
+    }
+}
+
+extension Duration {
+    public var milliseconds: Double { Double(components.seconds) * 1e3 + Double(components.attoseconds) / 1e15 }
+    public var seconds: Double { milliseconds / 1e3 }
+}
+
+/// Waits until `connection` is ready; returns false if it ended first.
+public func becomesReady(_ connection: NetworkConnection<QUIC>) async -> Bool {
+    for await state in connection.states {
+        if state == .ready { return true }
+        if state.isFinal { return false }
+    }
+    return false
+}
+
+/// A failure with a message meant for people.
+public struct ApplicationFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
