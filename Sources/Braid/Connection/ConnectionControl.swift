@@ -32,3 +32,8 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
         }
     }
 }
+
+/// System calls, datagrams, bytes and batching counts of a listener's UDP sockets
+/// (`NetworkListener.socketStatistics`): `sendmsgCalls`, `sendmmsgCalls`, `recvmsgCalls`,
+/// `recvmmsgCalls`, `syscalls`, `datagramsSent`/`Received`, `bytesSent`/`Received`, GSO and GRO.
+public typealias SocketStatistics = BraidIO.SocketCounters

@@ -122,6 +122,10 @@ final class ConnectionCore {
             Self.run(&readyWaiters, nil)
             for stream in streams.values { stream.pump(context) }
         case .streamOpened(let id):
+            if let alpn = connection.negotiatedALPN {
+                // Known before ready on a server taking 0-RTT streams.
+                shared.snapshot.withLock { $0.negotiatedALPN = alpn }
+            }
             let stream = StreamCore(id: id, core: self, locallyInitiated: false)
             streams[id] = stream
             shared.inboundStreamsContinuation.yield(QUIC.Stream(stream))

@@ -100,7 +100,8 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
         return QUIC.Datagrams(loop: loop, core: core, shared: shared)
     }
 
-    /// The application protocol both ends agreed on (set once ready).
+    /// The application protocol both ends agreed on: set once ready, and on a server already
+    /// when the first stream of the peer arrives (which may be in 0-RTT, before ready).
     public var negotiatedALPN: String? { shared.snapshot.withLock { $0.negotiatedALPN } }
 
     /// The largest datagram payload that fits in one packet, once ready (nil: datagrams off).

@@ -126,8 +126,11 @@ final class StreamCore {
                 sender.completion.fail(sendError)
                 continue
             }
-            // Data may go out in 0-RTT (replayable) only when the caller said it is idempotent.
-            if !core.isReady && !sender.idempotent { break }
+            // A client's data may go out in 0-RTT (replayable) only when the caller said it is
+            // idempotent. A server may answer before the handshake completes (0.5-RTT data
+            // travels under 1-RTT keys and cannot be replayed), which is what makes a 0-RTT
+            // request's answer arrive one round trip after it was sent.
+            if !core.isReady && !sender.idempotent && connection.role == .client { break }
             do {
                 while sender.offset < sender.bytes.count, connection.canSend(streamID: id) {
                     let end = min(sender.offset + Self.sendChunk, sender.bytes.count)

@@ -32,6 +32,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     private let boundPort = Mutex<NWEndpoint.Port?>(nil)
     private let limit = Mutex(10_000)
     private let running = Atomic(false)
+    /// The sockets and loops while `run` runs.
+    private let group = Mutex<QUICServerGroup?>(nil)
     private static var logger: Logger { Logger(label: "braid.listener") }
 
     /// A listener on `endpoint` (a name resolves to its first address; nil: every IPv4 address,
@@ -51,6 +53,24 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// Listens on every IPv4 address at `port` (`.any` or 0: the system picks; read `port`).
     public convenience init(port: NWEndpoint.Port, @ProtocolStackBuilder _ stack: () -> ApplicationProtocol) {
         self.init(for: .hostPort(host: .ipv4(.any), port: port), using: NetworkParameters(stack: stack()))
+    }
+
+    /// The system calls, datagrams and bytes of the listener's sockets so far (all its
+    /// connections together: they share the sockets); nil unless running.
+    ///
+    /// ```swift
+    /// if let sockets = await listener.socketStatistics { print(sockets.sendmmsgCalls) }
+    /// ```
+    public var socketStatistics: SocketStatistics? {
+        get async {
+            guard let group = group.withLock({ $0 }) else { return nil }
+            var total = SocketStatistics()
+            for driver in group.drivers {
+                guard let counters = try? await driver.loop.submit({ _ in driver.value.socket.counters }) else { continue }
+                total = total + counters
+            }
+            return total
+        }
     }
 
     /// The port listened on, once `ready`.
@@ -96,6 +116,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 }.handle
             }
             boundPort.withLock { $0 = NWEndpoint.Port(integerLiteral: group.localAddress.port) }
+            self.group.withLock { $0 = group }
         } catch {
             let error = NetworkError(error)
             broadcast.update(.failed(error))
@@ -116,6 +137,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             }
             tasks.cancelAll()
         }
+        self.group.withLock { $0 = nil }
         await group.close()
         broadcast.update(.cancelled)
     }

@@ -71,6 +71,11 @@ extension QUICConnection {
             let connection = QUICConnection.from(userData)
             if connection.streams[streamID] == nil {
                 connection.streams[streamID] = StreamState(id: streamID)
+                // A 0-RTT stream opens before the handshake completes; the server has chosen
+                // the ALPN by then (from the ClientHello), and the application needs it.
+                if connection.negotiatedALPN == nil, let session = connection.session {
+                    connection.negotiatedALPN = BraidQUIC.negotiatedALPN(session)
+                }
                 connection.emit(.streamOpened(streamID: streamID))
             }
             return 0

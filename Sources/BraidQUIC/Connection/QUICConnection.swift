@@ -605,6 +605,13 @@ public final class QUICConnection {
         var rotations = 0
         while true {
             // 1. Datagrams first: they are latency-sensitive and never retransmitted.
+            if let datagram = pendingDatagrams.first, datagram.bytes.count > maxDatagramPayloadSize {
+                // It fitted when queued, but the path's packets shrank (e.g. after migration).
+                pendingDatagrams.removeFirst()
+                datagramsLost += 1
+                emit(.datagramLost(id: datagram.id))
+                continue
+            }
             if let datagram = pendingDatagrams.first, datagramWindowAllows {
                 var accepted: Int32 = 0
                 let written = datagram.bytes.withUnsafeBufferPointer { bytes -> Int in
@@ -898,7 +905,9 @@ public final class QUICConnection {
         // Frame: type (1) + length varint (up to 4 for our sizes). Packet: short header (1 + DCID
         // up to 20 + packet number up to 4) + AEAD tag (16).
         let frameLimit = Int(min(params.max_datagram_frame_size, 65535)) - 5
-        let packetLimit = ngtcp2_conn_get_max_tx_udp_payload_size(conn) - 1 - 20 - 4 - 16 - 5
+        // The current path's packet size, not the configured maximum: until path-MTU
+        // discovery raises it, packets are 1,200 bytes and a larger datagram would never fit.
+        let packetLimit = ngtcp2_conn_get_path_max_tx_udp_payload_size(conn) - 1 - 20 - 4 - 16 - 5
         return max(0, min(frameLimit, packetLimit))
     }
 

@@ -1,3 +1,4 @@
+import BraidPerf
 import BraidQUIC
 import Foundation
 import Glibc
@@ -110,27 +111,10 @@ import Testing
 /// Parameters, migration and the datagram send bound, through the public API (the datagram
 /// test reads the engine's queue length through internals to show the bound holds).
 @Suite struct ConnectionControlTests {
-    /// A UDP port that was free a moment ago.
-    private func freePort() throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
-        }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return UInt16(bigEndian: address.sin_port)
-    }
-
     @Test func localPortParameterPicksTheSourcePort() async throws {
         let server = try await RunningListener.start()
         defer { server.task.cancel() }
-        let port = try freePort()
+        let port = try freeUDPPort()
         let connection = NetworkConnection(to: server.endpoint, using: .parameters { testClient() }.localPort(NWEndpoint.Port(integerLiteral: port)))
         defer { connection.cancel() }
         let stream = try await connection.openStream()
@@ -179,6 +163,25 @@ import Testing
         try await stream.send(Data([0]), endOfStream: true)
         _ = try await stream.receive(exactly: 1)
         #expect(result.withLock { $0 } == .invalidState("only a client connection migrates"))
+    }
+
+    /// A datagram of exactly `usableDatagramFrameSize` bytes, sent as soon as the connection is
+    /// ready, comes back: the size is what fits the path's packets now, not the configured
+    /// maximum (a datagram larger than the current packets would wait in the queue forever).
+    @Test(.timeLimit(.minutes(1))) func theLargestUsableDatagramIsDeliveredAtOnce() async throws {
+        let server = try await RunningListener.start(configure: { $0.maxDatagramFrameSize(65535) })
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testClient().maxDatagramFrameSize(65535) }
+        defer { connection.cancel() }
+        _ = try await connection.openStream()
+        let size = try #require(connection.usableDatagramFrameSize)
+        let payload = Data((0..<size).map { UInt8(truncatingIfNeeded: $0) })
+        var replies = connection.datagrams.makeAsyncIterator()
+        try await connection.datagrams.send(payload)
+        #expect(await replies.next() == payload)
+        await #expect(throws: NetworkError.datagramTooLarge(size: size + 1, maximum: size)) {
+            try await connection.datagrams.send(Data(count: size + 1))
+        }
     }
 
     /// 10,000 datagrams sent by 2,000 tasks at once, far ahead of the congestion window: every
