@@ -14,6 +14,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // C shims: module map for ngtcp2, ngtcp2_crypto_gnutls, GnuTLS and nghttp3, plus the
@@ -71,9 +72,14 @@ let package = Package(
             dependencies: ["Braid", "BraidPerf", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Sources/braid"
         ),
+        // The benchmark suite; the same binary plays each scenario's client and server roles.
         .executableTarget(
             name: "benchmarks",
-            dependencies: ["BraidQUIC", "BraidIO", "BraidPerf"],
+            dependencies: [
+                "Braid", "BraidQUIC", "BraidIO", "BraidPerf", "CBraid",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
             path: "Benchmarks"
         ),
         .testTarget(

@@ -3,7 +3,7 @@
 # packages are installed). Needs root or sudo for apt-get.
 set -euo pipefail
 packages=(pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev gnutls-bin
-  ngtcp2-client ngtcp2-server python3 python3-venv)
+  ngtcp2-client ngtcp2-server python3 python3-venv linux-perf)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

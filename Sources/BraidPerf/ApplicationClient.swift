@@ -241,6 +241,10 @@ public struct ApplicationClient: Sendable {
     /// has not come back after a while (datagrams may be lost), and counts intact echoes.
     private func echoDatagrams() async throws -> (sent: Int, echoed: Int) {
         let count = options.datagrams, size = options.datagramSize
+        guard await becomesReady(connection) else { throw ApplicationFailure("the connection ended: \(connection.state)") }
+        if let usable = connection.usableDatagramFrameSize, size > usable {
+            throw ApplicationFailure("\(size)-byte datagrams do not fit this connection's packets (at most \(usable) bytes)")
+        }
         func datagram(_ number: Int) -> Data {
             var bytes = withUnsafeBytes(of: UInt32(number).bigEndian) { Data($0) }
             bytes.append(contentsOf: PerfPattern.slice(at: number, count: size - 4))
@@ -333,8 +337,10 @@ extension Duration {
     public var seconds: Double { milliseconds / 1e3 }
 }
 
-/// Waits until `connection` is ready; returns false if it ended first.
+/// Starts `connection` if it has not started and waits until it is ready; returns false if
+/// it ended first.
 public func becomesReady(_ connection: NetworkConnection<QUIC>) async -> Bool {
+    connection.start()
     for await state in connection.states {
         if state == .ready { return true }
         if state.isFinal { return false }
@@ -346,4 +352,10 @@ public func becomesReady(_ connection: NetworkConnection<QUIC>) async -> Bool {
 public struct ApplicationFailure: Error, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
+}
+
+/// Prints a JSON object on one line to standard output (keys sorted).
+public func printJSON(_ object: [String: Any]) {
+    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+    FileHandle.standardOutput.write(data + Data("\n".utf8))
 }

@@ -6,20 +6,30 @@ import Synchronization
 /// connection until it ends.
 public enum ApplicationServer {
     /// Serves `connection`; returns how it went (the `braid serve --json` line), or nil if it
-    /// never became ready.
+    /// ended before the handshake. Streams are served as they arrive, so a resumed client's
+    /// 0-RTT request is answered before the handshake completes.
     public static func serve(_ connection: NetworkConnection<QUIC>) async -> [String: Any]? {
-        guard await becomesReady(connection) else { return nil }
         let exchanges = Mutex<[PerfService.Exchange]>([])
-        let alpn = connection.negotiatedALPN ?? ""
         do {
-            if alpn == PerfService.alpn {
-                try await PerfService.serve(connection) { exchange in exchanges.withLock { $0.append(exchange) } }
-            } else {
-                try await EchoService.serve(connection)
+            try await withThrowingDiscardingTaskGroup { group in
+                group.addTask {
+                    for await datagram in connection.datagrams where connection.negotiatedALPN == EchoService.alpn {
+                        try await EchoService.echo(datagram, on: connection)
+                    }
+                }
+                try await connection.inboundStreams { stream in
+                    // The ALPN is known by the time the first stream arrives.
+                    if connection.negotiatedALPN == PerfService.alpn {
+                        if let exchange = try await PerfService.serve(stream) { exchanges.withLock { $0.append(exchange) } }
+                    } else {
+                        try await EchoService.serve(stream)
+                    }
+                }
             }
         } catch {
             // How the connection ended is in its state, reported below.
         }
+        guard let alpn = connection.negotiatedALPN else { return nil }
         var report: [String: Any] = [
             "event": "closed", "alpn": alpn, "remote": connection.remoteEndpoint.map { "\($0)" } ?? "",
             "early_data": connection.earlyDataAccepted, "state": "\(connection.state)",

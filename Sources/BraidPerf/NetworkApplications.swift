@@ -10,16 +10,28 @@ public enum EchoService {
     public static func serve(_ connection: NetworkConnection<QUIC>) async throws {
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
-                for await datagram in connection.datagrams { try await connection.datagrams.send(datagram) }
+                for await datagram in connection.datagrams { try await echo(datagram, on: connection) }
             }
-            try await connection.inboundStreams { stream in
-                guard stream.directionality == .bidirectional else { return }
-                while true {
-                    let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 65536)
-                    try await stream.send(content, endOfStream: metadata.isEndOfStream)
-                    if metadata.isEndOfStream { return }
-                }
-            }
+            try await connection.inboundStreams(serve)
+        }
+    }
+
+    /// Echoes one datagram. One that does not fit this end's packets yet (path-MTU discovery
+    /// may still be raising the size) is dropped, as the network could have dropped it.
+    public static func echo(_ datagram: Data, on connection: NetworkConnection<QUIC>) async throws {
+        do {
+            try await connection.datagrams.send(datagram)
+        } catch NetworkError.datagramTooLarge {
+        }
+    }
+
+    /// Echoes one client stream until its end.
+    public static func serve(_ stream: QUIC.Stream) async throws {
+        guard stream.directionality == .bidirectional else { return }
+        while true {
+            let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 65536)
+            try await stream.send(content, endOfStream: metadata.isEndOfStream)
+            if metadata.isEndOfStream { return }
         }
     }
 }
@@ -44,18 +56,23 @@ public enum PerfService {
         _ connection: NetworkConnection<QUIC>, onExchange: @escaping @Sendable (Exchange) -> Void = { _ in }
     ) async throws {
         try await connection.inboundStreams { stream in
-            guard stream.directionality == .bidirectional else { return }
-            let requested = try await stream.receive(as: UInt64.self)
-            var exchange = Exchange(requested: requested, uploaded: 0, uploadIntact: true)
-            while true {
-                let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
-                if !PerfPattern.matches(content, at: exchange.uploaded) { exchange.uploadIntact = false }
-                exchange.uploaded += content.count
-                if metadata.isEndOfStream { break }
-            }
-            try await sendPattern(count: Int(clamping: requested), on: stream)
-            onExchange(exchange)
+            if let exchange = try await serve(stream) { onExchange(exchange) }
         }
+    }
+
+    /// Serves one client stream: reads the request and the upload, sends the response.
+    public static func serve(_ stream: QUIC.Stream) async throws -> Exchange? {
+        guard stream.directionality == .bidirectional else { return nil }
+        let requested = try await stream.receive(as: UInt64.self)
+        var exchange = Exchange(requested: requested, uploaded: 0, uploadIntact: true)
+        while true {
+            let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
+            if !PerfPattern.matches(content, at: exchange.uploaded) { exchange.uploadIntact = false }
+            exchange.uploaded += content.count
+            if metadata.isEndOfStream { break }
+        }
+        try await sendPattern(count: Int(clamping: requested), on: stream)
+        return exchange
     }
 
     /// Sends `count` pattern bytes and the stream's end.

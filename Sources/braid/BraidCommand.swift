@@ -50,9 +50,3 @@ func readableFile(_ path: String, flag: String) throws -> String {
     }
     return path
 }
-
-/// Prints a JSON object on one line to standard output.
-func printJSON(_ object: [String: Any]) {
-    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-    FileHandle.standardOutput.write(data + Data("\n".utf8))
-}

@@ -1,3 +1,4 @@
+import BraidPerf
 import Foundation
 import Testing
 
@@ -9,9 +10,9 @@ enum InteropDirection: String, CaseIterable, CustomTestStringConvertible, Sendab
     var testDescription: String { rawValue }
 
     /// Starts the server side on a system-chosen loopback port.
-    func startServer(_ extra: [String] = []) async throws -> (server: PeerProcess, port: UInt16) {
+    func startServer(_ extra: [String] = []) async throws -> (server: ChildProcess, port: UInt16) {
         let common = ["server", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem")]
-        let server: PeerProcess
+        let server: ChildProcess
         switch self {
         case .aioquicClientToBraidServer: server = try PeerProcess.braid(["serve"] + common.dropFirst() + ["--json"] + extra)
         case .braidClientToAioquicServer: server = try PeerProcess.aioquic(common + ["--log-key-updates"] + extra)
@@ -20,7 +21,7 @@ enum InteropDirection: String, CaseIterable, CustomTestStringConvertible, Sendab
     }
 
     /// Starts the client side against `port`; the flags are common to both tools.
-    func startClient(port: UInt16, _ arguments: [String]) throws -> PeerProcess {
+    func startClient(port: UInt16, _ arguments: [String]) throws -> ChildProcess {
         let common = ["--host", "127.0.0.1", "--port", String(port), "--ca", Fixtures.caFile, "--sni", "localhost", "--timeout", "60"]
         switch self {
         case .aioquicClientToBraidServer: return try PeerProcess.aioquic(["client"] + common + arguments)
@@ -34,7 +35,7 @@ enum InteropDirection: String, CaseIterable, CustomTestStringConvertible, Sendab
 @Suite(.serialized) struct AioquicInteropTests {
     private func run(
         _ direction: InteropDirection, server serverFlags: [String] = [], client clientFlags: [String]
-    ) async throws -> (report: [String: Any], server: PeerProcess) {
+    ) async throws -> (report: [String: Any], server: ChildProcess) {
         let (server, port) = try await direction.startServer(serverFlags)
         let client = try direction.startClient(port: port, clientFlags)
         let report = try await runClient(client)
@@ -211,10 +212,10 @@ enum InteropDirection: String, CaseIterable, CustomTestStringConvertible, Sendab
 
     @Test func badArgumentsAndUnreadableFilesExitWithUsageErrors() async throws {
         let badALPN = try PeerProcess.braid(["client", "--host", "127.0.0.1", "--port", "4433", "--alpn", "gopher"])
-        #expect(try await badALPN.finish() == 64)
+        #expect(try await badALPN.finish().status == 64)
         #expect(badALPN.errors.contains("--alpn must be perf or echo"))
         let missingCertificate = try PeerProcess.braid(["serve", "--cert", "/nonexistent.pem", "--key", "/nonexistent.pem"])
-        #expect(try await missingCertificate.finish() == 64)
+        #expect(try await missingCertificate.finish().status == 64)
         #expect(missingCertificate.errors.contains("--cert /nonexistent.pem: no such readable file"))
     }
 
@@ -223,7 +224,7 @@ enum InteropDirection: String, CaseIterable, CustomTestStringConvertible, Sendab
             "client", "--host", "127.0.0.1", "--port", "9", "--alpn", "echo", "--streams", "1", "--bytes", "10",
             "--ca", Fixtures.caFile, "--handshake-timeout", "1",
         ])
-        #expect(try await client.finish() == 1)
+        #expect(try await client.finish().status == 1)
         #expect(client.errors.contains("No response from 127.0.0.1:9 within 1.0 seconds"))
     }
 }

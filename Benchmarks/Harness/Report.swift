@@ -1,0 +1,111 @@
+import Foundation
+
+/// The run's results as the targets summary, JSON and an HTML page of SVG charts.
+enum Report {
+    /// The issue's targets, each with the measured ratio (or why it has none).
+    static func targets(_ results: Results) -> [(target: String, measured: String, met: Bool?)] {
+        func value(_ scenario: String, _ config: String, _ metric: String) -> Double? { results.value(scenario, config, metric) }
+        func check(_ target: String, _ ratio: Double?, _ limit: Double, atMost: Bool) -> (String, String, Bool?) {
+            guard let ratio else { return (target, "not measured in this run", nil) }
+            return (target, String(format: "%.2fx", ratio), atMost ? ratio <= limit : ratio >= limit)
+        }
+        let quicGoodput = value("throughput", "quic 1 stream", "goodput median")
+        let ngtcp2Goodput = value("throughput", "ngtcp2 examples (gnutls), 1 stream", "goodput median")
+        var rows = [check("QUIC bulk goodput, 1 stream >= 1.5x ngtcp2's example pair", ratio(quicGoodput, ngtcp2Goodput), 1.5, atMost: false)]
+        for side in ["client", "server"] {
+            let on = value("syscalls", "quic bulk, all batching on", "\(side) syscalls per MB")
+            let off = value("syscalls", "quic bulk, all batching off", "\(side) syscalls per MB")
+            rows.append(check("\(side) syscalls/MB with batching <= 1/20 of without (ratio shown)", ratio(on, off), 0.05, atMost: true))
+        }
+        rows.append(check(
+            "QUIC CPU per byte (both ends) <= 2x raw TCP+TLS",
+            ratio(value("cpu", "braid quic stream", "cpu per byte, total"), value("cpu", "raw tcp+tls1.3 (gnutls)", "cpu per byte, total")), 2, atMost: true))
+        rows.append(check(
+            "batched datagram CPU per byte <= 0.5x raw one-datagram-per-call UDP",
+            ratio(value("cpu", "braid quic datagrams", "cpu per byte, total"), value("cpu", "raw udp, one datagram per call", "cpu per byte, total")), 0.5, atMost: true))
+        rows.append(check(
+            "QUIC time to ready on loopback <= 1.5x TCP+TLS",
+            ratio(value("establishment", "braid quic 1-rtt loopback", "ready p50"), value("establishment", "raw tcp+tls1.3 (gnutls) loopback", "ready p50")), 1.5, atMost: true))
+        rows.append(check("QUIC ready at 20 ms RTT in ~1 RTT (p50, RTTs)", value("establishment", "braid quic 1-rtt 20 ms RTT", "ready p50 in RTTs"), 1.5, atMost: true))
+        rows.append(check("0-RTT response at 20 ms RTT in ~1 RTT (p50, RTTs)", value("establishment", "braid quic 0-rtt 20 ms RTT", "first byte p50 in RTTs"), 1.5, atMost: true))
+        return rows
+    }
+
+    private static func ratio(_ a: Double?, _ b: Double?) -> Double? {
+        guard let a, let b, b > 0 else { return nil }
+        return a / b
+    }
+
+    static func printTargets(_ results: Results) {
+        emit("\nTargets")
+        for row in targets(results) {
+            let verdict = row.met.map { $0 ? "met" : "MISSED" } ?? "-"
+            emit("  \(verdict.padding(toLength: 7, withPad: " ", startingAt: 0)) \(row.measured.padding(toLength: 26, withPad: " ", startingAt: 0)) \(row.target)")
+        }
+        for note in results.allNotes { emit("  note: \(note)") }
+    }
+
+    static func writeJSON(_ results: Results, to path: String) throws {
+        let object: [String: Any] = [
+            "machine": Machine.description, "results": results.all.map(\.json), "notes": results.allNotes,
+            "targets": targets(results).map { ["target": $0.target, "measured": $0.measured, "met": $0.met as Any] },
+        ]
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+        try data.write(to: URL(fileURLWithPath: path))
+        emit("wrote \(path)")
+    }
+
+    /// One horizontal bar chart per (scenario, metric) for the metrics that compare
+    /// configurations.
+    static func writeHTML(_ results: Results, to path: String) throws {
+        let charted: [(scenario: String, metric: String, title: String)] = [
+            ("throughput", "goodput median", "Goodput per configuration (Gbit/s, higher is better)"),
+            ("cpu", "cpu per byte, total", "CPU per byte, both ends (ns/B, lower is better) against raw sockets"),
+            ("syscalls", "client syscalls per MB", "Client syscalls per MB with and without batching (lower is better)"),
+            ("syscalls", "server syscalls per MB", "Server syscalls per MB with and without batching (lower is better)"),
+            ("establishment", "ready p50", "Time to ready, p50 (ms)"),
+            ("establishment", "first byte p50", "Time to first response byte, p50 (ms)"),
+        ]
+        var body = ""
+        for chart in charted {
+            let rows = results.all.filter { $0.scenario == chart.scenario && $0.metric == chart.metric }
+            guard !rows.isEmpty else { continue }
+            body += "<h2>\(escape(chart.title))</h2>\n" + svgBars(rows.map { ($0.config, $0.value) }, unit: rows[0].unit) + "\n"
+        }
+        body += "<h2>Targets</h2>\n<table>\n" + targets(results).map {
+            "<tr><td>\($0.met.map { $0 ? "met" : "missed" } ?? "-")</td><td>\(escape($0.measured))</td><td>\(escape($0.target))</td></tr>"
+        }.joined(separator: "\n") + "\n</table>\n"
+        body += "<h2>All results</h2>\n<table>\n<tr><th>scenario</th><th>config</th><th>metric</th><th>value</th><th>unit</th></tr>\n"
+            + results.all.map {
+                "<tr><td>\(escape($0.scenario))</td><td>\(escape($0.config))</td><td>\(escape($0.metric))</td><td>\(format($0.value))</td><td>\(escape($0.unit))</td></tr>"
+            }.joined(separator: "\n") + "\n</table>\n"
+        let machine = Machine.description.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        let page = """
+            <!doctype html>
+            <html><head><meta charset="utf-8"><title>Braid benchmarks</title>
+            <style>body{font:14px sans-serif;margin:2em;max-width:60em} td,th{padding:2px 8px;text-align:left} svg text{font:12px sans-serif}</style>
+            </head><body><h1>Braid benchmarks</h1><p>\(escape(machine))</p>
+            \(body)</body></html>
+            """
+        try page.write(toFile: path, atomically: true, encoding: .utf8)
+        emit("wrote \(path)")
+    }
+
+    private static func svgBars(_ rows: [(label: String, value: Double)], unit: String) -> String {
+        let barHeight = 22, labelWidth = 300, chartWidth = 420
+        let largest = max(rows.map(\.value).max() ?? 1, 1e-12)
+        var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(labelWidth + chartWidth + 120)\" height=\"\(rows.count * barHeight + 10)\">"
+        for (index, row) in rows.enumerated() {
+            let y = index * barHeight + 5
+            let width = Int(Double(chartWidth) * row.value / largest)
+            svg += "<text x=\"0\" y=\"\(y + 15)\">\(escape(row.label))</text>"
+            svg += "<rect x=\"\(labelWidth)\" y=\"\(y)\" width=\"\(max(width, 1))\" height=\"\(barHeight - 6)\" fill=\"#4878a8\"/>"
+            svg += "<text x=\"\(labelWidth + width + 6)\" y=\"\(y + 15)\">\(format(row.value)) \(escape(unit))</text>"
+        }
+        return svg + "</svg>"
+    }
+
+    private static func escape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+    }
+}

@@ -1,0 +1,97 @@
+import BraidPerf
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Scenario 1: how fast a connection is ready, against TCP and TCP + TLS 1.3 on raw sockets.
+enum Establishment {
+    static let scenario = "establishment"
+    /// The emulated round trip for the RTT runs (10 ms each way through the relay).
+    static let emulatedRTT = 20.0
+
+    static func run(_ bench: Bench) async throws {
+        let count = bench.quick ? 50 : 300
+        try await quic(bench, count: count, emulated: false)
+        try await raw(bench, kind: "tcp", count: count)
+        try await raw(bench, kind: "tls", count: count)
+        try await quic(bench, count: bench.quick ? 15 : 60, emulated: true)
+        bench.results.note(
+            "TCP and TLS at 20 ms RTT are not measured yet: the emulator relays UDP only; a TUN-based delay path is the next step")
+        try await connectionsAndMemory(bench, count: bench.quick ? 200 : 1000)
+    }
+
+    /// Braid QUIC, 1-RTT and resumed with 0-RTT, on loopback or through the emulator.
+    static func quic(_ bench: Bench, count: Int, emulated: Bool) async throws {
+        let (server, serverPort) = try await bench.quicServer(connections: Int.max)
+        defer { Task { _ = try? await server.stop() } }
+        var port = serverPort
+        var relay: ChildProcess?
+        if emulated {
+            let emulator = try ChildProcess(
+                "python3", ["tools/netem/braid_netem.py", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:\(serverPort)", "--delay-ms", "10"])
+            port = try await emulator.listeningPort()
+            relay = emulator
+        }
+        let place = emulated ? "20 ms RTT" : "loopback"
+        let rtt = emulated ? emulatedRTT : nil
+        for resume in [false, true] {
+            let (report, _) = try await bench.runClient("quic-handshakes", port: port, ["count": String(count), "resume": resume ? "1" : "0"], within: 300)
+            let config = "braid quic \(resume ? "0-rtt" : "1-rtt") \(place)"
+            if !resume {
+                bench.results.recordLatencies(scenario, config, "ready", nanoseconds: samples(report["ready_ns"]), rtt: rtt)
+            } else {
+                bench.results.record(scenario, config, "0-rtt accepted", Double(report["early_data"] as? Int ?? 0) / Double(count) * 100, "%")
+            }
+            bench.results.recordLatencies(scenario, config, "first byte", nanoseconds: samples(report["first_byte_ns"]), rtt: rtt)
+        }
+        if let relay { _ = try? await relay.stop() }
+    }
+
+    /// TCP connect, or TCP + GnuTLS TLS 1.3 handshake, on raw sockets over loopback.
+    static func raw(_ bench: Bench, kind: String, count: Int) async throws {
+        var flags = ["kind": kind, "port": "0"]
+        if kind == "tls" {
+            flags["cert"] = Bench.certificate
+            flags["key"] = Bench.key
+        }
+        let server = try bench.role("raw-handshake-server", flags)
+        let port = try await server.listeningPort()
+        defer { Task { _ = try? await server.stop() } }
+        var clientFlags = ["kind": kind, "count": String(count)]
+        if kind == "tls" { clientFlags["sni"] = "localhost" }
+        let (report, _) = try await bench.runClient("raw-handshake-client", port: port, clientFlags)
+        let config = kind == "tls" ? "raw tcp+tls1.3 (gnutls) loopback" : "raw tcp connect loopback"
+        bench.results.recordLatencies(scenario, config, "ready", nanoseconds: samples(report["ready_ns"]))
+        bench.results.recordLatencies(scenario, config, "first byte", nanoseconds: samples(report["first_byte_ns"]))
+    }
+
+    /// New connections per second to one listener, and memory per idle connection on each
+    /// side (resident memory growth over `count` connections).
+    static func connectionsAndMemory(_ bench: Bench, count: Int) async throws {
+        let (server, port) = try await bench.quicServer(connections: Int.max)
+        defer { Task { _ = try? await server.stop() } }
+        try await Task.sleep(for: .milliseconds(200))
+        let serverBefore = residentBytes(of: server.pid)
+        let client = try bench.role("quic-idle-connections", ["port": String(port), "ca": Bench.ca, "count": String(count), "concurrency": "16", "hold": "2"])
+        let deadline = ContinuousClock.now + .seconds(120)
+        while !client.output.contains("holding") {
+            guard client.isRunning, ContinuousClock.now < deadline else { throw ApplicationFailure("quic-idle-connections did not open its connections: \(client.errors.suffix(500))") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let serverAfter = residentBytes(of: server.pid)
+        try await client.finish(within: 60)
+        guard let report = client.jsonLines.last, let seconds = report["seconds"] as? Double,
+            let before = report["rss_before"] as? Int, let after = report["rss_after"] as? Int
+        else { throw ApplicationFailure("no report from quic-idle-connections") }
+        let config = "braid quic \(count) connections"
+        bench.results.record(scenario, config, "new connections per second", Double(count) / seconds, "conn/s")
+        bench.results.record(scenario, config, "server memory per connection", Double(serverAfter - serverBefore) / Double(count) / 1024, "KiB")
+        bench.results.record(scenario, config, "client memory per connection", Double(after - before) / Double(count) / 1024, "KiB")
+    }
+
+    static func samples(_ value: Any?) -> [UInt64] {
+        (value as? [Any] ?? []).compactMap { ($0 as? NSNumber)?.uint64Value }
+    }
+}

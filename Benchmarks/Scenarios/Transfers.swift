@@ -1,0 +1,218 @@
+import BraidPerf
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A perf or echo transfer between a QUIC server role and a QUIC client role, with the numbers
+/// every transfer scenario reads off it.
+struct QUICTransfer {
+    var goodputGbits: Double
+    /// Payload bytes the transfer moved (both directions for echo).
+    var payloadBytes: Double
+    var clientCPU: Double
+    var serverCPU: Double
+    /// Socket system calls by side, as the library counted them.
+    var clientSyscalls: Int
+    var serverSyscalls: Int
+    /// The same from `perf stat` tracepoints, when available.
+    var perfClientSyscalls: Int?
+    var perfServerSyscalls: Int?
+
+    /// `config` flags go to both roles (cc, payload, batching-off); `client` flags to the client.
+    static func run(_ bench: Bench, config: [String: String], client: [String: String], perfStat: Bool = false) async throws -> QUICTransfer {
+        var serverFlags = config
+        serverFlags["cert"] = Bench.certificate
+        serverFlags["key"] = Bench.key
+        serverFlags["connections"] = "1"
+        serverFlags["port"] = "0"
+        var clientFlags = config.merging(client) { $1 }
+        clientFlags["ca"] = Bench.ca
+        let run = try await bench.pair(
+            server: "quic-server", client: "quic-client", serverFlags: serverFlags, clientFlags: clientFlags, perfStat: perfStat)
+        let seconds = run.client["seconds"] as? Double ?? 0
+        let sent = run.client["bytes_sent"] as? Int ?? 0, received = run.client["bytes_received"] as? Int ?? 0
+        let statistics = run.client["statistics"] as? [String: Any]
+        let clientCalls = (statistics?["syscalls"] as? [String: Int] ?? [:]).values.reduce(0, +)
+        let serverCalls = ["sendmsg", "sendmmsg", "recvmsg", "recvmmsg"].reduce(0) { $0 + (run.server[$1] as? Int ?? 0) }
+        let quicCalls = ["sendmsg", "sendmmsg", "recvmsg", "recvmmsg"]
+        return QUICTransfer(
+            goodputGbits: seconds > 0 ? Double(sent + received) * 8 / seconds / 1e9 : 0,
+            payloadBytes: Double(sent + received), clientCPU: run.clientExit.cpuSeconds, serverCPU: run.serverExit.cpuSeconds,
+            clientSyscalls: clientCalls, serverSyscalls: serverCalls,
+            perfClientSyscalls: run.perf.map { perf in quicCalls.reduce(0) { $0 + (perf.client[$1] ?? 0) } },
+            perfServerSyscalls: run.perf.map { perf in quicCalls.reduce(0) { $0 + (perf.server[$1] ?? 0) } })
+    }
+
+    var cpuNanosecondsPerByte: (client: Double, server: Double, total: Double) {
+        (clientCPU * 1e9 / payloadBytes, serverCPU * 1e9 / payloadBytes, (clientCPU + serverCPU) * 1e9 / payloadBytes)
+    }
+}
+
+/// A raw-socket transfer between the baseline roles: the client sends, the server receives.
+struct RawTransfer {
+    var goodputGbits: Double
+    /// Payload bytes the server received (UDP senders outrun receivers; only delivered bytes count).
+    var bytesReceived: Double
+    var clientCPU: Double
+    var serverCPU: Double
+
+    static func run(_ bench: Bench, kind: String, bytes: Int, payload: Int) async throws -> RawTransfer {
+        var serverFlags = ["kind": kind, "port": "0"]
+        var clientFlags = ["kind": kind, "bytes": String(bytes), "payload": String(payload)]
+        if kind == "tls" {
+            serverFlags["cert"] = Bench.certificate
+            serverFlags["key"] = Bench.key
+            clientFlags["sni"] = "localhost"
+        }
+        let run = try await bench.pair(server: "raw-server", client: "raw-client", serverFlags: serverFlags, clientFlags: clientFlags)
+        let received = Double(run.server["bytes"] as? Int ?? 0)
+        let seconds = run.client["seconds"] as? Double ?? 0
+        guard received > 0 else { throw ApplicationFailure("raw \(kind): the server received nothing") }
+        return RawTransfer(
+            goodputGbits: seconds > 0 ? received * 8 / seconds / 1e9 : 0, bytesReceived: received,
+            clientCPU: run.clientExit.cpuSeconds, serverCPU: run.serverExit.cpuSeconds)
+    }
+
+    var cpuNanosecondsPerByte: (client: Double, server: Double, total: Double) {
+        (clientCPU * 1e9 / bytesReceived, serverCPU * 1e9 / bytesReceived, (clientCPU + serverCPU) * 1e9 / bytesReceived)
+    }
+}
+
+extension Results {
+    func recordCPU(_ scenario: String, _ config: String, _ perByte: (client: Double, server: Double, total: Double)) {
+        record(scenario, config, "cpu per byte, client", perByte.client, "ns/B")
+        record(scenario, config, "cpu per byte, server", perByte.server, "ns/B")
+        record(scenario, config, "cpu per byte, total", perByte.total, "ns/B")
+    }
+}
+
+/// Scenario 2: system calls per MB, batching on, each switch off, all off.
+enum Syscalls {
+    static let scenario = "syscalls"
+    static let configurations: [(String, String?)] = [
+        ("all batching on", nil), ("gso off", "gso"), ("gro off", "gro"), ("mmsg off", "mmsg"), ("all batching off", "gso,gro,mmsg"),
+    ]
+
+    static func run(_ bench: Bench) async throws {
+        let perfStat = PerfStat.available
+        if !perfStat { bench.results.note("perf stat cannot count syscall tracepoints here: library counters only") }
+        let bulkBytes = (bench.quick ? 32 : 200) * 1_000_000
+        let datagrams = bench.quick ? 10_000 : 50_000
+        for (name, off) in configurations {
+            var config: [String: String] = [:]
+            if let off { config["batching-off"] = off }
+            let bulk = try await QUICTransfer.run(bench, config: config, client: ["alpn": "perf", "download": String(bulkBytes)], perfStat: perfStat)
+            record(bench, "quic bulk, \(name)", bulk)
+            let flood = try await QUICTransfer.run(
+                bench, config: config, client: ["alpn": "echo", "streams": "0", "datagrams": String(datagrams), "datagram-size": String(CPUCost.largeDatagram)], perfStat: perfStat)
+            record(bench, "quic datagrams (echo), \(name)", flood)
+        }
+    }
+
+    static func record(_ bench: Bench, _ config: String, _ transfer: QUICTransfer) {
+        let megabytes = transfer.payloadBytes / 1e6
+        bench.results.record(scenario, config, "client syscalls per MB", Double(transfer.clientSyscalls) / megabytes, "calls/MB")
+        bench.results.record(scenario, config, "server syscalls per MB", Double(transfer.serverSyscalls) / megabytes, "calls/MB")
+        if let client = transfer.perfClientSyscalls, let server = transfer.perfServerSyscalls {
+            bench.results.record(scenario, config, "client syscalls per MB (perf)", Double(client) / megabytes, "calls/MB")
+            bench.results.record(scenario, config, "server syscalls per MB (perf)", Double(server) / megabytes, "calls/MB")
+        }
+    }
+}
+
+/// Scenario 3: CPU per byte, Braid against the loops a user would write on raw sockets.
+enum CPUCost {
+    static let scenario = "cpu"
+    /// The "1,200-byte" datagram rows use 1,150 bytes: until path-MTU discovery raises the
+    /// packet size, QUIC packets are 1,200 bytes and carry at most 1,154 bytes of datagram.
+    static let largeDatagram = 1150
+
+    static func run(_ bench: Bench) async throws {
+        let bytes = (bench.quick ? 200 : 1000) * 1_000_000
+        for (kind, payload, config) in [
+            ("udp", 1200, "raw udp, one datagram per call"), ("udp-gso", 1200, "raw udp, gso/gro"),
+            ("tcp", 65536, "raw tcp"), ("tls", 65536, "raw tcp+tls1.3 (gnutls)"),
+        ] {
+            let transfer = try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: payload)
+            bench.results.recordCPU(scenario, config, transfer.cpuNanosecondsPerByte)
+        }
+        let stream = try await QUICTransfer.run(bench, config: [:], client: ["alpn": "perf", "download": String(bytes)])
+        bench.results.recordCPU(scenario, "braid quic stream", stream.cpuNanosecondsPerByte)
+        let datagrams = try await QUICTransfer.run(
+            bench, config: [:], client: ["alpn": "echo", "streams": "0", "datagrams": String(bytes / CPUCost.largeDatagram / 10), "datagram-size": String(CPUCost.largeDatagram)])
+        bench.results.recordCPU(scenario, "braid quic datagrams", datagrams.cpuNanosecondsPerByte)
+    }
+}
+
+/// Scenario 4: goodput and CPU across configurations, with the raw TCP/TLS baseline and
+/// ngtcp2's own example pair as references.
+enum Throughput {
+    static let scenario = "throughput"
+
+    static func run(_ bench: Bench) async throws {
+        let bytes = (bench.quick ? 64 : 500) * 1_000_000
+        let repetitions = bench.quick ? 1 : 3
+        var configurations: [(String, [String: String], [String: String])] = []
+        for streams in [1, 8, 64] {
+            configurations.append(("quic \(streams) stream\(streams == 1 ? "" : "s")", [:], ["alpn": "perf", "streams": String(streams), "download": String(bytes / streams)]))
+        }
+        for size in [100, CPUCost.largeDatagram] {
+            let count = min(bytes / size, bench.quick ? 20_000 : 100_000)
+            configurations.append(("quic datagrams \(size) B (echo)", [:], ["alpn": "echo", "streams": "0", "datagrams": String(count), "datagram-size": String(size)]))
+        }
+        configurations.append(("quic 1 stream, batching off", ["batching-off": "gso,gro,mmsg"], ["alpn": "perf", "download": String(bytes)]))
+        for cc in ["reno", "bbr"] {
+            configurations.append(("quic 1 stream, \(cc)", ["cc": cc], ["alpn": "perf", "download": String(bytes)]))
+        }
+        configurations.append(("quic 1 stream, udp payload 1200", ["payload": "1200"], ["alpn": "perf", "download": String(bytes)]))
+        for (name, config, client) in configurations {
+            var goodputs: [Double] = [], cpus: [Double] = []
+            for _ in 0..<repetitions {
+                let transfer = try await QUICTransfer.run(bench, config: config, client: client)
+                goodputs.append(transfer.goodputGbits)
+                cpus.append(transfer.cpuNanosecondsPerByte.total)
+            }
+            bench.results.recordRepeated(scenario, name, "goodput", goodputs, "Gbit/s")
+            bench.results.recordRepeated(scenario, name, "cpu per byte, total", cpus, "ns/B")
+        }
+        for (kind, name) in [("tcp", "raw tcp"), ("tls", "raw tcp+tls1.3 (gnutls)")] {
+            var goodputs: [Double] = []
+            for _ in 0..<repetitions {
+                goodputs.append(try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: 65536).goodputGbits)
+            }
+            bench.results.recordRepeated(scenario, name, "goodput", goodputs, "Gbit/s")
+        }
+        try await ngtcp2Reference(bench, bytes: bytes, repetitions: repetitions)
+    }
+
+    /// ngtcp2's example server and client (Debian's ngtcp2-server/-client) downloading the
+    /// same number of bytes.
+    static func ngtcp2Reference(_ bench: Bench, bytes: Int, repetitions: Int) async throws {
+        guard NgtcpExamplePair.programs != nil else {
+            bench.results.note("ngtcp2's example programs are not installed (ngtcp2-server, ngtcp2-client): no reference row")
+            return
+        }
+        let pair = try NgtcpExamplePair.prepare(bytes: bytes, certificate: Bench.certificate, key: Bench.key)
+        defer { pair.cleanup() }
+        var goodputs: [Double] = []
+        for _ in 0..<repetitions {
+            let port = try freeUDPPort()
+            let (serverProgram, serverArguments) = split(pair.server(port))
+            let server = try ChildProcess(serverProgram, serverArguments)
+            try await Task.sleep(for: .milliseconds(300))
+            let start = ContinuousClock.now
+            let (clientProgram, clientArguments) = split(pair.client(port))
+            let client = try ChildProcess(clientProgram, clientArguments)
+            let exit = try await client.finish(within: 300)
+            let seconds = (ContinuousClock.now - start).seconds
+            _ = try? await server.stop()
+            guard exit.status == 0 else { throw ApplicationFailure("ngtcp2 example client exited \(exit.status): \(client.errors.suffix(400))") }
+            goodputs.append(Double(bytes) * 8 / seconds / 1e9)
+        }
+        bench.results.recordRepeated(scenario, "ngtcp2 examples (gnutls), 1 stream", "goodput", goodputs, "Gbit/s")
+    }
+
+    private static func split(_ argv: [String]) -> (String, [String]) { (argv[0], Array(argv.dropFirst())) }
+}

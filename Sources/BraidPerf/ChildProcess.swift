@@ -1,0 +1,163 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process whose output goes to files (readable while it runs), reaped with wait4 so
+/// its CPU time is known. The benchmarks run each end of a measurement in one; the interop
+/// tests run the peers in them.
+///
+/// Spawned with posix_spawn: Foundation's `Process` did not notice its children exit inside
+/// the test runner, and it does not report their resource usage.
+public final class ChildProcess: Sendable {
+    /// How a child ended.
+    public struct Exit: Sendable {
+        /// The exit code, or 128 + the signal number, as shells report it.
+        public var status: Int32
+        /// User and system CPU time of the child (and of children it reaped).
+        public var userSeconds: Double
+        public var systemSeconds: Double
+        public var cpuSeconds: Double { userSeconds + systemSeconds }
+        /// Peak resident memory in bytes.
+        public var maxResidentBytes: Int
+    }
+
+    public let pid: pid_t
+    public let commandLine: String
+    private let exit = Mutex<Exit?>(nil)
+    private let outputFile: URL
+    private let errorFile: URL
+
+    /// Starts `executable` with `arguments`; the child starts with no blocked signals and
+    /// default handlers (the parent's threads may block or ignore SIGTERM, and both would carry
+    /// over the exec).
+    public init(_ executable: String, _ arguments: [String]) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("braid-child-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        outputFile = directory.appendingPathComponent("stdout")
+        errorFile = directory.appendingPathComponent("stderr")
+        commandLine = ([executable] + arguments).joined(separator: " ")
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, outputFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, errorFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var child: pid_t = 0
+        let rc = posix_spawnp(&child, executable, &actions, &attributes, argv, environ)
+        guard rc == 0 else { throw ApplicationFailure("cannot start \(commandLine): \(String(cString: strerror(rc)))") }
+        pid = child
+    }
+
+    deinit {
+        if isRunning {
+            kill(pid, SIGKILL)
+            _ = waitpid(pid, nil, 0)
+        }
+    }
+
+    /// This program's own executable, to start it again in another role.
+    public static var currentExecutable: String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    }
+
+    /// Reaps the child if it has exited.
+    public var isRunning: Bool {
+        exit.withLock { exit in
+            guard exit == nil else { return false }
+            var raw: Int32 = 0
+            var usage = rusage()
+            guard wait4(pid, &raw, WNOHANG, &usage) == pid else { return true }
+            exit = Exit(
+                status: raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f),
+                userSeconds: Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6,
+                systemSeconds: Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6,
+                maxResidentBytes: usage.ru_maxrss * 1024)
+            return false
+        }
+    }
+
+    public var output: String { (try? String(contentsOf: outputFile, encoding: .utf8)) ?? "" }
+    public var errors: String { (try? String(contentsOf: errorFile, encoding: .utf8)) ?? "" }
+
+    /// The JSON objects printed so far, one per line.
+    public var jsonLines: [[String: Any]] {
+        output.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+    }
+
+    /// Waits for the `listening <port>` line that servers print first.
+    public func listeningPort(within seconds: Double = 20) async throws -> UInt16 {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let line = output.split(separator: "\n").first(where: { $0.hasPrefix("listening ") }),
+                let port = UInt16(line.dropFirst("listening ".count))
+            {
+                return port
+            }
+            guard isRunning else { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw ApplicationFailure("no `listening` line from \(commandLine)\nstderr: \(errors)")
+    }
+
+    /// Waits for the child to exit; kills it and throws after `seconds`.
+    @discardableResult
+    public func finish(within seconds: Double = 60) async throws -> Exit {
+        let deadline = Date().addingTimeInterval(seconds)
+        while isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        if isRunning {
+            kill(pid, SIGKILL)
+            while isRunning { try await Task.sleep(for: .milliseconds(5)) }
+            throw ApplicationFailure("\(commandLine) did not finish within \(seconds) s\nstdout: \(output)\nstderr: \(errors)")
+        }
+        return exit.withLock { $0! }
+    }
+
+    /// Asks the child to stop (SIGTERM) and waits for it.
+    @discardableResult
+    public func stop(within seconds: Double = 10) async throws -> Exit {
+        if isRunning { kill(pid, SIGTERM) }
+        return try await finish(within: seconds)
+    }
+
+    /// Waits until a JSON line satisfying `match` appears.
+    public func jsonLine(within seconds: Double = 10, where match: ([String: Any]) -> Bool) async throws -> [String: Any] {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let line = jsonLines.first(where: match) { return line }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw ApplicationFailure("no matching JSON line from \(commandLine)\nstdout: \(output)\nstderr: \(errors)")
+    }
+}
+
+/// A UDP port on 127.0.0.1 that was free a moment ago.
+public func freeUDPPort() throws -> UInt16 {
+    let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw ApplicationFailure("cannot find a free UDP port") }
+    return UInt16(bigEndian: address.sin_port)
+}
