@@ -28,7 +28,9 @@ final class StreamCore {
         var completion: Completion<Void>
     }
 
-    private var buffered = Deque<UInt8>()
+    /// Bytes read from the engine for receives still to come (contiguous, so handing them
+    /// over is one copy or none).
+    private var buffered = Data()
     private var finReceived = false
     private var receiveError: NetworkError?
     private var receivers = Deque<Receiver>()
@@ -90,15 +92,27 @@ final class StreamCore {
                 receiver.completion.fail(receiveError ?? .unexpectedEndOfStream(received: available, wanted: receiver.minimum))
             } else {
                 let count = min(available, receiver.maximum)
-                let content = Data(buffered.prefix(count))
+                let content = takeBuffered(count)
                 let endOfStream = finReceived && count == available
-                if receiver.completion.resume(.success((content, endOfStream))) {
-                    buffered.removeFirst(count)
+                if !receiver.completion.resume(.success((content, endOfStream))) {
+                    // Cancelled meanwhile: the bytes go back for the next receive.
+                    buffered = content + buffered
                 }
             }
         }
         // Reading returned flow-control credit: let the engine announce it.
         if readFromEngine { core.flush(context) }
+    }
+
+    /// Removes and returns the first `count` buffered bytes, as a Data indexed from 0.
+    private func takeBuffered(_ count: Int) -> Data {
+        if count == buffered.count && buffered.startIndex == 0 {
+            defer { buffered = Data() }
+            return buffered
+        }
+        let content = Data(buffered.prefix(count))
+        buffered = Data(buffered.dropFirst(count))
+        return content
     }
 
     // MARK: Sending
@@ -178,8 +192,8 @@ final class StreamCore {
             if buffered.isEmpty || receiver.exact && buffered.count < receiver.minimum {
                 receiver.completion.fail(error)
             } else {
-                let count = min(buffered.count, receiver.maximum)
-                if receiver.completion.resume(.success((Data(buffered.prefix(count)), false))) { buffered.removeFirst(count) }
+                let content = takeBuffered(min(buffered.count, receiver.maximum))
+                if !receiver.completion.resume(.success((content, false))) { buffered = content + buffered }
             }
         }
         while let sender = senders.popFirst() { sender.completion.fail(error) }
