@@ -1,4 +1,4 @@
-// Thin, blocking socket helpers over Glibc for the raw baselines: IPv4 loopback only.
+// Thin, blocking socket helpers over Glibc for the raw baselines: IPv4 only.
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -25,11 +25,15 @@ extension RawBaselines {
             return fd
         }
 
+        /// The address servers bind and clients connect to: 127.0.0.1, or $BRAID_BENCH_HOST
+        /// when the harness runs the two ends in network namespaces behind an emulated delay.
+        static var host: String { getenv("BRAID_BENCH_HOST").map { String(cString: $0) } ?? "127.0.0.1" }
+
         static func loopback(port: UInt16) -> sockaddr_in {
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = port.bigEndian
-            address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+            address.sin_addr.s_addr = inet_addr(host)
             return address
         }
 
@@ -40,7 +44,7 @@ extension RawBaselines {
                     bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                 }
             }
-            try check(rc, "bind 127.0.0.1:\(port)")
+            try check(rc, "bind \(host):\(port)")
         }
 
         static func connectLoopback(_ fd: Int32, port: UInt16) throws {
@@ -53,7 +57,7 @@ extension RawBaselines {
                     }
                 }
             } while rc < 0 && errno == EINTR
-            try check(rc, "connect 127.0.0.1:\(port)")
+            try check(rc, "connect \(host):\(port)")
         }
 
         static func localPort(_ fd: Int32) throws -> UInt16 {

@@ -71,8 +71,11 @@ struct Bench: Sendable {
 
     /// Starts `benchmarks role <role> <flags>` (under `perf stat` for the syscall tracepoints
     /// when `perfStatFile` is given).
-    func role(_ role: String, _ flags: [String: String], perfStatFile: String? = nil) throws -> ChildProcess {
+    func role(_ role: String, _ flags: [String: String], perfStatFile: String? = nil, in namespace: (name: String, host: String)? = nil) throws -> ChildProcess {
         let arguments = ["role", role] + flags.sorted { $0.key < $1.key }.flatMap { ["--\($0.key)", $0.value] }
+        if let namespace {
+            return try ChildProcess("ip", ["netns", "exec", namespace.name, "env", "BRAID_BENCH_HOST=\(namespace.host)", ChildProcess.currentExecutable] + arguments)
+        }
         if let perfStatFile {
             return try ChildProcess("perf", ["stat", "-x", ",", "-o", perfStatFile, "-e", PerfStat.events, "--", ChildProcess.currentExecutable] + arguments)
         }
@@ -90,11 +93,14 @@ struct Bench: Sendable {
     }
 
     /// Runs a client role to completion; returns its JSON report and how it exited.
-    func runClient(_ role: String, port: UInt16, _ config: [String: String], perfStatFile: String? = nil, within seconds: Double = 600) async throws -> ([String: Any], ChildProcess.Exit) {
+    func runClient(
+        _ role: String, port: UInt16, _ config: [String: String], perfStatFile: String? = nil, within seconds: Double = 600,
+        in namespace: (name: String, host: String)? = nil
+    ) async throws -> ([String: Any], ChildProcess.Exit) {
         var flags = config
         flags["port"] = String(port)
         flags["ca"] = Self.ca
-        let client = try self.role(role, flags, perfStatFile: perfStatFile)
+        let client = try self.role(role, flags, perfStatFile: perfStatFile, in: namespace)
         let exit = try await client.finish(within: seconds)
         guard exit.status == 0, let report = client.jsonLines.last else {
             throw ApplicationFailure("\(role) exited \(exit.status): \(client.errors.suffix(600))")

@@ -54,6 +54,10 @@ enum Roles {
         func int(_ name: String, _ fallback: Int) -> Int { values[name].flatMap { Int($0) } ?? fallback }
     }
 
+    /// Where servers listen and clients connect: 127.0.0.1, or $BRAID_BENCH_HOST when the
+    /// harness runs the ends in network namespaces behind an emulated delay.
+    static var benchHost: String { ProcessInfo.processInfo.environment["BRAID_BENCH_HOST"] ?? "127.0.0.1" }
+
     /// The stack both QUIC roles use, from the scenario's configuration flags.
     static func stack(_ flags: Flags) -> QUIC {
         let off = Set((flags["batching-off"] ?? "").split(separator: ",").map(String.init))
@@ -75,7 +79,7 @@ enum Roles {
         let quic = stack(flags)
             .identity(certificateChainFile: flags["cert"] ?? "", privateKeyFile: flags["key"] ?? "")
             .earlyDataEnabled(true)
-        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { quic }
+        let listener = NetworkListener(for: .hostPort(host: NWEndpoint.Host(benchHost), port: .any)) { quic }
         let expected = flags.int("connections", Int.max)
         let served = Atomic(0)
         let done = AsyncStream<Void>.makeStream()
@@ -108,7 +112,7 @@ enum Roles {
         var quic = stack(flags.setting("alpn", flags["alpn"] ?? "echo")).trust(.certificateAuthorities(file: flags["ca"] ?? "")).serverName("localhost")
         if let cache { quic = quic.sessionCache(cache) }
         let port = NWEndpoint.Port(integerLiteral: UInt16(flags.int("port", 0)))
-        return NetworkConnection(to: .hostPort(host: "127.0.0.1", port: port)) { quic }
+        return NetworkConnection(to: .hostPort(host: NWEndpoint.Host(benchHost), port: port)) { quic }
     }
 
     /// One perf or echo run (`ApplicationClient`), printing its report.

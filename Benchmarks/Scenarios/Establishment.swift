@@ -17,8 +17,7 @@ enum Establishment {
         try await raw(bench, kind: "tcp", count: count)
         try await raw(bench, kind: "tls", count: count)
         try await quic(bench, count: bench.quick ? 15 : 60, emulated: true)
-        bench.results.note(
-            "TCP and TLS at 20 ms RTT are not measured yet: the emulator relays UDP only; a TUN-based delay path is the next step")
+        try await delayedPath(bench, count: bench.quick ? 15 : 60)
         try await connectionsAndMemory(bench, count: bench.quick ? 200 : 1000)
     }
 
@@ -49,22 +48,52 @@ enum Establishment {
         if let relay { _ = try? await relay.stop() }
     }
 
-    /// TCP connect, or TCP + GnuTLS TLS 1.3 handshake, on raw sockets over loopback.
-    static func raw(_ bench: Bench, kind: String, count: Int) async throws {
+    /// TCP, TCP + TLS and Braid QUIC between two network namespaces joined by
+    /// `tools/netem/braid_tun_delay.py` (a TUN relay adding 10 ms each way), so TCP sees the
+    /// same 20 ms round trip as QUIC.
+    static func delayedPath(_ bench: Bench, count: Int) async throws {
+        let relay = try ChildProcess("python3", ["tools/netem/braid_tun_delay.py", "--delay-ms", "10"])
+        defer { Task { _ = try? await relay.stop() } }
+        let deadline = ContinuousClock.now + .seconds(20)
+        var fields: [Substring] = []
+        while fields.count < 5 {
+            fields = relay.output.split(separator: "\n").first { $0.hasPrefix("ready ") }?.split(separator: " ") ?? []
+            guard fields.count < 5 else { break }
+            guard relay.isRunning, ContinuousClock.now < deadline else {
+                bench.results.note("TCP and TLS at 20 ms RTT not measured: the namespace delay path did not start (\(relay.errors.suffix(300)))")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let client = (name: String(fields[1]), host: String(fields[4]))
+        let server = (name: String(fields[3]), host: String(fields[4]))
+        for kind in ["tcp", "tls"] {
+            try await raw(bench, kind: kind, count: count, client: client, server: server)
+        }
+        try await relay.stop()
+    }
+
+    /// TCP connect, or TCP + GnuTLS TLS 1.3 handshake, on raw sockets over loopback (or between
+    /// the delay path's namespaces).
+    static func raw(
+        _ bench: Bench, kind: String, count: Int, client: (name: String, host: String)? = nil, server: (name: String, host: String)? = nil
+    ) async throws {
         var flags = ["kind": kind, "port": "0"]
         if kind == "tls" {
             flags["cert"] = Bench.certificate
             flags["key"] = Bench.key
         }
-        let server = try bench.role("raw-handshake-server", flags)
-        let port = try await server.listeningPort()
-        defer { Task { _ = try? await server.stop() } }
+        let serverProcess = try bench.role("raw-handshake-server", flags, in: server)
+        let port = try await serverProcess.listeningPort()
+        defer { Task { _ = try? await serverProcess.stop() } }
         var clientFlags = ["kind": kind, "count": String(count)]
         if kind == "tls" { clientFlags["sni"] = "localhost" }
-        let (report, _) = try await bench.runClient("raw-handshake-client", port: port, clientFlags)
-        let config = kind == "tls" ? "raw tcp+tls1.3 (gnutls) loopback" : "raw tcp connect loopback"
-        bench.results.recordLatencies(scenario, config, "ready", nanoseconds: samples(report["ready_ns"]))
-        bench.results.recordLatencies(scenario, config, "first byte", nanoseconds: samples(report["first_byte_ns"]))
+        let (report, _) = try await bench.runClient("raw-handshake-client", port: port, clientFlags, in: client)
+        let place = client == nil ? "loopback" : "20 ms RTT"
+        let config = kind == "tls" ? "raw tcp+tls1.3 (gnutls) \(place)" : "raw tcp connect \(place)"
+        let rtt = client == nil ? nil : emulatedRTT
+        bench.results.recordLatencies(scenario, config, "ready", nanoseconds: samples(report["ready_ns"]), rtt: rtt)
+        bench.results.recordLatencies(scenario, config, "first byte", nanoseconds: samples(report["first_byte_ns"]), rtt: rtt)
     }
 
     /// New connections per second to one listener, and memory per idle connection on each
