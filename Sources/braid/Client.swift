@@ -83,9 +83,10 @@ struct Client: AsyncParsableCommand {
                 try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
                 return Task.isCancelled ? nil : .failure(CommandFailure("timed out after \(timeout) s"))
             }
-            let first = await group.next()!!
+            // The timer yields nil only when cancelled, which happens after the run finished.
+            let first = await group.next() ?? nil
             group.cancelAll()
-            return first
+            return first ?? .failure(CommandFailure("the run ended without a result"))
         }
         switch outcome {
         case .success(let report):
