@@ -147,15 +147,12 @@ public struct ApplicationClient: Sendable {
         report.migrated = migrated
         if options.keyUpdate && !keyUpdated { report.failures.append("the key update did not happen") }
         if options.migrate && !migrated { report.failures.append("the migration did not happen") }
-        if let ready = await readyAtValue(readyAt) { report.handshakeMilliseconds = (ready - start).milliseconds }
+        // The state stream was subscribed before the start, so it holds `ready` if that
+        // happened, and it ends if the connection failed.
+        if let ready = await readyAt.value { report.handshakeMilliseconds = (ready - start).milliseconds }
         report.earlyData = connection.earlyDataAccepted
         report.statistics = await connection.statistics
         return report
-    }
-
-    private func readyAtValue(_ task: Task<ContinuousClock.Instant?, Never>) async -> ContinuousClock.Instant? {
-        if connection.state == .ready || connection.state.isFinal { task.cancel() }
-        return await task.value
     }
 
     /// Waits until half the expected bytes are in, then updates keys and/or migrates.
