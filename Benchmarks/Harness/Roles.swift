@@ -147,18 +147,14 @@ enum Roles {
         var firstByte: [UInt64] = []
         var earlyData = 0
         for _ in 0..<count {
-            let start = DispatchTime.now().uptimeNanoseconds
+            let start = ContinuousClock.now
             let connection = connection(flags, cache: cache)
-            let states = connection.states
-            let readyAt = Task { () -> UInt64? in
-                for await state in states where state == .ready { return DispatchTime.now().uptimeNanoseconds }
-                return nil
-            }
+            let readyAt = readyInstant(of: connection)
             try await echoOneByte(connection, idempotent: resume)
-            let replied = DispatchTime.now().uptimeNanoseconds
+            let replied = ContinuousClock.now
             guard let readyTime = await readyAt.value else { throw ApplicationFailure("connection ended: \(connection.state)") }
-            ready.append(readyTime - start)
-            firstByte.append(replied - start)
+            ready.append((readyTime - start).nanoseconds)
+            firstByte.append((replied - start).nanoseconds)
             if connection.earlyDataAccepted { earlyData += 1 }
             // The next connection resumes with the ticket this one receives after its handshake.
             if let cache { try await waitForTicket(cache) }

@@ -89,13 +89,8 @@ public struct ApplicationClient: Sendable {
 
     /// Runs the transfer; throws if the connection fails (a stream's own failure is reported).
     public func perform() async throws -> Report {
-        let clock = ContinuousClock()
-        let start = clock.now
-        let states = connection.states
-        let readyAt = Task { () -> ContinuousClock.Instant? in
-            for await state in states where state == .ready { return clock.now }
-            return nil
-        }
+        let start = ContinuousClock.now
+        let readyAt = readyInstant(of: connection)
         connection.start()
         let progress = Progress(threshold: expectedBytes / 2)
         let midpoint = Task { await midpointActions(progress) }
@@ -140,15 +135,13 @@ public struct ApplicationClient: Sendable {
                 throw ApplicationFailure("the connection ended before it was ready: \(connection.state)")
             }
         }
-        report.seconds = (clock.now - start).seconds
+        report.seconds = (ContinuousClock.now - start).seconds
         progress.finish()
         let (keyUpdated, migrated) = await midpoint.value
         report.keyUpdated = keyUpdated
         report.migrated = migrated
         if options.keyUpdate && !keyUpdated { report.failures.append("the key update did not happen") }
         if options.migrate && !migrated { report.failures.append("the migration did not happen") }
-        // The state stream was subscribed before the start, so it holds `ready` if that
-        // happened, and it ends if the connection failed.
         if let ready = await readyAt.value { report.handshakeMilliseconds = (ready - start).milliseconds }
         report.earlyData = connection.earlyDataAccepted
         report.statistics = await connection.statistics
@@ -178,24 +171,14 @@ public struct ApplicationClient: Sendable {
         try await stream.sendIdempotent(request, endOfStream: options.upload == 0)
         var outcome = StreamOutcome()
         if options.upload > 0 {
-            var sent = 0
-            while sent < options.upload {
-                let piece = min(65536, options.upload - sent)
-                try await stream.send(PerfPattern.slice(at: sent, count: piece), endOfStream: sent + piece == options.upload)
-                sent += piece
-            }
-            outcome.sent = sent
+            try await PerfService.sendPattern(count: options.upload, on: stream)
+            outcome.sent = options.upload
         }
-        while true {
-            let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
-            if !PerfPattern.matches(content, at: outcome.received) {
-                outcome.failure = "perf stream \(stream.streamID): a downloaded byte differs from the pattern"
-            }
-            outcome.received += content.count
-            progress.add(content.count)
-            if metadata.isEndOfStream { break }
-        }
-        if outcome.received != options.download, outcome.failure == nil {
+        let download = try await PerfService.receivePattern(from: stream, onBytes: progress.add)
+        outcome.received = download.count
+        if !download.intact {
+            outcome.failure = "perf stream \(stream.streamID): a downloaded byte differs from the pattern"
+        } else if outcome.received != options.download {
             outcome.failure = "perf stream \(stream.streamID): \(outcome.received) of \(options.download) bytes arrived"
         }
         return outcome
@@ -204,25 +187,12 @@ public struct ApplicationClient: Sendable {
     private func echoStream(_ index: Int, _ progress: Progress) async throws -> StreamOutcome {
         let stream = try await connection.openStream()
         let total = options.bytes
-        let sender = Task {
-            var sent = 0
-            repeat {
-                let piece = min(65536, total - sent)
-                try await stream.send(PerfPattern.slice(at: sent, count: piece), endOfStream: sent + piece == total)
-                sent += piece
-            } while sent < total
-        }
+        let sender = Task { try await PerfService.sendPattern(count: total, on: stream) }
         var outcome = StreamOutcome(sent: total)
         do {
-            while true {
-                let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
-                if !PerfPattern.matches(content, at: outcome.received) {
-                    outcome.failure = "echo stream \(index): an echoed byte differs from what was sent"
-                }
-                outcome.received += content.count
-                progress.add(content.count)
-                if metadata.isEndOfStream { break }
-            }
+            let echo = try await PerfService.receivePattern(from: stream, onBytes: progress.add)
+            outcome.received = echo.count
+            if !echo.intact { outcome.failure = "echo stream \(index): an echoed byte differs from what was sent" }
             try await sender.value
         } catch {
             sender.cancel()
@@ -330,8 +300,19 @@ extension NetworkConnectionStatistics {
 }
 
 extension Duration {
+    public var nanoseconds: UInt64 { UInt64(max(0, components.seconds)) * 1_000_000_000 + UInt64(max(0, components.attoseconds) / 1_000_000_000) }
     public var milliseconds: Double { Double(components.seconds) * 1e3 + Double(components.attoseconds) / 1e15 }
     public var seconds: Double { milliseconds / 1e3 }
+}
+
+/// When `connection` becomes ready: nil if it ends first. Call it before the connection
+/// starts; the states are watched from this moment, so `ready` is never missed.
+public func readyInstant(of connection: NetworkConnection<QUIC>) -> Task<ContinuousClock.Instant?, Never> {
+    let states = connection.states
+    return Task {
+        for await state in states where state == .ready { return ContinuousClock.now }
+        return nil
+    }
 }
 
 /// Starts `connection` if it has not started and waits until it is ready; returns false if

@@ -64,13 +64,8 @@ public enum PerfService {
     public static func serve(_ stream: QUIC.Stream) async throws -> Exchange? {
         guard stream.directionality == .bidirectional else { return nil }
         let requested = try await stream.receive(as: UInt64.self)
-        var exchange = Exchange(requested: requested, uploaded: 0, uploadIntact: true)
-        while true {
-            let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
-            if !PerfPattern.matches(content, at: exchange.uploaded) { exchange.uploadIntact = false }
-            exchange.uploaded += content.count
-            if metadata.isEndOfStream { break }
-        }
+        let upload = try await receivePattern(from: stream)
+        let exchange = Exchange(requested: requested, uploaded: upload.count, uploadIntact: upload.intact)
         try await sendPattern(count: Int(clamping: requested), on: stream)
         return exchange
     }
@@ -83,5 +78,20 @@ public enum PerfService {
             try await stream.send(PerfPattern.slice(at: sent, count: piece), endOfStream: sent + piece == count)
             sent += piece
         } while sent < count
+    }
+
+    /// Reads the stream to its end, checking the bytes against the pattern from offset 0;
+    /// `onBytes` hears how many arrived each time.
+    public static func receivePattern(
+        from stream: QUIC.Stream, onBytes: (Int) -> Void = { _ in }
+    ) async throws -> (count: Int, intact: Bool) {
+        var count = 0, intact = true
+        while true {
+            let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
+            if !PerfPattern.matches(content, at: count) { intact = false }
+            count += content.count
+            onBytes(content.count)
+            if metadata.isEndOfStream { return (count, intact) }
+        }
     }
 }
