@@ -23,8 +23,8 @@ enum Establishment {
 
     /// Braid QUIC, 1-RTT and resumed with 0-RTT, on loopback or through the emulator.
     static func quic(_ bench: Bench, count: Int, emulated: Bool) async throws {
+        // On an early return or throw, ChildProcess's deinit kills the servers.
         let (server, serverPort) = try await bench.quicServer(connections: Int.max)
-        defer { Task { _ = try? await server.stop() } }
         var port = serverPort
         var relay: ChildProcess?
         if emulated {
@@ -46,6 +46,7 @@ enum Establishment {
             bench.results.recordLatencies(scenario, config, "first byte", nanoseconds: samples(report["first_byte_ns"]), rtt: rtt)
         }
         if let relay { _ = try? await relay.stop() }
+        _ = try? await server.stop()
     }
 
     /// TCP, TCP + TLS and Braid QUIC between two network namespaces joined by
@@ -85,7 +86,6 @@ enum Establishment {
         }
         let serverProcess = try bench.role("raw-handshake-server", flags, in: server)
         let port = try await serverProcess.listeningPort()
-        defer { Task { _ = try? await serverProcess.stop() } }
         var clientFlags = ["kind": kind, "count": String(count)]
         if kind == "tls" { clientFlags["sni"] = "localhost" }
         let (report, _) = try await bench.runClient("raw-handshake-client", port: port, clientFlags, in: client)
@@ -94,13 +94,13 @@ enum Establishment {
         let rtt = client == nil ? nil : emulatedRTT
         bench.results.recordLatencies(scenario, config, "ready", nanoseconds: samples(report["ready_ns"]), rtt: rtt)
         bench.results.recordLatencies(scenario, config, "first byte", nanoseconds: samples(report["first_byte_ns"]), rtt: rtt)
+        _ = try? await serverProcess.stop()
     }
 
     /// New connections per second to one listener, and memory per idle connection on each
     /// side (resident memory growth over `count` connections).
     static func connectionsAndMemory(_ bench: Bench, count: Int) async throws {
         let (server, port) = try await bench.quicServer(connections: Int.max)
-        defer { Task { _ = try? await server.stop() } }
         try await Task.sleep(for: .milliseconds(200))
         let serverBefore = residentBytes(of: server.pid)
         let client = try bench.role("quic-idle-connections", ["port": String(port), "ca": Bench.ca, "count": String(count), "concurrency": "16", "hold": "2"])
@@ -118,6 +118,7 @@ enum Establishment {
         bench.results.record(scenario, config, "new connections per second", Double(count) / seconds, "conn/s")
         bench.results.record(scenario, config, "server memory per connection", Double(serverAfter - serverBefore) / Double(count) / 1024, "KiB")
         bench.results.record(scenario, config, "client memory per connection", Double(after - before) / Double(count) / 1024, "KiB")
+        _ = try? await server.stop()
     }
 
     static func samples(_ value: Any?) -> [UInt64] {
