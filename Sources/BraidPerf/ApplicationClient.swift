@@ -204,8 +204,14 @@ public struct ApplicationClient: Sendable {
         return outcome
     }
 
-    /// Sends every datagram (a sequence number, then pattern bytes), resends those whose echo
-    /// has not come back after a while (datagrams may be lost), and counts intact echoes.
+    /// Echo datagrams the client keeps outstanding: enough to keep the path busy, few enough
+    /// that neither end's receive queue overflows (a flood without any window measures
+    /// mostly drops and resends).
+    static let datagramWindow = 512
+
+    /// Sends every datagram (a sequence number, then pattern bytes) keeping at most
+    /// `datagramWindow` unanswered, resends those whose echo has not come back after a while
+    /// (datagrams may be lost), and counts intact echoes.
     private func echoDatagrams() async throws -> (sent: Int, echoed: Int) {
         let count = options.datagrams, size = options.datagramSize
         guard await becomesReady(connection) else { throw ApplicationFailure("the connection ended: \(connection.state)") }
@@ -213,32 +219,102 @@ public struct ApplicationClient: Sendable {
             throw ApplicationFailure("\(size)-byte datagrams do not fit this connection's packets (at most \(usable) bytes)")
         }
         func datagram(_ number: Int) -> Data {
-            var bytes = withUnsafeBytes(of: UInt32(number).bigEndian) { Data($0) }
-            bytes.append(contentsOf: PerfPattern.slice(at: number, count: size - 4))
+            var bytes = Data(count: size)
+            bytes.withUnsafeMutableBytes { buffer in
+                buffer.storeBytes(of: UInt32(number).bigEndian, as: UInt32.self)
+                PerfPattern.slice(at: number, count: size - 4).withUnsafeBytes { pattern in
+                    UnsafeMutableRawBufferPointer(rebasing: buffer[4...]).copyMemory(from: pattern)
+                }
+            }
             return bytes
         }
-        let echoed = Mutex(Set<Int>())
+        let tally = EchoTally(count: count)
         let receiver = Task {
             for await reply in connection.datagrams {
                 guard reply.count == size else { continue }
                 let number = reply.prefix(4).reduce(0) { $0 << 8 | Int($1) }
-                guard number < count, reply == datagram(number) else { continue }
-                let done = echoed.withLock { $0.insert(number); return $0.count == count }
-                if done { return }
+                guard number < count, PerfPattern.matches(reply.dropFirst(4), at: number) else { continue }
+                if tally.record(number) { return }
             }
         }
         defer { receiver.cancel() }
+        let window = Self.datagramWindow
         for round in 0..<5 {
-            let missing = (0..<count).filter { number in !echoed.withLock { $0.contains(number) } }
+            let missing = tally.missing()
             if missing.isEmpty { break }
-            for number in missing { try await connection.datagrams.send(datagram(number)) }
-            // Wait for echoes, longer each round.
-            for _ in 0..<(20 << round) {
-                if echoed.withLock({ $0.count }) == count { break }
-                try await Task.sleep(for: .milliseconds(10))
+            let echoedBefore = tally.count
+            // Datagrams of this round presumed lost: their echo is no longer waited for.
+            var writtenOff = 0
+            for (index, number) in missing.enumerated() {
+                while index - (tally.count - echoedBefore) - writtenOff >= window {
+                    let target = index - writtenOff - window / 2 + echoedBefore
+                    if !(await tally.wait(untilEchoed: target, timeout: .milliseconds(50))) { writtenOff += window / 2 }
+                }
+                try await connection.datagrams.send(datagram(number))
+            }
+            // Wait for the last echoes, longer each round.
+            _ = await tally.wait(untilEchoed: count, timeout: .milliseconds(200 << round))
+        }
+        return (count, tally.count)
+    }
+}
+
+/// Which echo datagrams came back, and a wait for the count to reach a mark.
+final class EchoTally: Sendable {
+    private struct State {
+        var echoed: [Bool]
+        var count = 0
+        var waiter: (id: Int, target: Int, continuation: CheckedContinuation<Bool, Never>)?
+        var nextWaiterID = 0
+    }
+    private let state: Mutex<State>
+
+    init(count: Int) { state = Mutex(State(echoed: Array(repeating: false, count: count))) }
+
+    var count: Int { state.withLock { $0.count } }
+
+    /// Notes an echo; true once every datagram has come back.
+    func record(_ number: Int) -> Bool {
+        let (done, woken) = state.withLock { state -> (Bool, CheckedContinuation<Bool, Never>?) in
+            if !state.echoed[number] {
+                state.echoed[number] = true
+                state.count += 1
+            }
+            var woken: CheckedContinuation<Bool, Never>?
+            if let waiter = state.waiter, state.count >= waiter.target {
+                woken = waiter.continuation
+                state.waiter = nil
+            }
+            return (state.count == state.echoed.count, woken)
+        }
+        woken?.resume(returning: true)
+        return done
+    }
+
+    func missing() -> [Int] {
+        state.withLock { state in state.echoed.indices.filter { !state.echoed[$0] } }
+    }
+
+    /// Waits (one waiter at a time) until `target` echoes are in; false after `timeout`.
+    func wait(untilEchoed target: Int, timeout: Duration) async -> Bool {
+        await withCheckedContinuation { continuation in
+            let id = state.withLock { state -> Int? in
+                if state.count >= target { return nil }
+                state.nextWaiterID += 1
+                state.waiter = (state.nextWaiterID, target, continuation)
+                return state.nextWaiterID
+            }
+            guard let id else { return continuation.resume(returning: true) }
+            Task {
+                try? await Task.sleep(for: timeout)
+                let expired = self.state.withLock { state -> CheckedContinuation<Bool, Never>? in
+                    guard let waiter = state.waiter, waiter.id == id else { return nil }
+                    state.waiter = nil
+                    return waiter.continuation
+                }
+                expired?.resume(returning: false)
             }
         }
-        return (count, echoed.withLock { $0.count })
     }
 }
 

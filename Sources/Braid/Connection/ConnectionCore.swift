@@ -20,15 +20,15 @@ final class ConnectionShared: Sendable {
     let snapshot = Mutex(ConnectionSnapshot())
     let inboundStreams: AsyncStream<QUIC.Stream>
     let inboundStreamsContinuation: AsyncStream<QUIC.Stream>.Continuation
-    let datagrams: AsyncStream<Data>
-    let datagramsContinuation: AsyncStream<Data>.Continuation
-    /// Datagrams nobody has read yet beyond this many are dropped, oldest first (they are
-    /// unreliable anyway, and an idle reader must not grow memory without bound).
-    static let datagramBacklog = 4096
+    /// Received datagrams nobody has read yet, up to 4,096: beyond that the oldest are
+    /// dropped (they are unreliable anyway, and an idle reader must not grow memory without
+    /// bound).
+    let datagramInbox = DatagramInbox(backlog: 4096)
+    /// Datagrams sent and not yet taken by the loop.
+    let datagramOutbox = DatagramOutbox(limit: ConnectionCore.datagramQueueLimit)
 
     init() {
         (inboundStreams, inboundStreamsContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
-        (datagrams, datagramsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(Self.datagramBacklog))
     }
 }
 
@@ -56,8 +56,12 @@ final class ConnectionCore {
     /// Calls made before the client had its socket and engine connection.
     private var attachWaiters: [(NetworkError?) -> Void] = []
     private var streamCreditWaiters: [(Bool, Completion<QUIC.Stream>)] = []
-    /// Datagram sends waiting for room in the engine's queue, in order.
+    /// Datagram sends the loop had to decide (made before ready, or larger than the published
+    /// limit) waiting for room in the engine's queue, in order. Other sends wait in the
+    /// shared `datagramOutbox`.
     private var datagramSendWaiters = Deque<(Data, Completion<Void>)>()
+    /// The datagram size limit last given to the outbox and the snapshot (nil: none yet).
+    private var publishedDatagramLimit: Int?
     /// How many datagrams may wait in the engine for congestion-window room before `send`
     /// suspends: enough to fill a window, bounded so a flood cannot grow memory.
     static let datagramQueueLimit = 256
@@ -115,10 +119,10 @@ final class ConnectionCore {
                 $0.earlyDataAccepted = connection.earlyDataAccepted
                 $0.localEndpoint = NWEndpoint(connection.path.local)
                 $0.remoteEndpoint = NWEndpoint(connection.path.remote)
-                let size = connection.maxDatagramPayloadSize
-                $0.usableDatagramFrameSize = size > 0 ? size : nil
             }
+            publishDatagramLimit(connection)
             shared.states.update(.ready)
+            // Sends that waited for ready queue before any the outbox takes from now on.
             Self.run(&readyWaiters, nil)
             for stream in streams.values { stream.pump(context) }
         case .streamOpened(let id):
@@ -140,7 +144,7 @@ final class ConnectionCore {
         case .streamsAvailable:
             retryStreamOpens(context)
         case .datagramReceived(let bytes, _):
-            shared.datagramsContinuation.yield(Data(bytes))
+            shared.datagramInbox.deliver(Data(bytes))
         case .datagramAcknowledged, .datagramLost:
             // Written datagrams are settling: the queue has room again.
             sendQueuedDatagrams(context)
@@ -173,10 +177,11 @@ final class ConnectionCore {
         streamCreditWaiters.removeAll()
         for (_, completion) in datagramSendWaiters { completion.resume(.failure(error)) }
         datagramSendWaiters.removeAll()
+        shared.datagramOutbox.fail(error)
         for stream in streams.values { stream.connectionEnded(error) }
         streams.removeAll()
         shared.inboundStreamsContinuation.finish()
-        shared.datagramsContinuation.finish()
+        shared.datagramInbox.finish()
     }
 
     // MARK: Calls from the public API (on the loop)
@@ -257,8 +262,10 @@ final class ConnectionCore {
         }
     }
 
-    private func sendQueuedDatagrams(_ context: LoopContext) {
-        guard let connection else { return }
+    /// Moves datagrams into the engine while its queue has room: first the sends the loop
+    /// decided, then the outbox's, and writes them out in one pass.
+    func sendQueuedDatagrams(_ context: LoopContext) {
+        guard let connection, finalError == nil else { return }
         var queued = false
         while let (bytes, completion) = datagramSendWaiters.first, connection.pendingDatagramCount < Self.datagramQueueLimit {
             datagramSendWaiters.removeFirst()
@@ -272,7 +279,31 @@ final class ConnectionCore {
                 completion.resume(.failure(NetworkError(error)))
             }
         }
+        if datagramSendWaiters.isEmpty && isReady {
+            let room = Self.datagramQueueLimit - connection.pendingDatagramCount
+            for bytes in room > 0 ? shared.datagramOutbox.take(upTo: room) : [] {
+                do {
+                    try connection.sendDatagram(bytes)
+                    queued = true
+                } catch {
+                    // Sized against a limit the path has since lowered (or datagrams were
+                    // turned off): dropped, as the network could drop it.
+                }
+            }
+        }
         if queued { flush(context) }
+        publishDatagramLimit(connection)
+    }
+
+    /// Tells senders (the outbox) and `usableDatagramFrameSize` the engine's current datagram
+    /// size limit, which follows the path's packet size.
+    private func publishDatagramLimit(_ connection: QUICConnection) {
+        let size = connection.maxDatagramPayloadSize
+        let limit = size > 0 ? size : nil
+        guard limit != publishedDatagramLimit else { return }
+        publishedDatagramLimit = limit
+        shared.datagramOutbox.publish(maximumSize: limit)
+        shared.snapshot.withLock { $0.usableDatagramFrameSize = limit }
     }
 
     /// Closes the connection (application code 0 unless given) and ends every pending call.

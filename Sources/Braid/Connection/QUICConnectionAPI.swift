@@ -275,24 +275,48 @@ extension QUIC {
 
         /// Queues one datagram (waits for the handshake). Throws `datagramTooLarge` rather
         /// than dropping it.
+        ///
+        /// Once the connection is ready, `send` returns as soon as the datagram is queued; it
+        /// waits only while 256 datagrams are already queued. Datagrams sent in a burst (from
+        /// one task or several) go out together: one pass of the connection's event loop
+        /// packs them into packets and writes them with as few system calls as batching allows.
         public func send<Content: Collection & Sendable>(_ content: Content) async throws where Content.Element == UInt8 {
-            let core = core
-            let bytes = Data(content)
-            try await Completion<Void>.wait(on: loop) { context, completion in
-                core.value.sendDatagram(bytes, context: context, completion: completion)
+            if Task.isCancelled { throw NetworkError.cancelled }
+            let bytes = content as? Data ?? Data(content)
+            let outbox = shared.datagramOutbox
+            while true {
+                switch outbox.offer(bytes) {
+                case .queued:
+                    return
+                case .queuedDrainNeeded:
+                    let core = core
+                    loop.execute { context in core.value.sendQueuedDatagrams(context) }
+                    return
+                case .full:
+                    try await outbox.waitForRoom()
+                case .needsLoop:
+                    let core = core
+                    try await Completion<Void>.wait(on: loop) { context, completion in
+                        core.value.sendDatagram(bytes, context: context, completion: completion)
+                    }
+                    return
+                case .failed(let error):
+                    throw error
+                }
             }
         }
 
         /// Iterates over received datagrams, oldest first.
         public struct AsyncIterator: AsyncIteratorProtocol {
-            var base: AsyncStream<Data>.AsyncIterator
+            let batch: DatagramBatch
             /// The next datagram, waiting for one; nil once the connection has ended and the
-            /// queued datagrams are read.
-            public mutating func next() async -> Data? { await base.next() }
+            /// queued datagrams are read, or when the task is cancelled.
+            public mutating func next() async -> Data? { await batch.next() }
         }
 
         /// Received datagrams until the connection ends. Datagrams nobody reads are kept up to
-        /// a bound (4,096), then the oldest are dropped.
-        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: shared.datagrams.makeAsyncIterator()) }
+        /// a bound (4,096), then the oldest are dropped. Several iterators may read at once;
+        /// each datagram goes to one of them.
+        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(batch: DatagramBatch(inbox: shared.datagramInbox)) }
     }
 }

@@ -62,14 +62,22 @@ final class Completion<Value: Sendable>: Sendable {
     /// Runs `start` on `loop` with a completion the loop resumes later; throws
     /// `NetworkError.cancelled` as soon as the calling task is cancelled.
     static func wait(on loop: EventLoop, _ start: @escaping @Sendable (LoopContext, Completion<Value>) -> Void) async throws -> Value {
+        try await wait { completion in
+            loop.execute { context in
+                guard completion.isPending else { return }
+                start(context, completion)
+            }
+        }
+    }
+
+    /// Hands `register` a completion that some other thread resumes later (`register` stores
+    /// it); throws `NetworkError.cancelled` as soon as the calling task is cancelled.
+    static func wait(_ register: (Completion<Value>) -> Void) async throws -> Value {
         let completion = Completion<Value>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 completion.install(continuation)
-                loop.execute { context in
-                    guard completion.isPending else { return }
-                    start(context, completion)
-                }
+                register(completion)
             }
         } onCancel: {
             completion.cancel()

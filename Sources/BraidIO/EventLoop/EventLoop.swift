@@ -72,7 +72,13 @@ public final class EventLoop: Sendable {
 
     /// Runs `work` on the loop thread.
     public func execute(_ work: @escaping @Sendable (LoopContext) -> Void) {
-        inbox.withLock { $0.append(work) }
+        // Only the first work item of a batch wakes the loop: the loop reads the eventfd
+        // before it takes the inbox, so items added meanwhile are taken in the same pass.
+        let wasEmpty = inbox.withLock { inbox in
+            defer { inbox.append(work) }
+            return inbox.isEmpty
+        }
+        guard wasEmpty else { return }
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }

@@ -926,7 +926,9 @@ public final class QUICConnection {
         guard bytes.count <= maximum else { throw QUICError.datagramTooLarge(size: bytes.count, maximum: maximum) }
         let id = nextDatagramID
         nextDatagramID += 1
-        pendingDatagrams.append((id, Array(bytes)))
+        // One memcpy when the bytes are contiguous (Data, arrays), not a generic copy loop.
+        let copy = bytes.withContiguousStorageIfAvailable { Array($0) } ?? Array(bytes)
+        pendingDatagrams.append((id, copy))
         return id
     }
 

@@ -173,7 +173,7 @@ import Testing
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { testClient().maxDatagramFrameSize(65535) }
         defer { connection.cancel() }
-        _ = try await connection.openStream()
+        #expect(await becomesReady(connection))
         let size = try #require(connection.usableDatagramFrameSize)
         let payload = Data((0..<size).map { UInt8(truncatingIfNeeded: $0) })
         var replies = connection.datagrams.makeAsyncIterator()
@@ -185,8 +185,8 @@ import Testing
     }
 
     /// 10,000 datagrams sent by 2,000 tasks at once, far ahead of the congestion window: every
-    /// send completes, and the engine never holds more than the bound (without it, thousands
-    /// wait in the engine's queue).
+    /// send completes, and neither the engine's queue nor the outbox in front of it ever holds
+    /// more than the bound (without it, thousands wait in the engine's queue).
     @Test func datagramSendsWaitForRoomInABoundedQueue() async throws {
         let server = try await RunningListener.start(configure: { $0.maxDatagramFrameSize(65535) }, handler: readNothing)
         defer { server.task.cancel() }
@@ -205,14 +205,17 @@ import Testing
                 }
             }
         }
-        var largest = 0
+        var largest = 0, largestOutbox = 0
         while !finished.load(ordering: .acquiring) {
             let pending = try await connection.loop.submit { _ in core.value.connection?.pendingDatagramCount ?? 0 }
             largest = max(largest, pending)
+            largestOutbox = max(largestOutbox, connection.shared.datagramOutbox.count)
             try await Task.sleep(for: .milliseconds(1))
         }
         try await sender.value
         #expect(largest > 0)
         #expect(largest <= 256)  // ConnectionCore.datagramQueueLimit
+        #expect(largestOutbox > 0)
+        #expect(largestOutbox <= 256)
     }
 }

@@ -1,0 +1,112 @@
+import DequeModule
+import Foundation
+import Synchronization
+
+/// Received datagrams waiting for a reader.
+///
+/// The loop appends under a lock and wakes a reader only if one is suspended; a reader takes
+/// everything queued at once and hands it out one by one without the lock. Under load that is
+/// one lock round and at most one task wake-up per batch the socket delivered, instead of one
+/// each (as a per-element `AsyncStream` costs).
+final class DatagramInbox: Sendable {
+    private struct State {
+        var queue = Deque<Data>()
+        var readers: [Completion<Void>] = []
+        var finished = false
+    }
+
+    /// Unread datagrams beyond this many are dropped, oldest first (they are unreliable
+    /// anyway, and an idle reader must not grow memory without bound).
+    let backlog: Int
+    private let state = Mutex(State())
+
+    init(backlog: Int) {
+        self.backlog = backlog
+    }
+
+    /// Datagrams queued and not yet taken by a reader.
+    var count: Int { state.withLock { $0.queue.count } }
+
+    /// Loop: one datagram arrived.
+    func deliver(_ datagram: Data) {
+        let readers = state.withLock { state -> [Completion<Void>] in
+            guard !state.finished else { return [] }
+            if state.queue.count >= backlog { state.queue.removeFirst() }
+            state.queue.append(datagram)
+            defer { state.readers.removeAll() }
+            return state.readers
+        }
+        for reader in readers { reader.resume(.success(())) }
+    }
+
+    /// Loop: no more datagrams will arrive; readers get what is queued, then the end.
+    func finish() {
+        let readers = state.withLock { state -> [Completion<Void>] in
+            state.finished = true
+            defer { state.readers.removeAll() }
+            return state.readers
+        }
+        for reader in readers { reader.resume(.success(())) }
+    }
+
+    /// Everything queued, oldest first, waiting for at least one; empty once finished and
+    /// drained. Throws `NetworkError.cancelled` if the task is cancelled while it waits.
+    func takeAll() async throws -> Deque<Data> {
+        while true {
+            let taken = state.withLock { state -> Deque<Data>? in
+                guard state.queue.isEmpty, !state.finished else {
+                    defer { state.queue = Deque() }
+                    return state.queue
+                }
+                return nil
+            }
+            if let taken { return taken }
+            try await Completion<Void>.wait { reader in
+                let ready = state.withLock { state in
+                    guard state.queue.isEmpty, !state.finished else { return true }
+                    state.readers.removeAll { !$0.isPending }
+                    state.readers.append(reader)
+                    return false
+                }
+                if ready { reader.resume(.success(())) }
+            }
+        }
+    }
+
+    /// Puts datagrams a reader took but never handed out back at the front, in order.
+    func putBack(_ datagrams: some Collection<Data>) {
+        guard !datagrams.isEmpty else { return }
+        let readers = state.withLock { state -> [Completion<Void>] in
+            state.queue.insert(contentsOf: datagrams, at: 0)
+            while state.queue.count > backlog { state.queue.removeFirst() }
+            defer { state.readers.removeAll() }
+            return state.readers
+        }
+        for reader in readers { reader.resume(.success(())) }
+    }
+}
+
+/// Datagrams one iterator took from the inbox and has not handed out yet. A class so that the
+/// ones left over when the iterator is dropped (a `break` out of `for await`) go back to the
+/// inbox for the next reader instead of being lost.
+final class DatagramBatch {
+    private let inbox: DatagramInbox
+    private var items = Deque<Data>()
+
+    init(inbox: DatagramInbox) {
+        self.inbox = inbox
+    }
+
+    /// The next datagram, or nil once the connection has ended and every datagram was read
+    /// (or the task was cancelled).
+    func next() async -> Data? {
+        if let item = items.popFirst() { return item }
+        guard let taken = try? await inbox.takeAll() else { return nil }
+        items = taken
+        return items.popFirst()
+    }
+
+    deinit {
+        inbox.putBack(items)
+    }
+}

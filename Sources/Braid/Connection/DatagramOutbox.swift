@@ -1,0 +1,119 @@
+import DequeModule
+import Foundation
+import Synchronization
+
+/// Datagrams handed to `send` that the loop has not yet queued in the engine.
+///
+/// A sender appends under a lock and returns; only the first datagram of a burst posts work to
+/// the loop, which then takes everything queued so far. So a burst of sends costs one loop
+/// pass and goes out as one batch of packets (one `sendmmsg`/GSO write) instead of a thread
+/// hop and a system call each. Waiting happens only when `limit` datagrams are already queued
+/// here (the engine's own queue is full too), or before the connection is ready.
+final class DatagramOutbox: Sendable {
+    /// What `offer` decided.
+    enum Offer {
+        /// Queued; the loop already has a pass coming that will take it.
+        case queued
+        /// Queued; the caller must post a drain pass to the loop.
+        case queuedDrainNeeded
+        /// Not queued: the outbox is full; wait for room, then offer again.
+        case full
+        /// Not queued: the loop must decide (not ready yet, or larger than the last published
+        /// limit, which path-MTU discovery may have raised since).
+        case needsLoop
+        /// Not queued: the connection has ended.
+        case failed(NetworkError)
+    }
+
+    private struct State {
+        var queue = Deque<Data>()
+        /// The loop will look at `queue` again without being asked: a drain pass is posted,
+        /// or the queue waits for engine room that acknowledgements will free.
+        var drainPending = false
+        /// The largest datagram the engine accepted when last asked; nil before ready.
+        var maximumSize: Int?
+        var failure: NetworkError?
+        /// Senders waiting for room (a cancelled one stays until the next wake, as a no-op).
+        var roomWaiters: [Completion<Void>] = []
+    }
+
+    let limit: Int
+    private let state = Mutex(State())
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Datagrams queued and not yet taken by the loop.
+    var count: Int { state.withLock { $0.queue.count } }
+
+    /// Senders waiting for room (cancelled ones included until the next wake).
+    var roomWaiterCount: Int { state.withLock { $0.roomWaiters.count } }
+
+    /// Called from any thread by `send`.
+    func offer(_ datagram: Data) -> Offer {
+        state.withLock { state in
+            if let failure = state.failure { return .failed(failure) }
+            guard let maximum = state.maximumSize, datagram.count <= maximum else { return .needsLoop }
+            guard state.queue.count < limit else { return .full }
+            state.queue.append(datagram)
+            if state.drainPending { return .queued }
+            state.drainPending = true
+            return .queuedDrainNeeded
+        }
+    }
+
+    /// Suspends until the outbox has room (or the connection ends, or the task is cancelled).
+    func waitForRoom() async throws {
+        try await Completion<Void>.wait { completion in
+            let immediate: Result<Void, any Error>? = state.withLock { state in
+                if let failure = state.failure { return .failure(failure) }
+                if state.queue.count < limit { return .success(()) }
+                state.roomWaiters.removeAll { !$0.isPending }
+                state.roomWaiters.append(completion)
+                return nil
+            }
+            if let immediate { completion.resume(immediate) }
+        }
+    }
+
+    /// Loop: takes up to `count` datagrams, oldest first, and wakes senders waiting for room.
+    /// While datagrams remain, the loop keeps them in mind (it takes more as the engine's
+    /// queue drains), so senders post no further passes.
+    func take(upTo count: Int) -> [Data] {
+        let (taken, waiters) = state.withLock { state -> ([Data], [Completion<Void>]) in
+            var taken: [Data]
+            if state.queue.count <= count {
+                taken = Array(state.queue)
+                state.queue.removeAll(keepingCapacity: true)
+            } else {
+                taken = []
+                taken.reserveCapacity(count)
+                for _ in 0..<count { taken.append(state.queue.removeFirst()) }
+            }
+            if state.queue.isEmpty { state.drainPending = false }
+            guard !taken.isEmpty else { return (taken, []) }
+            defer { state.roomWaiters.removeAll() }
+            return (taken, state.roomWaiters)
+        }
+        for waiter in waiters { waiter.resume(.success(())) }
+        return taken
+    }
+
+    /// Loop: the size senders may queue without asking the loop (nil: ask the loop).
+    func publish(maximumSize: Int?) {
+        state.withLock { $0.maximumSize = maximumSize }
+    }
+
+    /// Loop: the connection ended; queued datagrams are dropped and waiting senders fail.
+    func fail(_ error: NetworkError) {
+        let waiters = state.withLock { state -> [Completion<Void>] in
+            if state.failure == nil { state.failure = error }
+            state.queue.removeAll()
+            state.drainPending = false
+            defer { state.roomWaiters.removeAll() }
+            return state.roomWaiters
+        }
+        for waiter in waiters { waiter.resume(.failure(error)) }
+    }
+}
