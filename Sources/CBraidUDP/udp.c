@@ -46,7 +46,7 @@ static size_t put(struct cmsghdr *cm, int level, int type, const void *data, siz
 }
 
 size_t braid_udp_build_cmsg(void *buffer, size_t capacity, int ipv6, uint16_t segment_size,
-                            uint8_t ecn, const struct sockaddr_storage *source) {
+                            uint8_t ecn, const struct sockaddr *source) {
   size_t used = 0;
   struct cmsghdr *cm;
   if (segment_size > 0 && (cm = slot(buffer, capacity, used, sizeof(uint16_t))) != NULL) {
@@ -56,13 +56,13 @@ size_t braid_udp_build_cmsg(void *buffer, size_t capacity, int ipv6, uint16_t se
     int tos = ecn & 0x3;
     used += put(cm, ipv6 ? IPPROTO_IPV6 : IPPROTO_IP, ipv6 ? IPV6_TCLASS : IP_TOS, &tos, sizeof(int));
   }
-  if (source != NULL && ipv6 && source->ss_family == AF_INET6 &&
+  if (source != NULL && ipv6 && source->sa_family == AF_INET6 &&
       (cm = slot(buffer, capacity, used, sizeof(struct in6_pktinfo))) != NULL) {
     struct in6_pktinfo info;
     memset(&info, 0, sizeof(info));
     info.ipi6_addr = ((const struct sockaddr_in6 *)source)->sin6_addr;
     used += put(cm, IPPROTO_IPV6, IPV6_PKTINFO, &info, sizeof(info));
-  } else if (source != NULL && !ipv6 && source->ss_family == AF_INET &&
+  } else if (source != NULL && !ipv6 && source->sa_family == AF_INET &&
              (cm = slot(buffer, capacity, used, sizeof(struct in_pktinfo))) != NULL) {
     struct in_pktinfo info;
     memset(&info, 0, sizeof(info));

@@ -191,22 +191,22 @@ extension QUIC {
         /// `sendIdempotent` for data that may go in 0-RTT.
         public func send<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
         where Content.Element == UInt8 {
-            try await send(Array(content), endOfStream: endOfStream, idempotent: false)
+            try await send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: false)
         }
 
         /// Sends an integer in network byte order.
         public func send<Integer: FixedWidthInteger & Sendable>(_ value: Integer) async throws {
-            try await send(withUnsafeBytes(of: value.bigEndian) { Array($0) }, endOfStream: false, idempotent: false)
+            try await send(withUnsafeBytes(of: value.bigEndian) { StreamBytes(copying: $0) }, endOfStream: false, idempotent: false)
         }
 
         /// Like `send`, but the bytes may travel in 0-RTT on a resumed connection. An attacker
         /// can replay 0-RTT data, so send only requests that are safe to repeat.
         public func sendIdempotent<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
         where Content.Element == UInt8 {
-            try await send(Array(content), endOfStream: endOfStream, idempotent: true)
+            try await send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: true)
         }
 
-        private func send(_ bytes: [UInt8], endOfStream: Bool, idempotent: Bool) async throws {
+        private func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) async throws {
             let bound = bound
             try await Completion<Void>.wait(on: loop) { context, completion in
                 bound.value.send(bytes, endOfStream: endOfStream, idempotent: idempotent, context: context, completion: completion)

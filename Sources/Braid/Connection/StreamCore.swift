@@ -21,7 +21,7 @@ final class StreamCore {
         var completion: Completion<(Data, Bool)>
     }
     private struct Sender {
-        var bytes: [UInt8]
+        var bytes: StreamBytes
         var offset = 0
         var endOfStream: Bool
         var idempotent: Bool
@@ -72,11 +72,14 @@ final class StreamCore {
                 let connection = core.connection
             {
                 do {
-                    let read = try connection.read(streamID: id, maxBytes: receiver.maximum - buffered.count)
-                    buffered.append(contentsOf: read.bytes)
-                    readFromEngine = readFromEngine || !read.bytes.isEmpty
+                    let before = buffered.count
+                    let read = try connection.read(streamID: id, maxBytes: receiver.maximum - buffered.count) { region in
+                        buffered.append(region.assumingMemoryBound(to: UInt8.self))
+                    }
+                    let gotBytes = buffered.count > before
+                    readFromEngine = readFromEngine || gotBytes
                     if read.fin { finReceived = true }
-                    if read.bytes.isEmpty && !read.fin { break }
+                    if !gotBytes && !read.fin { break }
                 } catch {
                     receiveError = NetworkError(error, endpoint: core.endpointDescription)
                 }
@@ -117,7 +120,7 @@ final class StreamCore {
 
     // MARK: Sending
 
-    func send(_ bytes: [UInt8], endOfStream: Bool, idempotent: Bool, context: LoopContext, completion: Completion<Void>) {
+    func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, context: LoopContext, completion: Completion<Void>) {
         if let sendError { return completion.fail(sendError) }
         guard canSend, !endOfStreamQueued else { return completion.fail(.streamNotWritable) }
         endOfStreamQueued = endOfStream
@@ -149,11 +152,11 @@ final class StreamCore {
                 while sender.offset < sender.bytes.count, connection.canSend(streamID: id) {
                     let end = min(sender.offset + Self.sendChunk, sender.bytes.count)
                     try connection.send(
-                        streamID: id, bytes: sender.bytes[sender.offset..<end], fin: sender.endOfStream && end == sender.bytes.count)
+                        streamID: id, bytes: sender.bytes, range: sender.offset..<end, fin: sender.endOfStream && end == sender.bytes.count)
                     sender.offset = end
                     wrote = true
                 }
-                if sender.bytes.isEmpty && sender.endOfStream {
+                if sender.bytes.count == 0 && sender.endOfStream {
                     try connection.send(streamID: id, bytes: EmptyCollection<UInt8>(), fin: true)
                     wrote = true
                 }

@@ -12,8 +12,9 @@ enum ConnectionIO {
         while true {
             if !socket.canEnqueue, !socket.flush() { return false }
             var wrote = false
-            connection.writeTransmits(now: now, maxBatches: 1) { path, ecn, segmentSize, bytes in
-                socket.enqueue(path: path, ecn: ecn, segmentSize: segmentSize, bytes: bytes)
+            // Packets are written straight into the socket's send queue.
+            connection.writeTransmits(now: now, maxBatches: 1, into: { socket.freeSlot }) { path, ecn, segmentSize, length in
+                socket.commitSlot(path: path, ecn: ecn, segmentSize: segmentSize, length: length)
                 wrote = true
             }
             if !wrote { break }

@@ -281,10 +281,26 @@ public final class UDPSocket {
     /// Copies one engine batch (datagrams of `segmentSize` bytes, the last may be shorter)
     /// into the send queue. Call only when `canEnqueue`.
     public func enqueue(path: QUICPath, ecn: ECN, segmentSize: Int, bytes: UnsafeRawBufferPointer) {
-        precondition(canEnqueue && bytes.count <= Self.segmentSlotBytes)
+        precondition(bytes.count <= Self.segmentSlotBytes)
+        let slot = freeSlot!
+        UnsafeMutableRawBufferPointer(rebasing: slot[0..<bytes.count]).copyMemory(from: bytes)
+        commitSlot(path: path, ecn: ecn, segmentSize: segmentSize, length: bytes.count)
+    }
+
+    /// The send-queue memory the next batch goes into (`segmentSlotBytes` long), for writers
+    /// that produce packets in place; nil when the queue needs a flush first.
+    public var freeSlot: UnsafeMutableRawBufferPointer? {
+        guard canEnqueue else { return nil }
         let offset = pending.count * Self.segmentSlotBytes
-        UnsafeMutableRawBufferPointer(rebasing: txData[offset..<offset + bytes.count]).copyMemory(from: bytes)
-        pending.append(Pending(offset: offset, length: bytes.count, segmentSize: max(segmentSize, 1), ecn: ecn, path: path))
+        return UnsafeMutableRawBufferPointer(rebasing: txData[offset..<offset + Self.segmentSlotBytes])
+    }
+
+    /// Queues the batch written into `freeSlot`: its first `length` bytes, datagrams of
+    /// `segmentSize` bytes (the last may be shorter).
+    public func commitSlot(path: QUICPath, ecn: ECN, segmentSize: Int, length: Int) {
+        precondition(canEnqueue && length <= Self.segmentSlotBytes)
+        let offset = pending.count * Self.segmentSlotBytes
+        pending.append(Pending(offset: offset, length: length, segmentSize: max(segmentSize, 1), ecn: ecn, path: path))
     }
 
     /// Sends everything queued. Returns false when the kernel's buffer filled up: what is left
@@ -404,14 +420,15 @@ public final class UDPSocket {
 
     private func fillMessage(_ index: Int, data: UnsafeMutableRawPointer, length: Int, segmentSize: Int, batch: Pending) {
         txIovecs[index] = iovec(iov_base: data, iov_len: length)
-        txNames[index] = batch.path.remote.storage
+        batch.path.remote.withSockAddr { address, length in
+            UnsafeMutableRawPointer(txNames + index).copyMemory(from: address, byteCount: length)
+        }
         let control = txControl + index * Int(BRAID_UDP_CMSG_CAPACITY)
-        var source = batch.path.local.storage
         let withSource = answersFromPacketAddress && !batch.path.local.isWildcard
-        let controlLength = withUnsafePointer(to: &source) { sourcePointer in
+        let controlLength = batch.path.local.withSockAddr { source, _ in
             braid_udp_build_cmsg(
                 control, Int(BRAID_UDP_CMSG_CAPACITY), isIPv6 ? 1 : 0, UInt16(segmentSize), batch.ecn.rawValue,
-                withSource ? sourcePointer : nil)
+                withSource ? source : nil)
         }
         txMessages[index] = braid_mmsghdr(
             msg_hdr: msghdr(

@@ -463,14 +463,28 @@ public final class QUICConnection {
         now: QUICInstant, maxSegments: Int = QUICConnection.maxSegmentsPerBatch, maxBatches: Int = .max,
         _ sink: (QUICPath, ECN, Int, UnsafeRawBufferPointer) -> Void
     ) {
+        let scratch = scratch
+        writeTransmits(now: now, maxSegments: maxSegments, maxBatches: maxBatches, into: { scratch }) { path, ecn, segmentSize, length in
+            sink(path, ecn, segmentSize, UnsafeRawBufferPointer(rebasing: scratch[0..<length]))
+        }
+    }
+
+    /// Like `writeTransmits(now:maxSegments:maxBatches:_:)`, but each batch is written straight
+    /// into memory the caller owns, so the packets are not copied again on their way to the
+    /// socket: `slot` gives the memory for the next batch (at least `maxBatchBytes` bytes; nil
+    /// stops writing), and `commit` reports what went into it: (path, ECN, segment size, length).
+    public func writeTransmits(
+        now: QUICInstant, maxSegments: Int = QUICConnection.maxSegmentsPerBatch, maxBatches: Int = .max,
+        into slot: () -> UnsafeMutableRawBufferPointer?, commit: (QUICPath, ECN, Int, Int) -> Void
+    ) {
         switch phase {
         case .terminated, .draining:
             return
         case .closing:
-            if closePacketPending {
+            if closePacketPending, let buffer = slot() {
                 closePacketPending = false
-                let path = self.path
-                closePacket.withUnsafeBytes { sink(path, .notECT, $0.count, $0) }
+                closePacket.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[0..<$0.count]).copyMemory(from: $0) }
+                commit(path, .notECT, closePacket.count, closePacket.count)
                 countSent(packets: 1, bytes: closePacket.count)
             }
             return
@@ -484,6 +498,7 @@ public final class QUICConnection {
         var batches = 0
 
         while budget > 0 && batches < maxBatches && !isClosed {
+            guard let buffer = slot() else { break }
             // Assemble one batch.
             var length = 0
             var segmentSize = 0
@@ -491,11 +506,8 @@ public final class QUICConnection {
             var batchPath: QUICPath?
             var batchECN = ECN.notECT
             if let held = heldPacket {
-                // Move the held packet to the front; it starts this batch.
-                if held.offset != 0 {
-                    UnsafeMutableRawBufferPointer(rebasing: scratch[0..<held.length])
-                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: scratch[held.offset..<held.offset + held.length]))
-                }
+                // The held packet starts this batch (memmove: it may already be in `buffer`).
+                memmove(buffer.baseAddress!, scratch.baseAddress! + held.offset, held.length)
                 heldPacket = nil
                 length = held.length
                 segmentSize = held.length
@@ -507,11 +519,18 @@ public final class QUICConnection {
             var batchClosed = false
             // A GSO send is one UDP datagram to the kernel: its payload must stay under 64 KiB.
             while count < segmentLimit && budget > 0 && !batchClosed && length + packetSize <= Self.maxBatchBytes {
-                let room = min(packetSize, scratch.count - length)
-                guard let packet = writePacket(into: scratch.baseAddress! + length, capacity: room, now: now) else { break }
+                let room = min(packetSize, buffer.count - length)
+                guard let packet = writePacket(into: buffer.baseAddress! + length, capacity: room, now: now) else { break }
                 budget -= 1
                 if count > 0 && (packet.path != batchPath || packet.ecn != batchECN || packet.length > segmentSize) {
-                    heldPacket = (length, packet.length, packet.path, packet.ecn)
+                    // It starts the next batch. Past this batch's bytes in our own scratch
+                    // memory it can stay; in the caller's memory it is kept aside.
+                    if buffer.baseAddress == scratch.baseAddress {
+                        heldPacket = (length, packet.length, packet.path, packet.ecn)
+                    } else {
+                        scratch.baseAddress!.copyMemory(from: buffer.baseAddress! + length, byteCount: packet.length)
+                        heldPacket = (0, packet.length, packet.path, packet.ecn)
+                    }
                     batchClosed = true
                     break
                 }
@@ -526,7 +545,7 @@ public final class QUICConnection {
                 if packet.length < segmentSize { batchClosed = true }
             }
             guard count > 0, let batchPath else { break }
-            sink(batchPath, batchECN, segmentSize, UnsafeRawBufferPointer(rebasing: scratch[0..<length]))
+            commit(batchPath, batchECN, segmentSize, length)
             countSent(packets: count, bytes: length)
             lastActivity = now
             transmitsWritten += 1
@@ -764,6 +783,13 @@ public final class QUICConnection {
     /// Queues bytes (and optionally FIN) on a stream. The bytes are copied and kept until the peer
     /// acknowledges them. Check `canSend(streamID:)` first to respect the send-buffer bound.
     public func send<Bytes: Collection>(streamID: Int64, bytes: Bytes, fin: Bool = false) throws where Bytes.Element == UInt8 {
+        let copy = StreamBytes(copying: bytes)
+        try send(streamID: streamID, bytes: copy, range: 0..<copy.count, fin: fin)
+    }
+
+    /// Queues `range` of `bytes` (and optionally FIN) without copying; they are kept until the
+    /// peer acknowledges them.
+    public func send(streamID: Int64, bytes: StreamBytes, range: Range<Int>, fin: Bool = false) throws {
         try ensureOpen()
         let stream = try stream(streamID)
         guard canSendOn(streamID: streamID) else {
@@ -773,7 +799,7 @@ public final class QUICConnection {
         guard !stream.send.finQueued, !stream.locallyReset else {
             throw QUICError.invalidStream(streamID: streamID, reason: "already finished or reset for sending")
         }
-        stream.send.append(bytes)
+        stream.send.append(bytes, range: range)
         if fin { stream.send.finQueued = true }
         schedule(stream)
     }
@@ -810,11 +836,23 @@ public final class QUICConnection {
     /// Reads up to `maxBytes` in order and returns that much flow-control credit to the peer.
     /// Throws `streamReset` once buffered bytes are gone if the peer reset the stream.
     public func read(streamID: Int64, maxBytes: Int = .max) throws -> StreamRead {
+        var bytes: [UInt8] = []
+        let (fin, early) = try read(streamID: streamID, maxBytes: maxBytes) { bytes.append(contentsOf: $0) }
+        return StreamRead(bytes: bytes, fin: fin, early: early)
+    }
+
+    /// Like `read(streamID:maxBytes:)`, but hands the bytes to `body` in place (valid only
+    /// during the call), one contiguous region at a time, instead of copying them into an array.
+    public func read(
+        streamID: Int64, maxBytes: Int = .max, into body: (UnsafeRawBufferPointer) -> Void
+    ) throws -> (fin: Bool, early: Bool) {
         let stream = try stream(streamID)
         stream.readableSignalled = false
-        let (bytes, early) = stream.receive.read(max: maxBytes)
-        if !bytes.isEmpty { returnCredit(stream: stream, bytes: bytes.count) }
-        if bytes.isEmpty, let code = stream.receive.resetCode {
+        let before = stream.receive.buffered
+        let early = stream.receive.read(max: maxBytes, body)
+        let count = before - stream.receive.buffered
+        if count > 0 { returnCredit(stream: stream, bytes: count) }
+        if count == 0, let code = stream.receive.resetCode {
             // The reset is the stream's last word for the reader.
             stream.receive.finDelivered = true
             retireIfDone(stream)
@@ -825,11 +863,11 @@ public final class QUICConnection {
             stream.receive.finDelivered = true
             fin = true
         }
-        if bytes.isEmpty && !fin && !stream.receive.finDelivered && isClosed {
+        if count == 0 && !fin && !stream.receive.finDelivered && isClosed {
             throw QUICError.connectionClosed(closeReason ?? .invalidState("closed"))
         }
         retireIfDone(stream)
-        return StreamRead(bytes: bytes, fin: fin, early: early)
+        return (fin, early)
     }
 
     /// Bytes buffered and readable on the stream.

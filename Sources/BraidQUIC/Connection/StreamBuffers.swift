@@ -1,12 +1,13 @@
 import DequeModule
 
-/// Bytes the application handed to a stream. ngtcp2 keeps pointers into them until the peer
-/// acknowledges them, so they live in memory we own and never move (not in a Swift array,
-/// whose storage the optimizer may copy).
-final class SendChunk {
+/// Bytes handed to a stream, copied once into memory that never moves: ngtcp2 keeps pointers
+/// into them until the peer acknowledges them (a Swift array's storage may be copied by the
+/// optimizer). Made where the application calls `send`, then passed to the engine as is.
+/// Sendable because the bytes are written only by `init` and read-only afterwards.
+public final class StreamBytes: @unchecked Sendable {
     let base: UnsafeMutableRawBufferPointer
 
-    init<Bytes: Collection>(copying bytes: Bytes) where Bytes.Element == UInt8 {
+    public init<Bytes: Collection>(copying bytes: Bytes) where Bytes.Element == UInt8 {
         base = .allocate(byteCount: bytes.count, alignment: 1)
         let copied: Void? = bytes.withContiguousStorageIfAvailable { source in
             base.copyMemory(from: UnsafeRawBufferPointer(source))
@@ -16,15 +17,21 @@ final class SendChunk {
         }
     }
 
-    var count: Int { base.count }
+    public var count: Int { base.count }
 
     deinit { base.deallocate() }
 }
 
 /// The send half of a stream: queued bytes from the first unacknowledged one on.
 struct StreamSendBuffer {
-    /// Chunks still unacknowledged, the first starting at `ackedOffset - firstChunkSkip`.
-    private(set) var chunks = Deque<SendChunk>()
+    /// One queued piece: a range of some `StreamBytes`.
+    struct Piece {
+        let bytes: StreamBytes
+        let start: Int
+        let count: Int
+    }
+    /// Pieces still unacknowledged, the first starting at stream offset `firstChunkOffset`.
+    private(set) var chunks = Deque<Piece>()
     /// Stream offset at which `chunks.first` begins.
     private var firstChunkOffset: UInt64 = 0
     /// Everything below this offset is acknowledged.
@@ -43,10 +50,11 @@ struct StreamSendBuffer {
     var hasUnsent: Bool { sentOffset < queuedOffset || (finQueued && !finSent) }
     var unsentCount: Int { Int(queuedOffset - sentOffset) }
 
-    mutating func append<Bytes: Collection>(_ bytes: Bytes) where Bytes.Element == UInt8 {
-        guard !bytes.isEmpty else { return }
-        chunks.append(SendChunk(copying: bytes))
-        queuedOffset += UInt64(bytes.count)
+    mutating func append(_ bytes: StreamBytes, range: Range<Int>) {
+        guard !range.isEmpty else { return }
+        precondition(range.lowerBound >= 0 && range.upperBound <= bytes.count)
+        chunks.append(Piece(bytes: bytes, start: range.lowerBound, count: range.count))
+        queuedOffset += UInt64(range.count)
     }
 
     /// Describes up to `limit` unsent regions starting at `sentOffset` as (pointer, length).
@@ -57,7 +65,7 @@ struct StreamSendBuffer {
             let end = offset + UInt64(chunk.count)
             if end > sentOffset {
                 let start = Int(max(sentOffset, offset) - offset)
-                body(chunk.base.baseAddress! + start, chunk.count - start)
+                body(chunk.bytes.base.baseAddress! + chunk.start + start, chunk.count - start)
                 emitted += 1
                 if emitted == limit { return }
             }
@@ -122,20 +130,29 @@ struct StreamReceiveBuffer {
     mutating func read(max: Int) -> (bytes: [UInt8], early: Bool) {
         var out: [UInt8] = []
         out.reserveCapacity(Swift.min(max, buffered))
+        let early = read(max: max) { out.append(contentsOf: $0) }
+        return (out, early)
+    }
+
+    /// Removes up to `max` bytes, handing them to `body` region by region (valid only during
+    /// the call); returns whether any of them arrived in 0-RTT.
+    mutating func read(max: Int, _ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
         var early = false
-        while out.count < max, let first = chunks.first {
+        var taken = 0
+        while taken < max, let first = chunks.first {
             let available = first.bytes.count - readIndex
-            let take = Swift.min(available, max - out.count)
-            out.append(contentsOf: first.bytes[readIndex..<readIndex + take])
+            let take = Swift.min(available, max - taken)
+            first.bytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[readIndex..<readIndex + take])) }
             early = early || first.early
+            taken += take
             readIndex += take
             if readIndex == first.bytes.count {
                 chunks.removeFirst()
                 readIndex = 0
             }
         }
-        buffered -= out.count
-        return (out, early)
+        buffered -= taken
+        return early
     }
 
     mutating func discard() -> Int {

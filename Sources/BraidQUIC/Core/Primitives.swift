@@ -46,16 +46,25 @@ public enum ECN: UInt8, Sendable, Hashable {
     package init(bits: UInt32) { self = ECN(rawValue: UInt8(bits & 0x3)) ?? .notECT }
 }
 
-/// An IPv4 or IPv6 address with a port, stored as a `sockaddr_storage` so ngtcp2 can use it
+/// An IPv4 or IPv6 address with a port, stored as a `sockaddr` so ngtcp2 and the socket calls use it
 /// without conversion.
 public struct QUICAddress: Hashable, Sendable, CustomStringConvertible {
-    package var storage: sockaddr_storage
+    /// Room for either family (a `sockaddr_in` fits in a `sockaddr_in6`): 28 bytes instead of
+    /// a 128-byte `sockaddr_storage`, because every packet written carries a path of two.
+    package var storage: sockaddr_in6
 
-    package init(storage: sockaddr_storage) { self.storage = storage }
+    /// Takes the IPv4 or IPv6 address in `storage` (as `getsockname` or `recvmsg` fill it).
+    package init(storage: sockaddr_storage) {
+        var compact = sockaddr_in6()
+        withUnsafeBytes(of: storage) { source in
+            withUnsafeMutableBytes(of: &compact) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<$0.count])) }
+        }
+        self.storage = compact
+    }
 
     /// Parses an IP literal ("127.0.0.1", "::1", "fe80::1%2" is not supported).
     public init?(ip: String, port: UInt16) {
-        var storage = sockaddr_storage()
+        var storage = sockaddr_in6()
         var v4 = in_addr()
         var v6 = in6_addr()
         if inet_pton(AF_INET, ip, &v4) == 1 {
@@ -84,7 +93,7 @@ public struct QUICAddress: Hashable, Sendable, CustomStringConvertible {
         guard (family == AF_INET && length >= MemoryLayout<sockaddr_in>.size)
             || (family == AF_INET6 && length >= MemoryLayout<sockaddr_in6>.size)
         else { return nil }
-        var storage = sockaddr_storage()
+        var storage = sockaddr_in6()
         withUnsafeMutableBytes(of: &storage) { raw in
             raw.copyMemory(from: UnsafeRawBufferPointer(start: address, count: min(length, raw.count)))
         }
@@ -94,7 +103,7 @@ public struct QUICAddress: Hashable, Sendable, CustomStringConvertible {
     /// 0.0.0.0:0, for paths whose address ngtcp2 did not report.
     public static let unspecified = QUICAddress(ip: "0.0.0.0", port: 0)!
 
-    public var isIPv6: Bool { Int32(storage.ss_family) == AF_INET6 }
+    public var isIPv6: Bool { Int32(storage.sin6_family) == AF_INET6 }
 
     public var port: UInt16 {
         withUnsafeBytes(of: storage) { raw in

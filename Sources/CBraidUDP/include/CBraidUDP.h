@@ -18,7 +18,7 @@
 /// IPV6_TCLASS; `source` (may be NULL) adds IP_PKTINFO / IPV6_PKTINFO so the datagram leaves
 /// from that address. `ipv6` selects the family of the socket.
 size_t braid_udp_build_cmsg(void *buffer, size_t capacity, int ipv6, uint16_t segment_size,
-                            uint8_t ecn, const struct sockaddr_storage *source);
+                            uint8_t ecn, const struct sockaddr *source);
 
 /// UDP socket options (<netinet/udp.h> values; named here for Swift).
 #define BRAID_UDP_SEGMENT 103

@@ -93,9 +93,13 @@ final class SimulatedNetwork {
         }
     }
 
+    /// Writes through the in-place interface the socket datapath uses, into memory the engine
+    /// does not own (so packets held over to the next batch take the same route as there).
     func write(_ connection: QUICConnection) {
-        connection.writeTransmits(now: now) { path, ecn, segmentSize, batch in
-            Transmit.forEachDatagram(in: batch, segmentSize: segmentSize) {
+        let slot = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
+        defer { slot.deallocate() }
+        connection.writeTransmits(now: now, into: { slot }) { path, ecn, segmentSize, length in
+            Transmit.forEachDatagram(in: UnsafeRawBufferPointer(rebasing: slot[0..<length]), segmentSize: segmentSize) {
                 enqueue(from: path.local, to: path.remote, bytes: Array($0), ecn: ecn)
             }
         }
