@@ -70,11 +70,12 @@ public enum PerfService {
         return exchange
     }
 
-    /// Sends `count` pattern bytes and the stream's end.
+    /// Sends `count` pattern bytes and the stream's end, 256 KiB per call: each `send` is a
+    /// trip to the connection's event loop, so bulk writers should hand over large pieces.
     public static func sendPattern(count: Int, on stream: QUIC.Stream) async throws {
         var sent = 0
         repeat {
-            let piece = min(65536, count - sent)
+            let piece = min(PerfPattern.maxSlice, count - sent)
             try await stream.send(PerfPattern.slice(at: sent, count: piece), endOfStream: sent + piece == count)
             sent += piece
         } while sent < count

@@ -13,9 +13,11 @@ public enum PerfPattern {
     public static let period = 65521
     /// Byte `i` is `((i % 65521) * 2654435761) >> 7`, truncated to 8 bits (the interop peers
     /// compute the same formula).
-    static let table: [UInt8] = (0..<(period + 65536)).map { UInt8(truncatingIfNeeded: (($0 % period) &* 2_654_435_761) >> 7) }
+    /// The longest slice one call hands out.
+    public static let maxSlice = 256 * 1024
+    static let table: [UInt8] = (0..<(period + maxSlice)).map { UInt8(truncatingIfNeeded: (($0 % period) &* 2_654_435_761) >> 7) }
 
-    /// `count` (<= 64 KiB) pattern bytes starting at transfer offset `offset`.
+    /// `count` (at most `maxSlice`) pattern bytes starting at transfer offset `offset`.
     public static func slice(at offset: Int, count: Int) -> ArraySlice<UInt8> {
         let start = offset % period
         return table[start..<start + count]
@@ -32,7 +34,7 @@ public enum PerfPattern {
         return table.withUnsafeBufferPointer { table in
             var position = 0
             while position < bytes.count {
-                let count = min(65536, bytes.count - position)
+                let count = min(maxSlice, bytes.count - position)
                 if memcmp(table.baseAddress! + (offset + position) % period, base + position, count) != 0 { return false }
                 position += count
             }

@@ -116,13 +116,18 @@ public final class QUICClientDriver: LoopHandler {
     }
 
     public func readable(_ context: LoopContext) {
-        let now = context.now
         // A bounded number of receive calls per wake-up keeps timers and other sockets fair.
         for _ in 0..<8 {
+            // Stamped after the previous batch's writes: ngtcp2 takes an acknowledgement
+            // stamped earlier than its packet was sent as a huge RTT sample.
+            let now = context.now
             let got = socket.receive { datagram, path, ecn in
                 connection.receive(datagram: datagram, path: path, ecn: ecn, now: now)
             }
             if !got { break }
+            // Acknowledge (and hand over) each batch as it is processed, so the sender's
+            // window keeps moving instead of waiting for the whole pass.
+            service(context)
         }
         service(context)
     }

@@ -124,8 +124,10 @@ public final class QUICServerDriver: LoopHandler {
     }
 
     public func readable(_ context: LoopContext) {
-        let now = context.now
         for _ in 0..<8 {
+            // As in the client driver: stamped after the previous batch's writes, and each
+            // batch acknowledged as it is processed.
+            let now = context.now
             let got = socket.receive { datagram, path, ecn in
                 guard let connection = endpoint.receive(datagram: datagram, path: path, ecn: ecn, now: now) else { return }
                 let key = ObjectIdentifier(connection)
@@ -139,6 +141,7 @@ public final class QUICServerDriver: LoopHandler {
                 }
             }
             if !got { break }
+            serviceDirty(context)
         }
         serviceDirty(context)
     }
