@@ -316,7 +316,9 @@ public final class LoopContext {
         }
         guard let top = timers.min else { return -1 }
         let now = monotonicNow()
-        return top.deadline > now ? Int64(top.deadline.nanoseconds - now.nanoseconds) : 0
+        // Clamped: a deadline beyond Int64 nanoseconds (an engine timer gone far into the
+        // future) means "not soon", never a trap.
+        return top.deadline > now ? Int64(clamping: top.deadline.nanoseconds - now.nanoseconds) : 0
     }
 
     private func fireDueTimers() {

@@ -19,7 +19,7 @@ public struct QUICInstant: Comparable, Hashable, Sendable, CustomStringConvertib
     }
 
     public static func - (lhs: Self, rhs: Self) -> Duration {
-        .nanoseconds(Int64(lhs.nanoseconds) - Int64(rhs.nanoseconds))
+        .nanoseconds(Int64(clamping: lhs.nanoseconds) - Int64(clamping: rhs.nanoseconds))
     }
 
     public var description: String { "\(Double(nanoseconds) / 1e6) ms" }
