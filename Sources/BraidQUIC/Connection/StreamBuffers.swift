@@ -107,10 +107,17 @@ struct StreamSendBuffer {
 /// The receive half of a stream: in-order bytes ngtcp2 delivered that the application has not
 /// read yet. Bounded by the flow-control window we advertise, because credit is returned only
 /// as the application reads.
+///
+/// One contiguous buffer (not an array per packet): a packet's bytes are appended with one
+/// copy and no allocation once the buffer has grown to the stream's working size.
 struct StreamReceiveBuffer {
-    private var chunks = Deque<(bytes: [UInt8], early: Bool)>()
-    private var readIndex = 0
-    private(set) var buffered = 0
+    private var storage: [UInt8] = []
+    /// Bytes before this index were read already.
+    private var head = 0
+    /// Runs of buffered bytes that did or did not arrive in 0-RTT packets, oldest first, as
+    /// (end index in `storage`, early). Almost always a single run.
+    private var runs = Deque<(end: Int, early: Bool)>()
+    var buffered: Int { storage.count - head }
     /// All bytes up to the FIN have arrived.
     var finReceived = false
     /// The application has read the FIN.
@@ -120,8 +127,18 @@ struct StreamReceiveBuffer {
 
     mutating func append(_ bytes: UnsafeRawBufferPointer, early: Bool) {
         guard bytes.count > 0 else { return }
-        chunks.append((Array(bytes), early))
-        buffered += bytes.count
+        if head > 0 && (head == storage.count || head >= storage.count / 2) {
+            // Reclaim the read prefix before growing: a move of at most half the buffer.
+            storage.removeSubrange(0..<head)
+            runs = Deque(runs.map { ($0.end - head, $0.early) })
+            head = 0
+        }
+        storage.append(contentsOf: bytes)
+        if let last = runs.last, last.early == early {
+            runs[runs.count - 1].end = storage.count
+        } else {
+            runs.append((storage.count, early))
+        }
     }
 
     var isEmpty: Bool { buffered == 0 }
@@ -134,32 +151,34 @@ struct StreamReceiveBuffer {
         return (out, early)
     }
 
-    /// Removes up to `max` bytes, handing them to `body` region by region (valid only during
-    /// the call); returns whether any of them arrived in 0-RTT.
+    /// Removes up to `max` bytes, handing them to `body` (valid only during the call); returns
+    /// whether any of them arrived in 0-RTT.
     mutating func read(max: Int, _ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
+        let count = Swift.min(max, buffered)
+        guard count > 0 else { return false }
+        let end = head + count
+        storage.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[head..<end])) }
+        // The runs the read bytes fall in, then drop those read completely.
         var early = false
-        var taken = 0
-        while taken < max, let first = chunks.first {
-            let available = first.bytes.count - readIndex
-            let take = Swift.min(available, max - taken)
-            first.bytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[readIndex..<readIndex + take])) }
-            early = early || first.early
-            taken += take
-            readIndex += take
-            if readIndex == first.bytes.count {
-                chunks.removeFirst()
-                readIndex = 0
-            }
+        for run in runs {
+            early = early || run.early
+            if run.end >= end { break }
         }
-        buffered -= taken
+        while let first = runs.first, first.end <= end { runs.removeFirst() }
+        head = end
+        if head == storage.count {
+            storage.removeAll(keepingCapacity: true)
+            head = 0
+            runs.removeAll()
+        }
         return early
     }
 
     mutating func discard() -> Int {
         let dropped = buffered
-        chunks.removeAll()
-        readIndex = 0
-        buffered = 0
+        storage.removeAll()
+        runs.removeAll()
+        head = 0
         return dropped
     }
 }
