@@ -13,9 +13,15 @@ public enum ApplicationServer {
         do {
             try await withThrowingDiscardingTaskGroup { group in
                 group.addTask {
-                    for await datagram in connection.datagrams where connection.negotiatedALPN == EchoService.alpn {
-                        try await EchoService.echo(datagram, on: connection)
+                    var datagrams = connection.datagrams.makeAsyncIterator()
+                    // The first datagram comes after the handshake, so the ALPN is known then.
+                    guard let first = await datagrams.next() else { return }
+                    guard connection.negotiatedALPN == EchoService.alpn else {
+                        while await datagrams.next() != nil {}  // perf ignores datagrams
+                        return
                     }
+                    try await EchoService.echo(first, on: connection)
+                    while let datagram = await datagrams.next() { try await EchoService.echo(datagram, on: connection) }
                 }
                 try await connection.inboundStreams { stream in
                     // The ALPN is known by the time the first stream arrives.

@@ -281,8 +281,12 @@ extension QUIC {
         /// one task or several) go out together: one pass of the connection's event loop
         /// packs them into packets and writes them with as few system calls as batching allows.
         public func send<Content: Collection & Sendable>(_ content: Content) async throws where Content.Element == UInt8 {
+            try await send(Data(content))
+        }
+
+        /// Queues one datagram; see `send(_:)` for collections of bytes.
+        public func send(_ bytes: Data) async throws {
             if Task.isCancelled { throw NetworkError.cancelled }
-            let bytes = content as? Data ?? Data(content)
             let outbox = shared.datagramOutbox
             while true {
                 switch outbox.offer(bytes) {
