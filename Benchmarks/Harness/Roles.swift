@@ -126,7 +126,7 @@ enum Roles {
         options.datagramSize = flags.int("datagram-size", 1000)
         let connection = connection(flags)
         let report = try await ApplicationClient(options: options, connection: connection).perform()
-        connection.cancel()
+        await connection.close()
         guard report.ok else { throw ApplicationFailure(report.failures.joined(separator: "; ")) }
         printJSON(report.json)
     }
@@ -141,7 +141,7 @@ enum Roles {
             let first = connection(flags, cache: cache)
             try await echoOneByte(first, idempotent: false)
             try await waitForTicket(cache!)
-            first.cancel()
+            await first.close()
         }
         var ready: [UInt64] = []
         var firstByte: [UInt64] = []
@@ -158,7 +158,7 @@ enum Roles {
             if connection.earlyDataAccepted { earlyData += 1 }
             // The next connection resumes with the ticket this one receives after its handshake.
             if let cache { try await waitForTicket(cache) }
-            connection.cancel()
+            await connection.close()
         }
         printJSON(["ready_ns": ready, "first_byte_ns": firstByte, "early_data": earlyData])
     }
@@ -205,7 +205,7 @@ enum Roles {
         printJSON(["connections": count, "seconds": seconds, "rss_before": before, "rss_after": after])
         FileHandle.standardOutput.write(Data("holding\n".utf8))
         try await Task.sleep(for: .seconds(flags.int("hold", 2)))
-        for connection in opened { connection.cancel() }
+        for connection in opened { await connection.close() }
     }
 }
 

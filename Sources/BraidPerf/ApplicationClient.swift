@@ -300,6 +300,7 @@ final class EchoTally: Sendable {
         await withCheckedContinuation { continuation in
             let id = state.withLock { state -> Int? in
                 if state.count >= target { return nil }
+                precondition(state.waiter == nil, "EchoTally.wait is for one waiting task at a time")
                 state.nextWaiterID += 1
                 state.waiter = (state.nextWaiterID, target, continuation)
                 return state.nextWaiterID

@@ -90,13 +90,11 @@ struct Client: AsyncParsableCommand {
         }
         switch outcome {
         case .success(let report):
-            connection.cancel(applicationErrorCode: closeCode, reason: closeReason)
+            await connection.close(applicationErrorCode: closeCode, reason: closeReason)
             if json { printJSON(report.json) } else { print(report.summary) }
-            // Give the close a moment to leave before the process exits.
-            try? await Task.sleep(for: .milliseconds(50))
             if !report.ok { throw ExitCode(2) }
         case .failure(let error):
-            connection.cancel()
+            await connection.close()
             throw CommandFailure("\(error)")
         }
     }

@@ -19,6 +19,18 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
         loop.execute { [core] context in core.value.cancel(context: context, code: code, reason: reason) }
     }
 
+    /// Like `cancel(applicationErrorCode:reason:)`, and returns once the close has been handed
+    /// to the socket (see `close()`).
+    ///
+    /// ```swift
+    /// await connection.close(applicationErrorCode: 0x101, reason: "shutting down")
+    /// ```
+    public func close(applicationErrorCode code: UInt64, reason: String = "") async {
+        shared.states.update(.cancelled)
+        let core = core
+        _ = try? await loop.submit { context in core.value.cancel(context: context, code: code, reason: reason) }
+    }
+
     /// Starts a TLS key update (RFC 9001 §6): both directions move to fresh packet keys while
     /// data keeps flowing. Needs a ready connection whose handshake is confirmed.
     ///

@@ -108,8 +108,23 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         }
     }
 
+    /// Like `cancel()`, and returns once the close has been handed to the socket (at once if
+    /// the connection had already ended). `cancel()` returns before that, so a process that
+    /// exits right after it may leave the peer waiting for its idle timeout; await this instead.
+    ///
+    /// ```swift
+    /// await connection.close()
+    /// exit(0)
+    /// ```
+    public func close() async {
+        shared.states.update(.cancelled)
+        let core = core
+        _ = try? await loop.submit { context in core.value.cancel(context: context) }
+    }
+
     /// Closes the connection (QUIC application error code 0) and ends every pending call with
-    /// `NetworkError.cancelled`. The state becomes `cancelled`.
+    /// `NetworkError.cancelled`. The state becomes `cancelled`. The close goes out from the
+    /// connection's event loop shortly after this returns (`close()` waits for it).
     public func cancel() {
         shared.states.update(.cancelled)
         loop.execute { [core] context in core.value.cancel(context: context) }
@@ -133,8 +148,14 @@ public func withNetworkConnection<ApplicationProtocol: NetworkProtocol, Result: 
     _ handler: (NetworkConnection<ApplicationProtocol>) async throws -> Result
 ) async throws -> Result {
     let connection = NetworkConnection(to: endpoint, using: NetworkParameters(stack: stack()))
-    defer { connection.cancel() }
-    return try await handler(connection)
+    do {
+        let result = try await handler(connection)
+        await connection.close()
+        return result
+    } catch {
+        await connection.close()
+        throw error
+    }
 }
 
 /// Client TLS contexts are costly (parsing the trust store, loading credentials): one per

@@ -420,8 +420,8 @@ public final class UDPSocket {
 
     private func fillMessage(_ index: Int, data: UnsafeMutableRawPointer, length: Int, segmentSize: Int, batch: Pending) {
         txIovecs[index] = iovec(iov_base: data, iov_len: length)
-        batch.path.remote.withSockAddr { address, length in
-            UnsafeMutableRawPointer(txNames + index).copyMemory(from: address, byteCount: length)
+        batch.path.remote.withSockAddr { address, addressLength in
+            UnsafeMutableRawPointer(txNames + index).copyMemory(from: address, byteCount: addressLength)
         }
         let control = txControl + index * Int(BRAID_UDP_CMSG_CAPACITY)
         let withSource = answersFromPacketAddress && !batch.path.local.isWildcard

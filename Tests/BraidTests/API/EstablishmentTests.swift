@@ -165,6 +165,25 @@ import Testing
         #expect(result.withLock { $0 } == .invalidState("only a client connection migrates"))
     }
 
+    /// `close(applicationErrorCode:reason:)` returns with the connection cancelled and its close
+    /// on the way: the server's connection ends with that code and reason.
+    @Test(.timeLimit(.minutes(1))) func closeEndsTheConnectionWithTheCodeThePeerSees() async throws {
+        let ended = Mutex<NetworkConnection<QUIC>.State?>(nil)
+        let server = try await RunningListener.start(handler: { connection in
+            for await state in connection.states where state.isFinal {
+                ended.withLock { $0 = state }
+                break
+            }
+        })
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testClient() }
+        #expect(await becomesReady(connection))
+        await connection.close(applicationErrorCode: 0x101, reason: "done")
+        #expect(connection.state == .cancelled)
+        while ended.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(ended.withLock { $0 } == .failed(.peerClosed(code: 0x101, reason: "done")))
+    }
+
     /// A datagram of exactly `usableDatagramFrameSize` bytes, sent as soon as the connection is
     /// ready, comes back: the size is what fits the path's packets now, not the configured
     /// maximum (a datagram larger than the current packets would wait in the queue forever).
