@@ -119,7 +119,9 @@ struct Bench: Sendable {
         let server = try role(serverRole, serverFlags, perfStatFile: serverPerf)
         let port = try await server.listeningPort()
         let (clientReport, clientExit) = try await runClient(clientRole, port: port, clientFlags, perfStatFile: clientPerf)
-        let serverExit = try await server.finish(within: 30)
+        // Beyond the server's 30 s idle timeout: should the client's close be lost, the server
+        // still ends, later.
+        let serverExit = try await server.finish(within: 45)
         guard serverExit.status == 0, let serverReport = server.jsonLines.last else {
             throw ApplicationFailure("\(serverRole) exited \(serverExit.status): \(server.errors.suffix(600))")
         }
