@@ -47,7 +47,9 @@ public final class QUICConnection {
     public private(set) var closeReason: QUICError?
 
     var streams: [Int64: StreamState] = [:]
-    var sendSchedule = Deque<Int64>()
+    /// Streams with bytes to send, in round-robin order; an entry whose `scheduled` is false has
+    /// left the schedule and is dropped when reached.
+    var sendSchedule = Deque<StreamState>()
     var pendingDatagrams = Deque<(id: UInt64, bytes: [UInt8])>()
     private var nextDatagramID: UInt64 = 0
     var events = Deque<QUICEvent>()
@@ -663,13 +665,14 @@ public final class QUICConnection {
             var vecCount = 0
             var flags = UInt32(NGTCP2_WRITE_STREAM_FLAG_NONE)
             var stream: StreamState?
-            if rotations < sendSchedule.count, let candidate = sendSchedule.first {
-                guard let state = streams[candidate], state.scheduled else {
+            if rotations < sendSchedule.count, let state = sendSchedule.first {
+                // A stream that left the schedule (done, blocked, reset, retired) is dropped here.
+                guard state.scheduled else {
                     sendSchedule.removeFirst()
                     continue
                 }
                 stream = state
-                streamID = candidate
+                streamID = state.id
                 flags = UInt32(NGTCP2_WRITE_STREAM_FLAG_MORE)
                 state.send.unsentRegions(limit: Self.maxVecs) { base, count in
                     vecs[vecCount] = ngtcp2_vec(base: UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), len: count)
@@ -697,7 +700,7 @@ public final class QUICConnection {
                     // We did not shut it: the peer's STOP_SENDING did (code not known yet).
                     if !stream.locallyReset { peerStoppedSending(stream, code: nil) }
                 } else if stream.send.hasUnsent {
-                    sendSchedule.append(stream.id)
+                    sendSchedule.append(stream)
                     rotations += 1
                 } else {
                     stream.scheduled = false
@@ -807,7 +810,7 @@ public final class QUICConnection {
     func schedule(_ stream: StreamState) {
         guard !stream.scheduled, !stream.blocked, stream.send.hasUnsent else { return }
         stream.scheduled = true
-        sendSchedule.append(stream.id)
+        sendSchedule.append(stream)
     }
 
     /// Below the send-buffer bound (`streamSendBufferLimit`): more bytes may be queued.
@@ -917,6 +920,7 @@ public final class QUICConnection {
         // so for those the delivered FIN or reset is the end.
         let engineDone = stream.closedByEngine || (isUnidirectional && hasReceiveSide && readDone)
         guard engineDone, readDone else { return }
+        stream.scheduled = false
         streams[stream.id] = nil
         returnStreamCredit(stream)
         emit(.streamClosed(streamID: stream.id))
