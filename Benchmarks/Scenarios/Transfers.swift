@@ -81,10 +81,19 @@ struct RawTransfer {
 }
 
 extension Results {
-    func recordCPU(_ scenario: String, _ config: String, _ perByte: (client: Double, server: Double, total: Double)) {
-        record(scenario, config, "cpu per byte, client", perByte.client, "ns/B")
-        record(scenario, config, "cpu per byte, server", perByte.server, "ns/B")
-        record(scenario, config, "cpu per byte, total", perByte.total, "ns/B")
+    /// Per-byte CPU from repeated runs: the run with the median total gives all three rows;
+    /// the totals' spread is recorded as min and max.
+    func recordCPU(_ scenario: String, _ config: String, _ runs: [(client: Double, server: Double, total: Double)]) {
+        guard !runs.isEmpty else { return }
+        let sorted = runs.sorted { $0.total < $1.total }
+        let median = sorted[sorted.count / 2]
+        record(scenario, config, "cpu per byte, client", median.client, "ns/B")
+        record(scenario, config, "cpu per byte, server", median.server, "ns/B")
+        record(scenario, config, "cpu per byte, total", median.total, "ns/B")
+        if runs.count > 1 {
+            record(scenario, config, "cpu per byte, total min", sorted.first!.total, "ns/B")
+            record(scenario, config, "cpu per byte, total max", sorted.last!.total, "ns/B")
+        }
     }
 }
 
@@ -131,18 +140,28 @@ enum CPUCost {
 
     static func run(_ bench: Bench) async throws {
         let bytes = (bench.quick ? 200 : 1000) * 1_000_000
-        for (kind, payload, config) in [
+        let repetitions = bench.quick ? 1 : 3
+        let raw = [
             ("udp", 1200, "raw udp, one datagram per call"), ("udp-gso", 1200, "raw udp, gso/gro"),
             ("tcp", 65536, "raw tcp"), ("tls", 65536, "raw tcp+tls1.3 (gnutls)"),
-        ] {
-            let transfer = try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: payload)
-            bench.results.recordCPU(scenario, config, transfer.cpuNanosecondsPerByte)
+        ]
+        let datagramCount = bytes / CPUCost.largeDatagram / 10
+        var samples: [String: [(client: Double, server: Double, total: Double)]] = [:]
+        // Rounds of every row, so a drift in the (shared) machine's speed hits all rows alike.
+        for _ in 0..<repetitions {
+            for (kind, payload, config) in raw {
+                samples[config, default: []].append(try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: payload).cpuNanosecondsPerByte)
+            }
+            let stream = try await QUICTransfer.run(bench, config: [:], client: ["alpn": "perf", "download": String(bytes)])
+            samples["braid quic stream", default: []].append(stream.cpuNanosecondsPerByte)
+            let datagrams = try await QUICTransfer.run(
+                bench, config: [:],
+                client: ["alpn": "echo", "streams": "0", "datagrams": String(datagramCount), "datagram-size": String(CPUCost.largeDatagram)])
+            samples["braid quic datagrams", default: []].append(datagrams.cpuNanosecondsPerByte)
         }
-        let stream = try await QUICTransfer.run(bench, config: [:], client: ["alpn": "perf", "download": String(bytes)])
-        bench.results.recordCPU(scenario, "braid quic stream", stream.cpuNanosecondsPerByte)
-        let datagrams = try await QUICTransfer.run(
-            bench, config: [:], client: ["alpn": "echo", "streams": "0", "datagrams": String(bytes / CPUCost.largeDatagram / 10), "datagram-size": String(CPUCost.largeDatagram)])
-        bench.results.recordCPU(scenario, "braid quic datagrams", datagrams.cpuNanosecondsPerByte)
+        for config in raw.map(\.2) + ["braid quic stream", "braid quic datagrams"] {
+            bench.results.recordCPU(scenario, config, samples[config] ?? [])
+        }
     }
 }
 
@@ -167,51 +186,55 @@ enum Throughput {
             configurations.append(("quic 1 stream, \(cc)", ["cc": cc], ["alpn": "perf", "download": String(bytes)]))
         }
         configurations.append(("quic 1 stream, udp payload 1200", ["payload": "1200"], ["alpn": "perf", "download": String(bytes)]))
-        for (name, config, client) in configurations {
-            var goodputs: [Double] = [], cpus: [Double] = []
-            for _ in 0..<repetitions {
+        // Every configuration once per round, rounds repeated: a drift in the machine's speed
+        // (it is shared) then spreads over all rows instead of landing on a few.
+        let ngtcp2Pair = try NgtcpExamplePair.programs == nil ? nil : NgtcpExamplePair.prepare(bytes: bytes, certificate: Bench.certificate, key: Bench.key)
+        defer { ngtcp2Pair?.cleanup() }
+        if ngtcp2Pair == nil {
+            bench.results.note("ngtcp2's example programs are not installed (ngtcp2-server, ngtcp2-client): no reference row")
+        }
+        var goodputs: [String: [Double]] = [:], cpus: [String: [Double]] = [:]
+        let raw = [("tcp", "raw tcp"), ("tls", "raw tcp+tls1.3 (gnutls)")]
+        let ngtcp2Name = "ngtcp2 examples (gnutls), 1 stream"
+        for _ in 0..<repetitions {
+            for (name, config, client) in configurations {
                 let transfer = try await QUICTransfer.run(bench, config: config, client: client)
-                goodputs.append(transfer.goodputGbits)
-                cpus.append(transfer.cpuNanosecondsPerByte.total)
+                goodputs[name, default: []].append(transfer.goodputGbits)
+                cpus[name, default: []].append(transfer.cpuNanosecondsPerByte.total)
             }
-            bench.results.recordRepeated(scenario, name, "goodput", goodputs, "Gbit/s")
-            bench.results.recordRepeated(scenario, name, "cpu per byte, total", cpus, "ns/B")
-        }
-        for (kind, name) in [("tcp", "raw tcp"), ("tls", "raw tcp+tls1.3 (gnutls)")] {
-            var goodputs: [Double] = []
-            for _ in 0..<repetitions {
-                goodputs.append(try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: 65536).goodputGbits)
+            for (kind, name) in raw {
+                goodputs[name, default: []].append(try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: 65536).goodputGbits)
             }
-            bench.results.recordRepeated(scenario, name, "goodput", goodputs, "Gbit/s")
+            if let ngtcp2Pair {
+                goodputs[ngtcp2Name, default: []].append(try await ngtcp2Goodput(ngtcp2Pair, bytes: bytes))
+            }
         }
-        try await ngtcp2Reference(bench, bytes: bytes, repetitions: repetitions)
+        for (name, _, _) in configurations {
+            bench.results.recordRepeated(scenario, name, "goodput", goodputs[name] ?? [], "Gbit/s")
+            bench.results.recordRepeated(scenario, name, "cpu per byte, total", cpus[name] ?? [], "ns/B")
+        }
+        for name in raw.map(\.1) + [ngtcp2Name] {
+            bench.results.recordRepeated(scenario, name, "goodput", goodputs[name] ?? [], "Gbit/s")
+        }
     }
 
-    /// ngtcp2's example server and client (Debian's ngtcp2-server/-client) downloading the
-    /// same number of bytes.
-    static func ngtcp2Reference(_ bench: Bench, bytes: Int, repetitions: Int) async throws {
-        guard NgtcpExamplePair.programs != nil else {
-            bench.results.note("ngtcp2's example programs are not installed (ngtcp2-server, ngtcp2-client): no reference row")
-            return
-        }
-        let pair = try NgtcpExamplePair.prepare(bytes: bytes, certificate: Bench.certificate, key: Bench.key)
-        defer { pair.cleanup() }
-        var goodputs: [Double] = []
-        for _ in 0..<repetitions {
-            let port = try freeUDPPort()
-            let (serverProgram, serverArguments) = split(pair.server(port))
-            let server = try ChildProcess(serverProgram, serverArguments)
-            try await Task.sleep(for: .milliseconds(300))
-            let start = ContinuousClock.now
-            let (clientProgram, clientArguments) = split(pair.client(port))
-            let client = try ChildProcess(clientProgram, clientArguments)
-            let exit = try await client.finish(within: 300)
-            let seconds = (ContinuousClock.now - start).seconds
-            _ = try? await server.stop()
-            guard exit.status == 0 else { throw ApplicationFailure("ngtcp2 example client exited \(exit.status): \(client.errors.suffix(400))") }
-            goodputs.append(Double(bytes) * 8 / seconds / 1e9)
-        }
-        bench.results.recordRepeated(scenario, "ngtcp2 examples (gnutls), 1 stream", "goodput", goodputs, "Gbit/s")
+    /// One download of `bytes` by ngtcp2's example server and client (Debian's
+    /// ngtcp2-server/-client), in Gbit/s.
+    static func ngtcp2Goodput(
+        _ pair: (server: (UInt16) -> [String], client: (UInt16) -> [String], cleanup: () -> Void), bytes: Int
+    ) async throws -> Double {
+        let port = try freeUDPPort()
+        let (serverProgram, serverArguments) = split(pair.server(port))
+        let server = try ChildProcess(serverProgram, serverArguments)
+        try await Task.sleep(for: .milliseconds(300))
+        let start = ContinuousClock.now
+        let (clientProgram, clientArguments) = split(pair.client(port))
+        let client = try ChildProcess(clientProgram, clientArguments)
+        let exit = try await client.finish(within: 300)
+        let seconds = (ContinuousClock.now - start).seconds
+        _ = try? await server.stop()
+        guard exit.status == 0 else { throw ApplicationFailure("ngtcp2 example client exited \(exit.status): \(client.errors.suffix(400))") }
+        return Double(bytes) * 8 / seconds / 1e9
     }
 
     private static func split(_ argv: [String]) -> (String, [String]) { (argv[0], Array(argv.dropFirst())) }
