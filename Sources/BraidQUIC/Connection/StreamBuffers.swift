@@ -34,6 +34,11 @@ struct StreamSendBuffer {
     private(set) var chunks = Deque<Piece>()
     /// Stream offset at which `chunks.first` begins.
     private var firstChunkOffset: UInt64 = 0
+    /// The chunk holding `sentOffset` (`chunks.count` when everything queued was sent) and the
+    /// stream offset it begins at: each packet starts there instead of walking the chunks
+    /// that are only waiting for acknowledgement.
+    private var unsentChunk = 0
+    private var unsentChunkOffset: UInt64 = 0
     /// Everything below this offset is acknowledged.
     private(set) var ackedOffset: UInt64 = 0
     /// Next offset to hand to ngtcp2.
@@ -59,23 +64,28 @@ struct StreamSendBuffer {
 
     /// Describes up to `limit` unsent regions starting at `sentOffset` as (pointer, length).
     func unsentRegions(limit: Int, into body: (UnsafeRawPointer, Int) -> Void) {
-        var offset = firstChunkOffset
+        var offset = unsentChunkOffset
+        var index = unsentChunk
         var emitted = 0
-        for chunk in chunks {
-            let end = offset + UInt64(chunk.count)
-            if end > sentOffset {
-                let start = Int(max(sentOffset, offset) - offset)
-                body(chunk.bytes.base.baseAddress! + chunk.start + start, chunk.count - start)
+        while index < chunks.count && emitted < limit {
+            let chunk = chunks[index]
+            let skip = Int(sentOffset > offset ? sentOffset - offset : 0)
+            if skip < chunk.count {
+                body(chunk.bytes.base.baseAddress! + chunk.start + skip, chunk.count - skip)
                 emitted += 1
-                if emitted == limit { return }
             }
-            offset = end
+            offset += UInt64(chunk.count)
+            index += 1
         }
     }
 
     mutating func markSent(_ count: Int) {
         sentOffset += UInt64(count)
         precondition(sentOffset <= queuedOffset)
+        while unsentChunk < chunks.count, unsentChunkOffset + UInt64(chunks[unsentChunk].count) <= sentOffset {
+            unsentChunkOffset += UInt64(chunks[unsentChunk].count)
+            unsentChunk += 1
+        }
     }
 
     /// ngtcp2 acknowledges a contiguous prefix: release every chunk entirely below it.
@@ -84,6 +94,13 @@ struct StreamSendBuffer {
         while let first = chunks.first, firstChunkOffset + UInt64(first.count) <= ackedOffset {
             firstChunkOffset += UInt64(first.count)
             chunks.removeFirst()
+            if unsentChunk > 0 {
+                unsentChunk -= 1
+            } else {
+                // Acknowledged beyond what we counted as sent (cannot happen: ngtcp2 only
+                // acknowledges what it was given); keep the bookkeeping consistent anyway.
+                unsentChunkOffset = firstChunkOffset
+            }
         }
     }
 
@@ -91,6 +108,8 @@ struct StreamSendBuffer {
     mutating func rewind() {
         precondition(ackedOffset == 0 && firstChunkOffset == 0, "rewind after acknowledgements")
         sentOffset = 0
+        unsentChunk = 0
+        unsentChunkOffset = 0
         finSent = false
     }
 
@@ -100,6 +119,8 @@ struct StreamSendBuffer {
         firstChunkOffset = queuedOffset
         ackedOffset = queuedOffset
         sentOffset = queuedOffset
+        unsentChunk = 0
+        unsentChunkOffset = queuedOffset
         finSent = true
     }
 }
