@@ -161,15 +161,13 @@ public func withNetworkConnection<ApplicationProtocol: NetworkProtocol, Result: 
 /// Client TLS contexts are costly (parsing the trust store, loading credentials): one per
 /// distinct configuration, shared by every connection that uses it.
 enum ClientContexts {
-    private static let cache = Mutex<[String: QUICClientContext]>([:])
+    private static let cache = Mutex<[QUICClientConfiguration: QUICClientContext]>([:])
 
     static func context(for quic: QUIC) throws -> QUICClientContext {
         let configuration = try quic.clientConfiguration()
-        // The configuration is a tree of plain values, so its reflection is a faithful key.
-        let key = String(reflecting: configuration)
-        if let existing = cache.withLock({ $0[key] }) { return existing }
+        if let existing = cache.withLock({ $0[configuration] }) { return existing }
         let made = try QUICClientContext(configuration: configuration)
-        cache.withLock { $0[key] = made }
+        cache.withLock { $0[configuration] = made }
         return made
     }
 }

@@ -7,7 +7,7 @@ public enum CongestionControl: String, Sendable, CaseIterable {
 ///
 /// Defaults suit a bulk-capable connection on a LAN or the Internet: windows auto-tune up to
 /// `maxConnectionWindow` / `maxStreamWindow`, 100 concurrent streams per direction, datagrams on.
-public struct QUICTransportConfiguration: Sendable {
+public struct QUICTransportConfiguration: Sendable, Hashable {
     /// Close the connection after this long without a packet from the peer (0 disables).
     public var idleTimeout: Duration = .seconds(30)
     /// Give up when the handshake has not completed after this long.
@@ -83,7 +83,7 @@ public struct QUICCertificateVerification: Sendable, Hashable {
 }
 
 /// A client's configuration; build one `QUICClientContext` from it and reuse it.
-public struct QUICClientConfiguration: Sendable {
+public struct QUICClientConfiguration: Sendable, Hashable {
     /// Application protocols to offer, in preference order (ALPN is mandatory in QUIC).
     public var alpn: [String]
     public var transport = QUICTransportConfiguration()
