@@ -19,7 +19,7 @@ import Synchronization
 ///
 /// Each connection's handler runs in its own child task; when it returns, the connection
 /// closes. Cancelling the task that called `run` cancels every handler, closes every
-/// connection and the socket(s), and `run` returns.
+/// connection and the socket(s), and `run` returns once the closes have been sent.
 public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendable {
     /// The listener's states: `NetworkConnectionState`, with the same cases as a connection's.
     public typealias State = NetworkConnectionState
@@ -132,7 +132,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                     } catch {
                         Self.logger.debug("connection handler for \(connection.endpoint) ended: \(error)")
                     }
-                    connection.cancel()
+                    // Awaited, so `run` returns only once every close is on its way to the peer.
+                    await connection.close()
                 }
             }
             tasks.cancelAll()
