@@ -62,6 +62,9 @@ final class ConnectionCore {
     private var datagramSendWaiters = Deque<(Data, Completion<Void>)>()
     /// The datagram size limit last given to the outbox and the snapshot (nil: none yet).
     private var publishedDatagramLimit: Int?
+    /// Outbox datagrams the engine refused (sized against a limit the path has since lowered):
+    /// counted with the engine's lost datagrams in the statistics.
+    private(set) var datagramsDroppedBeforeEngine: UInt64 = 0
     /// How many datagrams may wait in the engine for congestion-window room before `send`
     /// suspends: enough to fill a window, bounded so a flood cannot grow memory.
     static let datagramQueueLimit = 256
@@ -287,7 +290,8 @@ final class ConnectionCore {
                     queued = true
                 } catch {
                     // Sized against a limit the path has since lowered (or datagrams were
-                    // turned off): dropped, as the network could drop it.
+                    // turned off): dropped, as the network could drop it, and counted.
+                    datagramsDroppedBeforeEngine += 1
                 }
             }
         }

@@ -46,7 +46,8 @@ public struct NetworkConnectionStatistics: Sendable, Hashable {
     public var packetsReceived: UInt64
     /// UDP payload bytes received, before decryption.
     public var bytesReceived: UInt64
-    /// RFC 9221 datagrams declared lost.
+    /// RFC 9221 datagrams declared lost, or dropped unsent because they no longer fit the
+    /// path's packets (after a migration to a path with smaller packets).
     public var datagramsLost: UInt64
     /// `sendmsg` calls on the connection's socket. This and the next three count only for
     /// client connections: a listener's connections share its sockets, so theirs are zero.
@@ -149,7 +150,7 @@ extension ConnectionCore {
             smoothedRTT: engine.smoothedRTT, minimumRTT: engine.minRTT, latestRTT: engine.latestRTT,
             congestionWindow: engine.congestionWindow, bytesInFlight: engine.bytesInFlight, packetsSent: engine.packetsSent,
             bytesSent: engine.bytesSent, packetsReceived: engine.packetsReceived, bytesReceived: engine.bytesReceived,
-            datagramsLost: engine.datagramsLost, sendmsgCalls: socket.sendmsgCalls, sendmmsgCalls: socket.sendmmsgCalls,
+            datagramsLost: engine.datagramsLost + datagramsDroppedBeforeEngine, sendmsgCalls: socket.sendmsgCalls, sendmmsgCalls: socket.sendmmsgCalls,
             recvmsgCalls: socket.recvmsgCalls, recvmmsgCalls: socket.recvmmsgCalls)
     }
 }
