@@ -65,6 +65,11 @@ final class ClientEstablishment {
         guard !isOver else { return }
         core.setRelease { [self] context in abandon(context) }
         let endpoint = endpoint, version = quic.udp.ip.version, loop = context.loop
+        if let literal = Resolver.literalAddresses(for: endpoint) {
+            // An IP literal needs no lookup: no thread hop before the first packet.
+            resolved(Result { try Self.usable(literal, for: endpoint, version: version) }.mapError { NetworkError($0) }, context: context)
+            return
+        }
         let this = LoopBound(self, on: loop)
         Task {
             let result = await ClientEstablishment.resolve(endpoint, version: version)
@@ -259,7 +264,11 @@ final class ClientEstablishment {
     }
 
     static func addresses(for endpoint: NWEndpoint, version: IP.Version) async throws -> [QUICAddress] {
-        let all = try await Resolver.addresses(for: endpoint)
+        try usable(try await Resolver.addresses(for: endpoint), for: endpoint, version: version)
+    }
+
+    /// The addresses of the IP version the stack asks for; throws if none is left.
+    static func usable(_ all: [QUICAddress], for endpoint: NWEndpoint, version: IP.Version) throws -> [QUICAddress] {
         let usable = all.filter {
             switch version {
             case .any: true

@@ -128,8 +128,8 @@ enum Resolver {
     static func addresses(for endpoint: NWEndpoint) async throws -> [QUICAddress] {
         let port = endpoint.port.rawValue
         switch endpoint.host {
-        case .ipv4(let address): return [QUICAddress(ip: address.description, port: port)!]
-        case .ipv6(let address): return [QUICAddress(ip: address.description, port: port)!]
+        case .ipv4, .ipv6:
+            return literalAddresses(for: endpoint) ?? []
         case .name(let name):
             if let fixed = namesForTesting.withLock({ $0[name] }) { return fixed.map { $0.withPort(port) } }
             return try await withCheckedThrowingContinuation { continuation in
@@ -137,6 +137,16 @@ enum Resolver {
                 thread.name = "braid-resolve"
                 thread.start()
             }
+        }
+    }
+
+    /// The address of an IP-literal endpoint, without a lookup; nil for a name.
+    static func literalAddresses(for endpoint: NWEndpoint) -> [QUICAddress]? {
+        let port = endpoint.port.rawValue
+        switch endpoint.host {
+        case .ipv4(let address): return [QUICAddress(ip: address.description, port: port)!]
+        case .ipv6(let address): return [QUICAddress(ip: address.description, port: port)!]
+        case .name: return nil
         }
     }
 
