@@ -128,6 +128,9 @@ public final class QUICClientDriver: LoopHandler {
             // Acknowledge (and hand over) each batch as it is processed, so the sender's
             // window keeps moving instead of waiting for the whole pass.
             service(context)
+            // The connection may have ended in that pass, closing the socket: never read a
+            // closed descriptor (its number may already belong to someone else).
+            if connection.isTerminated { return }
         }
         service(context)
     }

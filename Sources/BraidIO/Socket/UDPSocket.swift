@@ -212,6 +212,8 @@ public final class UDPSocket {
     /// the path it arrived on and its ECN mark. Returns false when nothing was waiting.
     @discardableResult
     public func receive(_ body: (UnsafeRawBufferPointer, QUICPath, ECN) -> Void) -> Bool {
+        // A closed socket's descriptor number may already belong to another file.
+        guard isOpen else { return false }
         let slots = batching.multiMessage ? receiveSlots : 1
         for index in 0..<slots {
             rxIovecs[index] = iovec(iov_base: rxData.baseAddress! + index * receiveSlotBytes, iov_len: receiveSlotBytes)
