@@ -164,14 +164,6 @@ struct StreamReceiveBuffer {
 
     var isEmpty: Bool { buffered == 0 }
 
-    /// Removes up to `max` bytes; `early` tells whether any of them arrived in 0-RTT.
-    mutating func read(max: Int) -> (bytes: [UInt8], early: Bool) {
-        var out: [UInt8] = []
-        out.reserveCapacity(Swift.min(max, buffered))
-        let early = read(max: max) { out.append(contentsOf: $0) }
-        return (out, early)
-    }
-
     /// Removes up to `max` bytes, handing them to `body` (valid only during the call); returns
     /// whether any of them arrived in 0-RTT.
     mutating func read(max: Int, _ body: (UnsafeRawBufferPointer) -> Void) -> Bool {

@@ -260,6 +260,15 @@ import Testing
     }
 }
 
+extension StreamReceiveBuffer {
+    /// Removes up to `max` bytes as an array; `early` tells whether any arrived in 0-RTT.
+    fileprivate mutating func read(max: Int) -> (bytes: [UInt8], early: Bool) {
+        var out: [UInt8] = []
+        let early = read(max: max) { out.append(contentsOf: $0) }
+        return (out, early)
+    }
+}
+
 /// The engine's per-stream receive buffer on its own: bytes in order across reads of any size,
 /// the 0-RTT flag per read, and reuse of the read prefix.
 @Suite struct StreamReceiveBufferTests {
