@@ -29,10 +29,14 @@ let package = Package(
                 .linkedLibrary("nghttp3"),
             ]
         ),
+        // The values every layer speaks: socket addresses, ECN marks, monotonic instants, UDP
+        // segmentation limits. Below both the engines and the datapath, so neither imports the other.
+        .target(name: "BraidCore", path: "Sources/BraidCore"),
         // The sans-IO QUIC engine: no sockets, no clock reads, no threads.
         .target(
             name: "BraidQUIC",
             dependencies: [
+                "BraidCore",
                 "CBraid",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
@@ -45,6 +49,7 @@ let package = Package(
         .target(
             name: "BraidIO",
             dependencies: [
+                "BraidCore",
                 "BraidQUIC",
                 "CBraidUDP",
                 .product(name: "HeapModule", package: "swift-collections"),

@@ -1,4 +1,4 @@
-import BraidQUIC
+import BraidCore
 import CBraidUDP
 import Foundation
 import HeapModule
@@ -21,8 +21,11 @@ import Glibc
 /// ```swift
 /// let loop = try EventLoop(name: "io-0")
 /// let port = try await loop.submit { context in
-///     try QUICServerDriver(context: context, configuration: serverConfiguration, bindTo: address).localAddress.port
+///     let socket = try UDPSocket(bindTo: SocketAddress(ip: "127.0.0.1", port: 0)!)
+///     defer { socket.close() }
+///     return socket.localAddress.port
 /// }
+/// loop.shutdown()
 /// ```
 public final class EventLoop: Sendable {
     public let name: String
@@ -177,7 +180,7 @@ public final class LoopContext {
     }
 
     private struct TimerEntry: Comparable {
-        var deadline: QUICInstant
+        var deadline: MonotonicInstant
         var token: UInt64
         var generation: UInt64
         static func < (a: Self, b: Self) -> Bool { a.deadline < b.deadline }
@@ -202,8 +205,8 @@ public final class LoopContext {
         readyEvents.deallocate()
     }
 
-    /// The monotonic clock the engines run on.
-    public var now: QUICInstant { monotonicNow() }
+    /// The monotonic clock the loop's timers and the engines run on.
+    public var now: MonotonicInstant { monotonicNow() }
 
     /// Watches `fd` for readability (and writability on request); returns the handler's token.
     public func register(_ handler: LoopHandler, fd: Int32) throws -> UInt64 {
@@ -234,7 +237,7 @@ public final class LoopContext {
     }
 
     /// Sets the handler's single timer (replacing any earlier one); nil cancels it.
-    public func setTimer(_ token: UInt64, at deadline: QUICInstant?) {
+    public func setTimer(_ token: UInt64, at deadline: MonotonicInstant?) {
         guard var registration = registrations[token] else { return }
         registration.timerGeneration += 1
         registrations[token] = registration
@@ -261,7 +264,7 @@ public final class LoopContext {
     /// Runs `work` once on this loop at `deadline`, unless `deregister` with the returned token
     /// cancels it first.
     @discardableResult
-    public func schedule(at deadline: QUICInstant, _ work: @escaping (LoopContext) -> Void) -> UInt64 {
+    public func schedule(at deadline: MonotonicInstant, _ work: @escaping (LoopContext) -> Void) -> UInt64 {
         var token: UInt64 = 0
         let handler = DeadlineHandler { context in
             context.deregister(token)
@@ -338,11 +341,11 @@ public final class LoopContext {
     }
 }
 
-/// CLOCK_MONOTONIC as the engine's instant.
-public func monotonicNow() -> QUICInstant {
+/// CLOCK_MONOTONIC, the clock the loops, timers and engines run on.
+public func monotonicNow() -> MonotonicInstant {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
-    return QUICInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
+    return MonotonicInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
 }
 
 /// A value that belongs to one loop's thread, passed around as Sendable and unwrapped only on

@@ -14,7 +14,7 @@ enum ConnectionIO {
             var wrote = false
             // Packets are written straight into the socket's send queue.
             connection.writeTransmits(now: now, maxBatches: 1, into: { socket.freeSlot }) { path, ecn, segmentSize, length in
-                socket.commitSlot(path: path, ecn: ecn, segmentSize: segmentSize, length: length)
+                socket.commitSlot(DatagramMetadata(path, ecn: ecn), segmentSize: segmentSize, length: length)
                 wrote = true
             }
             if !wrote { break }

@@ -121,8 +121,8 @@ public final class QUICClientDriver: LoopHandler {
             // Stamped after the previous batch's writes: ngtcp2 takes an acknowledgement
             // stamped earlier than its packet was sent as a huge RTT sample.
             let now = context.now
-            let got = socket.receive { datagram, path, ecn in
-                connection.receive(datagram: datagram, path: path, ecn: ecn, now: now)
+            let got = socket.receive { datagram, metadata in
+                connection.receive(datagram: datagram, path: QUICPath(metadata), ecn: metadata.ecn, now: now)
             }
             if !got { break }
             // Acknowledge (and hand over) each batch as it is processed, so the sender's

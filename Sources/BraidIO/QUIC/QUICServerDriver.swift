@@ -80,7 +80,7 @@ public final class QUICServerDriver: LoopHandler {
         for transmit in endpoint.pollEndpointTransmits() {
             if !socket.canEnqueue, !socket.flush() { break }
             transmit.bytes.withUnsafeBytes {
-                socket.enqueue(path: transmit.path, ecn: transmit.ecn, segmentSize: transmit.segmentSize, bytes: $0)
+                socket.enqueue(DatagramMetadata(transmit.path, ecn: transmit.ecn), segmentSize: transmit.segmentSize, bytes: $0)
             }
         }
         var index = 0
@@ -128,8 +128,9 @@ public final class QUICServerDriver: LoopHandler {
             // As in the client driver: stamped after the previous batch's writes, and each
             // batch acknowledged as it is processed.
             let now = context.now
-            let got = socket.receive { datagram, path, ecn in
-                guard let connection = endpoint.receive(datagram: datagram, path: path, ecn: ecn, now: now) else { return }
+            let got = socket.receive { datagram, metadata in
+                guard let connection = endpoint.receive(datagram: datagram, path: QUICPath(metadata), ecn: metadata.ecn, now: now)
+                else { return }
                 let key = ObjectIdentifier(connection)
                 if let slot = slots[key] {
                     markDirty(slot)

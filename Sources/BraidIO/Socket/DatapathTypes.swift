@@ -1,6 +1,27 @@
+@_exported import BraidCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
+
+/// The addresses and ECN mark of a datagram, or of a batch of datagrams that share them: what
+/// a socket reports for each datagram it receives and takes with each batch it sends.
+/// The datapath's own vocabulary: a stack's driver converts to its engine's types.
+public struct DatagramMetadata: Sendable, Hashable {
+    /// The peer: where a received datagram came from, or where a sent one goes.
+    public var remote: SocketAddress
+    /// Ours: the address a datagram arrived at, or leaves from. On a wildcard-bound socket it
+    /// is the packet's own destination (IP_PKTINFO), so an answer leaves from the address the
+    /// peer used; on a socket bound to one address it is that address.
+    public var local: SocketAddress
+    public var ecn: ECN
+
+    public init(remote: SocketAddress, local: SocketAddress, ecn: ECN = .notECT) {
+        self.remote = remote
+        self.local = local
+        self.ecn = ecn
+    }
+}
 
 /// A socket-level failure, with the call that failed and the system's reason.
 public enum DatapathError: Error, Equatable, CustomStringConvertible {

@@ -1,4 +1,4 @@
-import BraidQUIC
+import BraidCore
 import CBraidUDP
 import Logging
 
@@ -6,7 +6,7 @@ import Logging
 import Glibc
 #endif
 
-/// A non-blocking UDP socket that moves QUIC batches with as few system calls as the kernel
+/// A non-blocking UDP socket that moves batches of datagrams with as few system calls as the kernel
 /// allows: GSO (UDP_SEGMENT) and sendmmsg out; GRO (UDP_GRO) and recvmmsg in; ECN both ways;
 /// IP_PKTINFO so a wildcard-bound socket answers from the address it was reached on; DF
 /// (IP_PMTUDISC_PROBE) so path-MTU probes are not fragmented. Every system call is counted.
@@ -16,7 +16,7 @@ import Glibc
 public final class UDPSocket {
     public let fd: Int32
     /// The bound address (with the port the kernel chose when 0 was asked for).
-    public let localAddress: QUICAddress
+    public let localAddress: SocketAddress
     /// The batching in effect: what was asked for, less what the kernel lacks or what failed.
     public private(set) var batching: BatchingOptions
     public private(set) var counters = SocketCounters()
@@ -46,13 +46,12 @@ public final class UDPSocket {
     private let rxNames: UnsafeMutablePointer<sockaddr_storage>
     private let rxControl: UnsafeMutableRawPointer
 
-    // Send side: queued engine batches, copied into `txData`.
+    // Send side: queued batches, written or copied into `txData`.
     private struct Pending {
         var offset: Int
         var length: Int
         var segmentSize: Int
-        var ecn: ECN
-        var path: QUICPath
+        var metadata: DatagramMetadata
         var sentBytes = 0
     }
     private let maxPendingBatches: Int
@@ -82,10 +81,10 @@ public final class UDPSocket {
     ///   - receiveSlots: messages per receive call (recvmmsg); each slot holds 64 KiB when GRO
     ///     is on (a GRO super-packet), else one datagram of up to 64 KiB as well, so nothing
     ///     is ever truncated silently.
-    ///   - sendBatches: engine batches that can be queued before a flush.
+    ///   - sendBatches: batches (of up to 64 datagrams each) that can be queued before a flush.
     ///   - reusePort: SO_REUSEPORT, for several sockets on one port (one per loop).
     public init(
-        bindTo address: QUICAddress, batching requested: BatchingOptions = .all, receiveSlots: Int = 16,
+        bindTo address: SocketAddress, batching requested: BatchingOptions = .all, receiveSlots: Int = 16,
         sendBatches: Int = 16, reusePort: Bool = false, logger: Logger = Logger(label: "braid.io")
     ) throws {
         self.logger = logger
@@ -135,7 +134,7 @@ public final class UDPSocket {
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             guard withUnsafeMutableBytes(of: &storage, { getsockname(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length) }) == 0
             else { throw DatapathError.system("getsockname", errno) }
-            localAddress = QUICAddress(storage: storage)
+            localAddress = SocketAddress(storage: storage)
         } catch {
             Glibc.close(fd)
             throw error
@@ -153,7 +152,7 @@ public final class UDPSocket {
 
         maxPendingBatches = max(1, sendBatches)
         txData = .allocate(byteCount: maxPendingBatches * Self.segmentSlotBytes, alignment: 64)
-        maxMessages = maxPendingBatches * QUICConnection.maxSegmentsPerBatch
+        maxMessages = maxPendingBatches * UDPSegmentation.maxSegments
         txMessages = .allocate(capacity: maxMessages)
         txIovecs = .allocate(capacity: maxMessages)
         txNames = .allocate(capacity: maxMessages)
@@ -209,9 +208,10 @@ public final class UDPSocket {
 
     /// One receive system call (recvmmsg, or recvmsg when mmsg is off). Each UDP datagram,
     /// GRO super-packets split by their segment size without copying, goes to `body` with
-    /// the path it arrived on and its ECN mark. Returns false when nothing was waiting.
+    /// where it came from, where it arrived and its ECN mark. Returns false when nothing was
+    /// waiting.
     @discardableResult
-    public func receive(_ body: (UnsafeRawBufferPointer, QUICPath, ECN) -> Void) -> Bool {
+    public func receive(_ body: (UnsafeRawBufferPointer, DatagramMetadata) -> Void) -> Bool {
         // A closed socket's descriptor number may already belong to another file.
         guard isOpen else { return false }
         let slots = batching.multiMessage ? receiveSlots : 1
@@ -249,19 +249,18 @@ public final class UDPSocket {
                 continue
             }
             withUnsafePointer(to: message.msg_hdr) { braid_udp_parse_cmsg($0, &meta) }
-            let remote = QUICAddress(storage: rxNames[index])
             var local = localAddress
             if answersFromPacketAddress && meta.has_destination != 0 {
-                local = QUICAddress(storage: meta.destination).withPort(localAddress.port)
+                local = SocketAddress(storage: meta.destination).withPort(localAddress.port)
             }
-            let path = QUICPath(local: local, remote: remote)
-            let ecn = ECN(rawValue: meta.ecn & 0x3) ?? .notECT
+            let ecn = ECN(bits: UInt32(meta.ecn))
+            let metadata = DatagramMetadata(remote: SocketAddress(storage: rxNames[index]), local: local, ecn: ecn)
             let segmentSize = meta.gro_segment_size > 0 ? Int(meta.gro_segment_size) : length
             let data = UnsafeRawBufferPointer(start: rxData.baseAddress! + index * receiveSlotBytes, count: length)
             var segments = 0
-            Transmit.forEachDatagram(in: data, segmentSize: segmentSize) { datagram in
+            UDPSegmentation.forEachSegment(of: data, segmentSize: segmentSize) { datagram in
                 segments += 1
-                body(datagram, path, ecn)
+                body(datagram, metadata)
             }
             counters.datagramsReceived += UInt64(segments)
             if ecn != .notECT { counters.ecnMarkedReceived += UInt64(segments) }
@@ -276,17 +275,17 @@ public final class UDPSocket {
 
     // MARK: - Send
 
-    /// Room for another engine batch before a flush is needed.
+    /// Room for another batch before a flush is needed.
     public var canEnqueue: Bool { pending.count < maxPendingBatches }
     public var hasPending: Bool { !pending.isEmpty }
 
-    /// Copies one engine batch (datagrams of `segmentSize` bytes, the last may be shorter)
-    /// into the send queue. Call only when `canEnqueue`.
-    public func enqueue(path: QUICPath, ecn: ECN, segmentSize: Int, bytes: UnsafeRawBufferPointer) {
+    /// Copies one batch (datagrams of `segmentSize` bytes, the last may be shorter, all to and
+    /// from the same addresses) into the send queue. Call only when `canEnqueue`.
+    public func enqueue(_ metadata: DatagramMetadata, segmentSize: Int, bytes: UnsafeRawBufferPointer) {
         precondition(bytes.count <= Self.segmentSlotBytes)
         let slot = freeSlot!
         UnsafeMutableRawBufferPointer(rebasing: slot[0..<bytes.count]).copyMemory(from: bytes)
-        commitSlot(path: path, ecn: ecn, segmentSize: segmentSize, length: bytes.count)
+        commitSlot(metadata, segmentSize: segmentSize, length: bytes.count)
     }
 
     /// The send-queue memory the next batch goes into (`segmentSlotBytes` long), for writers
@@ -299,10 +298,10 @@ public final class UDPSocket {
 
     /// Queues the batch written into `freeSlot`: its first `length` bytes, datagrams of
     /// `segmentSize` bytes (the last may be shorter).
-    public func commitSlot(path: QUICPath, ecn: ECN, segmentSize: Int, length: Int) {
+    public func commitSlot(_ metadata: DatagramMetadata, segmentSize: Int, length: Int) {
         precondition(canEnqueue && length <= Self.segmentSlotBytes)
         let offset = pending.count * Self.segmentSlotBytes
-        pending.append(Pending(offset: offset, length: length, segmentSize: max(segmentSize, 1), ecn: ecn, path: path))
+        pending.append(Pending(offset: offset, length: length, segmentSize: max(segmentSize, 1), metadata: metadata))
     }
 
     /// Sends everything queued. Returns false when the kernel's buffer filled up: what is left
@@ -348,7 +347,7 @@ public final class UDPSocket {
                     logger.warning("UDP GSO send failed (\(String(cString: strerror(error)))); falling back to one datagram per message")
                     rebuild = true
                 default:
-                    // Dropped (e.g. EMSGSIZE for a path-MTU probe); QUIC's loss recovery copes.
+                    // Dropped (e.g. EMSGSIZE for a path-MTU probe); the protocol above recovers or reports it.
                     counters.sendErrors += 1
                     lastSendError = error
                     accountDropped(next)
@@ -422,19 +421,19 @@ public final class UDPSocket {
 
     private func fillMessage(_ index: Int, data: UnsafeMutableRawPointer, length: Int, segmentSize: Int, batch: Pending) {
         txIovecs[index] = iovec(iov_base: data, iov_len: length)
-        batch.path.remote.withSockAddr { address, addressLength in
+        batch.metadata.remote.withSockAddr { address, addressLength in
             UnsafeMutableRawPointer(txNames + index).copyMemory(from: address, byteCount: addressLength)
         }
         let control = txControl + index * Int(BRAID_UDP_CMSG_CAPACITY)
-        let withSource = answersFromPacketAddress && !batch.path.local.isWildcard
-        let controlLength = batch.path.local.withSockAddr { source, _ in
+        let withSource = answersFromPacketAddress && !batch.metadata.local.isWildcard
+        let controlLength = batch.metadata.local.withSockAddr { source, _ in
             braid_udp_build_cmsg(
-                control, Int(BRAID_UDP_CMSG_CAPACITY), isIPv6 ? 1 : 0, UInt16(segmentSize), batch.ecn.rawValue,
+                control, Int(BRAID_UDP_CMSG_CAPACITY), isIPv6 ? 1 : 0, UInt16(segmentSize), batch.metadata.ecn.rawValue,
                 withSource ? source : nil)
         }
         txMessages[index] = braid_mmsghdr(
             msg_hdr: msghdr(
-                msg_name: UnsafeMutableRawPointer(txNames + index), msg_namelen: socklen_t(batch.path.remote.length),
+                msg_name: UnsafeMutableRawPointer(txNames + index), msg_namelen: socklen_t(batch.metadata.remote.length),
                 msg_iov: txIovecs + index, msg_iovlen: 1,
                 msg_control: controlLength > 0 ? control : nil, msg_controllen: controlLength,
                 msg_flags: 0),

@@ -1,0 +1,30 @@
+/// A point in time on a monotonic clock, in nanoseconds.
+///
+/// Engines never read a clock: every input carries `now`, so tests drive them on a virtual
+/// clock and the datapath on `CLOCK_MONOTONIC`. Event loops and timers speak the same type.
+public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConvertible {
+    public var nanoseconds: UInt64
+
+    public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+
+    public static func + (lhs: Self, rhs: Duration) -> Self {
+        Self(nanoseconds: lhs.nanoseconds &+ rhs.nanosecondsClamped)
+    }
+
+    public static func - (lhs: Self, rhs: Self) -> Duration {
+        .nanoseconds(Int64(clamping: lhs.nanoseconds) - Int64(clamping: rhs.nanoseconds))
+    }
+
+    public var description: String { "\(Double(nanoseconds) / 1e6) ms" }
+}
+
+extension Duration {
+    /// Whole nanoseconds, clamped to zero for negative durations.
+    package var nanosecondsClamped: UInt64 {
+        let (seconds, attoseconds) = components
+        if seconds < 0 { return 0 }
+        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,132 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An IPv4 or IPv6 address with a port, stored as a `sockaddr` so the socket calls and the C
+/// engines (ngtcp2) use it without conversion.
+public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
+    /// Room for either family (a `sockaddr_in` fits in a `sockaddr_in6`): 28 bytes instead of
+    /// a 128-byte `sockaddr_storage`, because every packet written carries a path of two.
+    package var storage: sockaddr_in6
+
+    /// Takes the IPv4 or IPv6 address in `storage` (as `getsockname` or `recvmsg` fill it).
+    package init(storage: sockaddr_storage) {
+        var compact = sockaddr_in6()
+        withUnsafeBytes(of: storage) { source in
+            withUnsafeMutableBytes(of: &compact) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<$0.count])) }
+        }
+        self.storage = compact
+    }
+
+    /// Parses an IP literal ("127.0.0.1", "::1", "fe80::1%2" is not supported).
+    public init?(ip: String, port: UInt16) {
+        var storage = sockaddr_in6()
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        if inet_pton(AF_INET, ip, &v4) == 1 {
+            withUnsafeMutableBytes(of: &storage) { raw in
+                let sin = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
+                sin.pointee.sin_family = sa_family_t(AF_INET)
+                sin.pointee.sin_port = port.bigEndian
+                sin.pointee.sin_addr = v4
+            }
+        } else if inet_pton(AF_INET6, ip, &v6) == 1 {
+            withUnsafeMutableBytes(of: &storage) { raw in
+                let sin6 = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
+                sin6.pointee.sin6_family = sa_family_t(AF_INET6)
+                sin6.pointee.sin6_port = port.bigEndian
+                sin6.pointee.sin6_addr = v6
+            }
+        } else {
+            return nil
+        }
+        self.storage = storage
+    }
+
+    /// Copies an IPv4 or IPv6 `sockaddr`; other families return nil.
+    public init?(_ address: UnsafePointer<sockaddr>, length: Int) {
+        let family = Int32(address.pointee.sa_family)
+        guard (family == AF_INET && length >= MemoryLayout<sockaddr_in>.size)
+            || (family == AF_INET6 && length >= MemoryLayout<sockaddr_in6>.size)
+        else { return nil }
+        var storage = sockaddr_in6()
+        withUnsafeMutableBytes(of: &storage) { raw in
+            raw.copyMemory(from: UnsafeRawBufferPointer(start: address, count: min(length, raw.count)))
+        }
+        self.storage = storage
+    }
+
+    /// 0.0.0.0:0, for an address that is not known.
+    public static let unspecified = SocketAddress(ip: "0.0.0.0", port: 0)!
+
+    public var isIPv6: Bool { Int32(storage.sin6_family) == AF_INET6 }
+
+    public var port: UInt16 {
+        withUnsafeBytes(of: storage) { raw in
+            isIPv6
+                ? UInt16(bigEndian: raw.load(as: sockaddr_in6.self).sin6_port)
+                : UInt16(bigEndian: raw.load(as: sockaddr_in.self).sin_port)
+        }
+    }
+
+    /// The address without the port, in presentation form.
+    public var ipString: String {
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        withUnsafeBytes(of: storage) { raw in
+            if isIPv6 {
+                var addr = raw.load(as: sockaddr_in6.self).sin6_addr
+                _ = inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count))
+            } else {
+                var addr = raw.load(as: sockaddr_in.self).sin_addr
+                _ = inet_ntop(AF_INET, &addr, &text, socklen_t(text.count))
+            }
+        }
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    public var description: String { isIPv6 ? "[\(ipString)]:\(port)" : "\(ipString):\(port)" }
+
+    /// Length of the meaningful part of the storage (what `sendmsg`, `bind` and the C engines want).
+    public var length: Int { isIPv6 ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        guard lhs.length == rhs.length else { return false }
+        return withUnsafeBytes(of: lhs.storage) { a in
+            withUnsafeBytes(of: rhs.storage) { b in memcmp(a.baseAddress!, b.baseAddress!, lhs.length) == 0 }
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        withUnsafeBytes(of: storage) { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[0..<length])) }
+    }
+
+    /// The same address with another port.
+    package func withPort(_ port: UInt16) -> SocketAddress {
+        var copy = self
+        withUnsafeMutableBytes(of: &copy.storage) { raw in
+            if isIPv6 {
+                raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self).pointee.sin6_port = port.bigEndian
+            } else {
+                raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self).pointee.sin_port = port.bigEndian
+            }
+        }
+        return copy
+    }
+
+    /// True for 0.0.0.0 and ::, the addresses a wildcard-bound socket has.
+    public var isWildcard: Bool {
+        withUnsafeBytes(of: storage) { raw in
+            if isIPv6 {
+                return withUnsafeBytes(of: raw.load(as: sockaddr_in6.self).sin6_addr) { $0.allSatisfy { $0 == 0 } }
+            }
+            return raw.load(as: sockaddr_in.self).sin_addr.s_addr == 0
+        }
+    }
+
+    /// Calls `body` with a `sockaddr` pointer and length that stay valid during the call.
+    package func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, Int) throws -> R) rethrows -> R {
+        try withUnsafeBytes(of: storage) { raw in
+            try body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
+        }
+    }
+}

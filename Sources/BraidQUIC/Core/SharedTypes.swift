@@ -1,0 +1,14 @@
+@_exported import BraidCore
+
+// The engine's names for the values every layer shares (defined in BraidCore, below both
+// the engines and the datapath, so neither imports the other to speak of addresses or time).
+
+/// An IPv4 or IPv6 address with a port (`SocketAddress`).
+public typealias QUICAddress = SocketAddress
+
+/// A point in time on the owner's monotonic clock (`MonotonicInstant`).
+public typealias QUICInstant = MonotonicInstant
+
+extension Duration {
+    init(ngtcp2Duration: UInt64) { self = .nanoseconds(Int64(clamping: ngtcp2Duration)) }
+}
