@@ -40,6 +40,8 @@ final class ConnectionCore {
     /// Description of the peer for error messages.
     var endpointDescription: String
     var handshakeTimeout: Duration
+    /// Each stream's bound on bytes sent and not yet acknowledged (`StreamOutbox.limit`).
+    let streamSendLimit: Int
     private(set) var connection: QUICConnection?
     /// Writes what the connection has to send (the driver's service call).
     private var service: (LoopContext) -> Void = { _ in }
@@ -72,11 +74,12 @@ final class ConnectionCore {
     var sessionCache: QUIC.SessionCache?
     var sessionKey = ""
 
-    init(loop: EventLoop, shared: ConnectionShared, endpointDescription: String, handshakeTimeout: Duration) {
+    init(loop: EventLoop, shared: ConnectionShared, endpointDescription: String, handshakeTimeout: Duration, streamSendLimit: Int) {
         self.loop = loop
         self.shared = shared
         self.endpointDescription = endpointDescription
         self.handshakeTimeout = handshakeTimeout
+        self.streamSendLimit = streamSendLimit
     }
 
     /// Takes over an engine connection and the driver calls that serve it.
@@ -127,17 +130,17 @@ final class ConnectionCore {
             shared.states.update(.ready)
             // Sends that waited for ready queue before any the outbox takes from now on.
             Self.run(&readyWaiters, nil)
-            for stream in streams.values { stream.pump(context) }
+            for stream in streams.values { stream.connectionReady(context) }
         case .streamOpened(let id):
             if let alpn = connection.negotiatedALPN {
                 // Known before ready on a server taking 0-RTT streams.
                 shared.snapshot.withLock { $0.negotiatedALPN = alpn }
             }
-            let stream = StreamCore(id: id, core: self, locallyInitiated: false)
+            let stream = makeStream(id, locallyInitiated: false, connection: connection)
             streams[id] = stream
             shared.inboundStreamsContinuation.yield(QUIC.Stream(stream))
         case .streamReadable(let id):
-            streams[id]?.deliver(context)
+            streams[id]?.pull(context)
         case .streamWritable(let id):
             streams[id]?.pump(context)
         case .streamStopSending(let id, let code):
@@ -220,7 +223,7 @@ final class ConnectionCore {
         }
         do {
             let id = try connection.openStream(bidirectional: bidirectional)
-            let stream = StreamCore(id: id, core: self, locallyInitiated: true)
+            let stream = makeStream(id, locallyInitiated: true, connection: connection)
             streams[id] = stream
             if !completion.resume(.success(QUIC.Stream(stream))) {
                 // Cancelled meanwhile: the stream exists, so end it cleanly.
@@ -242,6 +245,14 @@ final class ConnectionCore {
                 }
             }
         }
+    }
+
+    /// A stream's loop-side state; its sends reach the engine at once unless this is a client
+    /// still in its handshake.
+    private func makeStream(_ id: Int64, locallyInitiated: Bool, connection: QUICConnection) -> StreamCore {
+        StreamCore(
+            id: id, core: self, locallyInitiated: locallyInitiated, sendLimit: streamSendLimit,
+            open: isReady || connection.role == .server)
     }
 
     private func retryStreamOpens(_ context: LoopContext) {

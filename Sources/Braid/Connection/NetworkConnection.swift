@@ -47,9 +47,11 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         localEndpoint = parameters.localEndpoint
         shared = ConnectionShared()
         loop = LoopPool.loop()
-        let timeout = (stack as? QUIC)?.transport.handshakeTimeout ?? .seconds(10)
+        let transport = (stack as? QUIC)?.transport ?? QUICTransportConfiguration()
         core = LoopBound(
-            handingOver: ConnectionCore(loop: loop, shared: shared, endpointDescription: endpoint.description, handshakeTimeout: timeout),
+            handingOver: ConnectionCore(
+                loop: loop, shared: shared, endpointDescription: endpoint.description, handshakeTimeout: transport.handshakeTimeout,
+                streamSendLimit: transport.streamSendBufferLimit),
             to: loop)
         started = Atomic(false)
     }

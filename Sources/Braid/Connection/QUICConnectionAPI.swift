@@ -167,6 +167,9 @@ extension QUIC {
     /// ```
     public final class Stream: Sendable {
         let bound: LoopBound<StreamCore>
+        /// What the application's tasks use without a trip to the loop.
+        private let inbox: StreamInbox
+        private let outbox: StreamOutbox
         /// The QUIC stream ID (RFC 9000 §2.1).
         public let streamID: Int64
         /// Whether both sides send on the stream, or only its initiator.
@@ -177,6 +180,8 @@ extension QUIC {
         /// Made on the stream's loop.
         init(_ core: StreamCore) {
             bound = LoopBound(core, on: core.loop)
+            inbox = core.inbox
+            outbox = core.outbox
             streamID = core.id
             directionality = core.isBidirectional ? .bidirectional : .unidirectional
             initiator = core.locallyInitiated ? .local : .remote
@@ -187,9 +192,10 @@ extension QUIC {
         // MARK: Sending
 
         /// Sends `content`; with `endOfStream`, finishes the stream (FIN) after it. Returns once
-        /// the stream has taken all of it, so it waits while the stream's unacknowledged bytes
-        /// are at their bound. Before the handshake completes it waits too: use
-        /// `sendIdempotent` for data that may go in 0-RTT.
+        /// the stream has taken all of it: at once while the stream's unacknowledged bytes are
+        /// below their bound (`streamSendBufferLimit`), else it waits for acknowledgements.
+        /// Before the handshake completes it waits too: use `sendIdempotent` for data that may
+        /// go in 0-RTT.
         public func send<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
         where Content.Element == UInt8 {
             try await send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: false)
@@ -208,10 +214,33 @@ extension QUIC {
         }
 
         private func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) async throws {
-            let bound = bound
-            try await Completion<Void>.wait(on: loop) { context, completion in
-                bound.value.send(bytes, endOfStream: endOfStream, idempotent: idempotent, context: context, completion: completion)
+            guard directionality == .bidirectional || initiator == .local else { throw NetworkError.streamNotWritable }
+            // With room, the bytes are queued here and the call returns; the first send of a
+            // burst posts the one loop pass that hands them all to the engine.
+            switch outbox.offer(bytes, endOfStream: endOfStream, idempotent: idempotent) {
+            case .accepted(let drainNeeded):
+                if drainNeeded { postPump() }
+                return
+            case .failed(let error):
+                throw error
+            case .mustWait:
+                break
             }
+            try await Completion<Void>.wait { completion in
+                switch outbox.enqueue(bytes, endOfStream: endOfStream, idempotent: idempotent, completion: completion) {
+                case .accepted(let drainNeeded):
+                    if drainNeeded { postPump() }
+                case .failed(let error):
+                    completion.resume(.failure(error))
+                case .mustWait:
+                    preconditionFailure("enqueue always queues")
+                }
+            }
+        }
+
+        private func postPump() {
+            let bound = bound
+            loop.execute { context in bound.value.pump(context) }
         }
 
         // MARK: Receiving
@@ -234,11 +263,19 @@ extension QUIC {
         }
 
         private func receive(minimum: Int, maximum: Int, exact: Bool) async throws -> (content: Data, metadata: StreamMetadata) {
-            let bound = bound
-            let (content, end) = try await Completion<(Data, Bool)>.wait(on: loop) { context, completion in
-                bound.value.receive(minimum: minimum, maximum: maximum, exact: exact, context: context, completion: completion)
+            guard directionality == .bidirectional || initiator == .remote else { throw NetworkError.streamNotReadable }
+            // Bytes already here are taken without a trip to the loop; the credit they free goes
+            // back to the peer in a coalesced loop pass.
+            let delivery = try await inbox.receive(StreamInbox.Request(minimum: minimum, maximum: maximum, exact: exact)) {
+                postCreditPass()
             }
-            return (content, StreamMetadata(isEndOfStream: end))
+            if inbox.claimCreditPass() { postCreditPass() }
+            return (delivery.content, StreamMetadata(isEndOfStream: delivery.endOfStream))
+        }
+
+        private func postCreditPass() {
+            let bound = bound
+            loop.execute { context in bound.value.returnConsumedCredit(context) }
         }
 
         // MARK: Aborting

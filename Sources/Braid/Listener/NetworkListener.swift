@@ -111,7 +111,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             group = try await QUICServerGroup.start(
                 loops: LoopPool.loops(quic.serverLoops), configuration: configuration, bindTo: address, batching: quic.udp.batching
             ) { driver, context in
-                InboundConnections(driver: driver, context: context, stack: stack, handshakeTimeout: quic.transport.handshakeTimeout) {
+                InboundConnections(driver: driver, context: context, stack: stack, transport: quic.transport) {
                     continuation.yield($0)
                 }.handle
             }
@@ -156,18 +156,18 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
     private unowned let driver: QUICServerDriver
     private let context: LoopContext
     private let stack: ApplicationProtocol
-    private let handshakeTimeout: Duration
+    private let transport: QUICTransportConfiguration
     private let deliver: (NetworkConnection<ApplicationProtocol>) -> Void
     private var cores: [ObjectIdentifier: ConnectionCore] = [:]
 
     init(
-        driver: QUICServerDriver, context: LoopContext, stack: ApplicationProtocol, handshakeTimeout: Duration,
+        driver: QUICServerDriver, context: LoopContext, stack: ApplicationProtocol, transport: QUICTransportConfiguration,
         deliver: @escaping (NetworkConnection<ApplicationProtocol>) -> Void
     ) {
         self.driver = driver
         self.context = context
         self.stack = stack
-        self.handshakeTimeout = handshakeTimeout
+        self.transport = transport
         self.deliver = deliver
     }
 
@@ -180,7 +180,9 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
         } else {
             let shared = ConnectionShared()
             let remote = NWEndpoint(connection.path.remote)
-            core = ConnectionCore(loop: loop, shared: shared, endpointDescription: remote.description, handshakeTimeout: handshakeTimeout)
+            core = ConnectionCore(
+                loop: loop, shared: shared, endpointDescription: remote.description, handshakeTimeout: transport.handshakeTimeout,
+                streamSendLimit: transport.streamSendBufferLimit)
             core.attach(connection, service: { [unowned driver] context in driver.service(connection, context) })
             shared.states.update(.preparing)
             cores[key] = core

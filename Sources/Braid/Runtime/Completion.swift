@@ -43,6 +43,24 @@ final class Completion<Value: Sendable>: Sendable {
         return continuation != nil
     }
 
+    /// Takes the call over under the caller's own lock, for a result decided there (bytes
+    /// taken from a shared buffer): from now on cancellation cannot win, so the result is sure
+    /// to reach the caller and nothing has to be put back. Resume the claim once the lock is
+    /// released. Nil if the call was cancelled already.
+    func claim() -> Claim? {
+        state.withLock { state -> Claim? in
+            guard case .installed(let continuation) = state else { return nil }
+            state = .done
+            return Claim(continuation: continuation)
+        }
+    }
+
+    /// A claimed call, resumed exactly once.
+    struct Claim: Sendable {
+        fileprivate let continuation: CheckedContinuation<Value, any Error>
+        func resume(_ result: Result<Value, any Error>) { continuation.resume(with: result) }
+    }
+
     fileprivate func cancel() {
         let continuation = state.withLock { state -> CheckedContinuation<Value, any Error>? in
             switch state {

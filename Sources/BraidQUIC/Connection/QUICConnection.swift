@@ -846,15 +846,20 @@ public final class QUICConnection {
 
     /// Like `read(streamID:maxBytes:)`, but hands the bytes to `body` in place (valid only
     /// during the call), one contiguous region at a time, instead of copying them into an array.
+    ///
+    /// With `returnsCredit: false` the bytes leave the engine but their flow-control credit
+    /// does not go back to the peer: an owner that keeps read bytes for a slower application
+    /// returns it with `returnCredit(streamID:bytes:)` as the application consumes them, so
+    /// the peer can never have more than the window unread in both places together.
     public func read(
-        streamID: Int64, maxBytes: Int = .max, into body: (UnsafeRawBufferPointer) -> Void
+        streamID: Int64, maxBytes: Int = .max, returnsCredit: Bool = true, into body: (UnsafeRawBufferPointer) -> Void
     ) throws -> (fin: Bool, early: Bool) {
         let stream = try stream(streamID)
         stream.readableSignalled = false
         let before = stream.receive.buffered
         let early = stream.receive.read(max: maxBytes, body)
         let count = before - stream.receive.buffered
-        if count > 0 { returnCredit(stream: stream, bytes: count) }
+        if count > 0 && returnsCredit { returnCredit(stream: stream, bytes: count) }
         if count == 0, let code = stream.receive.resetCode {
             // The reset is the stream's last word for the reader.
             stream.receive.finDelivered = true
@@ -875,6 +880,18 @@ public final class QUICConnection {
 
     /// Bytes buffered and readable on the stream.
     public func readableBytes(streamID: Int64) -> Int { streams[streamID]?.receive.buffered ?? 0 }
+
+    /// Returns flow-control credit for `bytes` read earlier with `returnsCredit: false` and
+    /// now consumed: to the stream while it lives, and always to the connection (whose window
+    /// every stream shares, so credit withheld there would shrink it for good).
+    public func returnCredit(streamID: Int64, bytes: Int) {
+        guard bytes > 0, !isClosed else { return }
+        if let stream = streams[streamID] {
+            returnCredit(stream: stream, bytes: bytes)
+        } else {
+            ngtcp2_conn_extend_max_offset(conn, UInt64(bytes))
+        }
+    }
 
     private func returnCredit(stream: StreamState, bytes: Int) {
         guard !isClosed else { return }

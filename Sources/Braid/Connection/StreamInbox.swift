@@ -1,0 +1,229 @@
+import DequeModule
+import Foundation
+import Synchronization
+
+/// The receive half of a byte stream, shared by the application's tasks and the stream's loop.
+///
+/// The loop moves every byte the engine has into the inbox as it arrives (one copy), but the
+/// flow-control credit for those bytes goes back to the peer only as the application consumes
+/// them, so the peer never has more than its window unread here and in the engine together: a
+/// reader that stops reading stops the peer. A `receive` that finds enough bytes takes them
+/// under the lock and returns without a trip to the loop; only one that must wait suspends,
+/// and the loop resumes it when bytes arrive. The consumed credit is handed back in coalesced
+/// loop passes (`claimCreditPass`), never by the receive waiting for one.
+///
+/// Stack-neutral: a QUIC stream uses it now; TLS and TCP connections receive the same way.
+final class StreamInbox: Sendable {
+    /// What one receive asks for: between `minimum` and `maximum` bytes; with `exact`, fewer
+    /// than `minimum` only as an error.
+    struct Request: Sendable {
+        var minimum: Int
+        var maximum: Int
+        var exact: Bool
+    }
+
+    /// What one receive gets: the bytes, and whether they end the stream.
+    struct Delivery: Sendable {
+        var content: Data
+        var endOfStream: Bool
+    }
+
+    /// How the stream's byte sequence ended.
+    enum End {
+        /// The peer finished it (FIN): no byte follows those queued.
+        case finished
+        /// It failed (reset, stopped, or the connection ended): after the queued bytes, receives
+        /// throw this.
+        case failed(NetworkError)
+    }
+
+    private struct Waiter {
+        var request: Request
+        var completion: Completion<Delivery>
+    }
+
+    private struct State {
+        /// Unread bytes are `bytes[readOffset...]` (contiguous, indexed from 0).
+        var bytes = Data()
+        var readOffset = 0
+        var finished = false
+        var error: NetworkError?
+        var waiters = Deque<Waiter>()
+        /// Bytes consumed (or promised to a waiting receive) whose credit has not gone back to
+        /// the engine yet.
+        var unreturnedCredit = 0
+        /// Unread bytes whose credit went back already: promised to the receive waiting first.
+        var creditedAhead = 0
+        /// A loop pass that returns the credit is posted and has not run yet.
+        var creditPassPosted = false
+
+        var available: Int { bytes.count - readOffset }
+        var isEnded: Bool { finished || error != nil }
+
+        /// No live receive is waiting (cancelled ones at the front are dropped, so they cannot
+        /// hold back later receives).
+        mutating func noneWaiting() -> Bool {
+            while let first = waiters.first, !first.completion.isPending { waiters.removeFirst() }
+            return waiters.isEmpty
+        }
+
+        func canDecide(_ request: Request) -> Bool { available >= request.minimum || isEnded }
+
+        /// Decides a request that `canDecide`, taking the bytes it gets.
+        mutating func decide(_ request: Request) -> Result<Delivery, NetworkError> {
+            let count = available
+            if count == 0, let error { return .failure(error) }
+            if request.exact && count < request.minimum {
+                // The bytes stay queued for a later, smaller receive.
+                return .failure(error ?? .unexpectedEndOfStream(received: count, wanted: request.minimum))
+            }
+            let content = take(min(count, request.maximum))
+            return .success(Delivery(content: content, endOfStream: finished && available == 0))
+        }
+
+        /// The receive waiting first gets the credit of the bytes it will take (up to its
+        /// maximum) back to the peer now: it may need more than the window holds, and the
+        /// peer can send the rest only once that credit is back.
+        mutating func promiseToFirstWaiter() {
+            guard let first = waiters.first else { return }
+            let promised = min(available, first.request.maximum)
+            guard promised > creditedAhead else { return }
+            unreturnedCredit += promised - creditedAhead
+            creditedAhead = promised
+        }
+
+        /// Removes and returns the first `count` unread bytes: the buffer itself when that is
+        /// all of it (no copy), else one copy of the prefix.
+        mutating func take(_ count: Int) -> Data {
+            let credited = min(count, creditedAhead)
+            creditedAhead -= credited
+            unreturnedCredit += count - credited
+            if readOffset == 0 && count == bytes.count {
+                defer { bytes = Data() }
+                return bytes
+            }
+            let content = Data(bytes[readOffset..<readOffset + count])
+            readOffset += count
+            if readOffset == bytes.count {
+                bytes.removeAll(keepingCapacity: true)
+                readOffset = 0
+            } else if readOffset >= StreamInbox.compactionThreshold && readOffset * 2 >= bytes.count {
+                // Reclaim the read prefix once it is at least half the buffer: each byte moves
+                // at most once more.
+                bytes.removeSubrange(0..<readOffset)
+                readOffset = 0
+            }
+            return content
+        }
+    }
+
+    /// A read prefix at least this long (and half the buffer) is reclaimed.
+    static let compactionThreshold = 64 * 1024
+    /// Consumed credit goes back in a loop pass once this much has gathered, or whenever the
+    /// reader has caught up (nothing left unread), whichever comes first.
+    static let creditBatch = 64 * 1024
+
+    private let state = Mutex(State())
+
+    /// Unread bytes now.
+    var available: Int { state.withLock { $0.available } }
+
+    /// Receives waiting (cancelled ones included until they are reached).
+    var waitingReceives: Int { state.withLock { $0.waiters.count } }
+
+    // MARK: Application side (any thread)
+
+    /// Bytes as `request` asks, at once when they are queued (or the stream has ended), else
+    /// once the loop delivers them. Throws `NetworkError.cancelled` if the task is cancelled
+    /// while it waits. A receive that waits calls `returnCredit` first when the bytes it
+    /// waits on need credit to go back to the peer (the caller posts a loop pass that calls
+    /// `takeCredit`).
+    func receive(_ request: Request, returnCredit: () -> Void) async throws -> Delivery {
+        let immediate = state.withLock { state -> Result<Delivery, NetworkError>? in
+            guard state.noneWaiting(), state.canDecide(request) else { return nil }
+            return state.decide(request)
+        }
+        if let immediate { return try immediate.get() }
+        return try await Completion<Delivery>.wait { completion in
+            let (decided, creditPassNeeded) = state.withLock {
+                state -> ((Completion<Delivery>.Claim, Result<Delivery, NetworkError>)?, Bool) in
+                // Bytes (or the end) may have arrived since the first look.
+                if state.noneWaiting(), state.canDecide(request), let claim = completion.claim() {
+                    return ((claim, state.decide(request)), false)
+                }
+                state.waiters.append(Waiter(request: request, completion: completion))
+                state.promiseToFirstWaiter()
+                guard !state.creditPassPosted, state.unreturnedCredit > 0 else { return (nil, false) }
+                state.creditPassPosted = true
+                return (nil, true)
+            }
+            if let (claim, result) = decided { claim.resume(result.mapError { $0 }) }
+            if creditPassNeeded { returnCredit() }
+        }
+    }
+
+    /// True when consumed credit should go back to the engine now and no pass for it is
+    /// posted yet: the caller posts one (which calls `takeCredit`).
+    func claimCreditPass() -> Bool {
+        state.withLock { state in
+            guard !state.creditPassPosted, state.unreturnedCredit > 0,
+                state.unreturnedCredit >= Self.creditBatch || state.available == 0
+            else { return false }
+            state.creditPassPosted = true
+            return true
+        }
+    }
+
+    // MARK: Loop side
+
+    /// Appends what `source` reads (it calls its sink with each region, valid only during the
+    /// call, and returns how the stream ended, if it did), then hands bytes to waiting
+    /// receives in order. Does nothing once the stream has ended.
+    func fill(from source: (_ sink: (UnsafeRawBufferPointer) -> Void) -> End?) {
+        let claims = state.withLock { state -> [(Completion<Delivery>.Claim, Result<Delivery, NetworkError>)] in
+            guard !state.isEnded else { return [] }
+            let end = source { region in state.bytes.append(region.assumingMemoryBound(to: UInt8.self)) }
+            switch end {
+            case .finished: state.finished = true
+            case .failed(let error): state.error = error
+            case nil: break
+            }
+            return Self.satisfyWaiters(&state)
+        }
+        for (claim, result) in claims { claim.resume(result.mapError { $0 }) }
+    }
+
+    /// The stream failed: queued bytes stay readable, then receives throw `error`. A stream
+    /// that already ended keeps its first end.
+    func fail(_ error: NetworkError) {
+        let claims = state.withLock { state -> [(Completion<Delivery>.Claim, Result<Delivery, NetworkError>)] in
+            if state.error == nil { state.error = error }
+            return Self.satisfyWaiters(&state)
+        }
+        for (claim, result) in claims { claim.resume(result.mapError { $0 }) }
+    }
+
+    /// Takes the consumed credit not yet returned, for the engine.
+    func takeCredit() -> Int {
+        state.withLock { state in
+            defer {
+                state.unreturnedCredit = 0
+                state.creditPassPosted = false
+            }
+            return state.unreturnedCredit
+        }
+    }
+
+    /// Decides waiting receives in order while they can be; a cancelled one is skipped with
+    /// its bytes untouched.
+    private static func satisfyWaiters(_ state: inout State) -> [(Completion<Delivery>.Claim, Result<Delivery, NetworkError>)] {
+        var decided: [(Completion<Delivery>.Claim, Result<Delivery, NetworkError>)] = []
+        while !state.noneWaiting(), let waiter = state.waiters.first, state.canDecide(waiter.request) {
+            state.waiters.removeFirst()
+            guard let claim = waiter.completion.claim() else { continue }
+            decided.append((claim, state.decide(waiter.request)))
+        }
+        state.promiseToFirstWaiter()
+        return decided
+    }
+}

@@ -1,0 +1,178 @@
+import BraidQUIC
+import DequeModule
+import Synchronization
+
+/// The send half of a byte stream, shared by the application's tasks and the stream's loop.
+///
+/// A `send` whose bytes fit under the stream's bound is queued under the lock and returns at
+/// once; only the first send of a burst posts a pass to the loop, which hands everything queued
+/// to the engine. A send waits (and the loop completes it once all its bytes are with the
+/// engine) only while the stream is at its bound, before the stream may carry data (a client
+/// before its handshake), or behind an earlier waiting send, so order always holds.
+///
+/// The bound: a send of at most `limit` bytes is taken at once while the bytes the engine holds
+/// unacknowledged (as the loop last published them) plus those queued here are below `limit`,
+/// so at most twice `limit` is held; a larger send waits until the engine has taken it all.
+///
+/// Stack-neutral apart from the bytes' type: TLS and TCP connections will send the same way.
+final class StreamOutbox: Sendable {
+    /// What `offer` decided.
+    enum Offer: Equatable {
+        /// Queued; with `drainNeeded` the caller must post a pass that drains the outbox.
+        case accepted(drainNeeded: Bool)
+        /// Not queued: wait (`enqueue` with a completion).
+        case mustWait
+        /// Not queued: the stream cannot send any more.
+        case failed(NetworkError)
+    }
+
+    /// Queued bytes: a send, and how far the engine has taken it.
+    struct Entry {
+        let bytes: StreamBytes
+        var offset = 0
+        let endOfStream: Bool
+        let idempotent: Bool
+        /// The waiting `send`, resumed once every byte is with the engine; nil for a send that
+        /// already returned.
+        let completion: Completion<Void>?
+    }
+
+    private struct State {
+        var queue = Deque<Entry>()
+        /// Bytes in `queue` the engine has not taken yet.
+        var queuedBytes = 0
+        /// What the engine held unacknowledged when the loop last looked.
+        var engineUnacknowledged = 0
+        /// Entries whose sender waits: while any does, later sends wait behind it.
+        var waitingSenders = 0
+        /// Bytes handed over now reach the engine at once (a server, or a client once ready).
+        var open = false
+        var failure: NetworkError?
+        var endOfStreamQueued = false
+        /// The loop will look at the queue again without being asked: a drain pass is posted,
+        /// or the queue waits for engine room (acknowledgements) or for the handshake.
+        var drainPending = false
+    }
+
+    let limit: Int
+    private let state = Mutex(State())
+
+    init(limit: Int, open: Bool) {
+        self.limit = limit
+        state.withLock { $0.open = open }
+    }
+
+    /// Senders waiting for their bytes to reach the engine.
+    var waitingSenders: Int { state.withLock { $0.waitingSenders } }
+
+    // MARK: Application side (any thread)
+
+    /// Queues `bytes` if the stream has room now.
+    func offer(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) -> Offer {
+        state.withLock { state in
+            if let failure = state.failure { return .failed(failure) }
+            if state.endOfStreamQueued { return .failed(.streamNotWritable) }
+            guard state.open, state.waitingSenders == 0, bytes.count <= limit,
+                state.engineUnacknowledged + state.queuedBytes < limit
+            else {
+                return .mustWait
+            }
+            if bytes.count == 0 && !endOfStream { return .accepted(drainNeeded: false) }
+            state.queue.append(Entry(bytes: bytes, endOfStream: endOfStream, idempotent: idempotent, completion: nil))
+            state.queuedBytes += bytes.count
+            state.endOfStreamQueued = endOfStream
+            if state.drainPending { return .accepted(drainNeeded: false) }
+            state.drainPending = true
+            return .accepted(drainNeeded: true)
+        }
+    }
+
+    /// Queues `bytes` behind everything queued, for the loop to complete `completion` once the
+    /// engine has them all. The result says whether the caller must post a drain pass.
+    func enqueue(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, completion: Completion<Void>) -> Offer {
+        state.withLock { state in
+            if let failure = state.failure { return .failed(failure) }
+            if state.endOfStreamQueued { return .failed(.streamNotWritable) }
+            state.queue.append(Entry(bytes: bytes, endOfStream: endOfStream, idempotent: idempotent, completion: completion))
+            state.queuedBytes += bytes.count
+            state.waitingSenders += 1
+            state.endOfStreamQueued = endOfStream
+            if state.drainPending { return .accepted(drainNeeded: false) }
+            state.drainPending = true
+            return .accepted(drainNeeded: true)
+        }
+    }
+
+    // MARK: Loop side
+
+    /// Hands queued entries, oldest first, to `hand`, which gives the engine what it takes of
+    /// one entry and returns the new offset (nil: this entry cannot go yet). Stops at the first
+    /// entry not taken whole, resumes the senders whose bytes are all with the engine, and
+    /// records `unacknowledged()` for the next `offer`. A cancelled waiting send is dropped
+    /// unsent. `hand` throwing fails the outbox with its error.
+    func drain(
+        _ hand: (_ entry: Entry) throws -> Int?, unacknowledged: () -> Int
+    ) {
+        let (done, failed, error) = state.withLock { state -> ([Completion<Void>.Claim], [Completion<Void>], NetworkError?) in
+            var done: [Completion<Void>.Claim] = []
+            while var entry = state.queue.first {
+                if let completion = entry.completion, !completion.isPending {
+                    state.queue.removeFirst()
+                    state.queuedBytes -= entry.bytes.count - entry.offset
+                    state.waitingSenders -= 1
+                    continue
+                }
+                let offset: Int?
+                do {
+                    offset = try hand(entry)
+                } catch {
+                    let failure = NetworkError(error)
+                    state.engineUnacknowledged = unacknowledged()
+                    return (done, Self.fail(&state, failure), failure)
+                }
+                guard let offset else { break }
+                state.queuedBytes -= offset - entry.offset
+                entry.offset = offset
+                guard offset == entry.bytes.count else {
+                    state.queue[state.queue.startIndex] = entry
+                    break
+                }
+                state.queue.removeFirst()
+                if let completion = entry.completion {
+                    state.waitingSenders -= 1
+                    if let claim = completion.claim() { done.append(claim) }
+                }
+            }
+            state.engineUnacknowledged = unacknowledged()
+            if state.queue.isEmpty { state.drainPending = false }
+            return (done, [], nil)
+        }
+        for claim in done { claim.resume(.success(())) }
+        if let error {
+            for waiter in failed { waiter.resume(.failure(error)) }
+        }
+    }
+
+    /// The loop: bytes handed over from now on reach the engine at once.
+    func open() {
+        state.withLock { $0.open = true }
+    }
+
+    /// The stream can send no more: queued bytes are dropped, waiting senders fail with
+    /// `waiters` (or `error`), and later sends fail with `error`.
+    func fail(_ error: NetworkError, waiters: NetworkError? = nil) {
+        let failed = state.withLock { Self.fail(&$0, error) }
+        for waiter in failed { waiter.resume(.failure(waiters ?? error)) }
+    }
+
+    /// Records the failure and empties the queue; returns the senders that waited.
+    private static func fail(_ state: inout State, _ error: NetworkError) -> [Completion<Void>] {
+        if state.failure == nil { state.failure = error }
+        let failed = state.queue.compactMap(\.completion)
+        state.queue.removeAll()
+        state.queuedBytes = 0
+        state.waitingSenders = 0
+        state.drainPending = false
+        return failed
+    }
+}

@@ -1,0 +1,155 @@
+import BraidQUIC
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Braid
+
+/// The queues between a stream's callers and its loop: the inbox receives take bytes from
+/// without a trip to the loop, and the outbox sends queue into. Driven here by hand, as the
+/// loop drives them.
+@Suite struct StreamQueueTests {
+    private func fill(_ inbox: StreamInbox, _ bytes: [UInt8], end: StreamInbox.End? = nil) {
+        inbox.fill { sink in
+            bytes.withUnsafeBytes { sink($0) }
+            return end
+        }
+    }
+
+    private func request(_ minimum: Int, _ maximum: Int, exact: Bool = false) -> StreamInbox.Request {
+        StreamInbox.Request(minimum: minimum, maximum: maximum, exact: exact)
+    }
+
+    /// Queued bytes are handed out at once, in order, each receive taking up to its maximum;
+    /// the end of stream rides on the receive that takes the last byte.
+    @Test func receivesTakeQueuedBytesInOrder() async throws {
+        let inbox = StreamInbox()
+        fill(inbox, [1, 2, 3, 4, 5], end: .finished)
+        let first = try await inbox.receive(request(1, 2)) {}
+        #expect(first.content == Data([1, 2]) && !first.endOfStream)
+        let second = try await inbox.receive(request(1, 10)) {}
+        #expect(second.content == Data([3, 4, 5]) && second.endOfStream)
+        let after = try await inbox.receive(request(1, 10)) {}
+        #expect(after.content.isEmpty && after.endOfStream)
+        // The content is an ordinary Data indexed from 0, whatever part of the buffer it was.
+        #expect(second.content.startIndex == 0)
+    }
+
+    /// A receive that needs more than is queued waits; its bytes come when the loop fills.
+    /// The credit of the bytes it will take goes back at once (it may need more than the
+    /// window holds); bytes nobody waits for keep theirs until they are consumed.
+    @Test(.timeLimit(.minutes(1))) func aWaitingReceiveGetsItsCreditAheadOfTime() async throws {
+        let inbox = StreamInbox()
+        fill(inbox, Array(repeating: 7, count: 100))
+        #expect(inbox.takeCredit() == 0, "nobody consumed or waits for these bytes")
+        let asked = Mutex(0)
+        let receiving = Task { try await inbox.receive(request(300, 300, exact: true)) { asked.withLock { $0 += 1 } } }
+        while inbox.waitingReceives == 0 { await Task.yield() }
+        #expect(asked.withLock { $0 } == 1)
+        #expect(inbox.takeCredit() == 100)
+        fill(inbox, Array(repeating: 8, count: 150))
+        #expect(inbox.takeCredit() == 150)
+        fill(inbox, Array(repeating: 9, count: 60))
+        let delivery = try await receiving.value
+        #expect(delivery.content.count == 300)
+        #expect(delivery.content.last == 9)
+        // 50 of the last 60 bytes went to the receive; 10 stay unread and uncredited.
+        #expect(inbox.takeCredit() == 50)
+        #expect(inbox.available == 10)
+    }
+
+    /// A cancelled receive neither takes bytes nor holds back the receives after it.
+    @Test(.timeLimit(.minutes(1))) func aCancelledReceiveLeavesTheBytesForTheNext() async throws {
+        let inbox = StreamInbox()
+        let cancelled = Task { try await inbox.receive(request(10, 10, exact: true)) {} }
+        while inbox.waitingReceives == 0 { await Task.yield() }
+        cancelled.cancel()
+        await #expect(throws: NetworkError.cancelled) { try await cancelled.value }
+        fill(inbox, [1, 2, 3])
+        let next = try await inbox.receive(request(1, 3)) {}
+        #expect(next.content == Data([1, 2, 3]))
+    }
+
+    /// After a failure, queued bytes are still read, then receives throw; an exact receive
+    /// that the end cuts short fails and leaves the bytes for a smaller one.
+    @Test func aFailureComesAfterTheQueuedBytes() async throws {
+        let inbox = StreamInbox()
+        fill(inbox, [1, 2, 3], end: .failed(.streamReset(code: 9)))
+        await #expect(throws: NetworkError.streamReset(code: 9)) { try await inbox.receive(request(4, 4, exact: true)) {} }
+        let rest = try await inbox.receive(request(1, 10)) {}
+        #expect(rest.content == Data([1, 2, 3]) && !rest.endOfStream)
+        await #expect(throws: NetworkError.streamReset(code: 9)) { try await inbox.receive(request(1, 10)) {} }
+    }
+
+    /// Consumed credit goes back in batches, or once the reader has caught up.
+    @Test(.timeLimit(.minutes(1))) func consumedCreditIsClaimedInBatches() async throws {
+        let inbox = StreamInbox()
+        fill(inbox, Array(repeating: 1, count: StreamInbox.creditBatch + 200))
+        _ = try await inbox.receive(request(1, 100)) {}
+        #expect(!inbox.claimCreditPass(), "100 bytes consumed, more queued: not worth a pass yet")
+        _ = try await inbox.receive(request(1, StreamInbox.creditBatch)) {}
+        #expect(inbox.claimCreditPass())
+        #expect(!inbox.claimCreditPass(), "one pass at a time")
+        #expect(inbox.takeCredit() == StreamInbox.creditBatch + 100)
+        _ = try await inbox.receive(request(1, 100)) {}
+        #expect(inbox.available == 0)
+        #expect(inbox.claimCreditPass(), "the reader caught up")
+    }
+
+    private func bytes(_ count: Int) -> StreamBytes { StreamBytes(copying: [UInt8](repeating: 0, count: count)) }
+
+    /// Sends below the bound return at once; only the first of a burst asks for a loop pass.
+    /// At the bound, behind a waiting send, or larger than the bound, a send waits.
+    @Test(.timeLimit(.minutes(1))) func theOutboxTakesSendsBelowItsBound() async throws {
+        let outbox = StreamOutbox(limit: 100, open: true)
+        #expect(outbox.offer(bytes(60), endOfStream: false, idempotent: false) == .accepted(drainNeeded: true))
+        #expect(outbox.offer(bytes(30), endOfStream: false, idempotent: false) == .accepted(drainNeeded: false))
+        #expect(outbox.offer(bytes(30), endOfStream: false, idempotent: false) == .accepted(drainNeeded: false))
+        #expect(outbox.offer(bytes(1), endOfStream: false, idempotent: false) == .mustWait)
+        #expect(StreamOutbox(limit: 100, open: true).offer(bytes(101), endOfStream: false, idempotent: false) == .mustWait)
+        #expect(StreamOutbox(limit: 100, open: false).offer(bytes(1), endOfStream: false, idempotent: false) == .mustWait)
+
+        // The engine takes 50 bytes at a time; the waiting send completes once it has all of it.
+        let waiting = Task {
+            try await Completion<Void>.wait { completion in
+                _ = outbox.enqueue(bytes(10), endOfStream: false, idempotent: false, completion: completion)
+            }
+        }
+        while outbox.waitingSenders == 0 { await Task.yield() }
+        #expect(outbox.offer(bytes(1), endOfStream: false, idempotent: false) == .mustWait, "behind a waiting send")
+        // An engine that takes 50 bytes per pass: entries go in order, a pass stops at the
+        // first entry it could not take whole, and the waiting send completes in the pass
+        // that hands over its last byte.
+        var handed: [[Int]] = []
+        for _ in 0..<3 {
+            var budget = 50
+            var pass: [Int] = []
+            outbox.drain { entry in
+                let taken = min(entry.bytes.count - entry.offset, budget)
+                budget -= taken
+                pass.append(taken)
+                return entry.offset + taken
+            } unacknowledged: { 0 }
+            handed.append(pass)
+        }
+        #expect(handed == [[50], [10, 30, 10], [20, 10]])
+        try await waiting.value
+        #expect(outbox.waitingSenders == 0)
+        #expect(outbox.offer(bytes(1), endOfStream: true, idempotent: false) == .accepted(drainNeeded: true))
+        #expect(outbox.offer(bytes(1), endOfStream: false, idempotent: false) == .failed(.streamNotWritable), "after the end of stream")
+    }
+
+    /// Once the stream fails, waiting senders and new ones get the error.
+    @Test(.timeLimit(.minutes(1))) func aFailedOutboxFailsWaitingAndNewSenders() async throws {
+        let outbox = StreamOutbox(limit: 10, open: false)
+        let waiting = Task {
+            try await Completion<Void>.wait { completion in
+                _ = outbox.enqueue(bytes(5), endOfStream: false, idempotent: false, completion: completion)
+            }
+        }
+        while outbox.waitingSenders == 0 { await Task.yield() }
+        outbox.fail(.streamStopped(code: 3))
+        await #expect(throws: NetworkError.streamStopped(code: 3)) { try await waiting.value }
+        #expect(outbox.offer(bytes(1), endOfStream: false, idempotent: false) == .failed(.streamStopped(code: 3)))
+    }
+}
