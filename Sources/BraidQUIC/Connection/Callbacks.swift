@@ -47,17 +47,11 @@ extension QUICConnection {
                 ngtcp2_crypto_generate_stateless_reset_token(token, $0.baseAddress, $0.count, cid)
             }
             guard rc == 0 else { return NGTCP2_ERR_CALLBACK_FAILURE }
-            let id = ConnectionID(cid!.pointee)
-            if let endpoint = connection.endpoint {
-                endpoint.route(id, to: connection)
-            } else {
-                connection.issuedConnectionIDs.append(id)
-            }
+            connection.recordRoutingChange(.issued(ConnectionID(cid!.pointee)))
             return 0
         }
         cb.remove_connection_id = { _, cid, userData in
-            let connection = QUICConnection.from(userData)
-            connection.endpoint?.unroute(ConnectionID(cid!.pointee), of: connection)
+            QUICConnection.from(userData).recordRoutingChange(.retired(ConnectionID(cid!.pointee)))
             return 0
         }
         cb.handshake_completed = { _, userData in

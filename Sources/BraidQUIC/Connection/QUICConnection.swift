@@ -69,10 +69,9 @@ public final class QUICConnection {
     private let vecs: UnsafeMutableBufferPointer<ngtcp2_vec>
     private static let maxVecs = 16
 
-    /// Connection IDs issued before the server endpoint started routing for us.
-    var issuedConnectionIDs: [ConnectionID] = []
-    /// The server endpoint whose routing table must follow our connection IDs.
-    weak var endpoint: QUICServerEndpoint?
+    /// Server: changes the endpoint's routing table must follow, oldest first, until the endpoint
+    /// applies them (`QUICServerEndpoint.applyRoutingChanges(of:)`). Empty in steady state.
+    var routingChanges: [QUICRoutingChange] = []
     /// Server: first byte of the connection IDs we issue (the endpoint's routing tag).
     var connectionIDTag: UInt8?
     /// Server: this connection was created by the datagram just passed to the endpoint.
@@ -443,7 +442,13 @@ public final class QUICConnection {
         }
         phase = .terminated
         emit(.terminated)
-        endpoint?.forget(self)
+        recordRoutingChange(.terminated)
+    }
+
+    /// Server: notes a change for the endpoint's routing table. A client routes nothing, so it
+    /// keeps no record.
+    func recordRoutingChange(_ change: QUICRoutingChange) {
+        if role == .server { routingChanges.append(change) }
     }
 
     /// Drops queued application data: nothing more will move on this connection.
