@@ -65,7 +65,7 @@ public final class QUICServerEndpoint {
     ///   - connectionIDTag: when set, the first byte of every connection ID this endpoint issues.
     public init(configuration: QUICServerConfiguration, keys: QUICServerKeys? = nil, connectionIDTag: UInt8? = nil) throws {
         guard !configuration.alpn.isEmpty else { throw QUICError.configuration("QUIC needs at least one ALPN") }
-        try validate(configuration.transport)
+        try configuration.transport.validate()
         self.configuration = configuration
         self.keys = try keys ?? QUICServerKeys(staticSecret: configuration.staticSecret)
         self.connectionIDTag = connectionIDTag
@@ -167,9 +167,9 @@ public final class QUICServerEndpoint {
         }
 
         let transport = configuration.transport
-        var settings = makeSettings(transport, now: now)
+        var settings = transport.ngtcp2Settings(now: now)
         if validatedToken { settings.token = header.token }
-        var params = makeTransportParameters(transport)
+        var params = transport.ngtcp2TransportParameters()
         let sourceCID = ConnectionID.random(length: Self.connectionIDLength, tag: connectionIDTag)
         if let originalDCID {
             params.original_dcid = originalDCID
