@@ -143,14 +143,14 @@ extension QUICConnection {
         }
         cb.ack_datagram = { _, id, userData in
             let connection = QUICConnection.from(userData)
-            connection.datagramResolved()
+            connection.datagramProbe.datagramResolved()
             connection.emit(.datagramAcknowledged(id: id))
             return 0
         }
         cb.lost_datagram = { _, id, userData in
             let connection = QUICConnection.from(userData)
             connection.datagramsLost += 1
-            connection.datagramResolved()
+            connection.datagramProbe.datagramResolved()
             connection.emit(.datagramLost(id: id))
             return 0
         }

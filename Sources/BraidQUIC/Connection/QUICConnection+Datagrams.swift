@@ -41,39 +41,20 @@ extension QUICConnection {
     /// Datagrams queued by `sendDatagram` and not yet written into a packet.
     public var pendingDatagramCount: Int { pendingDatagrams.count }
 
-    // MARK: - Datagram probe
+    // MARK: - Datagram probe (see `DatagramProbe`)
 
-    /// ngtcp2 0.12.1 does not arm its probe timeout (PTO) for packets that carry only DATAGRAM
-    /// frames (upstream fixed this in v0.14.0). If the ACKs for such a flight are lost while it
-    /// fills the congestion window, neither end sends again until the idle timeout. So while
-    /// datagrams are unacknowledged, the keep-alive is shortened to the PTO (doubling on each
-    /// expiry without progress): after that much silence ngtcp2 sends a PING, whose ACK lets
-    /// loss detection run. `datagramWindowAllows` keeps room in the window for that PING.
+    /// Sets ngtcp2's keep-alive to what the probe wants now; after every input and write.
     func updateDatagramProbe() {
         guard conn != nil, !isClosed else { return }
-        var wanted = configuredKeepAlive
-        if datagramsInFlight > 0 {
-            let probe = ngtcp2_conn_get_pto(conn) << UInt64(datagramProbeBackoff)
-            wanted = wanted == 0 ? probe : min(wanted, probe)
-        }
-        if wanted != appliedKeepAlive {
-            appliedKeepAlive = wanted
-            ngtcp2_conn_set_keep_alive_timeout(conn, wanted)
+        if let keepAlive = datagramProbe.keepAliveChange(pto: ngtcp2_conn_get_pto(conn)) {
+            ngtcp2_conn_set_keep_alive_timeout(conn, keepAlive)
         }
     }
 
-    /// Called by the ack/lost callbacks: the flight made progress.
-    func datagramResolved() {
-        datagramsInFlight = max(datagramsInFlight - 1, 0)
-        datagramProbeBackoff = 0
-    }
-
-    /// A datagram may take the congestion window only if a full packet of room stays free
-    /// afterwards, for the keep-alive PING described above.
+    /// Whether the next datagram may take the congestion window (`DatagramProbe.windowAllows`).
     var datagramWindowAllows: Bool {
-        let packetSize = UInt64(ngtcp2_conn_get_path_max_tx_udp_payload_size(conn))
-        return ngtcp2_conn_get_cwnd_left(conn) >= 2 * packetSize
+        DatagramProbe.windowAllows(
+            congestionWindowLeft: ngtcp2_conn_get_cwnd_left(conn),
+            packetSize: UInt64(ngtcp2_conn_get_path_max_tx_udp_payload_size(conn)))
     }
-
-    static let maxDatagramProbeBackoff = 6
 }

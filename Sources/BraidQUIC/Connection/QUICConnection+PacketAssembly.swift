@@ -97,7 +97,7 @@ extension QUICConnection {
             guard count > 0, let batchPath else { break }
             commit(batchPath, batchECN, segmentSize, length)
             countSent(packets: count, bytes: length)
-            lastActivity = now
+            datagramProbe.noteActivity(at: now)
             transmitsWritten += 1
             batches += 1
             if !batchClosed && heldPacket == nil && count < segmentLimit { break }
@@ -155,7 +155,7 @@ extension QUICConnection {
                 }
                 if accepted != 0 {
                     pendingDatagrams.removeFirst()
-                    datagramsInFlight += 1
+                    datagramProbe.datagramSent()
                 }
                 if written == Int(NGTCP2_ERR_WRITE_MORE) { continue }
                 if written > 0 { return (written, QUICPath(path.pointee), ECN(bits: info.ecn)) }

@@ -71,15 +71,7 @@ public final class QUICConnection {
     // MARK: Datagrams (+Datagrams)
     var pendingDatagrams = Deque<(id: UInt64, bytes: [UInt8])>()
     var nextDatagramID: UInt64 = 0
-    /// Datagrams handed to ngtcp2 and not yet acknowledged or declared lost.
-    var datagramsInFlight = 0
-    /// Keep-alive probes sent in a row without a datagram being acknowledged or declared lost.
-    var datagramProbeBackoff = 0
-    /// Last send or receive: ngtcp2 counts the keep-alive from the same instants.
-    var lastActivity = QUICInstant(nanoseconds: 0)
-    /// The keep-alive the user configured (0: off) and the one currently set on ngtcp2.
-    var configuredKeepAlive: UInt64 = 0
-    var appliedKeepAlive: UInt64 = 0
+    var datagramProbe: DatagramProbe
 
     // MARK: Packet assembly (+PacketAssembly)
     /// Packet-assembly area: room for one full GSO batch of maximum-size packets.
@@ -157,6 +149,7 @@ public final class QUICConnection {
         logger = Logger(label: "braid.quic")
         logger[metadataKey: "quic.cid"] = "\(setup.sourceCID)"
         maxPacketSize = max(transport.maxUDPPayloadSize, 1200)
+        datagramProbe = DatagramProbe(configuredKeepAlive: transport.keepAliveInterval?.nanosecondsClamped ?? 0)
         connRef = .allocate(capacity: 1)
         pathStorage = .allocate(capacity: 1)
         // Room for a whole batch of packets as large as path-MTU discovery may grow them.
@@ -214,10 +207,8 @@ public final class QUICConnection {
             throw error
         }
         ngtcp2_conn_set_tls_native_handle(conn, UnsafeMutableRawPointer(session))
-        if let keepAlive = transport.keepAliveInterval {
-            configuredKeepAlive = keepAlive.nanosecondsClamped
-            appliedKeepAlive = configuredKeepAlive
-            ngtcp2_conn_set_keep_alive_timeout(conn, configuredKeepAlive)
+        if transport.keepAliveInterval != nil {
+            ngtcp2_conn_set_keep_alive_timeout(conn, datagramProbe.configuredKeepAlive)
         }
     }
 
@@ -289,7 +280,7 @@ public final class QUICConnection {
             break
         }
         currentTime = now
-        lastActivity = now
+        datagramProbe.noteActivity(at: now)
         packetsReceived += 1
         bytesReceived += UInt64(datagram.count)
         var info = ngtcp2_pkt_info(ecn: UInt32(ecn.rawValue))
@@ -318,11 +309,7 @@ public final class QUICConnection {
         case .handshaking, .established:
             break
         }
-        if datagramsInFlight > 0 && now.nanoseconds >= lastActivity.nanoseconds &+ appliedKeepAlive {
-            // The shortened keep-alive fires: the next write carries the PING; the timeout
-            // doubles only after it (changing it now would un-expire the keep-alive).
-            datagramProbeBackoff = min(datagramProbeBackoff + 1, Self.maxDatagramProbeBackoff)
-        }
+        datagramProbe.timerFired(at: now)
         let rc = ngtcp2_conn_handle_expiry(conn, now.nanoseconds)
         switch rc {
         case 0:
