@@ -149,7 +149,7 @@ extension QUICConnection {
         }
         cb.lost_datagram = { _, id, userData in
             let connection = QUICConnection.from(userData)
-            connection.datagramsLost += 1
+            connection.counters.datagramLost()
             connection.datagramProbe.datagramResolved()
             connection.emit(.datagramLost(id: id))
             return 0

@@ -31,8 +31,7 @@ extension QUICConnection {
             terminate(reason: reason)
             return
         }
-        closePacket = Array(UnsafeRawBufferPointer(rebasing: scratch[0..<written]))
-        closePacketPending = true
+        closePacket.store(Array(UnsafeRawBufferPointer(rebasing: scratch[0..<written])))
         phase = .closing(deadline: now + threePTO)
         logger.debug("closing: \(reason)")
     }

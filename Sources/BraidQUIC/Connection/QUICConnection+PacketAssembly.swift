@@ -31,11 +31,12 @@ extension QUICConnection {
         case .terminated, .draining:
             return
         case .closing:
-            if closePacketPending, let buffer = slot() {
-                closePacketPending = false
-                closePacket.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[0..<$0.count]).copyMemory(from: $0) }
-                commit(path, .notECT, closePacket.count, closePacket.count)
-                countSent(packets: 1, bytes: closePacket.count)
+            if closePacket.isPending, let buffer = slot() {
+                closePacket.markSent()
+                let packet = closePacket.packet
+                packet.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[0..<$0.count]).copyMemory(from: $0) }
+                commit(path, .notECT, packet.count, packet.count)
+                counters.sent(packets: 1, bytes: packet.count)
             }
             return
         case .handshaking, .established:
@@ -96,9 +97,8 @@ extension QUICConnection {
             }
             guard count > 0, let batchPath else { break }
             commit(batchPath, batchECN, segmentSize, length)
-            countSent(packets: count, bytes: length)
+            counters.sentBatch(packets: count, bytes: length)
             datagramProbe.noteActivity(at: now)
-            transmitsWritten += 1
             batches += 1
             if !batchClosed && heldPacket == nil && count < segmentLimit { break }
         }
@@ -121,11 +121,6 @@ extension QUICConnection {
         return out
     }
 
-    func countSent(packets: Int, bytes: Int) {
-        packetsSent += UInt64(packets)
-        bytesSent += UInt64(bytes)
-    }
-
     /// Writes one QUIC packet (coalescing stream frames from several streams, datagrams, ACKs
     /// and control frames) into `dest`. Nil when nothing may be sent now.
     private func writePacket(into dest: UnsafeMutableRawPointer, capacity: Int, now: QUICInstant)
@@ -141,7 +136,7 @@ extension QUICConnection {
             if let datagram = pendingDatagrams.first, datagram.bytes.count > maxDatagramPayloadSize {
                 // It fitted when queued, but the path's packets shrank (e.g. after migration).
                 pendingDatagrams.removeFirst()
-                datagramsLost += 1
+                counters.datagramLost()
                 emit(.datagramLost(id: datagram.id))
                 continue
             }
@@ -164,7 +159,7 @@ extension QUICConnection {
                     // Too large for the peer's limit or datagrams not negotiated: checked on
                     // enqueue, so only reachable if the peer changed its mind; drop it.
                     pendingDatagrams.removeFirst()
-                    datagramsLost += 1
+                    counters.datagramLost()
                     emit(.datagramLost(id: datagram.id))
                     continue
                 }

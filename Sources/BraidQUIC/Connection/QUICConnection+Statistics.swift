@@ -8,9 +8,9 @@ extension QUICConnection {
         return QUICConnectionStatistics(
             smoothedRTT: Duration(ngtcp2Duration: stat.smoothed_rtt), minRTT: Duration(ngtcp2Duration: stat.min_rtt),
             latestRTT: Duration(ngtcp2Duration: stat.latest_rtt), congestionWindow: stat.cwnd,
-            bytesInFlight: stat.bytes_in_flight, packetsSent: packetsSent, bytesSent: bytesSent,
-            packetsReceived: packetsReceived, bytesReceived: bytesReceived, datagramsLost: datagramsLost,
-            transmits: transmitsWritten)
+            bytesInFlight: stat.bytes_in_flight, packetsSent: counters.packetsSent, bytesSent: counters.bytesSent,
+            packetsReceived: counters.packetsReceived, bytesReceived: counters.bytesReceived,
+            datagramsLost: counters.datagramsLost, transmits: counters.transmits)
     }
 }
 

@@ -52,9 +52,7 @@ public final class QUICConnection {
     // MARK: Closing (+Close)
     /// Why the connection ended; set when it starts closing or draining.
     public internal(set) var closeReason: QUICError?
-    var closePacket: [UInt8] = []
-    var packetsReceivedWhileClosing = 0
-    var closePacketPending = false
+    var closePacket = ClosePacketCache()
     /// Set by the `recv_stateless_reset` callback: ngtcp2 then drains without a close reason.
     var receivedStatelessReset = false
     /// The ALPNs we offered (client) or accept (server), for `alpnMismatch` errors.
@@ -107,12 +105,7 @@ public final class QUICConnection {
     var tlsResources: AnyObject?
 
     // MARK: Statistics (+Statistics)
-    var packetsSent: UInt64 = 0
-    var bytesSent: UInt64 = 0
-    var packetsReceived: UInt64 = 0
-    var bytesReceived: UInt64 = 0
-    var datagramsLost: UInt64 = 0
-    var transmitsWritten: UInt64 = 0
+    var counters = TrafficCounters()
 
     // MARK: Server routing
     /// Server: changes the endpoint's routing table must follow, oldest first, until the endpoint
@@ -273,16 +266,14 @@ public final class QUICConnection {
             return
         case .closing:
             // RFC 9000 §10.2.1: answer with the cached CONNECTION_CLOSE, but less and less often.
-            packetsReceivedWhileClosing += 1
-            if packetsReceivedWhileClosing & (packetsReceivedWhileClosing - 1) == 0 { closePacketPending = true }
+            closePacket.packetArrived()
             return
         case .handshaking, .established:
             break
         }
         currentTime = now
         datagramProbe.noteActivity(at: now)
-        packetsReceived += 1
-        bytesReceived += UInt64(datagram.count)
+        counters.received(bytes: datagram.count)
         var info = ngtcp2_pkt_info(ecn: UInt32(ecn.rawValue))
         let rc = path.withNgtcp2Path { ngPath in
             braid_ngtcp2_conn_read_pkt(
