@@ -52,6 +52,7 @@ public final class QUICConnection {
     // MARK: Closing (+Close)
     /// Why the connection ended; set when it starts closing or draining.
     public internal(set) var closeReason: QUICError?
+    /// Our CONNECTION_CLOSE while closing, and when to send it again.
     var closePacket = ClosePacketCache()
     /// Set by the `recv_stateless_reset` callback: ngtcp2 then drains without a close reason.
     var receivedStatelessReset = false
@@ -67,8 +68,11 @@ public final class QUICConnection {
     var pendingReopen: [StreamState] = []
 
     // MARK: Datagrams (+Datagrams)
+    /// Datagrams queued by `sendDatagram`, not yet in a packet.
     var pendingDatagrams = Deque<(id: UInt64, bytes: [UInt8])>()
+    /// The ID the next queued datagram gets (its acknowledged/lost events carry it).
     var nextDatagramID: UInt64 = 0
+    /// Keeps datagram-only flights from stalling on ngtcp2 0.12.1.
     var datagramProbe: DatagramProbe
 
     // MARK: Packet assembly (+PacketAssembly)
@@ -91,20 +95,24 @@ public final class QUICConnection {
     /// The name we verify the server certificate against (client) / "" (server).
     public let serverName: String
     var certificateProblem: CertificateProblem?
+    /// Client: we resume and may send 0-RTT data.
     var attemptedEarlyData = false
+    /// Client: HANDSHAKE_DONE arrived (key updates and migration need it).
     var handshakeConfirmed = false
     /// The ALPN both sides agreed on, once the handshake completed.
     public internal(set) var negotiatedALPN: String?
     /// Client: the server accepted our 0-RTT data. Server: this connection received 0-RTT data.
     public internal(set) var earlyDataAccepted = false
+    /// Client: the last ticket handed out, and the NEW_TOKEN token that goes into it.
     var latestTicket: QUICResumptionTicket?
     var receivedToken: [UInt8] = []
-    /// Server: address validation succeeded through a token (Retry or NEW_TOKEN).
+    /// Server: makes the NEW_TOKEN token for a client's address (nil: no token).
     var makeNewToken: ((QUICAddress, QUICInstant) -> [UInt8]?)?
     /// TLS material the session points into (credentials, ticket key): must outlive `session`.
     var tlsResources: AnyObject?
 
     // MARK: Statistics (+Statistics)
+    /// What went in and out, for `statistics`.
     var counters = TrafficCounters()
 
     // MARK: Server routing
