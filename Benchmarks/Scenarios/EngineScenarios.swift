@@ -98,6 +98,7 @@ final class Pair {
         for connection in [client, serverConnection].compactMap({ $0 }) {
             if let deadline = connection.nextDeadline, deadline <= now { connection.handleTimeout(now: now) }
         }
+        if let serverConnection { server.applyRoutingChanges(of: serverConnection) }
     }
 }
 

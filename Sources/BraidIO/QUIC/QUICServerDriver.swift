@@ -87,13 +87,18 @@ public final class QUICServerDriver: LoopHandler {
         while index < dirty.count {
             let slot = dirty[index]
             if writeBlocked {
-                // Deliver events now; packets wait until the socket drains.
+                // Deliver events now; packets wait until the socket drains. A timer may have
+                // ended the connection: its routes go now, not once the socket drains.
                 while let event = slot.connection.pollEvent() { onEvent(slot.connection, event) }
+                endpoint.applyRoutingChanges(of: slot.connection)
                 index += 1
                 continue
             }
             slot.isDirty = false
-            if !ConnectionIO.service(slot.connection, socket: socket, now: now, onEvent: onEvent) {
+            let serviced = ConnectionIO.service(slot.connection, socket: socket, now: now, onEvent: onEvent)
+            // Connection IDs announced in what was just written are routed before replies come.
+            endpoint.applyRoutingChanges(of: slot.connection)
+            if !serviced {
                 writeBlocked = true
                 context.setWantsWritable(token, true)
                 slot.isDirty = true
@@ -115,6 +120,7 @@ public final class QUICServerDriver: LoopHandler {
     /// Re-arms the connection's timer, or forgets it once terminated.
     private func finish(_ slot: ConnectionSlot, _ context: LoopContext) {
         slot.isDirty = false
+        endpoint.applyRoutingChanges(of: slot.connection)
         if slot.connection.isTerminated {
             context.deregister(slot.timerToken)
             slots.removeValue(forKey: ObjectIdentifier(slot.connection))
@@ -166,6 +172,9 @@ public final class QUICServerDriver: LoopHandler {
             markDirty(slot)
         }
         serviceDirty(context)
+        // A connection that had sent nothing ends at once; the pass above may not have reached
+        // it (blocked socket, or called from inside `onEvent`).
+        for slot in slots.values { endpoint.applyRoutingChanges(of: slot.connection) }
     }
 
     public func close(_ context: LoopContext) {

@@ -12,12 +12,15 @@ import Synchronization
 ///
 /// Sans-IO like `QUICConnection`: the owner passes datagrams in with `receive`, writes the
 /// returned connection's packets, and sends `pollEndpointTransmits()` for the endpoint's own.
+/// After driving a connection any other way (timers, writes, application calls) it calls
+/// `applyRoutingChanges(of:)`, so the routing table follows the connection's IDs and its end.
 ///
 /// ```swift
 /// let endpoint = try QUICServerEndpoint(configuration: .init(
 ///     alpn: ["echo"], certificateChainFile: "cert.pem", privateKeyFile: "key.pem"))
 /// if let connection = endpoint.receive(datagram: bytes, path: path, ecn: .notECT, now: now) {
 ///     for transmit in connection.pollTransmits(now: now) { send(transmit) }
+///     endpoint.applyRoutingChanges(of: connection)
 /// }
 /// for transmit in endpoint.pollEndpointTransmits() { send(transmit) }
 /// ```
@@ -42,8 +45,12 @@ public final class QUICServerEndpoint {
     private var resetWindow: (start: QUICInstant, count: Int) = (QUICInstant(nanoseconds: 0), 0)
     static let maxResetsPerSecond = 100
 
-    /// Live connections (not yet terminated).
+    /// Live connections: a connection stops counting once its termination is applied (by
+    /// `receive` or `applyRoutingChanges(of:)`).
     public var connectionCount: Int { routedIDs.count }
+
+    /// Connection IDs routed to a connection now (tests check that a connection's go with it).
+    var routeCount: Int { routes.count }
 
     /// Counters of what the endpoint answered itself.
     public private(set) var versionNegotiationsSent = 0
@@ -58,7 +65,7 @@ public final class QUICServerEndpoint {
     ///   - connectionIDTag: when set, the first byte of every connection ID this endpoint issues.
     public init(configuration: QUICServerConfiguration, keys: QUICServerKeys? = nil, connectionIDTag: UInt8? = nil) throws {
         guard !configuration.alpn.isEmpty else { throw QUICError.configuration("QUIC needs at least one ALPN") }
-        try validate(configuration.transport)
+        try configuration.transport.validate()
         self.configuration = configuration
         self.keys = try keys ?? QUICServerKeys(staticSecret: configuration.staticSecret)
         self.connectionIDTag = connectionIDTag
@@ -93,6 +100,8 @@ public final class QUICServerEndpoint {
         if let connection = routes[dcid] {
             connection.isNewlyAccepted = false
             connection.receive(datagram: datagram, path: path, ecn: ecn, now: now)
+            // IDs issued while reading this datagram are routed before the next one is.
+            applyRoutingChanges(of: connection)
             return connection
         }
         if vc.version == 0 {
@@ -158,9 +167,9 @@ public final class QUICServerEndpoint {
         }
 
         let transport = configuration.transport
-        var settings = makeSettings(transport, now: now)
+        var settings = transport.ngtcp2Settings(now: now)
         if validatedToken { settings.token = header.token }
-        var params = makeTransportParameters(transport)
+        var params = transport.ngtcp2TransportParameters()
         let sourceCID = ConnectionID.random(length: Self.connectionIDLength, tag: connectionIDTag)
         if let originalDCID {
             params.original_dcid = originalDCID
@@ -211,28 +220,47 @@ public final class QUICServerEndpoint {
             droppedDatagrams += 1
             return nil
         }
-        connection.endpoint = self
         route(ConnectionID(header.dcid), to: connection)
         route(sourceCID, to: connection)
-        for id in connection.issuedConnectionIDs { route(id, to: connection) }
-        connection.issuedConnectionIDs.removeAll()
+        applyRoutingChanges(of: connection)
         return connection
     }
 
     // MARK: Routing table
 
-    func route(_ id: ConnectionID, to connection: QUICConnection) {
+    /// Applies the routing changes `connection` recorded since the last call: connection IDs it
+    /// issued or retired, and its termination, which drops all its routes and takes it out of
+    /// `connectionCount`. `receive` does this for the connection a datagram went to; call it
+    /// after driving one of this endpoint's connections any other way (`handleTimeout`,
+    /// `writeTransmits`, `close` and other application calls), before the next `receive`.
+    /// Cheap when nothing changed. A connection this endpoint does not route is left untouched.
+    public func applyRoutingChanges(of connection: QUICConnection) {
+        guard !connection.routingChanges.isEmpty, routedIDs[ObjectIdentifier(connection)] != nil else { return }
+        var terminated = false
+        for change in connection.routingChanges {
+            switch change {
+            case .issued(let id): route(id, to: connection)
+            case .retired(let id): unroute(id, of: connection)
+            case .terminated: terminated = true
+            }
+        }
+        // Keeping the capacity: the next change needs no allocation either.
+        connection.routingChanges.removeAll(keepingCapacity: true)
+        if terminated { forget(connection) }
+    }
+
+    private func route(_ id: ConnectionID, to connection: QUICConnection) {
         routes[id] = connection
         routedIDs[ObjectIdentifier(connection), default: []].insert(id)
     }
 
-    func unroute(_ id: ConnectionID, of connection: QUICConnection) {
+    private func unroute(_ id: ConnectionID, of connection: QUICConnection) {
         if routes[id] === connection { routes[id] = nil }
         routedIDs[ObjectIdentifier(connection)]?.remove(id)
     }
 
     /// Drops every route to a terminated connection.
-    func forget(_ connection: QUICConnection) {
+    private func forget(_ connection: QUICConnection) {
         for id in routedIDs.removeValue(forKey: ObjectIdentifier(connection)) ?? [] where routes[id] === connection {
             routes[id] = nil
         }

@@ -89,6 +89,8 @@ final class SimulatedNetwork {
     func flush() {
         for connection in allConnections { write(connection) }
         if let server {
+            // Timers, writes and application calls change routes outside `receive`.
+            for connection in serverConnections { server.applyRoutingChanges(of: connection) }
             for transmit in server.pollEndpointTransmits() { transmitOnWire(transmit) }
         }
     }

@@ -47,17 +47,11 @@ extension QUICConnection {
                 ngtcp2_crypto_generate_stateless_reset_token(token, $0.baseAddress, $0.count, cid)
             }
             guard rc == 0 else { return NGTCP2_ERR_CALLBACK_FAILURE }
-            let id = ConnectionID(cid!.pointee)
-            if let endpoint = connection.endpoint {
-                endpoint.route(id, to: connection)
-            } else {
-                connection.issuedConnectionIDs.append(id)
-            }
+            connection.recordRoutingChange(.issued(ConnectionID(cid!.pointee)))
             return 0
         }
         cb.remove_connection_id = { _, cid, userData in
-            let connection = QUICConnection.from(userData)
-            connection.endpoint?.unroute(ConnectionID(cid!.pointee), of: connection)
+            QUICConnection.from(userData).recordRoutingChange(.retired(ConnectionID(cid!.pointee)))
             return 0
         }
         cb.handshake_completed = { _, userData in
@@ -149,79 +143,17 @@ extension QUICConnection {
         }
         cb.ack_datagram = { _, id, userData in
             let connection = QUICConnection.from(userData)
-            connection.datagramResolved()
+            connection.datagramProbe.datagramResolved()
             connection.emit(.datagramAcknowledged(id: id))
             return 0
         }
         cb.lost_datagram = { _, id, userData in
             let connection = QUICConnection.from(userData)
-            connection.datagramsLost += 1
-            connection.datagramResolved()
+            connection.counters.datagramLost()
+            connection.datagramProbe.datagramResolved()
             connection.emit(.datagramLost(id: id))
             return 0
         }
         return cb
-    }
-
-    /// The peer sent STOP_SENDING: nothing more will be sent or retransmitted on this stream.
-    func peerStoppedSending(_ stream: StreamState, code: UInt64?) {
-        guard !stream.stoppedByPeer else {
-            if let code, stream.stopSendingCode == nil { stream.stopSendingCode = code }
-            return
-        }
-        stream.stoppedByPeer = true
-        stream.stopSendingCode = code
-        stream.send.discard()
-        stream.scheduled = false
-        emit(.streamStopSending(streamID: stream.id, code: code))
-    }
-
-    func signalReadable(_ stream: StreamState) {
-        guard !stream.readableSignalled else { return }
-        stream.readableSignalled = true
-        emit(.streamReadable(streamID: stream.id))
-    }
-
-    /// Runs inside `read_pkt` when TLS finished: record ALPN and 0-RTT outcome, and on the
-    /// server send the session ticket and a NEW_TOKEN.
-    func handshakeCompleted() -> Int32 {
-        negotiatedALPN = BraidQUIC.negotiatedALPN(session)
-        if role == .client {
-            if attemptedEarlyData {
-                earlyDataAccepted = gnutls_session_get_flags(session) & GNUTLS_SFLAGS_EARLY_DATA.rawValue != 0
-                if !earlyDataAccepted && ngtcp2_conn_get_early_data_rejected(conn) == 0 {
-                    // GnuTLS tells us only here; ngtcp2 then drops 0-RTT streams, which we reopen.
-                    if ngtcp2_conn_early_data_rejected(conn) != 0 { return NGTCP2_ERR_CALLBACK_FAILURE }
-                }
-            }
-        } else {
-            guard negotiatedALPN != nil else {
-                // A client that sent no ALPN at all; RFC 9001 §8.1 requires it.
-                ngtcp2_conn_set_tls_alert(conn, 120)
-                return NGTCP2_ERR_CALLBACK_FAILURE
-            }
-            if gnutls_session_ticket_send(session, 1, 0) != 0 {
-                logger.warning("could not send a session ticket")
-            }
-            let remote = path.remote
-            if let token = makeNewToken?(remote, currentTime), !token.isEmpty {
-                token.withUnsafeBufferPointer { _ = ngtcp2_conn_submit_new_token(conn, $0.baseAddress, $0.count) }
-            }
-        }
-        phase = .established
-        emit(.handshakeCompleted)
-        return 0
-    }
-
-    /// ngtcp2 discarded every stream opened in 0-RTT and reset stream-ID allocation. Reopen them
-    /// in the same order (so they get the same IDs) and resend everything in 1-RTT.
-    func earlyDataWasRejected() {
-        emit(.earlyDataRejected)
-        let local = streams.values.filter { isLocallyInitiated(streamID: $0.id) }.sorted { $0.id < $1.id }
-        sendSchedule.removeAll()
-        for old in local {
-            streams[old.id] = nil
-            pendingReopen.append(old)
-        }
     }
 }

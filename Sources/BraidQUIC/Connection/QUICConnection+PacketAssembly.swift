@@ -1,0 +1,235 @@
+import CBraid
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Output: packets written by ngtcp2 into GSO batches (same path, ECN and size, the last one
+/// may be shorter), straight into the caller's memory or our scratch area.
+extension QUICConnection {
+    /// Writes every packet that may go out now into batches and hands each batch to `sink`:
+    /// (path, ECN, segment size, bytes). The bytes are valid only during the call.
+    /// At most `maxSegments` packets per batch (GSO limit) and `maxBatches` batches per call.
+    public func writeTransmits(
+        now: QUICInstant, maxSegments: Int = QUICConnection.maxSegmentsPerBatch, maxBatches: Int = .max,
+        _ sink: (QUICPath, ECN, Int, UnsafeRawBufferPointer) -> Void
+    ) {
+        let scratch = scratch
+        writeTransmits(now: now, maxSegments: maxSegments, maxBatches: maxBatches, into: { scratch }) { path, ecn, segmentSize, length in
+            sink(path, ecn, segmentSize, UnsafeRawBufferPointer(rebasing: scratch[0..<length]))
+        }
+    }
+
+    /// Like `writeTransmits(now:maxSegments:maxBatches:_:)`, but each batch is written straight
+    /// into memory the caller owns, so the packets are not copied again on their way to the
+    /// socket: `slot` gives the memory for the next batch (at least `maxBatchBytes` bytes; nil
+    /// stops writing), and `commit` reports what went into it: (path, ECN, segment size, length).
+    public func writeTransmits(
+        now: QUICInstant, maxSegments: Int = QUICConnection.maxSegmentsPerBatch, maxBatches: Int = .max,
+        into slot: () -> UnsafeMutableRawBufferPointer?, commit: (QUICPath, ECN, Int, Int) -> Void
+    ) {
+        switch phase {
+        case .terminated, .draining:
+            return
+        case .closing:
+            if closePacket.isPending, let buffer = slot() {
+                closePacket.markSent()
+                let packet = closePacket.packet
+                packet.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[0..<$0.count]).copyMemory(from: $0) }
+                commit(path, .notECT, packet.count, packet.count)
+                counters.sent(packets: 1, bytes: packet.count)
+            }
+            return
+        case .handshaking, .established:
+            break
+        }
+        let segmentLimit = min(max(maxSegments, 1), Self.maxSegmentsPerBatch)
+        let packetSize = ngtcp2_conn_get_path_max_tx_udp_payload_size(conn)
+        let quantum = max(1, ngtcp2_conn_get_send_quantum(conn) / max(packetSize, 1))
+        var budget = min(quantum, segmentLimit * min(maxBatches, 1 << 20))
+        var batches = 0
+
+        while budget > 0 && batches < maxBatches && !isClosed {
+            guard let buffer = slot() else { break }
+            // Assemble one batch.
+            var length = 0
+            var segmentSize = 0
+            var count = 0
+            var batchPath: QUICPath?
+            var batchECN = ECN.notECT
+            if let held = heldPacket {
+                // The held packet starts this batch (memmove: it may already be in `buffer`).
+                memmove(buffer.baseAddress!, scratch.baseAddress! + held.offset, held.length)
+                heldPacket = nil
+                length = held.length
+                segmentSize = held.length
+                count = 1
+                batchPath = held.path
+                batchECN = held.ecn
+                budget -= 1
+            }
+            var batchClosed = false
+            // A GSO send is one UDP datagram to the kernel: its payload must stay under 64 KiB.
+            while count < segmentLimit && budget > 0 && !batchClosed && length + packetSize <= Self.maxBatchBytes {
+                let room = min(packetSize, buffer.count - length)
+                guard let packet = writePacket(into: buffer.baseAddress! + length, capacity: room, now: now) else { break }
+                budget -= 1
+                if count > 0 && (packet.path != batchPath || packet.ecn != batchECN || packet.length > segmentSize) {
+                    // It starts the next batch. Past this batch's bytes in our own scratch
+                    // memory it can stay; in the caller's memory it is kept aside.
+                    if buffer.baseAddress == scratch.baseAddress {
+                        heldPacket = (length, packet.length, packet.path, packet.ecn)
+                    } else {
+                        scratch.baseAddress!.copyMemory(from: buffer.baseAddress! + length, byteCount: packet.length)
+                        heldPacket = (0, packet.length, packet.path, packet.ecn)
+                    }
+                    batchClosed = true
+                    break
+                }
+                if count == 0 {
+                    segmentSize = packet.length
+                    batchPath = packet.path
+                    batchECN = packet.ecn
+                }
+                length += packet.length
+                count += 1
+                // A short packet can only be the last of a GSO batch.
+                if packet.length < segmentSize { batchClosed = true }
+            }
+            guard count > 0, let batchPath else { break }
+            commit(batchPath, batchECN, segmentSize, length)
+            counters.sentBatch(packets: count, bytes: length)
+            datagramProbe.noteActivity(at: now)
+            batches += 1
+            if !batchClosed && heldPacket == nil && count < segmentLimit { break }
+        }
+        if !isClosed {
+            // Pacing starts once the handshake is complete. Before that the only RTT is the
+            // 333 ms initial guess, which spaces the client's Finished ~21 ms after its Initial
+            // even on loopback; handshake flights are small and capped by the amplification
+            // limit and the initial window anyway.
+            if isEstablished { ngtcp2_conn_update_pkt_tx_time(conn, now.nanoseconds) }
+            updateDatagramProbe()
+        }
+    }
+
+    /// Convenience for tests and simple owners: the batches `writeTransmits` produces, copied.
+    public func pollTransmits(now: QUICInstant, maxSegments: Int = QUICConnection.maxSegmentsPerBatch) -> [Transmit] {
+        var out: [Transmit] = []
+        writeTransmits(now: now, maxSegments: maxSegments) { path, ecn, segmentSize, bytes in
+            out.append(Transmit(path: path, ecn: ecn, segmentSize: segmentSize, bytes: Array(bytes)))
+        }
+        return out
+    }
+
+    /// Writes one QUIC packet (coalescing stream frames from several streams, datagrams, ACKs
+    /// and control frames) into `dest`. Nil when nothing may be sent now.
+    private func writePacket(into dest: UnsafeMutableRawPointer, capacity: Int, now: QUICInstant)
+        -> (length: Int, path: QUICPath, ecn: ECN)?
+    {
+        let buffer = dest.assumingMemoryBound(to: UInt8.self)
+        var info = ngtcp2_pkt_info()
+        ngtcp2_path_storage_zero(pathStorage)
+        let path = writePath
+        var rotations = 0
+        while true {
+            // 1. Datagrams first: they are latency-sensitive and never retransmitted.
+            if let datagram = pendingDatagrams.first, datagram.bytes.count > maxDatagramPayloadSize {
+                // It fitted when queued, but the path's packets shrank (e.g. after migration).
+                pendingDatagrams.removeFirst()
+                counters.datagramLost()
+                emit(.datagramLost(id: datagram.id))
+                continue
+            }
+            if let datagram = pendingDatagrams.first, datagramWindowAllows {
+                var accepted: Int32 = 0
+                let written = datagram.bytes.withUnsafeBufferPointer { bytes -> Int in
+                    var vec = ngtcp2_vec(base: UnsafeMutablePointer(mutating: bytes.baseAddress), len: bytes.count)
+                    return braid_ngtcp2_conn_writev_datagram(
+                        conn, path, &info, buffer, capacity, &accepted, UInt32(NGTCP2_WRITE_DATAGRAM_FLAG_MORE),
+                        datagram.id, &vec, 1, now.nanoseconds)
+                }
+                if accepted != 0 {
+                    pendingDatagrams.removeFirst()
+                    datagramProbe.datagramSent()
+                }
+                if written == Int(NGTCP2_ERR_WRITE_MORE) { continue }
+                if written > 0 { return (written, QUICPath(path.pointee), ECN(bits: info.ecn)) }
+                if written == 0 { return nil }
+                if written == Int(NGTCP2_ERR_INVALID_ARGUMENT) || written == Int(NGTCP2_ERR_INVALID_STATE) {
+                    // Too large for the peer's limit or datagrams not negotiated: checked on
+                    // enqueue, so only reachable if the peer changed its mind; drop it.
+                    pendingDatagrams.removeFirst()
+                    counters.datagramLost()
+                    emit(.datagramLost(id: datagram.id))
+                    continue
+                }
+                handleWriteError(Int32(written), now: now)
+                return nil
+            }
+            // 2. Stream data, round-robin across streams with unsent bytes.
+            // After one full rotation without filling the packet, finish it without stream data.
+            var streamID: Int64 = -1
+            var vecCount = 0
+            var flags = UInt32(NGTCP2_WRITE_STREAM_FLAG_NONE)
+            var stream: StreamState?
+            if rotations < sendSchedule.count, let state = sendSchedule.first {
+                // A stream that left the schedule (done, blocked, reset, retired) is dropped here.
+                guard state.scheduled else {
+                    sendSchedule.removeFirst()
+                    continue
+                }
+                stream = state
+                streamID = state.id
+                flags = UInt32(NGTCP2_WRITE_STREAM_FLAG_MORE)
+                state.send.unsentRegions(limit: Self.maxVecs) { base, count in
+                    vecs[vecCount] = ngtcp2_vec(base: UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), len: count)
+                    vecCount += 1
+                }
+                if state.send.finQueued && !state.send.finSent { flags |= UInt32(NGTCP2_WRITE_STREAM_FLAG_FIN) }
+            }
+            var accepted: ngtcp2_ssize = -1
+            let written = braid_ngtcp2_conn_writev_stream(
+                conn, path, &info, buffer, capacity, &accepted, flags, streamID, vecs.baseAddress, vecCount, now.nanoseconds)
+            if let stream, accepted >= 0 {
+                stream.send.markSent(accepted)
+                if flags & UInt32(NGTCP2_WRITE_STREAM_FLAG_FIN) != 0 && stream.send.unsentCount == 0 {
+                    stream.send.finSent = true
+                }
+            }
+            if let stream {
+                // Rotate: this stream goes to the back, or leaves the schedule when done/blocked.
+                sendSchedule.removeFirst()
+                if written == Int(NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+                    stream.blocked = true
+                    stream.scheduled = false
+                } else if written == Int(NGTCP2_ERR_STREAM_SHUT_WR) || written == Int(NGTCP2_ERR_STREAM_NOT_FOUND) {
+                    stream.scheduled = false
+                    // We did not shut it: the peer's STOP_SENDING did (code not known yet).
+                    if !stream.locallyReset { peerStoppedSending(stream, code: nil) }
+                } else if stream.send.hasUnsent {
+                    sendSchedule.append(stream)
+                    rotations += 1
+                } else {
+                    stream.scheduled = false
+                }
+            }
+            switch written {
+            case Int(NGTCP2_ERR_WRITE_MORE), Int(NGTCP2_ERR_STREAM_DATA_BLOCKED), Int(NGTCP2_ERR_STREAM_SHUT_WR),
+                Int(NGTCP2_ERR_STREAM_NOT_FOUND):
+                continue
+            case 1...:
+                return (written, QUICPath(path.pointee), ECN(bits: info.ecn))
+            case 0:
+                return nil
+            default:
+                handleWriteError(Int32(written), now: now)
+                return nil
+            }
+        }
+    }
+
+    /// `path` is the first member of `ngtcp2_path_storage`; ngtcp2 copies the packet's path into it.
+    var writePath: UnsafeMutablePointer<ngtcp2_path> {
+        UnsafeMutableRawPointer(pathStorage).assumingMemoryBound(to: ngtcp2_path.self)
+    }
+}

@@ -1,0 +1,269 @@
+import CBraid
+
+/// Streams: opening, sending (round-robin schedule), reading, resets, STOP_SENDING, flow-control
+/// credit, retirement, and reopening 0-RTT streams the server refused.
+extension QUICConnection {
+    /// Opens a stream; throws `streamLimitReached` when the peer's limit is exhausted (wait for
+    /// `.streamsAvailable`). Before the handshake this works only when resuming with 0-RTT.
+    public func openStream(bidirectional: Bool) throws -> Int64 {
+        try ensureOpen()
+        var id: Int64 = -1
+        let rc = bidirectional ? ngtcp2_conn_open_bidi_stream(conn, &id, nil) : ngtcp2_conn_open_uni_stream(conn, &id, nil)
+        switch rc {
+        case 0:
+            streams[id] = StreamState(id: id)
+            return id
+        case NGTCP2_ERR_STREAM_ID_BLOCKED:
+            throw QUICError.streamLimitReached
+        default:
+            throw QUICError.internalError(code: rc, function: "ngtcp2_conn_open_stream")
+        }
+    }
+
+    /// Streams the peer still lets us open right now.
+    public func streamsLeft(bidirectional: Bool) -> UInt64 {
+        guard !isClosed else { return 0 }
+        return bidirectional ? ngtcp2_conn_get_streams_bidi_left(conn) : ngtcp2_conn_get_streams_uni_left(conn)
+    }
+
+    private func stream(_ id: Int64) throws -> StreamState {
+        guard let stream = streams[id] else { throw QUICError.invalidStream(streamID: id, reason: "no such stream (closed or never opened)") }
+        return stream
+    }
+
+    /// Whether `streamID` was opened by us.
+    public func isLocallyInitiated(streamID: Int64) -> Bool {
+        (streamID & 1 == 0) == (role == .client)
+    }
+
+    /// Whether we can send on `streamID` (bidirectional, or unidirectional opened by us).
+    func canSendOn(streamID: Int64) -> Bool {
+        streamID & 2 == 0 || isLocallyInitiated(streamID: streamID)
+    }
+
+    /// Queues bytes (and optionally FIN) on a stream. The bytes are copied and kept until the peer
+    /// acknowledges them. Check `canSend(streamID:)` first to respect the send-buffer bound.
+    public func send<Bytes: Collection>(streamID: Int64, bytes: Bytes, fin: Bool = false) throws where Bytes.Element == UInt8 {
+        let copy = StreamBytes(copying: bytes)
+        try send(streamID: streamID, bytes: copy, range: 0..<copy.count, fin: fin)
+    }
+
+    /// Queues `range` of `bytes` (and optionally FIN) without copying; they are kept until the
+    /// peer acknowledges them.
+    public func send(streamID: Int64, bytes: StreamBytes, range: Range<Int>, fin: Bool = false) throws {
+        try ensureOpen()
+        let stream = try stream(streamID)
+        guard canSendOn(streamID: streamID) else {
+            throw QUICError.invalidStream(streamID: streamID, reason: "receive-only unidirectional stream")
+        }
+        if stream.stoppedByPeer { throw QUICError.streamStopped(streamID: streamID, code: stream.stopSendingCode) }
+        guard !stream.send.finQueued, !stream.locallyReset else {
+            throw QUICError.invalidStream(streamID: streamID, reason: "already finished or reset for sending")
+        }
+        stream.send.append(bytes, range: range)
+        if fin { stream.send.finQueued = true }
+        schedule(stream)
+    }
+
+    func schedule(_ stream: StreamState) {
+        guard !stream.scheduled, !stream.blocked, stream.send.hasUnsent else { return }
+        stream.scheduled = true
+        sendSchedule.append(stream)
+    }
+
+    /// Below the send-buffer bound (`streamSendBufferLimit`): more bytes may be queued.
+    /// When this is false, wait for `.streamWritable(streamID)`.
+    public func canSend(streamID: Int64) -> Bool {
+        guard let stream = streams[streamID] else { return false }
+        let ok = stream.send.unacknowledged < transport.streamSendBufferLimit
+        if !ok { stream.wantsWritable = true }
+        return ok
+    }
+
+    /// Bytes queued on the stream and not yet acknowledged.
+    public func unacknowledgedBytes(streamID: Int64) -> Int {
+        streams[streamID]?.send.unacknowledged ?? 0
+    }
+
+    /// What `read` returns.
+    public struct StreamRead: Sendable, Equatable {
+        public var bytes: [UInt8]
+        /// The peer finished the stream and these are its last bytes.
+        public var fin: Bool
+        /// Some of the bytes arrived in 0-RTT (replayable) packets.
+        public var early: Bool
+    }
+
+    /// Reads up to `maxBytes` in order and returns that much flow-control credit to the peer.
+    /// Throws `streamReset` once buffered bytes are gone if the peer reset the stream.
+    public func read(streamID: Int64, maxBytes: Int = .max) throws -> StreamRead {
+        var bytes: [UInt8] = []
+        let (fin, early) = try read(streamID: streamID, maxBytes: maxBytes) { bytes.append(contentsOf: $0) }
+        return StreamRead(bytes: bytes, fin: fin, early: early)
+    }
+
+    /// Like `read(streamID:maxBytes:)`, but hands the bytes to `body` in place (valid only
+    /// during the call), one contiguous region at a time, instead of copying them into an array.
+    ///
+    /// With `returnsCredit: false` the bytes leave the engine but their flow-control credit
+    /// does not go back to the peer: an owner that keeps read bytes for a slower application
+    /// returns it with `returnCredit(streamID:bytes:)` as the application consumes them, so
+    /// the peer can never have more than the window unread in both places together.
+    public func read(
+        streamID: Int64, maxBytes: Int = .max, returnsCredit: Bool = true, into body: (UnsafeRawBufferPointer) -> Void
+    ) throws -> (fin: Bool, early: Bool) {
+        let stream = try stream(streamID)
+        stream.readableSignalled = false
+        let before = stream.receive.buffered
+        let early = stream.receive.read(max: maxBytes, body)
+        let count = before - stream.receive.buffered
+        if count > 0 && returnsCredit { returnCredit(stream: stream, bytes: count) }
+        if count == 0, let code = stream.receive.resetCode {
+            // The reset is the stream's last word for the reader.
+            stream.receive.finDelivered = true
+            retireIfDone(stream)
+            throw QUICError.streamReset(streamID: streamID, code: code)
+        }
+        var fin = false
+        if stream.receive.isEmpty && stream.receive.finReceived && !stream.receive.finDelivered {
+            stream.receive.finDelivered = true
+            fin = true
+        }
+        if count == 0 && !fin && !stream.receive.finDelivered && isClosed {
+            throw QUICError.connectionClosed(closeReason ?? .invalidState("closed"))
+        }
+        retireIfDone(stream)
+        return (fin, early)
+    }
+
+    /// Bytes buffered and readable on the stream.
+    public func readableBytes(streamID: Int64) -> Int { streams[streamID]?.receive.buffered ?? 0 }
+
+    /// Returns flow-control credit for `bytes` read earlier with `returnsCredit: false` and
+    /// now consumed: to the stream while it lives, and always to the connection (whose window
+    /// every stream shares, so credit withheld there would shrink it for good).
+    public func returnCredit(streamID: Int64, bytes: Int) {
+        guard bytes > 0, !isClosed else { return }
+        if let stream = streams[streamID] {
+            returnCredit(stream: stream, bytes: bytes)
+        } else {
+            ngtcp2_conn_extend_max_offset(conn, UInt64(bytes))
+        }
+    }
+
+    private func returnCredit(stream: StreamState, bytes: Int) {
+        guard !isClosed else { return }
+        if !stream.closedByEngine {
+            ngtcp2_conn_extend_max_stream_offset(conn, stream.id, UInt64(bytes))
+        }
+        ngtcp2_conn_extend_max_offset(conn, UInt64(bytes))
+    }
+
+    /// Abruptly ends our sending side (RESET_STREAM); the peer's reader gets `code`.
+    public func resetStream(streamID: Int64, applicationErrorCode code: UInt64) throws {
+        try ensureOpen()
+        let stream = try stream(streamID)
+        stream.locallyReset = true
+        stream.send.discard()
+        let rc = ngtcp2_conn_shutdown_stream_write(conn, streamID, code)
+        if rc != 0 && rc != NGTCP2_ERR_STREAM_NOT_FOUND {
+            throw QUICError.internalError(code: rc, function: "ngtcp2_conn_shutdown_stream_write")
+        }
+        retireIfDone(stream)
+    }
+
+    /// Asks the peer to stop sending (STOP_SENDING with `code`) and drops what is buffered.
+    public func stopSending(streamID: Int64, applicationErrorCode code: UInt64) throws {
+        try ensureOpen()
+        let stream = try stream(streamID)
+        let dropped = stream.receive.discard()
+        if dropped > 0 { returnCredit(stream: stream, bytes: dropped) }
+        stream.receive.finDelivered = true
+        let rc = ngtcp2_conn_shutdown_stream_read(conn, streamID, code)
+        if rc != 0 && rc != NGTCP2_ERR_STREAM_NOT_FOUND {
+            throw QUICError.internalError(code: rc, function: "ngtcp2_conn_shutdown_stream_read")
+        }
+        retireIfDone(stream)
+    }
+
+    /// Forgets a stream once ngtcp2 is done with it and the application has read everything.
+    func retireIfDone(_ stream: StreamState) {
+        let isUnidirectional = stream.id & 2 != 0
+        let hasReceiveSide = !isUnidirectional || !isLocallyInitiated(streamID: stream.id)
+        let readDone = !hasReceiveSide || (stream.receive.finDelivered && stream.receive.isEmpty)
+        // ngtcp2 0.12.1 never closes peer-opened unidirectional streams (fixed upstream in 0.14),
+        // so for those the delivered FIN or reset is the end.
+        let engineDone = stream.closedByEngine || (isUnidirectional && hasReceiveSide && readDone)
+        guard engineDone, readDone else { return }
+        stream.scheduled = false
+        streams[stream.id] = nil
+        returnStreamCredit(stream)
+        emit(.streamClosed(streamID: stream.id))
+    }
+
+    /// A peer-opened stream is fully consumed: allow the peer one more stream of that kind.
+    func returnStreamCredit(_ stream: StreamState) {
+        guard !isLocallyInitiated(streamID: stream.id), !stream.creditReturned, !isClosed else { return }
+        stream.creditReturned = true
+        if stream.id & 2 == 0 {
+            ngtcp2_conn_extend_max_streams_bidi(conn, 1)
+        } else {
+            ngtcp2_conn_extend_max_streams_uni(conn, 1)
+        }
+    }
+
+    /// Reopens 0-RTT streams under the same IDs and queues their bytes again from offset 0.
+    func reopenRejectedStreams() {
+        guard !pendingReopen.isEmpty, !isClosed else { return }
+        let rejected = pendingReopen
+        pendingReopen = []
+        for old in rejected {
+            var id: Int64 = -1
+            let rc = old.id & 2 == 0 ? ngtcp2_conn_open_bidi_stream(conn, &id, nil) : ngtcp2_conn_open_uni_stream(conn, &id, nil)
+            guard rc == 0, id == old.id else {
+                logger.warning("0-RTT stream \(old.id) could not be reopened after rejection (rc \(rc), id \(id))")
+                old.receive.resetCode = 0
+                old.closedByEngine = true
+                streams[old.id] = old
+                signalReadable(old)
+                continue
+            }
+            old.send.rewind()
+            old.scheduled = false
+            old.blocked = false
+            streams[id] = old
+            schedule(old)
+        }
+    }
+
+    /// The peer sent STOP_SENDING: nothing more will be sent or retransmitted on this stream.
+    func peerStoppedSending(_ stream: StreamState, code: UInt64?) {
+        guard !stream.stoppedByPeer else {
+            if let code, stream.stopSendingCode == nil { stream.stopSendingCode = code }
+            return
+        }
+        stream.stoppedByPeer = true
+        stream.stopSendingCode = code
+        stream.send.discard()
+        stream.scheduled = false
+        emit(.streamStopSending(streamID: stream.id, code: code))
+    }
+
+    func signalReadable(_ stream: StreamState) {
+        guard !stream.readableSignalled else { return }
+        stream.readableSignalled = true
+        emit(.streamReadable(streamID: stream.id))
+    }
+
+    /// ngtcp2 discarded every stream opened in 0-RTT and reset stream-ID allocation. Reopen them
+    /// in the same order (so they get the same IDs) and resend everything in 1-RTT.
+    func earlyDataWasRejected() {
+        emit(.earlyDataRejected)
+        let local = streams.values.filter { isLocallyInitiated(streamID: $0.id) }.sorted { $0.id < $1.id }
+        sendSchedule.removeAll()
+        for old in local {
+            streams[old.id] = nil
+            pendingReopen.append(old)
+        }
+    }
+}
