@@ -61,6 +61,7 @@ let package = Package(
         .target(
             name: "Braid",
             dependencies: [
+                "BraidCore",
                 "BraidQUIC",
                 "BraidIO",
                 .product(name: "DequeModule", package: "swift-collections"),

@@ -6,5 +6,5 @@ public enum ECN: UInt8, Sendable, Hashable {
     case congestionExperienced = 3
 
     /// The low two bits of a TOS / traffic-class byte, or of an engine's ECN field.
-    package init(bits: UInt32) { self = ECN(rawValue: UInt8(bits & 0x3)) ?? .notECT }
+    @inlinable package init(bits: UInt32) { self = ECN(rawValue: UInt8(bits & 0x3)) ?? .notECT }
 }

@@ -5,15 +5,15 @@
 public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConvertible {
     public var nanoseconds: UInt64
 
-    public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
+    @inlinable public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
 
-    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+    @inlinable public static func < (lhs: Self, rhs: Self) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
 
-    public static func + (lhs: Self, rhs: Duration) -> Self {
+    @inlinable public static func + (lhs: Self, rhs: Duration) -> Self {
         Self(nanoseconds: lhs.nanoseconds &+ rhs.nanosecondsClamped)
     }
 
-    public static func - (lhs: Self, rhs: Self) -> Duration {
+    @inlinable public static func - (lhs: Self, rhs: Self) -> Duration {
         .nanoseconds(Int64(clamping: lhs.nanoseconds) - Int64(clamping: rhs.nanoseconds))
     }
 
@@ -22,7 +22,7 @@ public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConv
 
 extension Duration {
     /// Whole nanoseconds, clamped to zero for negative durations.
-    package var nanosecondsClamped: UInt64 {
+    @inlinable package var nanosecondsClamped: UInt64 {
         let (seconds, attoseconds) = components
         if seconds < 0 { return 0 }
         return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)

@@ -4,13 +4,16 @@ import Glibc
 
 /// An IPv4 or IPv6 address with a port, stored as a `sockaddr` so the socket calls and the C
 /// engines (ngtcp2) use it without conversion.
+///
+/// The members the packet path calls are `@inlinable`: the engines and the datapath are other
+/// modules, and an out-of-line call with a closure context per packet cost measurable CPU.
 public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
     /// Room for either family (a `sockaddr_in` fits in a `sockaddr_in6`): 28 bytes instead of
     /// a 128-byte `sockaddr_storage`, because every packet written carries a path of two.
-    package var storage: sockaddr_in6
+    @usableFromInline package var storage: sockaddr_in6
 
     /// Takes the IPv4 or IPv6 address in `storage` (as `getsockname` or `recvmsg` fill it).
-    package init(storage: sockaddr_storage) {
+    @inlinable package init(storage: sockaddr_storage) {
         var compact = sockaddr_in6()
         withUnsafeBytes(of: storage) { source in
             withUnsafeMutableBytes(of: &compact) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<$0.count])) }
@@ -44,7 +47,7 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Copies an IPv4 or IPv6 `sockaddr`; other families return nil.
-    public init?(_ address: UnsafePointer<sockaddr>, length: Int) {
+    @inlinable public init?(_ address: UnsafePointer<sockaddr>, length: Int) {
         let family = Int32(address.pointee.sa_family)
         guard (family == AF_INET && length >= MemoryLayout<sockaddr_in>.size)
             || (family == AF_INET6 && length >= MemoryLayout<sockaddr_in6>.size)
@@ -59,9 +62,9 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
     /// 0.0.0.0:0, for an address that is not known.
     public static let unspecified = SocketAddress(ip: "0.0.0.0", port: 0)!
 
-    public var isIPv6: Bool { Int32(storage.sin6_family) == AF_INET6 }
+    @inlinable public var isIPv6: Bool { Int32(storage.sin6_family) == AF_INET6 }
 
-    public var port: UInt16 {
+    @inlinable public var port: UInt16 {
         withUnsafeBytes(of: storage) { raw in
             isIPv6
                 ? UInt16(bigEndian: raw.load(as: sockaddr_in6.self).sin6_port)
@@ -87,21 +90,21 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
     public var description: String { isIPv6 ? "[\(ipString)]:\(port)" : "\(ipString):\(port)" }
 
     /// Length of the meaningful part of the storage (what `sendmsg`, `bind` and the C engines want).
-    public var length: Int { isIPv6 ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size }
+    @inlinable public var length: Int { isIPv6 ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size }
 
-    public static func == (lhs: Self, rhs: Self) -> Bool {
+    @inlinable public static func == (lhs: Self, rhs: Self) -> Bool {
         guard lhs.length == rhs.length else { return false }
         return withUnsafeBytes(of: lhs.storage) { a in
             withUnsafeBytes(of: rhs.storage) { b in memcmp(a.baseAddress!, b.baseAddress!, lhs.length) == 0 }
         }
     }
 
-    public func hash(into hasher: inout Hasher) {
+    @inlinable public func hash(into hasher: inout Hasher) {
         withUnsafeBytes(of: storage) { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[0..<length])) }
     }
 
     /// The same address with another port.
-    package func withPort(_ port: UInt16) -> SocketAddress {
+    @inlinable package func withPort(_ port: UInt16) -> SocketAddress {
         var copy = self
         withUnsafeMutableBytes(of: &copy.storage) { raw in
             if isIPv6 {
@@ -114,7 +117,7 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// True for 0.0.0.0 and ::, the addresses a wildcard-bound socket has.
-    public var isWildcard: Bool {
+    @inlinable public var isWildcard: Bool {
         withUnsafeBytes(of: storage) { raw in
             if isIPv6 {
                 return withUnsafeBytes(of: raw.load(as: sockaddr_in6.self).sin6_addr) { $0.allSatisfy { $0 == 0 } }
@@ -124,7 +127,7 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Calls `body` with a `sockaddr` pointer and length that stay valid during the call.
-    package func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, Int) throws -> R) rethrows -> R {
+    @inlinable package func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, Int) throws -> R) rethrows -> R {
         try withUnsafeBytes(of: storage) { raw in
             try body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
         }

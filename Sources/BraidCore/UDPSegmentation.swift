@@ -10,7 +10,7 @@ public enum UDPSegmentation {
 
     /// Calls `body` with each datagram of `buffer`: every one `segmentSize` bytes long but the
     /// last, which may be shorter (what the kernel does with a GSO send or a GRO receive).
-    public static func forEachSegment(
+    @inlinable public static func forEachSegment(
         of buffer: UnsafeRawBufferPointer, segmentSize: Int, _ body: (UnsafeRawBufferPointer) -> Void
     ) {
         var offset = 0

@@ -1,4 +1,3 @@
-import BraidQUIC
 import Synchronization
 
 /// The life of a connection (and, with the same cases, of a listener).

@@ -1,4 +1,4 @@
-import BraidQUIC
+import BraidCore
 import Foundation
 import Synchronization
 
@@ -125,7 +125,7 @@ public struct IPv6Address: Sendable, Hashable, CustomStringConvertible {
 /// Turns an endpoint into socket addresses. Names are resolved with getaddrinfo on a thread of
 /// their own, because it blocks and must not stall an event loop or the cooperative pool.
 enum Resolver {
-    static func addresses(for endpoint: NWEndpoint) async throws -> [QUICAddress] {
+    static func addresses(for endpoint: NWEndpoint) async throws -> [SocketAddress] {
         let port = endpoint.port.rawValue
         switch endpoint.host {
         case .ipv4, .ipv6:
@@ -141,20 +141,20 @@ enum Resolver {
     }
 
     /// The address of an IP-literal endpoint, without a lookup; nil for a name.
-    static func literalAddresses(for endpoint: NWEndpoint) -> [QUICAddress]? {
+    static func literalAddresses(for endpoint: NWEndpoint) -> [SocketAddress]? {
         let port = endpoint.port.rawValue
         switch endpoint.host {
-        case .ipv4(let address): return [QUICAddress(ip: address.description, port: port)!]
-        case .ipv6(let address): return [QUICAddress(ip: address.description, port: port)!]
+        case .ipv4(let address): return [SocketAddress(ip: address.description, port: port)!]
+        case .ipv6(let address): return [SocketAddress(ip: address.description, port: port)!]
         case .name: return nil
         }
     }
 
     /// Tests give a name a fixed list of addresses (say, IPv6 and IPv4 with a server on only
     /// one) without touching the machine's resolver.
-    static let namesForTesting = Mutex<[String: [QUICAddress]]>([:])
+    static let namesForTesting = Mutex<[String: [SocketAddress]]>([:])
 
-    private static func lookUp(_ name: String, port: UInt16) throws -> [QUICAddress] {
+    private static func lookUp(_ name: String, port: UInt16) throws -> [SocketAddress] {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
@@ -166,10 +166,10 @@ enum Resolver {
             throw NetworkError.dnsFailure(host: name, message: String(cString: gai_strerror(rc)))
         }
         defer { freeaddrinfo(list) }
-        var result: [QUICAddress] = []
+        var result: [SocketAddress] = []
         var entry = list
         while let current = entry {
-            if let address = current.pointee.ai_addr, let parsed = QUICAddress(address, length: Int(current.pointee.ai_addrlen)),
+            if let address = current.pointee.ai_addr, let parsed = SocketAddress(address, length: Int(current.pointee.ai_addrlen)),
                 !result.contains(parsed)
             {
                 result.append(parsed)
