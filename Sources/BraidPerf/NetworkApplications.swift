@@ -70,8 +70,8 @@ public enum PerfService {
         return exchange
     }
 
-    /// Sends `count` pattern bytes and the stream's end, 256 KiB per call: each `send` is a
-    /// trip to the connection's event loop, so bulk writers should hand over large pieces.
+    /// Sends `count` pattern bytes and the stream's end, 256 KiB per call: large pieces keep
+    /// the per-call costs (a copy into the engine's memory, a lock round) small per byte.
     public static func sendPattern(count: Int, on stream: QUIC.Stream) async throws {
         var sent = 0
         repeat {
