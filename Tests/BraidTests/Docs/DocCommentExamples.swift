@@ -7,7 +7,8 @@ import Testing
 // Every ```swift example in a doc comment under Sources/, pasted verbatim (only the indentation
 // differs) so it compiles with every build; tools/check-doc-examples.py fails when an example
 // is missing here or differs. Names an example uses without defining come in as parameters,
-// or as `let`s before the pasted lines; lines after them only use what the example defines.
+// or as `let`s before the pasted lines. Lines after them only return what the example defines,
+// so the build has no unused-value warnings and the tests below can look at the results.
 
 // MARK: Braid
 
