@@ -4,5 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
 python3 -m unittest discover -s tools/netem -p 'test_*.py'
+python3 tools/check-doc-examples.py
+python3 -m unittest discover -s tools -p 'test_check_doc_examples.py'
 swift build --build-tests
 swift test --skip-build

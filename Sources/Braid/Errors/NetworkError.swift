@@ -13,6 +13,7 @@ public typealias CertificateProblem = BraidQUIC.CertificateProblem
 /// ```swift
 /// do {
 ///     let stream = try await connection.openStream()
+///     try await stream.send(Data("hello".utf8), endOfStream: true)
 /// } catch NetworkError.certificateRejected(let problem) {
 ///     print("the server's certificate is \(problem)")
 /// } catch NetworkError.noResponse {

@@ -7,7 +7,7 @@ import Logging
 /// ```swift
 /// let server = try QUICServerDriver(
 ///     context: context, endpoint: QUICServerEndpoint(configuration: configuration),
-///     bindTo: QUICAddress(ip: "0.0.0.0", port: 4433)!) { connection, event in ... }
+///     bindTo: QUICAddress(ip: "0.0.0.0", port: 4433)!) { connection, event in print(event) }
 /// ```
 public final class QUICServerDriver: LoopHandler {
     public let endpoint: QUICServerEndpoint

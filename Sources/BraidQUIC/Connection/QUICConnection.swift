@@ -19,7 +19,7 @@ import Logging
 /// for transmit in client.pollTransmits(now: now) { send(transmit) }
 /// // ... feed replies with client.receive(...), then once .handshakeCompleted arrives:
 /// let id = try client.openStream(bidirectional: true)
-/// try client.send(streamID: id, bytes: Array("hello".utf8), fin: true, now: now)
+/// try client.send(streamID: id, bytes: Array("hello".utf8), fin: true)
 /// ```
 public final class QUICConnection {
     public enum Role: Sendable { case client, server }
