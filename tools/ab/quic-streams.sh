@@ -3,7 +3,7 @@
 # of small stream reads, each build serving itself, the builds taking turns round by round (this
 # shared machine's speed drifts by up to half between runs; only interleaved rounds compare).
 #
-#   tools/ab/quic-streams.sh A/braid B/braid [rounds] [download-bytes] [echo-bytes]
+#   tools/ab/quic-streams.sh A/braid B/braid [rounds] [download-bytes] [echo-bytes (0: no echo)]
 #
 # Prints one line per run: build, test, goodput (Gbit/s), client and server CPU (ns per byte),
 # and client and server context switches (per MB, and per second of the run), from `perf stat`
@@ -52,6 +52,6 @@ for round in $(seq 1 "$rounds"); do
   for side in A B; do
     bin=$a; [ "$side" = B ] && bin=$b
     run "$side" "$bin" download --alpn perf --download "$download"
-    run "$side" "$bin" echo --alpn echo --bytes "$echo"
+    [ "$echo" -gt 0 ] && run "$side" "$bin" echo --alpn echo --bytes "$echo"
   done
 done

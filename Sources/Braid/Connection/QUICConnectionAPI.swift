@@ -71,8 +71,10 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
     public func openStream(directionality: QUIC.Directionality = .bidirectional) async throws -> QUIC.Stream {
         start()
         let core = core
-        return try await Completion<QUIC.Stream>.wait(on: loop) { context, completion in
-            core.value.openStream(bidirectional: directionality == .bidirectional, context: context, completion: completion)
+        return try await NetworkError.mapping {
+            try await Completion<QUIC.Stream>.wait(on: loop) { context, completion in
+                core.value.openStream(bidirectional: directionality == .bidirectional, context: context, completion: completion)
+            }
         }
     }
 
@@ -214,6 +216,10 @@ extension QUIC {
         }
 
         private func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) async throws {
+            try await NetworkError.mapping { try await queue(bytes, endOfStream: endOfStream, idempotent: idempotent) }
+        }
+
+        private func queue(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) async throws {
             guard directionality == .bidirectional || initiator == .local else { throw NetworkError.streamNotWritable }
             // With room, the bytes are queued here and the call returns; the first send of a
             // burst posts the one loop pass that hands them all to the engine.
@@ -266,8 +272,10 @@ extension QUIC {
             guard directionality == .bidirectional || initiator == .remote else { throw NetworkError.streamNotReadable }
             // Bytes already here are taken without a trip to the loop; the credit they free goes
             // back to the peer in a coalesced loop pass.
-            let delivery = try await inbox.receive(StreamInbox.Request(minimum: minimum, maximum: maximum, exact: exact)) {
-                postCreditPass()
+            let delivery = try await NetworkError.mapping {
+                try await inbox.receive(StreamInbox.Request(minimum: minimum, maximum: maximum, exact: exact)) {
+                    postCreditPass()
+                }
             }
             if inbox.claimCreditPass() { postCreditPass() }
             return (delivery.content, StreamMetadata(isEndOfStream: delivery.endOfStream))
@@ -324,6 +332,10 @@ extension QUIC {
 
         /// Queues one datagram; see `send(_:)` for collections of bytes.
         public func send(_ bytes: Data) async throws {
+            try await NetworkError.mapping { try await queue(bytes) }
+        }
+
+        private func queue(_ bytes: Data) async throws {
             if Task.isCancelled { throw NetworkError.cancelled }
             let outbox = shared.datagramOutbox
             while true {

@@ -103,13 +103,13 @@ final class StreamCore {
     // MARK: Ending
 
     func peerStopped(code: UInt64?) {
-        outbox.fail(.streamStopped(code: code))
+        outbox.fail(NetworkError.streamStopped(code: code))
     }
 
     func engineClosed(_ context: LoopContext) {
         pull(context)
         // Finished or failed already in all but odd cases; a receive must never wait forever.
-        inbox.fail(.invalidState("the stream closed without an end of stream"))
+        inbox.fail(NetworkError.invalidState("the stream closed without an end of stream"))
     }
 
     /// The connection ended: every waiting call fails with its reason (receives first get the
@@ -121,13 +121,13 @@ final class StreamCore {
 
     func reset(code: UInt64, context: LoopContext) throws {
         try core.connection?.resetStream(streamID: id, applicationErrorCode: code)
-        outbox.fail(.invalidState("the stream was reset locally"), waiters: .cancelled)
+        outbox.fail(NetworkError.invalidState("the stream was reset locally"), waiters: NetworkError.cancelled)
         core.flush(context)
     }
 
     func stopSending(code: UInt64, context: LoopContext) throws {
         try core.connection?.stopSending(streamID: id, applicationErrorCode: code)
-        inbox.fail(.invalidState("receiving was stopped locally"))
+        inbox.fail(NetworkError.invalidState("receiving was stopped locally"))
         core.flush(context)
     }
 

@@ -132,10 +132,26 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible {
             case .system(let call, let code): self = .system(call: call, errno: code)
             case .timedOut(let duration): self = .noResponse(endpoint: endpoint, timeout: duration)
             }
+        } else if let error = error as? StreamBridgeError {
+            switch error {
+            case .unexpectedEndOfStream(let received, let wanted): self = .unexpectedEndOfStream(received: received, wanted: wanted)
+            case .notWritable: self = .streamNotWritable
+            }
         } else if error is CancellationError {
             self = .cancelled
         } else {
             self = .internalError(String(describing: error))
+        }
+    }
+
+    /// Runs a call into the loop-side machinery and reports any failure as a `NetworkError`:
+    /// the queues, the engine and the datapath speak their own errors, and cancellation
+    /// arrives as `CancellationError`.
+    static func mapping<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            throw NetworkError(error)
         }
     }
 

@@ -1,27 +1,5 @@
 import DequeModule
 
-/// Bytes handed to a stream, copied once into memory that never moves: ngtcp2 keeps pointers
-/// into them until the peer acknowledges them (a Swift array's storage may be copied by the
-/// optimizer). Made where the application calls `send`, then passed to the engine as is.
-/// Sendable because the bytes are written only by `init` and read-only afterwards.
-public final class StreamBytes: @unchecked Sendable {
-    let base: UnsafeMutableRawBufferPointer
-
-    public init<Bytes: Collection>(copying bytes: Bytes) where Bytes.Element == UInt8 {
-        base = .allocate(byteCount: bytes.count, alignment: 1)
-        let copied: Void? = bytes.withContiguousStorageIfAvailable { source in
-            base.copyMemory(from: UnsafeRawBufferPointer(source))
-        }
-        if copied == nil {
-            for (index, byte) in bytes.enumerated() { base[index] = byte }
-        }
-    }
-
-    public var count: Int { base.count }
-
-    deinit { base.deallocate() }
-}
-
 /// The send half of a stream: queued bytes from the first unacknowledged one on.
 struct StreamSendBuffer {
     /// One queued piece: a range of some `StreamBytes`.

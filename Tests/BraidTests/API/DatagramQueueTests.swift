@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import Braid
+@testable import BraidIO
 
 /// The queues between datagram senders/readers and the connection's loop: the outbox `send`
 /// appends to without a trip to the loop, and the inbox readers take batches from.
@@ -38,9 +39,9 @@ import Testing
         #expect(outbox.offer(Data([1])) == .queuedDrainNeeded)
         let waiter = Task { try await outbox.waitForRoom() }
         while outbox.roomWaiterCount == 0 { await Task.yield() }
-        outbox.fail(.peerReset)
+        outbox.fail(NetworkError.peerReset)
         await #expect(throws: NetworkError.peerReset) { try await waiter.value }
-        #expect(outbox.offer(Data([2])) == .failed(.peerReset))
+        #expect(outbox.offer(Data([2])) == .failed(NetworkError.peerReset))
         #expect(outbox.count == 0)
     }
 
@@ -110,7 +111,7 @@ extension DatagramOutbox.Offer: Equatable {
     public static func == (a: Self, b: Self) -> Bool {
         switch (a, b) {
         case (.queued, .queued), (.queuedDrainNeeded, .queuedDrainNeeded), (.full, .full), (.needsLoop, .needsLoop): true
-        case (.failed(let x), .failed(let y)): x == y
+        case (.failed(let x), .failed(let y)): NetworkError(x) == NetworkError(y)
         default: false
         }
     }

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import Braid
+@testable import BraidIO
 
 /// The queues between a stream's callers and its loop: the inbox receives take bytes from
 /// without a trip to the loop, and the outbox sends queue into. Driven here by hand, as the
@@ -64,7 +65,7 @@ import Testing
         let cancelled = Task { try await inbox.receive(request(10, 10, exact: true)) {} }
         while inbox.waitingReceives == 0 { await Task.yield() }
         cancelled.cancel()
-        await #expect(throws: NetworkError.cancelled) { try await cancelled.value }
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
         fill(inbox, [1, 2, 3])
         let next = try await inbox.receive(request(1, 3)) {}
         #expect(next.content == Data([1, 2, 3]))
@@ -74,7 +75,7 @@ import Testing
     /// that the end cuts short fails and leaves the bytes for a smaller one.
     @Test func aFailureComesAfterTheQueuedBytes() async throws {
         let inbox = StreamInbox()
-        fill(inbox, [1, 2, 3], end: .failed(.streamReset(code: 9)))
+        fill(inbox, [1, 2, 3], end: .failed(NetworkError.streamReset(code: 9)))
         await #expect(throws: NetworkError.streamReset(code: 9)) { try await inbox.receive(request(4, 4, exact: true)) {} }
         let rest = try await inbox.receive(request(1, 10)) {}
         #expect(rest.content == Data([1, 2, 3]) && !rest.endOfStream)
@@ -136,7 +137,7 @@ import Testing
         try await waiting.value
         #expect(outbox.waitingSenders == 0)
         #expect(outbox.offer(bytes(1), endOfStream: true, idempotent: false) == .accepted(drainNeeded: true))
-        #expect(outbox.offer(bytes(1), endOfStream: false, idempotent: false) == .failed(.streamNotWritable), "after the end of stream")
+        #expect(outbox.offer(bytes(1), endOfStream: false, idempotent: false) == .failed(StreamBridgeError.notWritable), "after the end of stream")
     }
 
     /// Once the stream fails, waiting senders and new ones get the error.
@@ -148,8 +149,19 @@ import Testing
             }
         }
         while outbox.waitingSenders == 0 { await Task.yield() }
-        outbox.fail(.streamStopped(code: 3))
+        outbox.fail(NetworkError.streamStopped(code: 3))
         await #expect(throws: NetworkError.streamStopped(code: 3)) { try await waiting.value }
-        #expect(outbox.offer(bytes(1), endOfStream: false, idempotent: false) == .failed(.streamStopped(code: 3)))
+        #expect(outbox.offer(bytes(1), endOfStream: false, idempotent: false) == .failed(NetworkError.streamStopped(code: 3)))
+    }
+}
+
+extension StreamOutbox.Offer: Equatable {
+    public static func == (a: Self, b: Self) -> Bool {
+        switch (a, b) {
+        case (.accepted(let x), .accepted(let y)): x == y
+        case (.mustWait, .mustWait): true
+        case (.failed(let x), .failed(let y)): NetworkError(x) == NetworkError(y)
+        default: false
+        }
     }
 }

@@ -13,29 +13,37 @@ import Synchronization
 /// loop passes (`claimCreditPass`), never by the receive waiting for one.
 ///
 /// Stack-neutral: a QUIC stream uses it now; TLS and TCP connections receive the same way.
-final class StreamInbox: Sendable {
+package final class StreamInbox: Sendable {
     /// What one receive asks for: between `minimum` and `maximum` bytes; with `exact`, fewer
     /// than `minimum` only as an error.
-    struct Request: Sendable {
-        var minimum: Int
-        var maximum: Int
-        var exact: Bool
+    package struct Request: Sendable {
+        package var minimum: Int
+        package var maximum: Int
+        package var exact: Bool
+
+        package init(minimum: Int, maximum: Int, exact: Bool) {
+            self.minimum = minimum
+            self.maximum = maximum
+            self.exact = exact
+        }
     }
 
     /// What one receive gets: the bytes, and whether they end the stream.
-    struct Delivery: Sendable {
-        var content: Data
-        var endOfStream: Bool
+    package struct Delivery: Sendable {
+        package var content: Data
+        package var endOfStream: Bool
     }
 
     /// How the stream's byte sequence ended.
-    enum End {
+    package enum End {
         /// The peer finished it (FIN): no byte follows those queued.
         case finished
         /// It failed (reset, stopped, or the connection ended): after the queued bytes, receives
         /// throw this.
-        case failed(NetworkError)
+        case failed(any Error)
     }
+
+    package init() {}
 
     private struct Waiter {
         var request: Request
@@ -47,7 +55,7 @@ final class StreamInbox: Sendable {
         var bytes = Data()
         var readOffset = 0
         var finished = false
-        var error: NetworkError?
+        var error: (any Error)?
         var waiters = Deque<Waiter>()
         /// Bytes consumed (or promised to a waiting receive) whose credit has not gone back to
         /// the engine yet.
@@ -70,12 +78,12 @@ final class StreamInbox: Sendable {
         func canDecide(_ request: Request) -> Bool { available >= request.minimum || isEnded }
 
         /// Decides a request that `canDecide`, taking the bytes it gets.
-        mutating func decide(_ request: Request) -> Result<Delivery, NetworkError> {
+        mutating func decide(_ request: Request) -> Result<Delivery, any Error> {
             let count = available
             if count == 0, let error { return .failure(error) }
             if request.exact && count < request.minimum {
                 // The bytes stay queued for a later, smaller receive.
-                return .failure(error ?? .unexpectedEndOfStream(received: count, wanted: request.minimum))
+                return .failure(error ?? StreamBridgeError.unexpectedEndOfStream(received: count, wanted: request.minimum))
             }
             let content = take(min(count, request.maximum))
             return .success(Delivery(content: content, endOfStream: finished && available == 0))
@@ -118,35 +126,35 @@ final class StreamInbox: Sendable {
     }
 
     /// A read prefix at least this long (and half the buffer) is reclaimed.
-    static let compactionThreshold = 64 * 1024
+    package static let compactionThreshold = 64 * 1024
     /// Consumed credit goes back in a loop pass once this much has gathered, or whenever the
     /// reader has caught up (nothing left unread), whichever comes first.
-    static let creditBatch = 64 * 1024
+    package static let creditBatch = 64 * 1024
 
     private let state = Mutex(State())
 
     /// Unread bytes now.
-    var available: Int { state.withLock { $0.available } }
+    package var available: Int { state.withLock { $0.available } }
 
     /// Receives waiting (cancelled ones included until they are reached).
-    var waitingReceives: Int { state.withLock { $0.waiters.count } }
+    package var waitingReceives: Int { state.withLock { $0.waiters.count } }
 
     // MARK: Application side (any thread)
 
     /// Bytes as `request` asks, at once when they are queued (or the stream has ended), else
-    /// once the loop delivers them. Throws `NetworkError.cancelled` if the task is cancelled
-    /// while it waits. A receive that waits calls `returnCredit` first when the bytes it
+    /// once the loop delivers them. Throws if the task is cancelled
+    /// while it waits (`CancellationError`). A receive that waits calls `returnCredit` first when the bytes it
     /// waits on need credit to go back to the peer (the caller posts a loop pass that calls
     /// `takeCredit`).
-    func receive(_ request: Request, returnCredit: () -> Void) async throws -> Delivery {
-        let immediate = state.withLock { state -> Result<Delivery, NetworkError>? in
+    package func receive(_ request: Request, returnCredit: () -> Void) async throws -> Delivery {
+        let immediate = state.withLock { state -> Result<Delivery, any Error>? in
             guard state.noneWaiting(), state.canDecide(request) else { return nil }
             return state.decide(request)
         }
         if let immediate { return try immediate.get() }
         return try await Completion<Delivery>.wait { completion in
             let (decided, creditPassNeeded) = state.withLock {
-                state -> ((Completion<Delivery>.Claim, Result<Delivery, NetworkError>)?, Bool) in
+                state -> ((Completion<Delivery>.Claim, Result<Delivery, any Error>)?, Bool) in
                 // Bytes (or the end) may have arrived since the first look.
                 if state.noneWaiting(), state.canDecide(request), let claim = completion.claim() {
                     return ((claim, state.decide(request)), false)
@@ -157,14 +165,14 @@ final class StreamInbox: Sendable {
                 state.creditPassPosted = true
                 return (nil, true)
             }
-            if let (claim, result) = decided { claim.resume(result.mapError { $0 }) }
+            if let (claim, result) = decided { claim.resume(result) }
             if creditPassNeeded { returnCredit() }
         }
     }
 
     /// True when consumed credit should go back to the engine now and no pass for it is
     /// posted yet: the caller posts one (which calls `takeCredit`).
-    func claimCreditPass() -> Bool {
+    package func claimCreditPass() -> Bool {
         state.withLock { state in
             guard !state.creditPassPosted, state.unreturnedCredit > 0,
                 state.unreturnedCredit >= Self.creditBatch || state.available == 0
@@ -179,8 +187,8 @@ final class StreamInbox: Sendable {
     /// Appends what `source` reads (it calls its sink with each region, valid only during the
     /// call, and returns how the stream ended, if it did), then hands bytes to waiting
     /// receives in order. Does nothing once the stream has ended.
-    func fill(from source: (_ sink: (UnsafeRawBufferPointer) -> Void) -> End?) {
-        let claims = state.withLock { state -> [(Completion<Delivery>.Claim, Result<Delivery, NetworkError>)] in
+    package func fill(from source: (_ sink: (UnsafeRawBufferPointer) -> Void) -> End?) {
+        let claims = state.withLock { state -> [(Completion<Delivery>.Claim, Result<Delivery, any Error>)] in
             guard !state.isEnded else { return [] }
             let end = source { region in state.bytes.append(region.assumingMemoryBound(to: UInt8.self)) }
             switch end {
@@ -190,21 +198,21 @@ final class StreamInbox: Sendable {
             }
             return Self.satisfyWaiters(&state)
         }
-        for (claim, result) in claims { claim.resume(result.mapError { $0 }) }
+        for (claim, result) in claims { claim.resume(result) }
     }
 
     /// The stream failed: queued bytes stay readable, then receives throw `error`. A stream
     /// that already ended keeps its first end.
-    func fail(_ error: NetworkError) {
-        let claims = state.withLock { state -> [(Completion<Delivery>.Claim, Result<Delivery, NetworkError>)] in
+    package func fail(_ error: any Error) {
+        let claims = state.withLock { state -> [(Completion<Delivery>.Claim, Result<Delivery, any Error>)] in
             if state.error == nil { state.error = error }
             return Self.satisfyWaiters(&state)
         }
-        for (claim, result) in claims { claim.resume(result.mapError { $0 }) }
+        for (claim, result) in claims { claim.resume(result) }
     }
 
     /// Takes the consumed credit not yet returned, for the engine.
-    func takeCredit() -> Int {
+    package func takeCredit() -> Int {
         state.withLock { state in
             defer {
                 state.unreturnedCredit = 0
@@ -216,8 +224,8 @@ final class StreamInbox: Sendable {
 
     /// Decides waiting receives in order while they can be; a cancelled one is skipped with
     /// its bytes untouched.
-    private static func satisfyWaiters(_ state: inout State) -> [(Completion<Delivery>.Claim, Result<Delivery, NetworkError>)] {
-        var decided: [(Completion<Delivery>.Claim, Result<Delivery, NetworkError>)] = []
+    private static func satisfyWaiters(_ state: inout State) -> [(Completion<Delivery>.Claim, Result<Delivery, any Error>)] {
+        var decided: [(Completion<Delivery>.Claim, Result<Delivery, any Error>)] = []
         while !state.noneWaiting(), let waiter = state.waiters.first, state.canDecide(waiter.request) {
             state.waiters.removeFirst()
             guard let claim = waiter.completion.claim() else { continue }

@@ -1,4 +1,4 @@
-import BraidQUIC
+import BraidCore
 import DequeModule
 import Synchronization
 
@@ -15,23 +15,23 @@ import Synchronization
 /// so at most twice `limit` is held; a larger send waits until the engine has taken it all.
 ///
 /// Stack-neutral apart from the bytes' type: TLS and TCP connections will send the same way.
-final class StreamOutbox: Sendable {
+package final class StreamOutbox: Sendable {
     /// What `offer` decided.
-    enum Offer: Equatable {
+    package enum Offer {
         /// Queued; with `drainNeeded` the caller must post a pass that drains the outbox.
         case accepted(drainNeeded: Bool)
         /// Not queued: wait (`enqueue` with a completion).
         case mustWait
         /// Not queued: the stream cannot send any more.
-        case failed(NetworkError)
+        case failed(any Error)
     }
 
     /// Queued bytes: a send, and how far the engine has taken it.
-    struct Entry {
-        let bytes: StreamBytes
-        var offset = 0
-        let endOfStream: Bool
-        let idempotent: Bool
+    package struct Entry {
+        package let bytes: StreamBytes
+        package var offset = 0
+        package let endOfStream: Bool
+        package let idempotent: Bool
         /// The waiting `send`, resumed once every byte is with the engine; nil for a send that
         /// already returned.
         let completion: Completion<Void>?
@@ -47,31 +47,31 @@ final class StreamOutbox: Sendable {
         var waitingSenders = 0
         /// Bytes handed over now reach the engine at once (a server, or a client once ready).
         var open = false
-        var failure: NetworkError?
+        var failure: (any Error)?
         var endOfStreamQueued = false
         /// The loop will look at the queue again without being asked: a drain pass is posted,
         /// or the queue waits for engine room (acknowledgements) or for the handshake.
         var drainPending = false
     }
 
-    let limit: Int
+    package let limit: Int
     private let state = Mutex(State())
 
-    init(limit: Int, open: Bool) {
+    package init(limit: Int, open: Bool) {
         self.limit = limit
         state.withLock { $0.open = open }
     }
 
     /// Senders waiting for their bytes to reach the engine.
-    var waitingSenders: Int { state.withLock { $0.waitingSenders } }
+    package var waitingSenders: Int { state.withLock { $0.waitingSenders } }
 
     // MARK: Application side (any thread)
 
     /// Queues `bytes` if the stream has room now.
-    func offer(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) -> Offer {
+    package func offer(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) -> Offer {
         state.withLock { state in
             if let failure = state.failure { return .failed(failure) }
-            if state.endOfStreamQueued { return .failed(.streamNotWritable) }
+            if state.endOfStreamQueued { return .failed(StreamBridgeError.notWritable) }
             guard state.open, state.waitingSenders == 0, bytes.count <= limit,
                 state.engineUnacknowledged + state.queuedBytes < limit
             else {
@@ -89,10 +89,10 @@ final class StreamOutbox: Sendable {
 
     /// Queues `bytes` behind everything queued, for the loop to complete `completion` once the
     /// engine has them all. The result says whether the caller must post a drain pass.
-    func enqueue(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, completion: Completion<Void>) -> Offer {
+    package func enqueue(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, completion: Completion<Void>) -> Offer {
         state.withLock { state in
             if let failure = state.failure { return .failed(failure) }
-            if state.endOfStreamQueued { return .failed(.streamNotWritable) }
+            if state.endOfStreamQueued { return .failed(StreamBridgeError.notWritable) }
             state.queue.append(Entry(bytes: bytes, endOfStream: endOfStream, idempotent: idempotent, completion: completion))
             state.queuedBytes += bytes.count
             state.waitingSenders += 1
@@ -110,10 +110,10 @@ final class StreamOutbox: Sendable {
     /// entry not taken whole, resumes the senders whose bytes are all with the engine, and
     /// records `unacknowledged()` for the next `offer`. A cancelled waiting send is dropped
     /// unsent. `hand` throwing fails the outbox with its error.
-    func drain(
+    package func drain(
         _ hand: (_ entry: Entry) throws -> Int?, unacknowledged: () -> Int
     ) {
-        let (done, failed, error) = state.withLock { state -> ([Completion<Void>.Claim], [Completion<Void>], NetworkError?) in
+        let (done, failed, error) = state.withLock { state -> ([Completion<Void>.Claim], [Completion<Void>], (any Error)?) in
             var done: [Completion<Void>.Claim] = []
             while var entry = state.queue.first {
                 if let completion = entry.completion, !completion.isPending {
@@ -126,9 +126,8 @@ final class StreamOutbox: Sendable {
                 do {
                     offset = try hand(entry)
                 } catch {
-                    let failure = NetworkError(error)
                     state.engineUnacknowledged = unacknowledged()
-                    return (done, Self.fail(&state, failure), failure)
+                    return (done, Self.fail(&state, error), error)
                 }
                 guard let offset else { break }
                 state.queuedBytes -= offset - entry.offset
@@ -154,19 +153,19 @@ final class StreamOutbox: Sendable {
     }
 
     /// The loop: bytes handed over from now on reach the engine at once.
-    func open() {
+    package func open() {
         state.withLock { $0.open = true }
     }
 
     /// The stream can send no more: queued bytes are dropped, waiting senders fail with
     /// `waiters` (or `error`), and later sends fail with `error`.
-    func fail(_ error: NetworkError, waiters: NetworkError? = nil) {
+    package func fail(_ error: any Error, waiters: (any Error)? = nil) {
         let failed = state.withLock { Self.fail(&$0, error) }
         for waiter in failed { waiter.resume(.failure(waiters ?? error)) }
     }
 
     /// Records the failure and empties the queue; returns the senders that waited.
-    private static func fail(_ state: inout State, _ error: NetworkError) -> [Completion<Void>] {
+    private static func fail(_ state: inout State, _ error: any Error) -> [Completion<Void>] {
         if state.failure == nil { state.failure = error }
         let failed = state.queue.compactMap(\.completion)
         state.queue.removeAll()

@@ -9,9 +9,9 @@ import Synchronization
 /// pass and goes out as one batch of packets (one `sendmmsg`/GSO write) instead of a thread
 /// hop and a system call each. Waiting happens only when `limit` datagrams are already queued
 /// here (the engine's own queue is full too), or before the connection is ready.
-final class DatagramOutbox: Sendable {
+package final class DatagramOutbox: Sendable {
     /// What `offer` decided.
-    enum Offer {
+    package enum Offer {
         /// Queued; the loop already has a pass coming that will take it.
         case queued
         /// Queued; the caller must post a drain pass to the loop.
@@ -22,7 +22,7 @@ final class DatagramOutbox: Sendable {
         /// limit, which path-MTU discovery may have raised since).
         case needsLoop
         /// Not queued: the connection has ended.
-        case failed(NetworkError)
+        case failed(any Error)
     }
 
     private struct State {
@@ -32,26 +32,26 @@ final class DatagramOutbox: Sendable {
         var drainPending = false
         /// The largest datagram the engine accepted when last asked; nil before ready.
         var maximumSize: Int?
-        var failure: NetworkError?
+        var failure: (any Error)?
         /// Senders waiting for room (a cancelled one stays until the next wake, as a no-op).
         var roomWaiters: [Completion<Void>] = []
     }
 
-    let limit: Int
+    package let limit: Int
     private let state = Mutex(State())
 
-    init(limit: Int) {
+    package init(limit: Int) {
         self.limit = limit
     }
 
     /// Datagrams queued and not yet taken by the loop.
-    var count: Int { state.withLock { $0.queue.count } }
+    package var count: Int { state.withLock { $0.queue.count } }
 
     /// Senders waiting for room (cancelled ones included until the next wake).
-    var roomWaiterCount: Int { state.withLock { $0.roomWaiters.count } }
+    package var roomWaiterCount: Int { state.withLock { $0.roomWaiters.count } }
 
     /// Called from any thread by `send`.
-    func offer(_ datagram: Data) -> Offer {
+    package func offer(_ datagram: Data) -> Offer {
         state.withLock { state in
             if let failure = state.failure { return .failed(failure) }
             guard let maximum = state.maximumSize, datagram.count <= maximum else { return .needsLoop }
@@ -64,7 +64,7 @@ final class DatagramOutbox: Sendable {
     }
 
     /// Suspends until the outbox has room (or the connection ends, or the task is cancelled).
-    func waitForRoom() async throws {
+    package func waitForRoom() async throws {
         try await Completion<Void>.wait { completion in
             let immediate: Result<Void, any Error>? = state.withLock { state in
                 if let failure = state.failure { return .failure(failure) }
@@ -80,7 +80,7 @@ final class DatagramOutbox: Sendable {
     /// Loop: takes up to `count` datagrams, oldest first, and wakes senders waiting for room.
     /// While datagrams remain, the loop keeps them in mind (it takes more as the engine's
     /// queue drains), so senders post no further passes.
-    func take(upTo count: Int) -> [Data] {
+    package func take(upTo count: Int) -> [Data] {
         let (taken, waiters) = state.withLock { state -> ([Data], [Completion<Void>]) in
             var taken: [Data]
             if state.queue.count <= count {
@@ -101,12 +101,12 @@ final class DatagramOutbox: Sendable {
     }
 
     /// Loop: the size senders may queue without asking the loop (nil: ask the loop).
-    func publish(maximumSize: Int?) {
+    package func publish(maximumSize: Int?) {
         state.withLock { $0.maximumSize = maximumSize }
     }
 
     /// Loop: the connection ended; queued datagrams are dropped and waiting senders fail.
-    func fail(_ error: NetworkError) {
+    package func fail(_ error: any Error) {
         let waiters = state.withLock { state -> [Completion<Void>] in
             if state.failure == nil { state.failure = error }
             state.queue.removeAll()

@@ -8,7 +8,7 @@ import Synchronization
 /// everything queued at once and hands it out one by one without the lock. Under load that is
 /// one lock round and at most one task wake-up per batch the socket delivered, instead of one
 /// each (as a per-element `AsyncStream` costs).
-final class DatagramInbox: Sendable {
+package final class DatagramInbox: Sendable {
     private struct State {
         var queue = Deque<Data>()
         var readers: [Completion<Void>] = []
@@ -17,18 +17,18 @@ final class DatagramInbox: Sendable {
 
     /// Unread datagrams beyond this many are dropped, oldest first (they are unreliable
     /// anyway, and an idle reader must not grow memory without bound).
-    let backlog: Int
+    package let backlog: Int
     private let state = Mutex(State())
 
-    init(backlog: Int) {
+    package init(backlog: Int) {
         self.backlog = backlog
     }
 
     /// Datagrams queued and not yet taken by a reader.
-    var count: Int { state.withLock { $0.queue.count } }
+    package var count: Int { state.withLock { $0.queue.count } }
 
     /// Loop: one datagram arrived.
-    func deliver(_ datagram: Data) {
+    package func deliver(_ datagram: Data) {
         let readers = state.withLock { state -> [Completion<Void>] in
             guard !state.finished else { return [] }
             if state.queue.count >= backlog { state.queue.removeFirst() }
@@ -40,7 +40,7 @@ final class DatagramInbox: Sendable {
     }
 
     /// Loop: no more datagrams will arrive; readers get what is queued, then the end.
-    func finish() {
+    package func finish() {
         let readers = state.withLock { state -> [Completion<Void>] in
             state.finished = true
             defer { state.readers.removeAll() }
@@ -50,8 +50,8 @@ final class DatagramInbox: Sendable {
     }
 
     /// Everything queued, oldest first, waiting for at least one; empty once finished and
-    /// drained. Throws `NetworkError.cancelled` if the task is cancelled while it waits.
-    func takeAll() async throws -> Deque<Data> {
+    /// drained. Throws `CancellationError` if the task is cancelled while it waits.
+    package func takeAll() async throws -> Deque<Data> {
         while true {
             let taken = state.withLock { state -> Deque<Data>? in
                 guard state.queue.isEmpty, !state.finished else {
@@ -74,7 +74,7 @@ final class DatagramInbox: Sendable {
     }
 
     /// Puts datagrams a reader took but never handed out back at the front, in order.
-    func putBack(_ datagrams: some Collection<Data>) {
+    package func putBack(_ datagrams: some Collection<Data>) {
         guard !datagrams.isEmpty else { return }
         let readers = state.withLock { state -> [Completion<Void>] in
             state.queue.insert(contentsOf: datagrams, at: 0)
@@ -89,17 +89,17 @@ final class DatagramInbox: Sendable {
 /// Datagrams one iterator took from the inbox and has not handed out yet. A class so that the
 /// ones left over when the iterator is dropped (a `break` out of `for await`) go back to the
 /// inbox for the next reader instead of being lost.
-final class DatagramBatch {
+package final class DatagramBatch {
     private let inbox: DatagramInbox
     private var items = Deque<Data>()
 
-    init(inbox: DatagramInbox) {
+    package init(inbox: DatagramInbox) {
         self.inbox = inbox
     }
 
     /// The next datagram, or nil once the connection has ended and every datagram was read
     /// (or the task was cancelled).
-    func next() async -> Data? {
+    package func next() async -> Data? {
         if let item = items.popFirst() { return item }
         guard let taken = try? await inbox.takeAll() else { return nil }
         items = taken

@@ -1,11 +1,10 @@
-import BraidIO
 import Synchronization
 
 /// One pending async call waiting on loop-side state (bytes to read, room to send, the
 /// handshake). The loop resumes it with a result; task cancellation resumes it with
-/// `NetworkError.cancelled` from any thread. Whichever comes first wins; `resume` tells the
+/// `CancellationError` from any thread. Whichever comes first wins; `resume` tells the
 /// loop whether its result was taken, so bytes meant for a cancelled receive are kept.
-final class Completion<Value: Sendable>: Sendable {
+package final class Completion<Value: Sendable>: Sendable {
     private enum State {
         case waiting
         case installed(CheckedContinuation<Value, any Error>)
@@ -15,7 +14,7 @@ final class Completion<Value: Sendable>: Sendable {
     private let state = Mutex<State>(.waiting)
 
     /// False once resumed or cancelled: the loop drops it from its wait lists.
-    var isPending: Bool {
+    package var isPending: Bool {
         state.withLock { if case .done = $0 { false } else if case .cancelledEarly = $0 { false } else { true } }
     }
 
@@ -28,12 +27,12 @@ final class Completion<Value: Sendable>: Sendable {
             state = .installed(continuation)
             return false
         }
-        if cancelled { continuation.resume(throwing: NetworkError.cancelled) }
+        if cancelled { continuation.resume(throwing: CancellationError()) }
     }
 
     /// Delivers the outcome; false if the call was already cancelled (the result is unused).
     @discardableResult
-    func resume(_ result: Result<Value, any Error>) -> Bool {
+    package func resume(_ result: Result<Value, any Error>) -> Bool {
         let continuation = state.withLock { state -> CheckedContinuation<Value, any Error>? in
             guard case .installed(let continuation) = state else { return nil }
             state = .done
@@ -47,7 +46,7 @@ final class Completion<Value: Sendable>: Sendable {
     /// taken from a shared buffer): from now on cancellation cannot win, so the result is sure
     /// to reach the caller and nothing has to be put back. Resume the claim once the lock is
     /// released. Nil if the call was cancelled already.
-    func claim() -> Claim? {
+    package func claim() -> Claim? {
         state.withLock { state -> Claim? in
             guard case .installed(let continuation) = state else { return nil }
             state = .done
@@ -56,9 +55,9 @@ final class Completion<Value: Sendable>: Sendable {
     }
 
     /// A claimed call, resumed exactly once.
-    struct Claim: Sendable {
+    package struct Claim: Sendable {
         fileprivate let continuation: CheckedContinuation<Value, any Error>
-        func resume(_ result: Result<Value, any Error>) { continuation.resume(with: result) }
+        package func resume(_ result: Result<Value, any Error>) { continuation.resume(with: result) }
     }
 
     fileprivate func cancel() {
@@ -74,12 +73,12 @@ final class Completion<Value: Sendable>: Sendable {
                 return nil
             }
         }
-        continuation?.resume(throwing: NetworkError.cancelled)
+        continuation?.resume(throwing: CancellationError())
     }
 
     /// Runs `start` on `loop` with a completion the loop resumes later; throws
-    /// `NetworkError.cancelled` as soon as the calling task is cancelled.
-    static func wait(on loop: EventLoop, _ start: @escaping @Sendable (LoopContext, Completion<Value>) -> Void) async throws -> Value {
+    /// `CancellationError` as soon as the calling task is cancelled.
+    package static func wait(on loop: EventLoop, _ start: @escaping @Sendable (LoopContext, Completion<Value>) -> Void) async throws -> Value {
         try await wait { completion in
             loop.execute { context in
                 guard completion.isPending else { return }
@@ -89,8 +88,8 @@ final class Completion<Value: Sendable>: Sendable {
     }
 
     /// Hands `register` a completion that some other thread resumes later (`register` stores
-    /// it); throws `NetworkError.cancelled` as soon as the calling task is cancelled.
-    static func wait(_ register: (Completion<Value>) -> Void) async throws -> Value {
+    /// it); throws `CancellationError` as soon as the calling task is cancelled.
+    package static func wait(_ register: (Completion<Value>) -> Void) async throws -> Value {
         let completion = Completion<Value>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
