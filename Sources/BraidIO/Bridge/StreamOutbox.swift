@@ -4,17 +4,17 @@ import Synchronization
 
 /// The send half of a byte stream, shared by the application's tasks and the stream's loop.
 ///
-/// A `send` whose bytes fit under the stream's bound is queued under the lock and returns at
-/// once; only the first send of a burst posts a pass to the loop, which hands everything queued
-/// to the engine. A send waits (and the loop completes it once all its bytes are with the
-/// engine) only while the stream is at its bound, before the stream may carry data (a client
-/// before its handshake), or behind an earlier waiting send, so order always holds.
+/// A send of at most `maxQueuedSend` bytes that fits under the stream's bound is queued under
+/// the lock and returns at once; only the first send of a burst posts a pass to the loop, which
+/// hands everything queued to the engine. Any other send waits, and the loop completes it once
+/// all its bytes are with the engine: a larger send, one that does not fit, one before the
+/// stream may carry data (a client before its handshake), or one behind an earlier waiting
+/// send, so order always holds.
 ///
-/// The bound: a send of at most `limit` bytes is taken at once while the bytes the engine holds
-/// unacknowledged (as the loop last published them) plus those queued here are below `limit`,
-/// so at most twice `limit` is held; a larger send waits until the engine has taken it all.
-///
-/// Stack-neutral apart from the bytes' type: TLS and TCP connections will send the same way.
+/// The bound: a send is taken at once only while the bytes the engine holds unacknowledged (as
+/// the loop last published them), those queued here and its own fit in `limit`; a waiting send
+/// is handed over while the engine's unacknowledged bytes are below `limit`. So a stream holds
+/// at most `limit` plus one send's last piece.
 package final class StreamOutbox: Sendable {
     /// What `offer` decided.
     package enum Offer {
@@ -55,6 +55,10 @@ package final class StreamOutbox: Sendable {
     }
 
     package let limit: Int
+    /// Larger sends always wait for the engine to take them: their copy dominates, and letting
+    /// bulk senders run ahead made them compete with the loop thread for the CPU (and keep more
+    /// fresh buffers alive, paying page faults), which cost bulk goodput on a 2-core machine.
+    package static let maxQueuedSend = 64 * 1024
     private let state = Mutex(State())
 
     package init(limit: Int, open: Bool) {
@@ -72,8 +76,8 @@ package final class StreamOutbox: Sendable {
         state.withLock { state in
             if let failure = state.failure { return .failed(failure) }
             if state.endOfStreamQueued { return .failed(StreamBridgeError.notWritable) }
-            guard state.open, state.waitingSenders == 0, bytes.count <= limit,
-                state.engineUnacknowledged + state.queuedBytes < limit
+            guard state.open, state.waitingSenders == 0, bytes.count <= Self.maxQueuedSend,
+                state.engineUnacknowledged + state.queuedBytes + bytes.count <= limit
             else {
                 return .mustWait
             }

@@ -99,15 +99,19 @@ import Testing
 
     private func bytes(_ count: Int) -> StreamBytes { StreamBytes(copying: [UInt8](repeating: 0, count: count)) }
 
-    /// Sends below the bound return at once; only the first of a burst asks for a loop pass.
-    /// At the bound, behind a waiting send, or larger than the bound, a send waits.
-    @Test(.timeLimit(.minutes(1))) func theOutboxTakesSendsBelowItsBound() async throws {
+    /// Sends that fit under the bound return at once; only the first of a burst asks for a
+    /// loop pass. One that does not fit, one behind a waiting send, one larger than
+    /// `maxQueuedSend`, or any before the stream may carry data, waits.
+    @Test(.timeLimit(.minutes(1))) func theOutboxTakesSendsThatFitItsBound() async throws {
         let outbox = StreamOutbox(limit: 100, open: true)
         #expect(outbox.offer(bytes(60), endOfStream: false, idempotent: false) == .accepted(drainNeeded: true))
         #expect(outbox.offer(bytes(30), endOfStream: false, idempotent: false) == .accepted(drainNeeded: false))
-        #expect(outbox.offer(bytes(30), endOfStream: false, idempotent: false) == .accepted(drainNeeded: false))
-        #expect(outbox.offer(bytes(1), endOfStream: false, idempotent: false) == .mustWait)
+        #expect(outbox.offer(bytes(30), endOfStream: false, idempotent: false) == .mustWait, "120 bytes would not fit in 100")
+        #expect(outbox.offer(bytes(10), endOfStream: false, idempotent: false) == .accepted(drainNeeded: false))
         #expect(StreamOutbox(limit: 100, open: true).offer(bytes(101), endOfStream: false, idempotent: false) == .mustWait)
+        let roomy = StreamOutbox(limit: 1 << 30, open: true)
+        #expect(roomy.offer(bytes(StreamOutbox.maxQueuedSend + 1), endOfStream: false, idempotent: false) == .mustWait)
+        #expect(roomy.offer(bytes(StreamOutbox.maxQueuedSend), endOfStream: false, idempotent: false) == .accepted(drainNeeded: true))
         #expect(StreamOutbox(limit: 100, open: false).offer(bytes(1), endOfStream: false, idempotent: false) == .mustWait)
 
         // The engine takes 50 bytes at a time; the waiting send completes once it has all of it.
@@ -133,7 +137,7 @@ import Testing
             } unacknowledged: { 0 }
             handed.append(pass)
         }
-        #expect(handed == [[50], [10, 30, 10], [20, 10]])
+        #expect(handed == [[50], [10, 30, 10, 0], [10]])
         try await waiting.value
         #expect(outbox.waitingSenders == 0)
         #expect(outbox.offer(bytes(1), endOfStream: true, idempotent: false) == .accepted(drainNeeded: true))
