@@ -13,6 +13,9 @@ struct QUICTransfer {
     var payloadBytes: Double
     var clientCPU: Double
     var serverCPU: Double
+    /// Context switches of each process (every thread), from its resource usage.
+    var clientSwitches: Int
+    var serverSwitches: Int
     /// Socket system calls by side, as the library counted them.
     var clientSyscalls: Int
     var serverSyscalls: Int
@@ -40,6 +43,7 @@ struct QUICTransfer {
         return QUICTransfer(
             goodputGbits: seconds > 0 ? Double(sent + received) * 8 / seconds / 1e9 : 0,
             payloadBytes: Double(sent + received), clientCPU: run.clientExit.cpuSeconds, serverCPU: run.serverExit.cpuSeconds,
+            clientSwitches: run.clientExit.contextSwitches, serverSwitches: run.serverExit.contextSwitches,
             clientSyscalls: clientCalls, serverSyscalls: serverCalls,
             perfClientSyscalls: run.perf.map { perf in quicCalls.reduce(0) { $0 + (perf.client[$1] ?? 0) } },
             perfServerSyscalls: run.perf.map { perf in quicCalls.reduce(0) { $0 + (perf.server[$1] ?? 0) } })
@@ -47,6 +51,10 @@ struct QUICTransfer {
 
     var cpuNanosecondsPerByte: (client: Double, server: Double, total: Double) {
         (clientCPU * 1e9 / payloadBytes, serverCPU * 1e9 / payloadBytes, (clientCPU + serverCPU) * 1e9 / payloadBytes)
+    }
+
+    var contextSwitchesPerMegabyte: (client: Double, server: Double) {
+        (Double(clientSwitches) * 1e6 / payloadBytes, Double(serverSwitches) * 1e6 / payloadBytes)
     }
 }
 
@@ -147,6 +155,7 @@ enum CPUCost {
         ]
         let datagramCount = bytes / CPUCost.largeDatagram / 10
         var samples: [String: [(client: Double, server: Double, total: Double)]] = [:]
+        var switches: [String: [(client: Double, server: Double)]] = [:]
         // Rounds of every row, so a drift in the (shared) machine's speed hits all rows alike.
         for _ in 0..<repetitions {
             for (kind, payload, config) in raw {
@@ -154,13 +163,24 @@ enum CPUCost {
             }
             let stream = try await QUICTransfer.run(bench, config: [:], client: ["alpn": "perf", "download": String(bytes)])
             samples["braid quic stream", default: []].append(stream.cpuNanosecondsPerByte)
+            switches["braid quic stream", default: []].append(stream.contextSwitchesPerMegabyte)
+            // The echo server receives and sends up to 64 KiB per call: many stream calls per MB.
+            let echo = try await QUICTransfer.run(bench, config: [:], client: ["alpn": "echo", "bytes": String(bytes / 5)])
+            samples["braid quic stream echo", default: []].append(echo.cpuNanosecondsPerByte)
+            switches["braid quic stream echo", default: []].append(echo.contextSwitchesPerMegabyte)
             let datagrams = try await QUICTransfer.run(
                 bench, config: [:],
                 client: ["alpn": "echo", "streams": "0", "datagrams": String(datagramCount), "datagram-size": String(CPUCost.largeDatagram)])
             samples["braid quic datagrams", default: []].append(datagrams.cpuNanosecondsPerByte)
         }
-        for config in raw.map(\.2) + ["braid quic stream", "braid quic datagrams"] {
+        for config in raw.map(\.2) + ["braid quic stream", "braid quic stream echo", "braid quic datagrams"] {
             bench.results.recordCPU(scenario, config, samples[config] ?? [])
+        }
+        // Each stream call that must wait for the loop costs two context switches; calls that
+        // find bytes (or room) waiting cost none.
+        for (config, values) in switches.sorted(by: { $0.key < $1.key }) {
+            bench.results.recordRepeated(scenario, config, "client switches per MB", values.map(\.client), "switches/MB")
+            bench.results.recordRepeated(scenario, config, "server switches per MB", values.map(\.server), "switches/MB")
         }
     }
 }

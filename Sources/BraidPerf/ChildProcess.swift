@@ -22,6 +22,8 @@ public final class ChildProcess: Sendable {
         public var cpuSeconds: Double { userSeconds + systemSeconds }
         /// Peak resident memory in bytes.
         public var maxResidentBytes: Int
+        /// Context switches of all the child's threads, voluntary (waiting) and involuntary.
+        public var contextSwitches: Int = 0
     }
 
     public let pid: pid_t
@@ -86,7 +88,7 @@ public final class ChildProcess: Sendable {
                 status: raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f),
                 userSeconds: Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6,
                 systemSeconds: Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6,
-                maxResidentBytes: usage.ru_maxrss * 1024)
+                maxResidentBytes: usage.ru_maxrss * 1024, contextSwitches: usage.ru_nvcsw + usage.ru_nivcsw)
             return false
         }
     }

@@ -194,10 +194,10 @@ extension QUIC {
         // MARK: Sending
 
         /// Sends `content`; with `endOfStream`, finishes the stream (FIN) after it. Returns once
-        /// the stream has taken all of it: at once while the stream's unacknowledged bytes are
-        /// below their bound (`streamSendBufferLimit`), else it waits for acknowledgements.
-        /// Before the handshake completes it waits too: use `sendIdempotent` for data that may
-        /// go in 0-RTT.
+        /// the stream has taken all of it: at once for up to 64 KiB that fit under the stream's
+        /// bound (`streamSendBufferLimit`), else once the engine has the bytes, waiting for
+        /// acknowledgements at the bound. Before the handshake completes it waits too: use
+        /// `sendIdempotent` for data that may go in 0-RTT.
         public func send<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
         where Content.Element == UInt8 {
             try await send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: false)
@@ -234,12 +234,10 @@ extension QUIC {
             }
             try await Completion<Void>.wait { completion in
                 switch outbox.enqueue(bytes, endOfStream: endOfStream, idempotent: idempotent, completion: completion) {
-                case .accepted(let drainNeeded):
+                case .success(let drainNeeded):
                     if drainNeeded { postPump() }
-                case .failed(let error):
+                case .failure(let error):
                     completion.resume(.failure(error))
-                case .mustWait:
-                    preconditionFailure("enqueue always queues")
                 }
             }
         }

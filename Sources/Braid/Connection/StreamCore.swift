@@ -137,7 +137,3 @@ final class StreamCore {
         core.flush(context)
     }
 }
-
-extension Completion {
-    func fail(_ error: NetworkError) { resume(.failure(error)) }
-}

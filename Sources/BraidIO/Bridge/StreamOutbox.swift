@@ -92,18 +92,21 @@ package final class StreamOutbox: Sendable {
     }
 
     /// Queues `bytes` behind everything queued, for the loop to complete `completion` once the
-    /// engine has them all. The result says whether the caller must post a drain pass.
-    package func enqueue(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, completion: Completion<Void>) -> Offer {
+    /// engine has them all. Returns whether the caller must post a drain pass, or why the
+    /// stream takes no more.
+    package func enqueue(
+        _ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, completion: Completion<Void>
+    ) -> Result<Bool, any Error> {
         state.withLock { state in
-            if let failure = state.failure { return .failed(failure) }
-            if state.endOfStreamQueued { return .failed(StreamBridgeError.notWritable) }
+            if let failure = state.failure { return .failure(failure) }
+            if state.endOfStreamQueued { return .failure(StreamBridgeError.notWritable) }
             state.queue.append(Entry(bytes: bytes, endOfStream: endOfStream, idempotent: idempotent, completion: completion))
             state.queuedBytes += bytes.count
             state.waitingSenders += 1
             state.endOfStreamQueued = endOfStream
-            if state.drainPending { return .accepted(drainNeeded: false) }
+            if state.drainPending { return .success(false) }
             state.drainPending = true
-            return .accepted(drainNeeded: true)
+            return .success(true)
         }
     }
 

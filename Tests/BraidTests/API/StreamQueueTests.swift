@@ -36,6 +36,27 @@ import Testing
         #expect(second.content.startIndex == 0)
     }
 
+    /// Bytes read in small pieces come out in order across the reclaiming of the read prefix
+    /// (past `compactionThreshold`) and across later fills.
+    @Test(.timeLimit(.minutes(1))) func smallReceivesKeepOrderAcrossCompaction() async throws {
+        let inbox = StreamInbox()
+        let total = 3 * StreamInbox.compactionThreshold
+        let pattern = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) }
+        fill(inbox, Array(pattern[..<(total / 2)]))
+        var received = Data()
+        var refilled = false
+        while received.count < total {
+            if !refilled && received.count >= total / 4 {
+                fill(inbox, Array(pattern[(total / 2)...]))
+                refilled = true
+            }
+            let piece = try await inbox.receive(request(1, 1000)) {}
+            #expect(piece.content.startIndex == 0)
+            received.append(piece.content)
+        }
+        #expect(received == Data(pattern))
+    }
+
     /// A receive that needs more than is queued waits; its bytes come when the loop fills.
     /// The credit of the bytes it will take goes back at once (it may need more than the
     /// window holds); bytes nobody waits for keep theirs until they are consumed.
