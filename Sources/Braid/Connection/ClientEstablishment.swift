@@ -41,8 +41,6 @@ final class ClientEstablishment {
     private var rounds = 0
     private var timer: UInt64?
     private var finished = false
-    /// The attempt that became the connection; its events go to the core.
-    private var adopted: QUICClientDriver?
 
     init(core: ConnectionCore, quic: QUIC, endpoint: NWEndpoint, local: NWEndpoint? = nil) {
         self.core = core
@@ -63,7 +61,8 @@ final class ClientEstablishment {
     /// Starts a round: resolve, then attempt. Call on the core's loop.
     func begin(_ context: LoopContext) {
         guard !isOver else { return }
-        core.setRelease { [self] context in abandon(context) }
+        // Until an attempt wins, ending the connection abandons the attempts.
+        core.channel.setTransport(self)
         let endpoint = endpoint, version = quic.udp.ip.version, loop = context.loop
         if let literal = Resolver.literalAddresses(for: endpoint) {
             // An IP literal needs no lookup: no thread hop before the first packet.
@@ -77,7 +76,7 @@ final class ClientEstablishment {
         }
     }
 
-    private var isOver: Bool { finished || core.finalError != nil }
+    private var isOver: Bool { finished || core.channel.finalError != nil }
 
     private func resolved(_ result: Result<[QUICAddress], NetworkError>, context: LoopContext) {
         guard !isOver else { return }
@@ -127,8 +126,6 @@ final class ClientEstablishment {
                 attemptEvent(event, driver: driver, context: context)
             }
             driver = attempt
-            core.sessionCache = quic.sessionCache
-            core.sessionKey = cacheKey
             if ticket != nil {
                 // 0-RTT: this attempt is the connection from the start.
                 adopt(attempt, context: context)
@@ -155,18 +152,17 @@ final class ClientEstablishment {
     }
 
     private func attemptEvent(_ event: QUICEvent, driver: QUICClientDriver, context: LoopContext) {
-        if driver === adopted {
-            core.handle(event, context: context)
-            return
-        }
         switch event {
         case .handshakeCompleted:
             guard !isOver else { return }
             adopt(driver, context: context)
-            core.handle(event, context: context)
+            core.channel.handle(event, context: context)
         case .connectionClosed(let error):
             attempts.removeAll { $0 === driver }
-            failures.append(NetworkError(quic: error, endpoint: NWEndpoint(driver.connection.path.remote).description, handshakeTimeout: core.handshakeTimeout))
+            failures.append(
+                NetworkError(
+                    quic: error, endpoint: NWEndpoint(driver.connection.path.remote).description,
+                    handshakeTimeout: quic.transport.handshakeTimeout))
             // A failed attempt hands over to the next address without waiting for the timer.
             if !isOver, attempts.isEmpty { attemptNext(context) }
         case .terminated:
@@ -177,8 +173,8 @@ final class ClientEstablishment {
         }
     }
 
-    /// Makes `driver` the connection's: the core gets its events from now on, and the other
-    /// attempts are closed.
+    /// Hands `driver` over to the connection's channel, which gets its events from now on,
+    /// closes the other attempts, and steps aside.
     private func adopt(_ driver: QUICClientDriver, context: LoopContext) {
         finished = true
         cancelTimer(context)
@@ -187,20 +183,16 @@ final class ClientEstablishment {
             loser.service(context)
         }
         attempts.removeAll()
-        adopted = driver
-        // The driver, this object and the core keep each other until the connection
-        // terminates; then `release` closes the socket and drops the driver's handler.
-        core.attach(driver.connection, service: { driver.service($0) }) { context in
-            driver.close(context)
-            driver.onEvent = { _, _ in }
+        let channel = core.channel
+        if let cache = quic.sessionCache {
+            let key = "\(serverName):\(driver.connection.path.remote.port)"
+            channel.ticketReceived = { ticket in cache.store(ticket, for: key) }
         }
-        core.socketCounters = { driver.counters }
-        core.migration = { context in
-            try driver.migrate(context)
-            return driver.connection.path.local
-        }
+        // The driver and the channel keep each other until the connection terminates; then
+        // the channel's release closes the socket and drops this handler.
+        driver.onEvent = { [channel] _, event in channel.handle(event, context: context) }
         // Calls that were waiting for the connection (e.g. a 0-RTT send) can go now.
-        core.connectionAttached()
+        channel.attach(driver.connection, transport: driver)
         driver.service(context)
     }
 
@@ -238,7 +230,7 @@ final class ClientEstablishment {
     }
 
     /// The connection was cancelled or failed before any attempt won.
-    private func abandon(_ context: LoopContext) {
+    fileprivate func abandon(_ context: LoopContext) {
         finished = true
         cancelTimer(context)
         for attempt in attempts {
@@ -313,5 +305,16 @@ final class ClientEstablishment {
             failures[remote.port]?.remaining -= 1
             throw DatapathError.system("connect(\(remote))", failure.errno)
         }
+    }
+}
+
+/// Until an attempt wins, the establishment stands in for the connection's transport: ending
+/// the connection abandons the attempts.
+extension ClientEstablishment: QUICChannelTransport {
+    func service(_ context: LoopContext) {}
+    func release(_ context: LoopContext) { abandon(context) }
+    var socketCounters: SocketCounters? { nil }
+    func moveToNewPort(_ context: LoopContext) throws -> SocketAddress {
+        throw NetworkError.invalidState("migrate once the connection is ready")
     }
 }

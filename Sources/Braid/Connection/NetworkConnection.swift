@@ -45,14 +45,13 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         self.endpoint = endpoint
         stack = parameters.stack
         localEndpoint = parameters.localEndpoint
-        shared = ConnectionShared()
         loop = LoopPool.loop()
         let transport = (stack as? QUIC)?.transport ?? QUICTransportConfiguration()
-        core = LoopBound(
-            handingOver: ConnectionCore(
-                loop: loop, shared: shared, endpointDescription: endpoint.description, handshakeTimeout: transport.handshakeTimeout,
-                streamSendLimit: transport.streamSendBufferLimit),
-            to: loop)
+        let core = ConnectionCore(
+            loop: loop, endpointDescription: endpoint.description, handshakeTimeout: transport.handshakeTimeout,
+            streamSendLimit: transport.streamSendBufferLimit)
+        shared = core.shared
+        self.core = LoopBound(handingOver: core, to: loop)
         started = Atomic(false)
     }
 
@@ -70,7 +69,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     deinit {
         // Nobody can use the connection any more: close it so its socket and memory go.
         let core = core
-        loop.execute { context in core.value.cancel(context: context) }
+        loop.execute { context in core.value.channel.cancel(context: context) }
     }
 
     // MARK: State
@@ -121,7 +120,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     public func close() async {
         shared.states.update(.cancelled)
         let core = core
-        _ = try? await loop.submit { context in core.value.cancel(context: context) }
+        _ = try? await loop.submit { context in core.value.channel.cancel(context: context) }
     }
 
     /// Closes the connection (QUIC application error code 0) and ends every pending call with
@@ -129,7 +128,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     /// connection's event loop shortly after this returns (`close()` waits for it).
     public func cancel() {
         shared.states.update(.cancelled)
-        loop.execute { [core] context in core.value.cancel(context: context) }
+        loop.execute { [core] context in core.value.channel.cancel(context: context) }
     }
 }
 

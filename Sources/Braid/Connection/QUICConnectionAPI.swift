@@ -1,5 +1,4 @@
 import BraidIO
-import BraidQUIC
 import Foundation
 
 extension QUIC {
@@ -71,11 +70,12 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
     public func openStream(directionality: QUIC.Directionality = .bidirectional) async throws -> QUIC.Stream {
         start()
         let core = core
-        return try await NetworkError.mapping {
-            try await Completion<QUIC.Stream>.wait(on: loop) { context, completion in
-                core.value.openStream(bidirectional: directionality == .bidirectional, context: context, completion: completion)
+        let handle = try await NetworkError.mapping {
+            try await Completion<QUICStreamHandle>.wait(on: loop) { context, completion in
+                core.value.channel.openStream(bidirectional: directionality == .bidirectional, context: context, completion: completion)
             }
         }
+        return QUIC.Stream(handle)
     }
 
     /// Calls `handler` for every stream the peer opens, each in its own child task, until the
@@ -145,14 +145,13 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
 
 extension ConnectionCore {
     var publicStatistics: NetworkConnectionStatistics? {
-        guard let connection else { return nil }
-        let engine = connection.statistics
-        let socket = socketCounters?() ?? SocketCounters()
+        guard let engine = channel.statistics else { return nil }
+        let socket = channel.socketCounters ?? SocketCounters()
         return NetworkConnectionStatistics(
             smoothedRTT: engine.smoothedRTT, minimumRTT: engine.minRTT, latestRTT: engine.latestRTT,
             congestionWindow: engine.congestionWindow, bytesInFlight: engine.bytesInFlight, packetsSent: engine.packetsSent,
             bytesSent: engine.bytesSent, packetsReceived: engine.packetsReceived, bytesReceived: engine.bytesReceived,
-            datagramsLost: engine.datagramsLost + datagramsDroppedBeforeEngine, sendmsgCalls: socket.sendmsgCalls, sendmmsgCalls: socket.sendmmsgCalls,
+            datagramsLost: engine.datagramsLost + channel.datagramsDroppedBeforeEngine, sendmsgCalls: socket.sendmsgCalls, sendmmsgCalls: socket.sendmmsgCalls,
             recvmsgCalls: socket.recvmsgCalls, recvmmsgCalls: socket.recvmmsgCalls)
     }
 }
@@ -168,7 +167,7 @@ extension QUIC {
     /// let (body, metadata) = try await stream.receive(exactly: Int(length))
     /// ```
     public final class Stream: Sendable {
-        let bound: LoopBound<StreamCore>
+        let bound: LoopBound<QUICStreamChannel>
         /// What the application's tasks use without a trip to the loop.
         private let inbox: StreamInbox
         private let outbox: StreamOutbox
@@ -180,13 +179,13 @@ extension QUIC {
         public let initiator: Initiator
 
         /// Made on the stream's loop.
-        init(_ core: StreamCore) {
-            bound = LoopBound(core, on: core.loop)
-            inbox = core.inbox
-            outbox = core.outbox
-            streamID = core.id
-            directionality = core.isBidirectional ? .bidirectional : .unidirectional
-            initiator = core.locallyInitiated ? .local : .remote
+        init(_ handle: QUICStreamHandle) {
+            bound = handle.channel
+            inbox = handle.inbox
+            outbox = handle.outbox
+            streamID = handle.id
+            directionality = handle.isBidirectional ? .bidirectional : .unidirectional
+            initiator = handle.locallyInitiated ? .local : .remote
         }
 
         private var loop: EventLoop { bound.loop }
@@ -342,14 +341,14 @@ extension QUIC {
                     return
                 case .queuedDrainNeeded:
                     let core = core
-                    loop.execute { context in core.value.sendQueuedDatagrams(context) }
+                    loop.execute { context in core.value.channel.sendQueuedDatagrams(context) }
                     return
                 case .full:
                     try await outbox.waitForRoom()
                 case .needsLoop:
                     let core = core
                     try await Completion<Void>.wait(on: loop) { context, completion in
-                        core.value.sendDatagram(bytes, context: context, completion: completion)
+                        core.value.channel.sendDatagram(bytes, context: context, completion: completion)
                     }
                     return
                 case .failed(let error):

@@ -150,15 +150,15 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     }
 }
 
-/// One server loop's connections: makes a public connection for each new engine connection
-/// and routes engine events to its core. Lives on the loop.
+/// One server loop's connections: makes a public connection, with its own channel, for each
+/// new engine connection and hands the channel that connection's events. Lives on the loop.
 final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
     private unowned let driver: QUICServerDriver
     private let context: LoopContext
     private let stack: ApplicationProtocol
     private let transport: QUICTransportConfiguration
     private let deliver: (NetworkConnection<ApplicationProtocol>) -> Void
-    private var cores: [ObjectIdentifier: ConnectionCore] = [:]
+    private var channels: [ObjectIdentifier: QUICChannel] = [:]
 
     init(
         driver: QUICServerDriver, context: LoopContext, stack: ApplicationProtocol, transport: QUICTransportConfiguration,
@@ -173,22 +173,21 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
 
     func handle(_ connection: QUICConnection, _ event: QUICEvent) {
         let key = ObjectIdentifier(connection)
-        let loop = context.loop
-        let core: ConnectionCore
-        if let existing = cores[key] {
-            core = existing
+        let channel: QUICChannel
+        if let existing = channels[key] {
+            channel = existing
         } else {
-            let shared = ConnectionShared()
             let remote = NWEndpoint(connection.path.remote)
-            core = ConnectionCore(
-                loop: loop, shared: shared, endpointDescription: remote.description, handshakeTimeout: transport.handshakeTimeout,
+            let core = ConnectionCore(
+                loop: context.loop, endpointDescription: remote.description, handshakeTimeout: transport.handshakeTimeout,
                 streamSendLimit: transport.streamSendBufferLimit)
-            core.attach(connection, service: { [unowned driver] context in driver.service(connection, context) })
-            shared.states.update(.preparing)
-            cores[key] = core
-            deliver(NetworkConnection(inbound: remote, stack: stack, core: LoopBound(core, on: loop), shared: shared))
+            channel = core.channel
+            channel.attach(connection, transport: QUICServerConnectionTransport(driver: driver, connection: connection))
+            core.shared.states.update(.preparing)
+            channels[key] = channel
+            deliver(NetworkConnection(inbound: remote, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared))
         }
-        core.handle(event, context: context)
-        if case .terminated = event { cores[key] = nil }
+        channel.handle(event, context: context)
+        if case .terminated = event { channels[key] = nil }
     }
 }

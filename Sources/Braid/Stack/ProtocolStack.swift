@@ -1,5 +1,4 @@
 import BraidIO
-import BraidQUIC
 
 /// A protocol a connection or listener can run, the top of a stack built with
 /// `@ProtocolStackBuilder` (`QUIC`, `TLS`, `TCP`, `UDP`).

@@ -152,3 +152,19 @@ public final class QUICClientDriver: LoopHandler {
         socket.close()
     }
 }
+
+/// A client connection's channel reaches the datapath through its driver.
+extension QUICClientDriver: QUICChannelTransport {
+    package var socketCounters: SocketCounters? { counters }
+
+    /// Closes the socket and drops the event handler (which holds the channel).
+    package func release(_ context: LoopContext) {
+        close(context)
+        onEvent = { _, _ in }
+    }
+
+    package func moveToNewPort(_ context: LoopContext) throws -> SocketAddress {
+        try migrate(context)
+        return connection.path.local
+    }
+}

@@ -226,14 +226,14 @@ import Testing
         }
         var largest = 0, largestOutbox = 0
         while !finished.load(ordering: .acquiring) {
-            let pending = try await connection.loop.submit { _ in core.value.connection?.pendingDatagramCount ?? 0 }
+            let pending = try await connection.loop.submit { _ in core.value.channel.engine?.pendingDatagramCount ?? 0 }
             largest = max(largest, pending)
             largestOutbox = max(largestOutbox, connection.shared.datagramOutbox.count)
             try await Task.sleep(for: .milliseconds(1))
         }
         try await sender.value
         #expect(largest > 0)
-        #expect(largest <= 256)  // ConnectionCore.datagramQueueLimit
+        #expect(largest <= 256)  // QUICChannel.datagramQueueLimit
         #expect(largestOutbox > 0)
         #expect(largestOutbox <= 256)
     }

@@ -1,7 +1,17 @@
-import BraidIO
 import BraidQUIC
-import DequeModule
 import Foundation
+
+/// What the public layer keeps of a stream: made on the stream's loop, usable from any thread.
+package struct QUICStreamHandle: Sendable {
+    /// The loop-side state, for calls that must run on the loop.
+    package let channel: LoopBound<QUICStreamChannel>
+    package let id: Int64
+    package let isBidirectional: Bool
+    package let locallyInitiated: Bool
+    /// What callers receive from and send into without a trip to the loop.
+    package let inbox: StreamInbox
+    package let outbox: StreamOutbox
+}
 
 /// One stream's loop-side state: moves bytes between the engine and the stream's inbox and
 /// outbox, which the application's tasks use directly (see `StreamInbox`, `StreamOutbox`).
@@ -11,22 +21,27 @@ import Foundation
 /// reading still stops the peer at the stream's flow-control window. Queued sends are handed
 /// to the engine in 64 KiB pieces while it accepts them (`canSend`), so a large send waits for
 /// acknowledgements instead of growing memory.
-final class StreamCore {
+package final class QUICStreamChannel {
     let id: Int64
     let locallyInitiated: Bool
-    private let core: ConnectionCore
+    private let channel: QUICChannel
     let inbox = StreamInbox()
     let outbox: StreamOutbox
     static let sendChunk = 64 * 1024
 
-    init(id: Int64, core: ConnectionCore, locallyInitiated: Bool, sendLimit: Int, open: Bool) {
+    init(id: Int64, channel: QUICChannel, locallyInitiated: Bool, sendLimit: Int, open: Bool) {
         self.id = id
-        self.core = core
+        self.channel = channel
         self.locallyInitiated = locallyInitiated
         outbox = StreamOutbox(limit: sendLimit, open: open)
     }
 
-    var loop: EventLoop { core.loop }
+    /// The handle the public layer keeps (made on the loop).
+    var handle: QUICStreamHandle {
+        QUICStreamHandle(
+            channel: LoopBound(self, on: channel.loop), id: id, isBidirectional: isBidirectional,
+            locallyInitiated: locallyInitiated, inbox: inbox, outbox: outbox)
+    }
     var isBidirectional: Bool { id & 2 == 0 }
     var canReceive: Bool { isBidirectional || !locallyInitiated }
     var canSend: Bool { isBidirectional || locallyInitiated }
@@ -36,39 +51,39 @@ final class StreamCore {
     /// Moves everything the engine has for the stream into the inbox (waiting receives get
     /// theirs) and returns the credit of what those receives consumed.
     func pull(_ context: LoopContext) {
-        guard canReceive, let connection = core.connection else { return }
+        guard canReceive, let connection = channel.engine else { return }
         inbox.fill { sink in
             do {
                 let read = try connection.read(streamID: id, returnsCredit: false) { sink($0) }
                 return read.fin ? .finished : nil
             } catch {
-                return .failed(NetworkError(error, endpoint: core.endpointDescription))
+                return .failed(channel.describe(error))
             }
         }
         returnConsumedCredit(context)
     }
 
     /// Gives the engine back the credit of bytes the application has consumed.
-    func returnConsumedCredit(_ context: LoopContext) {
+    package func returnConsumedCredit(_ context: LoopContext) {
         let credit = inbox.takeCredit()
-        guard credit > 0, let connection = core.connection else { return }
+        guard credit > 0, let connection = channel.engine else { return }
         connection.returnCredit(streamID: id, bytes: credit)
-        core.flush(context)
+        channel.flush(context)
     }
 
     // MARK: Sending
 
     /// Hands queued sends to the engine while it has room; each waiting send completes once all
     /// of its bytes are with the engine.
-    func pump(_ context: LoopContext) {
-        guard let connection = core.connection else { return }
+    package func pump(_ context: LoopContext) {
+        guard let connection = channel.engine else { return }
         // A client's data may go out in 0-RTT (replayable) only when the caller said it is
         // idempotent. A server may answer before the handshake completes (0.5-RTT data
         // travels under 1-RTT keys and cannot be replayed), which is what makes a 0-RTT
         // request's answer arrive one round trip after it was sent.
-        let clientBeforeReady = !core.isReady && connection.role == .client
+        let clientBeforeReady = !channel.isReady && connection.role == .client
         var wrote = false
-        let id = id, endpoint = core.endpointDescription
+        let id = id, describe = channel.describe
         outbox.drain { entry -> Int? in
             if clientBeforeReady && !entry.idempotent { return nil }
             var offset = entry.offset
@@ -85,13 +100,13 @@ final class StreamCore {
                     wrote = true
                 }
             } catch {
-                throw NetworkError(error, endpoint: endpoint)
+                throw describe(error)
             }
             return offset
         } unacknowledged: {
             connection.unacknowledgedBytes(streamID: id)
         }
-        if wrote { core.flush(context) }
+        if wrote { channel.flush(context) }
     }
 
     /// The connection is ready: sends go to the engine at once from now on.
@@ -103,37 +118,38 @@ final class StreamCore {
     // MARK: Ending
 
     func peerStopped(code: UInt64?) {
-        outbox.fail(NetworkError.streamStopped(code: code))
+        outbox.fail(channel.describe(QUICError.streamStopped(streamID: id, code: code)))
     }
 
     func engineClosed(_ context: LoopContext) {
         pull(context)
         // Finished or failed already in all but odd cases; a receive must never wait forever.
-        inbox.fail(NetworkError.invalidState("the stream closed without an end of stream"))
+        inbox.fail(channel.describe(QUICError.invalidState("the stream closed without an end of stream")))
     }
 
     /// The connection ended: every waiting call fails with its reason (receives first get the
     /// bytes already queued).
-    func connectionEnded(_ error: NetworkError) {
+    func connectionEnded(_ error: any Error) {
         inbox.fail(error)
         outbox.fail(error)
     }
 
-    func reset(code: UInt64, context: LoopContext) throws {
-        try core.connection?.resetStream(streamID: id, applicationErrorCode: code)
-        outbox.fail(NetworkError.invalidState("the stream was reset locally"), waiters: NetworkError.cancelled)
-        core.flush(context)
+    package func reset(code: UInt64, context: LoopContext) throws {
+        do { try channel.engine?.resetStream(streamID: id, applicationErrorCode: code) } catch { throw channel.describe(error) }
+        outbox.fail(
+            channel.describe(QUICError.invalidState("the stream was reset locally")), waiters: channel.describe(CancellationError()))
+        channel.flush(context)
     }
 
-    func stopSending(code: UInt64, context: LoopContext) throws {
-        try core.connection?.stopSending(streamID: id, applicationErrorCode: code)
-        inbox.fail(NetworkError.invalidState("receiving was stopped locally"))
-        core.flush(context)
+    package func stopSending(code: UInt64, context: LoopContext) throws {
+        do { try channel.engine?.stopSending(streamID: id, applicationErrorCode: code) } catch { throw channel.describe(error) }
+        inbox.fail(channel.describe(QUICError.invalidState("receiving was stopped locally")))
+        channel.flush(context)
     }
 
     /// A stream opened for a call that was cancelled before it got the stream.
     func abandon(_ context: LoopContext) {
-        try? core.connection?.resetStream(streamID: id, applicationErrorCode: 0)
-        core.flush(context)
+        try? channel.engine?.resetStream(streamID: id, applicationErrorCode: 0)
+        channel.flush(context)
     }
 }

@@ -1,0 +1,345 @@
+import BraidQUIC
+import DequeModule
+import Foundation
+
+/// What a channel's owner in the public layer hears, on the channel's loop.
+package protocol QUICChannelDelegate: AnyObject {
+    /// The handshake completed: the channel's `negotiatedALPN`, paths and datagram limit are set.
+    func channelBecameReady(_ channel: QUICChannel)
+    /// The peer opened a stream.
+    func channel(_ channel: QUICChannel, opened stream: QUICStreamHandle)
+    /// The largest datagram the engine takes now changed (nil: none, or datagrams are off).
+    func channel(_ channel: QUICChannel, usableDatagramSizeChanged size: Int?)
+    /// The channel ended: every pending call has failed with `error` (already described).
+    func channel(_ channel: QUICChannel, endedWith error: any Error)
+}
+
+/// How a channel reaches its datapath: the client driver (its own socket) or a server
+/// connection's slot in the server driver (a shared socket).
+package protocol QUICChannelTransport: AnyObject {
+    /// Writes what the engine has to send now and re-arms its timer.
+    func service(_ context: LoopContext)
+    /// The connection is gone (or never got an engine): release what serves it.
+    func release(_ context: LoopContext)
+    /// The system calls of the connection's own socket (nil: it shares one).
+    var socketCounters: SocketCounters? { get }
+    /// Moves the connection to a new local port; returns the new local address.
+    func moveToNewPort(_ context: LoopContext) throws -> SocketAddress
+}
+
+/// One QUIC connection's owner on its loop: the engine, its streams, the calls waiting on them,
+/// and the datagram queues, for a client or a server connection alike. Only its loop touches
+/// it; the public layer holds `Sendable` facades (stream handles, the queues) and hears what
+/// it must through `QUICChannelDelegate`.
+///
+/// Every error it hands out has gone through `describe` (the public layer's mapping), so
+/// callers see one error type.
+package final class QUICChannel {
+    package let loop: EventLoop
+    package weak var delegate: QUICChannelDelegate?
+    /// Received datagrams nobody has read yet, up to 4,096: beyond that the oldest are
+    /// dropped (they are unreliable anyway, and an idle reader must not grow memory without
+    /// bound).
+    package let datagramInbox = DatagramInbox(backlog: 4096)
+    /// Datagrams sent and not yet taken by the loop.
+    package let datagramOutbox = DatagramOutbox(limit: QUICChannel.datagramQueueLimit)
+    /// How many datagrams may wait in the engine for congestion-window room before `send`
+    /// suspends: enough to fill a window, bounded so a flood cannot grow memory.
+    package static let datagramQueueLimit = 256
+    /// Each stream's bound on bytes sent and not yet acknowledged (`StreamOutbox.limit`).
+    let streamSendLimit: Int
+    /// Turns engine, datapath and internal errors into the caller's error type.
+    let describe: (any Error) -> any Error
+
+    package private(set) var engine: QUICConnection?
+    private var transport: QUICChannelTransport?
+    package private(set) var isReady = false
+    package private(set) var finalError: (any Error)?
+    private var streams: [Int64: QUICStreamChannel] = [:]
+    private var readyWaiters: [((any Error)?) -> Void] = []
+    /// Calls made before the client had its socket and engine connection.
+    private var attachWaiters: [((any Error)?) -> Void] = []
+    private var streamCreditWaiters: [(Bool, Completion<QUICStreamHandle>)] = []
+    /// Datagram sends the loop had to decide (made before ready, or larger than the published
+    /// limit) waiting for room in the engine's queue, in order. Other sends wait in
+    /// `datagramOutbox`.
+    private var datagramSendWaiters = Deque<(Data, Completion<Void>)>()
+    /// The datagram size limit last given to the outbox and the delegate (nil: none yet).
+    private var publishedDatagramLimit: Int?
+    /// Outbox datagrams the engine refused (sized against a limit the path has since lowered):
+    /// counted with the engine's lost datagrams in the statistics.
+    package private(set) var datagramsDroppedBeforeEngine: UInt64 = 0
+    /// Resumption: called with each ticket the server sends.
+    package var ticketReceived: ((QUICResumptionTicket) -> Void)?
+
+    package init(loop: EventLoop, streamSendLimit: Int, describe: @escaping (any Error) -> any Error) {
+        self.loop = loop
+        self.streamSendLimit = streamSendLimit
+        self.describe = describe
+    }
+
+    /// Takes over an engine connection and the transport that serves it. Calls made before
+    /// (a client still resolving or racing) run now.
+    package func attach(_ engine: QUICConnection, transport: QUICChannelTransport) {
+        self.engine = engine
+        self.transport = transport
+        Self.run(&attachWaiters, nil)
+    }
+
+    /// What serves the connection before an engine is attached (a client still resolving or
+    /// racing its handshakes): released if the channel ends first.
+    package func setTransport(_ transport: QUICChannelTransport) {
+        self.transport = transport
+    }
+
+    /// Empties `waiters` before calling them, since a waiter may queue itself again.
+    private static func run(_ waiters: inout [((any Error)?) -> Void], _ error: (any Error)?) {
+        let taken = waiters
+        waiters.removeAll()
+        for waiter in taken { waiter(error) }
+    }
+
+    /// Writes what the engine has to send now.
+    func flush(_ context: LoopContext) {
+        if engine != nil { transport?.service(context) }
+    }
+
+    // MARK: Engine events
+
+    /// One engine event, in order, on the loop (the driver delivers them).
+    package func handle(_ event: QUICEvent, context: LoopContext) {
+        guard let engine else { return }
+        switch event {
+        case .handshakeCompleted:
+            isReady = true
+            publishDatagramLimit(engine)
+            delegate?.channelBecameReady(self)
+            // Sends that waited for ready queue before any the outbox takes from now on.
+            Self.run(&readyWaiters, nil)
+            for stream in streams.values { stream.connectionReady(context) }
+        case .streamOpened(let id):
+            let stream = makeStream(id, locallyInitiated: false, engine: engine)
+            streams[id] = stream
+            delegate?.channel(self, opened: stream.handle)
+        case .streamReadable(let id):
+            streams[id]?.pull(context)
+        case .streamWritable(let id):
+            streams[id]?.pump(context)
+        case .streamStopSending(let id, let code):
+            streams[id]?.peerStopped(code: code)
+        case .streamClosed(let id):
+            if let stream = streams.removeValue(forKey: id) { stream.engineClosed(context) }
+        case .streamsAvailable:
+            retryStreamOpens(context)
+        case .datagramReceived(let bytes, _):
+            datagramInbox.deliver(Data(bytes))
+        case .datagramAcknowledged, .datagramLost:
+            // Written datagrams are settling: the queue has room again.
+            sendQueuedDatagrams(context)
+        case .earlyDataRejected:
+            break
+        case .resumptionTicket(let ticket):
+            ticketReceived?(ticket)
+        case .connectionClosed(let error):
+            fail(error)
+        case .terminated:
+            fail(CancellationError())
+            transport?.release(context)
+            transport = nil
+        }
+    }
+
+    /// Ends every pending call with `error` (described) and tells the delegate, once.
+    package func fail(_ error: any Error) {
+        let first = finalError == nil
+        if first { finalError = describe(error) }
+        let error = finalError!
+        Self.run(&readyWaiters, error)
+        Self.run(&attachWaiters, error)
+        for (_, completion) in streamCreditWaiters { completion.resume(.failure(error)) }
+        streamCreditWaiters.removeAll()
+        for (_, completion) in datagramSendWaiters { completion.resume(.failure(error)) }
+        datagramSendWaiters.removeAll()
+        datagramOutbox.fail(error)
+        for stream in streams.values { stream.connectionEnded(error) }
+        streams.removeAll()
+        datagramInbox.finish()
+        // Without an engine nothing is left to serve: drop the stand-in (an establishment that
+        // holds this channel's owner), so neither keeps the other alive.
+        if engine == nil { transport = nil }
+        if first { delegate?.channel(self, endedWith: error) }
+    }
+
+    // MARK: Calls from the public API (on the loop)
+
+    /// Runs `body` once the handshake completes (now, if it has), or reports why it never will.
+    package func whenReady(_ body: @escaping ((any Error)?) -> Void) {
+        if let finalError {
+            body(finalError)
+        } else if isReady {
+            body(nil)
+        } else {
+            readyWaiters.append(body)
+        }
+    }
+
+    /// Opens a stream once the connection can (ready, or resuming with 0-RTT).
+    package func openStream(bidirectional: Bool, context: LoopContext, completion: Completion<QUICStreamHandle>) {
+        if let finalError {
+            completion.resume(.failure(finalError))
+            return
+        }
+        guard let engine else {
+            // Still resolving or binding: try again once the engine connection exists (with a
+            // ticket, the stream can then open at once and carry 0-RTT data).
+            attachWaiters.append { [self] error in
+                if let error {
+                    completion.resume(.failure(error))
+                    return
+                }
+                openStream(bidirectional: bidirectional, context: context, completion: completion)
+            }
+            return
+        }
+        do {
+            let id = try engine.openStream(bidirectional: bidirectional)
+            let stream = makeStream(id, locallyInitiated: true, engine: engine)
+            streams[id] = stream
+            if !completion.resume(.success(stream.handle)) {
+                // Cancelled meanwhile: the stream exists, so end it cleanly.
+                stream.abandon(context)
+            }
+        } catch QUICError.streamLimitReached {
+            streamCreditWaiters.append((bidirectional, completion))
+        } catch {
+            if isReady {
+                completion.resume(.failure(describe(error)))
+            } else {
+                // Before the handshake (and without 0-RTT) streams cannot open yet.
+                whenReady { [self] error in
+                    if let error {
+                        completion.resume(.failure(error))
+                        return
+                    }
+                    openStream(bidirectional: bidirectional, context: context, completion: completion)
+                }
+            }
+        }
+    }
+
+    /// A stream's loop-side state; its sends reach the engine at once unless this is a client
+    /// still in its handshake.
+    private func makeStream(_ id: Int64, locallyInitiated: Bool, engine: QUICConnection) -> QUICStreamChannel {
+        QUICStreamChannel(
+            id: id, channel: self, locallyInitiated: locallyInitiated, sendLimit: streamSendLimit,
+            open: isReady || engine.role == .server)
+    }
+
+    private func retryStreamOpens(_ context: LoopContext) {
+        let waiting = streamCreditWaiters
+        streamCreditWaiters.removeAll()
+        for (bidirectional, completion) in waiting where completion.isPending {
+            openStream(bidirectional: bidirectional, context: context, completion: completion)
+        }
+    }
+
+    /// Queues a datagram once ready; waits while the engine already holds
+    /// `datagramQueueLimit` unsent datagrams (or earlier sends wait), so order is kept.
+    package func sendDatagram(_ bytes: Data, context: LoopContext, completion: Completion<Void>) {
+        whenReady { [self] error in
+            if let error {
+                completion.resume(.failure(error))
+                return
+            }
+            datagramSendWaiters.append((bytes, completion))
+            sendQueuedDatagrams(context)
+        }
+    }
+
+    /// Moves datagrams into the engine while its queue has room: first the sends the loop
+    /// decided, then the outbox's, and writes them out in one pass.
+    package func sendQueuedDatagrams(_ context: LoopContext) {
+        guard let engine, finalError == nil else { return }
+        var queued = false
+        while let (bytes, completion) = datagramSendWaiters.first, engine.pendingDatagramCount < Self.datagramQueueLimit {
+            datagramSendWaiters.removeFirst()
+            // A send cancelled while it waited is dropped, never sent.
+            guard completion.isPending else { continue }
+            do {
+                try engine.sendDatagram(bytes)
+                queued = true
+                completion.resume(.success(()))
+            } catch {
+                completion.resume(.failure(describe(error)))
+            }
+        }
+        if datagramSendWaiters.isEmpty && isReady {
+            let room = Self.datagramQueueLimit - engine.pendingDatagramCount
+            for bytes in room > 0 ? datagramOutbox.take(upTo: room) : [] {
+                do {
+                    try engine.sendDatagram(bytes)
+                    queued = true
+                } catch {
+                    // Sized against a limit the path has since lowered (or datagrams were
+                    // turned off): dropped, as the network could drop it, and counted.
+                    datagramsDroppedBeforeEngine += 1
+                }
+            }
+        }
+        if queued { flush(context) }
+        publishDatagramLimit(engine)
+    }
+
+    /// Tells senders (the outbox) and the delegate the engine's current datagram size limit,
+    /// which follows the path's packet size.
+    private func publishDatagramLimit(_ engine: QUICConnection) {
+        let size = engine.maxDatagramPayloadSize
+        let limit = size > 0 ? size : nil
+        guard limit != publishedDatagramLimit else { return }
+        publishedDatagramLimit = limit
+        datagramOutbox.publish(maximumSize: limit)
+        delegate?.channel(self, usableDatagramSizeChanged: limit)
+    }
+
+    /// Closes the connection (application code 0 unless given) and ends every pending call.
+    package func cancel(context: LoopContext, code: UInt64 = 0, reason: String = "") {
+        guard finalError == nil else { return }
+        let standIn = engine == nil ? transport : nil
+        fail(CancellationError())
+        if let engine {
+            engine.close(applicationErrorCode: code, reason: reason, now: context.now)
+            flush(context)
+        } else {
+            standIn?.release(context)
+        }
+    }
+
+    /// The application protocol both ends agreed on: set once ready, and on a server already
+    /// when the first (0-RTT) stream arrives.
+    package var negotiatedALPN: String? { engine?.negotiatedALPN }
+    /// Client: the server accepted our 0-RTT data. Server: this connection received 0-RTT data.
+    package var earlyDataAccepted: Bool { engine?.earlyDataAccepted ?? false }
+    /// The addresses the connection uses now (nil before it has an engine).
+    package var localAddress: SocketAddress? { engine?.path.local }
+    package var remoteAddress: SocketAddress? { engine?.path.remote }
+
+    /// The engine's transport counters (nil before it exists).
+    package var statistics: QUICConnectionStatistics? { engine?.statistics }
+
+    /// The system calls of the connection's own socket (nil: none yet, or a shared socket).
+    package var socketCounters: SocketCounters? { transport?.socketCounters }
+
+    package func updateKeys(context: LoopContext) throws {
+        if let finalError { throw finalError }
+        guard isReady, let engine else { throw describe(QUICError.invalidState("update keys once the connection is ready")) }
+        do { try engine.initiateKeyUpdate(now: context.now) } catch { throw describe(error) }
+        flush(context)
+    }
+
+    /// Moves a client connection to a new local port; returns the new local address.
+    package func migrate(context: LoopContext) throws -> SocketAddress {
+        if let finalError { throw finalError }
+        guard isReady, let transport else { throw describe(QUICError.invalidState("migrate once the connection is ready")) }
+        do { return try transport.moveToNewPort(context) } catch { throw describe(error) }
+    }
+}
