@@ -169,8 +169,8 @@ extension QUIC {
     public final class Stream: Sendable {
         let bound: LoopBound<QUICStreamChannel>
         /// What the application's tasks use without a trip to the loop.
-        private let inbox: StreamInbox
-        private let outbox: StreamOutbox
+        let inbox: StreamInbox
+        let outbox: StreamOutbox
         /// The QUIC stream ID (RFC 9000 §2.1).
         public let streamID: Int64
         /// Whether both sides send on the stream, or only its initiator.

@@ -35,6 +35,11 @@ public final class EventLoop: Sendable {
     private let stopped = Mutex<Bool>(false)
     private let exited = DispatchSemaphore(value: 0)
     private let loopThread = Mutex<pthread_t?>(nil)
+    /// A virtual loop's clock (nil for a real loop): only `advance(by:)` moves it.
+    private let virtualClock: Mutex<MonotonicInstant>?
+    /// A virtual loop's loop-side state, driven by whichever thread calls `runPending` (set
+    /// once in `init`, used only while driving).
+    nonisolated(unsafe) private var virtualContext: LoopContext?
 
     /// True when called on this loop's thread.
     public var inEventLoop: Bool {
@@ -44,6 +49,7 @@ public final class EventLoop: Sendable {
 
     public init(name: String = "braid-io") throws {
         self.name = name
+        virtualClock = nil
         epollFD = braid_epoll_create()
         guard epollFD >= 0 else { throw DatapathError.system("epoll_create1", errno) }
         wakeFD = braid_eventfd()
@@ -73,6 +79,49 @@ public final class EventLoop: Sendable {
         started.wait()
     }
 
+    /// A loop on virtual time, without a thread: the test that makes it drives it with
+    /// `runPending()` and `advance(by:)`, so code that runs on loops (connection owners, their
+    /// timers, the async calls that wait on them) is tested deterministically, without sockets
+    /// or a wall clock. Registering a socket works, but nothing ever polls it.
+    package init(virtualTimeStartingAt start: MonotonicInstant, name: String = "braid-virtual") throws {
+        self.name = name
+        virtualClock = Mutex(start)
+        epollFD = braid_epoll_create()
+        guard epollFD >= 0 else { throw DatapathError.system("epoll_create1", errno) }
+        wakeFD = braid_eventfd()
+        guard wakeFD >= 0 else {
+            close(epollFD)
+            throw DatapathError.system("eventfd", errno)
+        }
+        virtualContext = LoopContext(loop: self, epollFD: epollFD, wakeFD: wakeFD)
+    }
+
+    /// A virtual loop's clock now (nil for a real loop).
+    package var virtualNow: MonotonicInstant? { virtualClock?.withLock { $0 } }
+
+    /// A virtual loop: runs the work posted to it, the work that work defers and the timers
+    /// due now, until none is left. The calling thread is the loop's meanwhile.
+    package func runPending() {
+        guard let context = virtualContext else { preconditionFailure("runPending drives a virtual loop only") }
+        loopThread.withLock { $0 = pthread_self() }
+        defer { loopThread.withLock { $0 = nil } }
+        context.runPendingWork()
+    }
+
+    /// A virtual loop: moves the clock `duration` forward, running in order everything that
+    /// falls due on the way.
+    package func advance(by duration: Duration) {
+        guard let context = virtualContext, let start = virtualNow else { preconditionFailure("advance drives a virtual loop only") }
+        let target = start + duration
+        runPending()
+        while let next = context.nextDeadline, next <= target {
+            virtualClock?.withLock { $0 = max($0, next) }
+            runPending()
+        }
+        virtualClock?.withLock { $0 = target }
+        runPending()
+    }
+
     /// Runs `work` on the loop thread.
     public func execute(_ work: @escaping @Sendable (LoopContext) -> Void) {
         // Only the first work item of a batch wakes the loop: the loop reads the eventfd
@@ -81,7 +130,7 @@ public final class EventLoop: Sendable {
             defer { inbox.append(work) }
             return inbox.isEmpty
         }
-        guard wasEmpty else { return }
+        guard wasEmpty, virtualClock == nil else { return }
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }
@@ -117,6 +166,16 @@ public final class EventLoop: Sendable {
 
     /// Closes every registered handler, stops the thread and waits for it to exit.
     public func shutdown() {
+        if let virtualContext {
+            // No thread to stop: close what is registered, as a real loop does on its way out.
+            loopThread.withLock { $0 = pthread_self() }
+            virtualContext.tearDown()
+            loopThread.withLock { $0 = nil }
+            self.virtualContext = nil
+            close(wakeFD)
+            close(epollFD)
+            return
+        }
         let first = stopped.withLock { stopped in
             defer { stopped = true }
             return !stopped
@@ -125,6 +184,8 @@ public final class EventLoop: Sendable {
         execute { $0.stopRequested = true }
         exited.wait()
     }
+
+    fileprivate var hasPostedWork: Bool { inbox.withLock { !$0.isEmpty } }
 
     fileprivate func takeInbox() -> [@Sendable (LoopContext) -> Void] {
         inbox.withLock { work in
@@ -206,7 +267,7 @@ public final class LoopContext {
     }
 
     /// The monotonic clock the loop's timers and the engines run on.
-    public var now: MonotonicInstant { monotonicNow() }
+    public var now: MonotonicInstant { loop.virtualNow ?? monotonicNow() }
 
     /// Watches `fd` for readability (and writability on request); returns the handler's token.
     public func register(_ handler: LoopHandler, fd: Int32) throws -> UInt64 {
@@ -318,20 +379,42 @@ public final class LoopContext {
             _ = timers.popMin()
         }
         guard let top = timers.min else { return -1 }
-        let now = monotonicNow()
+        let now = self.now
         // Clamped: a deadline beyond Int64 nanoseconds (an engine timer gone far into the
         // future) means "not soon", never a trap.
         return top.deadline > now ? Int64(clamping: top.deadline.nanoseconds - now.nanoseconds) : 0
     }
 
     private func fireDueTimers() {
-        let now = monotonicNow()
+        let now = self.now
         while let top = timers.min, top.deadline <= now {
             _ = timers.popMin()
             guard let registration = registrations[top.token], registration.timerGeneration == top.generation else { continue }
             registration.handler.timerFired(self)
             runDeferred()
         }
+    }
+
+    /// A virtual loop: posted work, deferred work and due timers until none is left.
+    fileprivate func runPendingWork() {
+        while true {
+            let work = loop.takeInbox()
+            for item in work {
+                item(self)
+                runDeferred()
+            }
+            fireDueTimers()
+            guard !loop.hasPostedWork else { continue }
+            guard let next = nextDeadline, next <= now else { return }
+        }
+    }
+
+    /// The earliest live timer's deadline.
+    fileprivate var nextDeadline: MonotonicInstant? {
+        while let top = timers.min, registrations[top.token]?.timerGeneration != top.generation {
+            _ = timers.popMin()
+        }
+        return timers.min?.deadline
     }
 
     fileprivate func tearDown() {
