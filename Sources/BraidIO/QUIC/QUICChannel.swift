@@ -149,10 +149,14 @@ package final class QUICChannel {
         }
     }
 
-    /// Ends every pending call with `error` (described) and tells the delegate, once.
+    /// Tells the delegate (once) and ends every pending call with `error` (described). The
+    /// delegate hears first, so a caller woken by the failure already sees the final state.
     package func fail(_ error: any Error) {
-        let first = finalError == nil
-        if first { finalError = describe(error) }
+        if finalError == nil {
+            let described = describe(error)
+            finalError = described
+            delegate?.channel(self, endedWith: described)
+        }
         let error = finalError!
         Self.run(&readyWaiters, error)
         Self.run(&attachWaiters, error)
@@ -167,7 +171,6 @@ package final class QUICChannel {
         // Without an engine nothing is left to serve: drop the stand-in (an establishment that
         // holds this channel's owner), so neither keeps the other alive.
         if engine == nil { transport = nil }
-        if first { delegate?.channel(self, endedWith: error) }
     }
 
     // MARK: Calls from the public API (on the loop)
