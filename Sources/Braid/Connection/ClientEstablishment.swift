@@ -41,6 +41,9 @@ final class ClientEstablishment {
     private var rounds = 0
     private var timer: UInt64?
     private var finished = false
+    /// The attempt handed to the channel. Events of the pass that adopted it still come here
+    /// (the driver took its handler before the pass began): they go on to the channel.
+    private weak var adopted: QUICClientDriver?
 
     init(core: ConnectionCore, quic: QUIC, endpoint: NWEndpoint, local: NWEndpoint? = nil) {
         self.core = core
@@ -152,6 +155,10 @@ final class ClientEstablishment {
     }
 
     private func attemptEvent(_ event: QUICEvent, driver: QUICClientDriver, context: LoopContext) {
+        if driver === adopted {
+            core.channel.handle(event, context: context)
+            return
+        }
         switch event {
         case .handshakeCompleted:
             guard !isOver else { return }
@@ -183,6 +190,7 @@ final class ClientEstablishment {
             loser.service(context)
         }
         attempts.removeAll()
+        adopted = driver
         let channel = core.channel
         if let cache = quic.sessionCache {
             let key = "\(serverName):\(driver.connection.path.remote.port)"
