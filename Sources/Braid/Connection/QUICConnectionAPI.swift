@@ -178,7 +178,7 @@ extension QUIC {
         /// Whether this side or the peer opened the stream.
         public let initiator: Initiator
 
-        /// Made on the stream's loop.
+        /// The facade of a stream whose loop made `handle`.
         init(_ handle: QUICStreamHandle) {
             bound = handle.channel
             inbox = handle.inbox
