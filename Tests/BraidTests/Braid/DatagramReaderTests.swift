@@ -1,0 +1,77 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Braid
+@testable import BraidIO
+
+/// Reading a connection's datagrams through the public API, over loopback: what a reader took
+/// but did not hand out stays for the next reader, and concurrent readers share them. The
+/// first test reads the connection's datagram inbox through internals.
+@Suite struct DatagramReaderTests {
+    /// A reader that stops early (a `break` out of `for await`) took a whole batch; what it
+    /// did not hand out goes back to the connection for the next reader, in order.
+    @Test(.timeLimit(.minutes(1))) func datagramsAnIteratorTookButDidNotReturnAreKept() async throws {
+        let server = try await RunningListener.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testClient() }
+        defer { connection.cancel() }
+        _ = try await connection.openStream()
+        let sent = (0..<20).map { Data([UInt8($0), 1, 2, 3]) }
+        for datagram in sent { try await connection.datagrams.send(datagram) }
+        // All echoes queued, so the first reader's batch holds all of them.
+        while connection.shared.datagramInbox.count < sent.count { try await Task.sleep(for: .milliseconds(5)) }
+        var first: Data?
+        for await datagram in connection.datagrams {
+            first = datagram
+            break
+        }
+        var rest: [Data] = []
+        for await datagram in connection.datagrams {
+            rest.append(datagram)
+            if rest.count == sent.count - 1 { break }
+        }
+        #expect([first] + rest == sent)
+    }
+
+    /// Many tasks reading one connection's datagrams at once: each datagram reaches exactly one.
+    @Test(.timeLimit(.minutes(1))) func concurrentReadersShareTheDatagrams() async throws {
+        let server = try await RunningListener.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testClient() }
+        defer { connection.cancel() }
+        _ = try await connection.openStream()
+        let total = 400
+        let received = SharedNumbers()
+        let readers = Task {
+            await withDiscardingTaskGroup { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        for await datagram in connection.datagrams {
+                            let done = received.numbers.withLock {
+                                $0.append(Int(datagram[0]) << 8 | Int(datagram[1]))
+                                return $0.count >= total
+                            }
+                            if done { break }
+                        }
+                    }
+                }
+                // The first reader to see the last datagram ends; the others end with the connection.
+                while received.numbers.withLock({ $0.count }) < total { try? await Task.sleep(for: .milliseconds(5)) }
+                group.cancelAll()
+            }
+        }
+        for number in 0..<total {
+            try await connection.datagrams.send(Data([UInt8(number >> 8), UInt8(number & 0xFF)]))
+            // Paced in small bursts so the 4,096-datagram inbox bound never drops any.
+            if number % 50 == 49 { try await Task.sleep(for: .milliseconds(2)) }
+        }
+        await readers.value
+        #expect(received.numbers.withLock { $0.sorted() } == Array(0..<total))
+    }
+}
+
+/// Numbers several tasks append to.
+private final class SharedNumbers: Sendable {
+    let numbers = Mutex<[Int]>([])
+}
