@@ -1,0 +1,138 @@
+import BraidPerf
+import BraidQUIC
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Braid
+
+/// Parameters, migration and the datagram send bound, through the public API (the datagram
+/// test reads the engine's queue length through internals to show the bound holds).
+@Suite struct ConnectionControlTests {
+    @Test func localPortParameterPicksTheSourcePort() async throws {
+        let server = try await RunningListener.start()
+        defer { server.task.cancel() }
+        let port = try freeUDPPort()
+        let connection = NetworkConnection(to: server.endpoint, using: .parameters { testClient() }.localPort(NWEndpoint.Port(integerLiteral: port)))
+        defer { connection.cancel() }
+        let stream = try await connection.openStream()
+        try await stream.send(Data("ping".utf8), endOfStream: true)
+        #expect(try await stream.receive(exactly: 4).content == Data("ping".utf8))
+        #expect(connection.localEndpoint == .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(integerLiteral: port)))
+    }
+
+    @Test func aLocalEndpointOfTheWrongFamilyIsAConfigurationError() async throws {
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 4433), using: .parameters { testClient() }
+            .localEndpoint(.hostPort(host: "::1", port: .any)))
+        await #expect(throws: NetworkError.invalidConfiguration("the local endpoint is IPv6 but 127.0.0.1 has no IPv6 address")) {
+            _ = try await connection.openStream()
+        }
+    }
+
+    /// Half a 2 MB echo, a move to a new port, the other half: every byte comes back.
+    @Test func migrationMidTransferKeepsTheStream() async throws {
+        let server = try await RunningListener.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testClient() }
+        defer { connection.cancel() }
+        let stream = try await connection.openStream()
+        let payload = Data((0..<2_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        let before = try #require(connection.localEndpoint)
+        let echoed = Task { try await stream.receive(exactly: payload.count).content }
+        try await stream.send(payload.prefix(1_000_000))
+        try await connection.migrate()
+        try await stream.send(payload.suffix(1_000_000), endOfStream: true)
+        #expect(try await echoed.value == payload)
+        #expect(connection.localEndpoint != before)
+    }
+
+    @Test func aServerConnectionDoesNotMigrate() async throws {
+        let result = Mutex<NetworkError?>(nil)
+        let server = try await RunningListener.start(handler: { connection in
+            try await connection.inboundStreams { stream in
+                do { try await connection.migrate() } catch let error as NetworkError { result.withLock { $0 = error } }
+                try await stream.send(Data([1]), endOfStream: true)
+            }
+        })
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testClient() }
+        defer { connection.cancel() }
+        let stream = try await connection.openStream()
+        try await stream.send(Data([0]), endOfStream: true)
+        _ = try await stream.receive(exactly: 1)
+        #expect(result.withLock { $0 } == .invalidState("only a client connection migrates"))
+    }
+
+    /// `close(applicationErrorCode:reason:)` returns with the connection cancelled and its close
+    /// on the way: the server's connection ends with that code and reason.
+    @Test(.timeLimit(.minutes(1))) func closeEndsTheConnectionWithTheCodeThePeerSees() async throws {
+        let ended = Mutex<NetworkConnection<QUIC>.State?>(nil)
+        let server = try await RunningListener.start(handler: { connection in
+            for await state in connection.states where state.isFinal {
+                ended.withLock { $0 = state }
+                break
+            }
+        })
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testClient() }
+        #expect(await becomesReady(connection))
+        await connection.close(applicationErrorCode: 0x101, reason: "done")
+        #expect(connection.state == .cancelled)
+        while ended.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(ended.withLock { $0 } == .failed(.peerClosed(code: 0x101, reason: "done")))
+    }
+
+    /// A datagram of exactly `usableDatagramFrameSize` bytes, sent as soon as the connection is
+    /// ready, comes back: the size is what fits the path's packets now, not the configured
+    /// maximum (a datagram larger than the current packets would wait in the queue forever).
+    @Test(.timeLimit(.minutes(1))) func theLargestUsableDatagramIsDeliveredAtOnce() async throws {
+        let server = try await RunningListener.start(configure: { $0.maxDatagramFrameSize(65535) })
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testClient().maxDatagramFrameSize(65535) }
+        defer { connection.cancel() }
+        #expect(await becomesReady(connection))
+        let size = try #require(connection.usableDatagramFrameSize)
+        let payload = Data((0..<size).map { UInt8(truncatingIfNeeded: $0) })
+        var replies = connection.datagrams.makeAsyncIterator()
+        try await connection.datagrams.send(payload)
+        #expect(await replies.next() == payload)
+        await #expect(throws: NetworkError.datagramTooLarge(size: size + 1, maximum: size)) {
+            try await connection.datagrams.send(Data(count: size + 1))
+        }
+    }
+
+    /// 10,000 datagrams sent by 2,000 tasks at once, far ahead of the congestion window: every
+    /// send completes, and neither the engine's queue nor the outbox in front of it ever holds
+    /// more than the bound (without it, thousands wait in the engine's queue).
+    @Test func datagramSendsWaitForRoomInABoundedQueue() async throws {
+        let server = try await RunningListener.start(configure: { $0.maxDatagramFrameSize(65535) }, handler: readNothing)
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testClient().maxDatagramFrameSize(65535) }
+        defer { connection.cancel() }
+        _ = try await connection.openStream()
+        let core = connection.core
+        let finished = Atomic(false)
+        let sender = Task {
+            defer { finished.store(true, ordering: .releasing) }
+            for _ in 0..<5 {
+                try await withThrowingDiscardingTaskGroup { group in
+                    for _ in 0..<2000 {
+                        group.addTask { try await connection.datagrams.send(Data(repeating: 7, count: 1000)) }
+                    }
+                }
+            }
+        }
+        var largest = 0, largestOutbox = 0
+        while !finished.load(ordering: .acquiring) {
+            let pending = try await connection.loop.submit { _ in core.value.channel.engine?.pendingDatagramCount ?? 0 }
+            largest = max(largest, pending)
+            largestOutbox = max(largestOutbox, connection.shared.datagramOutbox.count)
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        try await sender.value
+        #expect(largest > 0)
+        #expect(largest <= 256)  // QUICChannel.datagramQueueLimit
+        #expect(largestOutbox > 0)
+        #expect(largestOutbox <= 256)
+    }
+}
