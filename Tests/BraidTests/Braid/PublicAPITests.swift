@@ -3,54 +3,9 @@ import Foundation
 import Synchronization
 import Testing
 
-/// The echo application through the public API: streams echoed with end-of-stream mirrored,
-/// datagrams echoed.
-func echo(_ connection: NetworkConnection<QUIC>) async throws {
-    try await withThrowingDiscardingTaskGroup { group in
-        group.addTask {
-            for await datagram in connection.datagrams { try await connection.datagrams.send(datagram) }
-        }
-        try await connection.inboundStreams { stream in
-            while true {
-                let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 65536)
-                try await stream.send(content, endOfStream: metadata.isEndOfStream)
-                if metadata.isEndOfStream { return }
-            }
-        }
-    }
-}
-
-/// A listener on 127.0.0.1 with a system-chosen port, running `handler` in a task.
-struct RunningListener {
-    let listener: NetworkListener<QUIC>
-    let task: Task<Void, any Error>
-    var endpoint: NWEndpoint { .hostPort(host: "127.0.0.1", port: listener.port!) }
-
-    static func start(
-        alpn: [String] = ["echo"], configure: (QUIC) -> QUIC = { $0 },
-        handler: @escaping @Sendable (NetworkConnection<QUIC>) async throws -> Void = echo
-    ) async throws -> RunningListener {
-        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            configure(QUIC(alpn: alpn).identity(
-                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem")))
-        }
-        let task = Task { try await listener.run(handler) }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
-        return RunningListener(listener: listener, task: task)
-    }
-}
-
-/// A server application that accepts streams and never reads them.
-@Sendable func readNothing(_ connection: NetworkConnection<QUIC>) async throws {
-    try await connection.inboundStreams { _ in try await Task.sleep(for: .seconds(60)) }
-}
-
 /// Waits until the connection has sent over 1 MB and its bytes-sent count stops growing (the
 /// peer's window is full), checking every 50 ms for up to 5 s; returns that count.
-func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>) async throws -> UInt64 {
+private func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>) async throws -> UInt64 {
     var sent: UInt64 = 0
     for _ in 0..<100 {
         try await Task.sleep(for: .milliseconds(50))
@@ -59,11 +14,6 @@ func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>) async throws ->
         sent = now
     }
     return sent
-}
-
-/// A client stack trusting the test CA.
-func testClient(alpn: [String] = ["echo"]) -> QUIC {
-    QUIC(alpn: alpn).trust(.certificateAuthorities(file: Fixtures.caFile)).serverName("localhost")
 }
 
 @Suite(.serialized) struct PublicAPITests {
@@ -268,58 +218,7 @@ func testClient(alpn: [String] = ["echo"]) -> QUIC {
     }
 }
 
-@Suite struct ConnectionDetailsTests {
-    @Test func statisticsAndStateCallbackReportTheConnection() async throws {
-        let server = try await RunningListener.start()
-        defer { server.task.cancel() }
-        let connection = NetworkConnection(to: server.endpoint) { testClient() }
-        let seen = Mutex<[NetworkConnectionState]>([])
-        connection.onStateUpdate { _, state in seen.withLock { $0.append(state) } }
-        let stream = try await connection.openStream()
-        let payload = Data(count: 200_000)
-        try await stream.send(payload, endOfStream: true)
-        _ = try await stream.receive(exactly: payload.count)
-        let statistics = try #require(await connection.statistics)
-        #expect(statistics.bytesSent > UInt64(payload.count) && statistics.bytesReceived > UInt64(payload.count))
-        #expect(statistics.smoothedRTT > .zero && statistics.congestionWindow > 0)
-        // A client connection owns its socket: its system calls are its own.
-        #expect(statistics.sendmsgCalls + statistics.sendmmsgCalls > 0 && statistics.recvmmsgCalls > 0)
-        #expect(connection.remoteEndpoint == server.endpoint)
-        connection.cancel()
-        #expect(seen.withLock { $0 } == [.preparing, .ready, .cancelled])
-    }
-
-    @Test func fileSessionCacheResumesAcrossCacheInstances() async throws {
-        let server = try await RunningListener.start()
-        defer { server.task.cancel() }
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("braid-tickets-\(UUID())").path
-        defer { try? FileManager.default.removeItem(atPath: file) }
-        let first = try QUIC.SessionCache(file: file)
-        try await withNetworkConnection(to: server.endpoint) { testClient().sessionCache(first) } _: { connection in
-            let stream = try await connection.openStream()
-            try await stream.send(Data([1]), endOfStream: true)
-            _ = try await stream.receive(exactly: 1)
-            while first.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
-        }
-        // A new cache reading the same file, as after a restart of the client.
-        let reloaded = try QUIC.SessionCache(file: file)
-        #expect(reloaded.count == 1)
-        let resumed = NetworkConnection(to: server.endpoint) { testClient().sessionCache(reloaded) }
-        defer { resumed.cancel() }
-        let stream = try await resumed.openStream()
-        try await stream.sendIdempotent(Data([2]), endOfStream: true)
-        #expect(try await stream.receive(exactly: 1).content == Data([2]))
-        #expect(resumed.earlyDataAccepted)
-        // A corrupt file is ignored, not trusted. (Its own file: the resumed connection may
-        // still be storing the ticket it was just sent into `file`.)
-        let corrupt = file + ".corrupt"
-        defer { try? FileManager.default.removeItem(atPath: corrupt) }
-        try Data([0, 0, 0, 9, 1, 2]).write(to: URL(fileURLWithPath: corrupt))
-        #expect(try QUIC.SessionCache(file: corrupt).count == 0)
-    }
-}
-
-final class Counter: Sendable {
+private final class Counter: Sendable {
     private let count = Mutex(0)
     func increment() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }

@@ -5,7 +5,7 @@ import Testing
 /// The processes the interop tests run: the `braid` tool, the aioquic peer and the network
 /// emulator, as `ChildProcess`es (output in files, reaped with wait4).
 enum PeerProcess {
-    /// The repository root (this file is Tests/BraidTests/Interop/InteropSupport.swift).
+    /// The repository root (this file is Tests/BraidTests/Support/PeerProcess.swift).
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// A server driver on one loop and clients on another, over real UDP sockets on loopback.
-final class Loopback: Sendable {
+private final class Loopback: Sendable {
     let serverLoop: EventLoop
     let clientLoop: EventLoop
 
@@ -265,37 +265,5 @@ final class Loopback: Sendable {
         #expect(serverPorts.allSatisfy { !$0.isEmpty }, "the kernel hash put every client on one loop")
         #expect(serverPorts.reduce(Set()) { $0.union($1) } == Set(outcomes.map(\.portAfter)))
         await group.close()
-    }
-}
-
-/// The event loop on its own.
-@Suite struct EventLoopTests {
-    /// A timer set absurdly far ahead (as an engine deadline computed from a wrapped RTT sample
-    /// once was) leaves the loop waiting for other work; the timeout conversion used to trap.
-    @Test func aTimerBeyondInt64NanosecondsIsJustLate() async throws {
-        let loop = try EventLoop(name: "test-far-timer")
-        defer { loop.shutdown() }
-        _ = try await loop.submit { context in
-            context.schedule(at: QUICInstant(nanoseconds: UInt64.max - 1)) { _ in }
-        }
-        // The loop waits with that timer armed and still runs posted work.
-        try await Task.sleep(for: .milliseconds(20))
-        let answer = try await loop.submit { _ in 42 }
-        #expect(answer == 42)
-    }
-}
-
-/// The UDP socket on its own.
-@Suite struct UDPSocketTests {
-    /// A closed socket never reads again (its descriptor number may already be another file's):
-    /// no system call is made.
-    @Test func aClosedSocketDoesNotReceive() throws {
-        let socket = try UDPSocket(bindTo: QUICAddress(ip: "127.0.0.1", port: 0)!)
-        #expect(!socket.receive { _, _ in })
-        let callsWhileOpen = socket.counters.recvmmsgCalls + socket.counters.recvmsgCalls
-        #expect(callsWhileOpen == 1)
-        socket.close()
-        #expect(!socket.receive { _, _ in })
-        #expect(socket.counters.recvmmsgCalls + socket.counters.recvmsgCalls == callsWhileOpen)
     }
 }

@@ -1,0 +1,56 @@
+import Foundation
+import Testing
+
+@testable import Braid
+@testable import BraidIO
+
+/// The queues between datagram senders/readers and the connection's loop: the outbox `send`
+/// appends to without a trip to the loop, and the inbox readers take batches from.
+@Suite struct DatagramQueueTests {
+    /// Only the first datagram of a burst asks for a loop pass; the rest ride along until the
+    /// loop takes them. Sizes above the published limit, and any send before it is known, go
+    /// to the loop; a full outbox makes senders wait until the loop takes some.
+    @Test func theOutboxAsksForOneLoopPassPerBurst() async throws {
+        let outbox = DatagramOutbox(limit: 3)
+        #expect(outbox.offer(Data(count: 10)) == .needsLoop)
+        outbox.publish(maximumSize: 100)
+        #expect(outbox.offer(Data(count: 101)) == .needsLoop)
+        #expect(outbox.offer(Data([1])) == .queuedDrainNeeded)
+        #expect(outbox.offer(Data([2])) == .queued)
+        #expect(outbox.offer(Data([3])) == .queued)
+        #expect(outbox.offer(Data([4])) == .full)
+
+        let waiter = Task { try await outbox.waitForRoom() }
+        while outbox.roomWaiterCount == 0 { await Task.yield() }
+        #expect(outbox.take(upTo: 1) == [Data([1])])
+        try await waiter.value
+        // Datagrams remain: the loop keeps them in mind, so no new pass is asked for.
+        #expect(outbox.offer(Data([4])) == .queued)
+        #expect(outbox.take(upTo: 10) == [Data([2]), Data([3]), Data([4])])
+        #expect(outbox.offer(Data([5])) == .queuedDrainNeeded)
+    }
+
+    /// Once the connection ends, queued datagrams are dropped and every sender, waiting or
+    /// new, gets the connection's error.
+    @Test func aFailedOutboxFailsWaitingAndNewSenders() async throws {
+        let outbox = DatagramOutbox(limit: 1)
+        outbox.publish(maximumSize: 100)
+        #expect(outbox.offer(Data([1])) == .queuedDrainNeeded)
+        let waiter = Task { try await outbox.waitForRoom() }
+        while outbox.roomWaiterCount == 0 { await Task.yield() }
+        outbox.fail(NetworkError.peerReset)
+        await #expect(throws: NetworkError.peerReset) { try await waiter.value }
+        #expect(outbox.offer(Data([2])) == .failed(NetworkError.peerReset))
+        #expect(outbox.count == 0)
+    }
+}
+
+extension DatagramOutbox.Offer: Equatable {
+    public static func == (a: Self, b: Self) -> Bool {
+        switch (a, b) {
+        case (.queued, .queued), (.queuedDrainNeeded, .queuedDrainNeeded), (.full, .full), (.needsLoop, .needsLoop): true
+        case (.failed(let x), .failed(let y)): NetworkError(x) == NetworkError(y)
+        default: false
+        }
+    }
+}

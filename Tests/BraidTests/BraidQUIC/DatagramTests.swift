@@ -1,0 +1,83 @@
+import Testing
+@testable import BraidQUIC
+
+@Suite struct DatagramTests {
+    func established(conditions: LinkConditions = LinkConditions(), seed: UInt64 = 1)
+        throws -> (SimulatedNetwork, QUICConnection, [(bytes: [UInt8], early: Bool)])
+    {
+        let network = SimulatedNetwork(seed: seed, server: try Fixtures.server())
+        network.conditions = conditions
+        let client = try network.connect(Fixtures.client())
+        #expect(network.run { client.isEstablished })
+        return (network, client, [])
+    }
+
+    /// Datagram `index`: 8-byte index, then a pattern derived from it.
+    func datagram(_ index: Int, size: Int = 1000) -> [UInt8] {
+        withUnsafeBytes(of: UInt64(index).bigEndian, Array.init) + pattern(seed: UInt64(index), count: size - 8)
+    }
+
+    @Test func datagramsArriveIntact() throws {
+        let (network, client, _) = try established()
+        var received: [[UInt8]] = []
+        network.onEvent = { connection, event in
+            if connection.role == .server, case .datagramReceived(let bytes, let early) = event {
+                #expect(!early)
+                received.append(bytes)
+            }
+        }
+        for index in 0..<200 { try client.sendDatagram(datagram(index)) }
+        #expect(network.run { received.count == 200 })
+        #expect(Set(received) == Set((0..<200).map { datagram($0) }))
+    }
+
+    // Several seeds: the losses fall on different packets (ACK-only flights included, which
+    // once stalled both ends; see the datagram probe in QUICConnection).
+    @Test(arguments: [77, 5, 2024] as [UInt64])
+    func underLossSurvivorsAreIntactAndLossIsReported(seed: UInt64) throws {
+        var conditions = LinkConditions()
+        conditions.dropRate = 0.10
+        let (network, client, _) = try established(conditions: conditions, seed: seed)
+        var received: [[UInt8]] = []
+        var acknowledged = Set<UInt64>()
+        var lost = Set<UInt64>()
+        network.onEvent = { connection, event in
+            switch (connection.role, event) {
+            case (.server, .datagramReceived(let bytes, _)): received.append(bytes)
+            case (.client, .datagramAcknowledged(let id)): acknowledged.insert(id)
+            case (.client, .datagramLost(let id)): lost.insert(id)
+            default: break
+            }
+        }
+        let count = 500
+        for index in 0..<count { try client.sendDatagram(datagram(index)) }
+        network.run(for: .seconds(30)) { acknowledged.count + lost.count == count }
+        network.settle()
+        let expected = Set((0..<count).map { datagram($0) })
+        #expect(!received.isEmpty)
+        #expect(received.allSatisfy { expected.contains($0) }, "a received datagram was altered")
+        #expect(Set(received).count == received.count, "a datagram was delivered twice")
+        #expect(received.count < count, "10% loss must lose some")
+        #expect(!lost.isEmpty, "losses must be reported to the sender")
+        #expect(acknowledged.count + lost.count == count, "acknowledged \(acknowledged.count), lost \(lost.count)")
+        #expect(client.statistics.datagramsLost == UInt64(lost.count))
+        #expect(acknowledged.isSubset(of: Set(0..<UInt64(count))))
+    }
+
+    @Test func oversizedDatagramIsAClearError() throws {
+        let (_, client, _) = try established()
+        let maximum = client.maxDatagramPayloadSize
+        #expect(maximum > 1000 && maximum < 1452)
+        #expect(throws: QUICError.datagramTooLarge(size: maximum + 1, maximum: maximum)) {
+            try client.sendDatagram([UInt8](repeating: 0, count: maximum + 1))
+        }
+        try client.sendDatagram([UInt8](repeating: 0, count: maximum))
+    }
+
+    @Test func datagramsDisabledByPeerIsAClearError() throws {
+        let network = SimulatedNetwork(server: try Fixtures.server { $0.transport.maxDatagramFrameSize = 0 })
+        let client = try network.connect(Fixtures.client())
+        #expect(network.run { client.isEstablished })
+        #expect(throws: QUICError.datagramsNotSupported) { try client.sendDatagram([1, 2, 3]) }
+    }
+}

@@ -1,0 +1,51 @@
+import Braid
+
+/// The echo application through the public API: streams echoed with end-of-stream mirrored,
+/// datagrams echoed.
+func echo(_ connection: NetworkConnection<QUIC>) async throws {
+    try await withThrowingDiscardingTaskGroup { group in
+        group.addTask {
+            for await datagram in connection.datagrams { try await connection.datagrams.send(datagram) }
+        }
+        try await connection.inboundStreams { stream in
+            while true {
+                let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 65536)
+                try await stream.send(content, endOfStream: metadata.isEndOfStream)
+                if metadata.isEndOfStream { return }
+            }
+        }
+    }
+}
+
+/// A listener on 127.0.0.1 with a system-chosen port, running `handler` in a task.
+struct RunningListener {
+    let listener: NetworkListener<QUIC>
+    let task: Task<Void, any Error>
+    var endpoint: NWEndpoint { .hostPort(host: "127.0.0.1", port: listener.port!) }
+
+    static func start(
+        alpn: [String] = ["echo"], configure: (QUIC) -> QUIC = { $0 },
+        handler: @escaping @Sendable (NetworkConnection<QUIC>) async throws -> Void = echo
+    ) async throws -> RunningListener {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+            configure(QUIC(alpn: alpn).identity(
+                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem")))
+        }
+        let task = Task { try await listener.run(handler) }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        return RunningListener(listener: listener, task: task)
+    }
+}
+
+/// A server application that accepts streams and never reads them.
+@Sendable func readNothing(_ connection: NetworkConnection<QUIC>) async throws {
+    try await connection.inboundStreams { _ in try await Task.sleep(for: .seconds(60)) }
+}
+
+/// A client stack trusting the test CA.
+func testClient(alpn: [String] = ["echo"]) -> QUIC {
+    QUIC(alpn: alpn).trust(.certificateAuthorities(file: Fixtures.caFile)).serverName("localhost")
+}
