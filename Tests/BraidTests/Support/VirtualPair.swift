@@ -97,15 +97,6 @@ final class VirtualPair: Sendable {
     }
 }
 
-/// A value one thread sets and another reads.
-final class SharedSlot<Value: Sendable>: Sendable {
-    private let slot = Mutex<Value?>(nil)
-    var value: Value? {
-        get { slot.withLock { $0 } }
-        set { slot.withLock { $0 = newValue } }
-    }
-}
-
 /// One end of the wire: an engine, the channel that owns it, and a timer, on the virtual loop.
 /// The channel's transport: writing sends each datagram to the other end after the delay.
 private final class VirtualEnd: QUICChannelTransport, LoopHandler {
