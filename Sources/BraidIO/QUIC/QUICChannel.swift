@@ -100,7 +100,7 @@ package final class QUICChannel {
     }
 
     /// Writes what the engine has to send now.
-    func flush(_ context: LoopContext) {
+    func transmit(_ context: LoopContext) {
         if engine != nil { transport?.service(context) }
     }
 
@@ -289,7 +289,7 @@ package final class QUICChannel {
                 }
             }
         }
-        if queued { flush(context) }
+        if queued { transmit(context) }
         publishDatagramLimit(engine)
     }
 
@@ -311,7 +311,7 @@ package final class QUICChannel {
         fail(CancellationError())
         if let engine {
             engine.close(applicationErrorCode: code, reason: reason, now: context.now)
-            flush(context)
+            transmit(context)
         } else {
             standIn?.release(context)
         }
@@ -336,7 +336,7 @@ package final class QUICChannel {
         if let finalError { throw finalError }
         guard isReady, let engine else { throw describe(QUICError.invalidState("update keys once the connection is ready")) }
         do { try engine.initiateKeyUpdate(now: context.now) } catch { throw describe(error) }
-        flush(context)
+        transmit(context)
     }
 
     /// Moves a client connection to a new local port; returns the new local address.

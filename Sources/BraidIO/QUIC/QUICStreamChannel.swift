@@ -68,7 +68,7 @@ package final class QUICStreamChannel {
         let credit = inbox.takeCredit()
         guard credit > 0, let connection = channel.engine else { return }
         connection.returnCredit(streamID: id, bytes: credit)
-        channel.flush(context)
+        channel.transmit(context)
     }
 
     // MARK: Sending
@@ -106,7 +106,7 @@ package final class QUICStreamChannel {
         } unacknowledged: {
             connection.unacknowledgedBytes(streamID: id)
         }
-        if wrote { channel.flush(context) }
+        if wrote { channel.transmit(context) }
     }
 
     /// The connection is ready: sends go to the engine at once from now on.
@@ -138,18 +138,18 @@ package final class QUICStreamChannel {
         do { try channel.engine?.resetStream(streamID: id, applicationErrorCode: code) } catch { throw channel.describe(error) }
         outbox.fail(
             channel.describe(QUICError.invalidState("the stream was reset locally")), waiters: channel.describe(CancellationError()))
-        channel.flush(context)
+        channel.transmit(context)
     }
 
     package func stopSending(code: UInt64, context: LoopContext) throws {
         do { try channel.engine?.stopSending(streamID: id, applicationErrorCode: code) } catch { throw channel.describe(error) }
         inbox.fail(channel.describe(QUICError.invalidState("receiving was stopped locally")))
-        channel.flush(context)
+        channel.transmit(context)
     }
 
     /// A stream opened for a call that was cancelled before it got the stream.
     func abandon(_ context: LoopContext) {
         try? channel.engine?.resetStream(streamID: id, applicationErrorCode: 0)
-        channel.flush(context)
+        channel.transmit(context)
     }
 }
