@@ -252,6 +252,8 @@ public final class LoopContext {
     private var timers = Heap<TimerEntry>()
     /// Work queued by loop code for right after the current handler returns.
     private var deferred: [(LoopContext) -> Void] = []
+    /// Work queued for once everything ready in this pass has been handled.
+    private var endOfPass: [(LoopContext) -> Void] = []
     private let readyTokens = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: 64)
     private let readyEvents = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: 64)
 
@@ -314,6 +316,24 @@ public final class LoopContext {
         deferred.append(work)
     }
 
+    /// Runs `work` once this pass of the loop has handled everything that was ready (posted
+    /// work, sockets, timers), before the loop waits again: the place for a write that several
+    /// handlers of one pass ask for, so it happens once.
+    public func atEndOfPass(_ work: @escaping (LoopContext) -> Void) {
+        endOfPass.append(work)
+    }
+
+    private func runEndOfPass() {
+        while !endOfPass.isEmpty {
+            let batch = endOfPass
+            endOfPass.removeAll()
+            for work in batch {
+                work(self)
+                runDeferred()
+            }
+        }
+    }
+
     private func runDeferred() {
         while !deferred.isEmpty {
             let batch = deferred
@@ -370,6 +390,7 @@ public final class LoopContext {
                 }
             }
             fireDueTimers()
+            runEndOfPass()
         }
     }
 
@@ -404,6 +425,7 @@ public final class LoopContext {
                 runDeferred()
             }
             fireDueTimers()
+            runEndOfPass()
             guard !loop.hasPostedWork else { continue }
             guard let next = nextDeadline, next <= now else { return }
         }

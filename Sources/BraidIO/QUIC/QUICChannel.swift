@@ -99,10 +99,25 @@ package final class QUICChannel {
         for waiter in taken { waiter(error) }
     }
 
-    /// Writes what the engine has to send now.
+    /// Has what the engine has to send written once, at the end of this loop pass: stream
+    /// pumps, credit returns and datagram drains of one pass share one write (and one system
+    /// call where the socket takes it all).
     func transmit(_ context: LoopContext) {
+        guard engine != nil, !transmitPending else { return }
+        transmitPending = true
+        context.atEndOfPass { [self] context in
+            transmitPending = false
+            transmitNow(context)
+        }
+    }
+
+    /// Writes what the engine has to send right away (a close that must be on the socket
+    /// before the call that asked for it returns).
+    func transmitNow(_ context: LoopContext) {
         if engine != nil { transport?.service(context) }
     }
+
+    private var transmitPending = false
 
     // MARK: Engine events
 
@@ -311,7 +326,7 @@ package final class QUICChannel {
         fail(CancellationError())
         if let engine {
             engine.close(applicationErrorCode: code, reason: reason, now: context.now)
-            transmit(context)
+            transmitNow(context)
         } else {
             standIn?.release(context)
         }
