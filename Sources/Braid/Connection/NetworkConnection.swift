@@ -55,6 +55,21 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         started = Atomic(false)
     }
 
+    /// The public connection of an engine connection that already runs on this loop (a
+    /// listener's inbound connection, or a test's): its channel takes over `engine`, served by
+    /// `transport`. Call on the loop.
+    static func running(
+        _ engine: QUICConnection, transport: QUICChannelTransport, peer: NWEndpoint, stack: ApplicationProtocol,
+        configuration: QUICTransportConfiguration, context: LoopContext
+    ) -> NetworkConnection {
+        let core = ConnectionCore(
+            loop: context.loop, endpointDescription: peer.description, handshakeTimeout: configuration.handshakeTimeout,
+            streamSendLimit: configuration.streamSendBufferLimit)
+        core.channel.attach(engine, transport: transport)
+        core.shared.states.update(.preparing)
+        return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
+    }
+
     /// A listener's inbound connection, already running on `core`'s loop.
     init(inbound endpoint: NWEndpoint, stack: ApplicationProtocol, core: LoopBound<ConnectionCore>, shared: ConnectionShared) {
         self.endpoint = endpoint

@@ -158,6 +158,7 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
     private let stack: ApplicationProtocol
     private let transport: QUICTransportConfiguration
     private let deliver: (NetworkConnection<ApplicationProtocol>) -> Void
+    /// The channels of live connections (the public connections are their handlers' to keep).
     private var channels: [ObjectIdentifier: QUICChannel] = [:]
 
     init(
@@ -177,15 +178,12 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
         if let existing = channels[key] {
             channel = existing
         } else {
-            let remote = NWEndpoint(connection.path.remote)
-            let core = ConnectionCore(
-                loop: context.loop, endpointDescription: remote.description, handshakeTimeout: transport.handshakeTimeout,
-                streamSendLimit: transport.streamSendBufferLimit)
-            channel = core.channel
-            channel.attach(connection, transport: QUICServerConnectionTransport(driver: driver, connection: connection))
-            core.shared.states.update(.preparing)
+            let inbound = NetworkConnection<ApplicationProtocol>.running(
+                connection, transport: QUICServerConnectionTransport(driver: driver, connection: connection),
+                peer: NWEndpoint(connection.path.remote), stack: stack, configuration: transport, context: context)
+            channel = inbound.core.value.channel
             channels[key] = channel
-            deliver(NetworkConnection(inbound: remote, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared))
+            deliver(inbound)
         }
         channel.handle(event, context: context)
         if case .terminated = event { channels[key] = nil }

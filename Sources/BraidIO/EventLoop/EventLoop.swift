@@ -50,19 +50,7 @@ public final class EventLoop: Sendable {
     public init(name: String = "braid-io") throws {
         self.name = name
         virtualClock = nil
-        epollFD = braid_epoll_create()
-        guard epollFD >= 0 else { throw DatapathError.system("epoll_create1", errno) }
-        wakeFD = braid_eventfd()
-        guard wakeFD >= 0 else {
-            close(epollFD)
-            throw DatapathError.system("eventfd", errno)
-        }
-        guard braid_epoll_ctl(epollFD, BRAID_EPOLL_CTL_ADD, wakeFD, UInt32(BRAID_EPOLL_IN), LoopContext.wakeToken) == 0 else {
-            let error = errno
-            close(wakeFD)
-            close(epollFD)
-            throw DatapathError.system("epoll_ctl(eventfd)", error)
-        }
+        (epollFD, wakeFD) = try Self.makeDescriptors(watchingWakeUps: true)
         let started = DispatchSemaphore(value: 0)
         let thread = Thread { [self] in
             loopThread.withLock { $0 = pthread_self() }
@@ -86,14 +74,27 @@ public final class EventLoop: Sendable {
     package init(virtualTimeStartingAt start: MonotonicInstant, name: String = "braid-virtual") throws {
         self.name = name
         virtualClock = Mutex(start)
-        epollFD = braid_epoll_create()
-        guard epollFD >= 0 else { throw DatapathError.system("epoll_create1", errno) }
-        wakeFD = braid_eventfd()
-        guard wakeFD >= 0 else {
-            close(epollFD)
+        // Nobody waits on a virtual loop's epoll, so it needs no wake-ups.
+        (epollFD, wakeFD) = try Self.makeDescriptors(watchingWakeUps: false)
+        virtualContext = LoopContext(loop: self, epollFD: epollFD, wakeFD: wakeFD)
+    }
+
+    /// The loop's epoll instance and the eventfd that wakes it (watched by it, or not).
+    private static func makeDescriptors(watchingWakeUps: Bool) throws -> (epoll: Int32, wake: Int32) {
+        let epoll = braid_epoll_create()
+        guard epoll >= 0 else { throw DatapathError.system("epoll_create1", errno) }
+        let wake = braid_eventfd()
+        guard wake >= 0 else {
+            close(epoll)
             throw DatapathError.system("eventfd", errno)
         }
-        virtualContext = LoopContext(loop: self, epollFD: epollFD, wakeFD: wakeFD)
+        guard !watchingWakeUps || braid_epoll_ctl(epoll, BRAID_EPOLL_CTL_ADD, wake, UInt32(BRAID_EPOLL_IN), LoopContext.wakeToken) == 0 else {
+            let error = errno
+            close(wake)
+            close(epoll)
+            throw DatapathError.system("epoll_ctl(eventfd)", error)
+        }
+        return (epoll, wake)
     }
 
     /// A virtual loop's clock now (nil for a real loop).

@@ -43,14 +43,11 @@ final class VirtualPair: Sendable {
                 let engine = try clientContext.connect(path: path, serverName: "localhost", now: context.now)
                 let end = VirtualEnd(engine: engine, delay: delay) { bytes, context in server.receive(bytes, context) }
                 server.client = end
-                let core = ConnectionCore(
-                    loop: context.loop, endpointDescription: "virtual server", handshakeTimeout: transport.handshakeTimeout,
-                    streamSendLimit: transport.streamSendBufferLimit)
-                end.attach(core.channel, context)
-                core.shared.states.update(.preparing)
-                built.value = NetworkConnection(
-                    inbound: .hostPort(host: "127.0.0.1", port: 4433), stack: stack, core: LoopBound(core, on: context.loop),
-                    shared: core.shared)
+                let connection = NetworkConnection<QUIC>.running(
+                    engine, transport: end, peer: .hostPort(host: "127.0.0.1", port: 4433), stack: stack, configuration: transport,
+                    context: context)
+                end.start(connection.core.value.channel, context)
+                built.value = connection
             } catch {
                 preconditionFailure("virtual client: \(error)")
             }
@@ -114,10 +111,10 @@ private final class VirtualEnd: QUICChannelTransport, LoopHandler {
         self.send = send
     }
 
-    func attach(_ channel: QUICChannel, _ context: LoopContext) {
+    /// Starts serving `channel`, which has taken over this end's engine.
+    func start(_ channel: QUICChannel, _ context: LoopContext) {
         self.channel = channel
         timer = context.registerTimer(self)
-        channel.attach(engine, transport: self)
         service(context)
     }
 
@@ -205,15 +202,11 @@ private final class VirtualServer {
                 self?.client?.receive(bytes, path: clientPath, context)
             }
             self.end = end
-            let core = ConnectionCore(
-                loop: context.loop, endpointDescription: "virtual client", handshakeTimeout: transport.handshakeTimeout,
-                streamSendLimit: transport.streamSendBufferLimit)
-            end.attach(core.channel, context)
-            core.shared.states.update(.preparing)
-            accepted(
-                NetworkConnection(
-                    inbound: .hostPort(host: "127.0.0.2", port: 50000), stack: stack, core: LoopBound(core, on: context.loop),
-                    shared: core.shared))
+            let server = NetworkConnection<QUIC>.running(
+                connection, transport: end, peer: .hostPort(host: "127.0.0.2", port: 50000), stack: stack, configuration: transport,
+                context: context)
+            end.start(server.core.value.channel, context)
+            accepted(server)
         }
         endpoint.applyRoutingChanges(of: connection)
     }
