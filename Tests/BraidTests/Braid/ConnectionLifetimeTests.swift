@@ -1,0 +1,73 @@
+import BraidIO
+import Foundation
+import Testing
+
+@testable import Braid
+
+/// What a connection leaves behind: once it has ended and nobody holds it, its owner on the
+/// loop (the channel, its streams, the establishment that raced it) is gone, so a process that
+/// makes connections all day does not grow.
+@Suite struct ConnectionLifetimeTests {
+    /// Weak references to a connection's loop-side objects, read on its loop.
+    private final class Watch: @unchecked Sendable {
+        weak var core: ConnectionCore?
+        weak var channel: QUICChannel?
+    }
+
+    private func watch(_ connection: NetworkConnection<QUIC>) async throws -> Watch {
+        let core = connection.core
+        let watch = Watch()
+        try await connection.loop.submit { _ in
+            watch.core = core.value
+            watch.channel = core.value.channel
+        }
+        return watch
+    }
+
+    /// True once nothing holds the watched objects (checked on `loop`, within about 10 s: a
+    /// connection that never completed its handshake keeps its closing state for three probe
+    /// timeouts of the initial 333 ms RTT guess).
+    private func released(_ watch: Watch, on loop: EventLoop) async throws -> Bool {
+        for _ in 0..<1000 {
+            let gone = try await loop.submit { _ in watch.core == nil && watch.channel == nil }
+            if gone { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+
+    /// A client that echoed on a stream and closed: its owner goes once the close is done.
+    @Test(.timeLimit(.minutes(1))) func aClosedClientLeavesNothingBehind() async throws {
+        let server = try await RunningListener.start()
+        defer { server.task.cancel() }
+        var connection: NetworkConnection<QUIC>? = NetworkConnection(to: server.endpoint) { testClient() }
+        do {
+            // A stream keeps its connection's owner; this one goes with the block.
+            let stream = try await connection!.openStream()
+            try await stream.send(Data("ping".utf8), endOfStream: true)
+            #expect(try await stream.receive(exactly: 4).content == Data("ping".utf8))
+        }
+        let watch = try await watch(connection!)
+        let loop = connection!.loop
+        await connection!.close()
+        connection = nil
+        #expect(try await released(watch, on: loop))
+    }
+
+    /// A client cancelled while it still races its handshake (the server never answers): the
+    /// establishment that stood in for its transport lets go too.
+    @Test(.timeLimit(.minutes(1))) func aClientCancelledBeforeReadyLeavesNothingBehind() async throws {
+        // A bound port nobody reads: the handshake never ends.
+        let silent = try UDPSocket(bindTo: SocketAddress(ip: "127.0.0.1", port: 0)!)
+        defer { silent.close() }
+        let port = NWEndpoint.Port(integerLiteral: silent.localAddress.port)
+        var connection: NetworkConnection<QUIC>? = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: port)) { testClient() }
+        connection!.start()
+        let watch = try await watch(connection!)
+        let loop = connection!.loop
+        try await Task.sleep(for: .milliseconds(50))
+        await connection!.close()
+        connection = nil
+        #expect(try await released(watch, on: loop))
+    }
+}
