@@ -45,8 +45,12 @@ final class ClientEstablishment {
     /// (the driver took its handler before the pass began): they go on to the channel.
     private weak var adopted: QUICClientDriver?
 
-    init(core: ConnectionCore, quic: QUIC, endpoint: NWEndpoint, local: NWEndpoint? = nil) {
+    /// Where the attempts' sockets come from.
+    private let sockets: any DatagramSocketFactory
+
+    init(core: ConnectionCore, quic: QUIC, endpoint: NWEndpoint, local: NWEndpoint? = nil, sockets: any DatagramSocketFactory) {
         self.core = core
+        self.sockets = sockets
         self.quic = quic
         self.endpoint = endpoint
         self.local = local.map { endpoint in
@@ -115,14 +119,14 @@ final class ClientEstablishment {
         do {
             try Self.checkRoute(to: remote)
             // The route lookup fails first when there is no path to this address.
-            let bindAddress = try (local?.address ?? QUICClientDriver.localAddress(toward: remote)).withPort(local?.port ?? 0)
+            let bindAddress = try (local?.address ?? sockets.localAddress(toward: remote)).withPort(local?.port ?? 0)
             // Taken (tickets are single-use) only once this address looks usable.
             let ticket = attempts.isEmpty ? quic.sessionCache?.take(cacheKey) : nil
             let client = try ClientContexts.context(for: quic)
             var driver: QUICClientDriver?
             let attempt = try QUICClientDriver(
                 context: context, client: client, remote: remote, serverName: serverName, resumption: ticket,
-                local: bindAddress, batching: quic.udp.batching
+                local: bindAddress, batching: quic.udp.batching, sockets: sockets
             ) { [self] _, event in
                 // Before `init` returns, the driver's first service pass can report events too.
                 guard let driver else { return }

@@ -29,6 +29,8 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     /// The parameters' local endpoint, if any (a listener's connection: nil).
     private let localEndpoint: NWEndpoint?
     let loop: EventLoop
+    /// Where the connection's sockets come from.
+    let sockets: any DatagramSocketFactory
     let shared: ConnectionShared
     let core: LoopBound<ConnectionCore>
     private let started: Atomic<Bool>
@@ -45,7 +47,9 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         self.endpoint = endpoint
         stack = parameters.stack
         localEndpoint = parameters.localEndpoint
-        loop = LoopPool.loop()
+        let environment = NetworkEnvironment.current
+        loop = environment?.loop ?? LoopPool.loop()
+        sockets = environment?.sockets ?? UDPSockets()
         let transport = (stack as? QUIC)?.transport ?? QUICTransportConfiguration()
         let core = ConnectionCore(
             loop: loop, endpointDescription: endpoint.description, handshakeTimeout: transport.handshakeTimeout,
@@ -77,6 +81,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         self.core = core
         self.shared = shared
         loop = core.loop
+        sockets = UDPSockets()
         localEndpoint = nil
         started = Atomic(true)
     }
@@ -118,9 +123,9 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
             loop.execute { [core] _ in core.value.fail(error) }
             return
         }
-        let endpoint = endpoint, core = core, local = localEndpoint
+        let endpoint = endpoint, core = core, local = localEndpoint, sockets = sockets
         loop.execute { context in
-            ClientEstablishment(core: core.value, quic: quic, endpoint: endpoint, local: local).begin(context)
+            ClientEstablishment(core: core.value, quic: quic, endpoint: endpoint, local: local, sockets: sockets).begin(context)
         }
     }
 

@@ -108,8 +108,10 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             let (stream, continuation) = AsyncStream<NetworkConnection<ApplicationProtocol>>.makeStream()
             incoming = stream
             let stack = parameters.stack
+            let environment = NetworkEnvironment.current
             group = try await QUICServerGroup.start(
-                loops: LoopPool.loops(quic.serverLoops), configuration: configuration, bindTo: address, batching: quic.udp.batching
+                loops: environment.map { [$0.loop] } ?? LoopPool.loops(quic.serverLoops), configuration: configuration,
+                bindTo: address, batching: quic.udp.batching, sockets: environment?.sockets ?? UDPSockets()
             ) { driver, context in
                 InboundConnections(driver: driver, context: context, stack: stack, transport: quic.transport) {
                     continuation.yield($0)

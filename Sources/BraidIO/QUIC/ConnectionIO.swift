@@ -7,7 +7,7 @@ public typealias QUICEventHandler = (QUICConnection, QUICEvent) -> Void
 enum ConnectionIO {
     /// Delivers pending events, then moves every packet the engine may send now into `socket`
     /// and flushes. Returns false when the socket's buffer is full (resume when writable).
-    static func service(_ connection: QUICConnection, socket: UDPSocket, now: QUICInstant, onEvent: QUICEventHandler) -> Bool {
+    static func service(_ connection: QUICConnection, socket: any DatagramSocket, now: QUICInstant, onEvent: QUICEventHandler) -> Bool {
         while let event = connection.pollEvent() { onEvent(connection, event) }
         while true {
             if !socket.canEnqueue, !socket.flush() { return false }

@@ -18,7 +18,9 @@ import Glibc
 public final class QUICClientDriver: LoopHandler {
     public let connection: QUICConnection
     /// The socket in use now (`migrate` replaces it).
-    public private(set) var socket: UDPSocket
+    package private(set) var socket: any DatagramSocket
+    /// Where new sockets come from (`migrate` makes one).
+    private let sockets: any DatagramSocketFactory
     public var onEvent: QUICEventHandler
     private let batching: BatchingOptions
     private let receiveSlots: Int
@@ -30,21 +32,33 @@ public final class QUICClientDriver: LoopHandler {
 
     /// `local` picks the address and port to send from; by default the address the kernel
     /// routes from toward `remote`, with a system-chosen port.
-    public init(
+    public convenience init(
         context: LoopContext, client: QUICClientContext, remote: QUICAddress, serverName: String,
         resumption: QUICResumptionTicket? = nil, local: QUICAddress? = nil, batching: BatchingOptions = .all,
         receiveSlots: Int = 8, onEvent: @escaping QUICEventHandler
     ) throws {
-        socket = try UDPSocket(
-            bindTo: try local ?? Self.localAddress(toward: remote), batching: batching, receiveSlots: receiveSlots,
-            sendBatches: 8)
+        try self.init(
+            context: context, client: client, remote: remote, serverName: serverName, resumption: resumption, local: local,
+            batching: batching, receiveSlots: receiveSlots, sockets: UDPSockets(), onEvent: onEvent)
+    }
+
+    /// As above, with sockets from `sockets` (an in-memory network, in tests).
+    package init(
+        context: LoopContext, client: QUICClientContext, remote: QUICAddress, serverName: String,
+        resumption: QUICResumptionTicket? = nil, local: QUICAddress? = nil, batching: BatchingOptions = .all,
+        receiveSlots: Int = 8, sockets: any DatagramSocketFactory, onEvent: @escaping QUICEventHandler
+    ) throws {
+        self.sockets = sockets
+        socket = try sockets.bind(
+            try local ?? sockets.localAddress(toward: remote), batching: batching, receiveSlots: receiveSlots, sendBatches: 8,
+            reusePort: false)
         connection = try client.connect(
             path: QUICPath(local: socket.localAddress, remote: remote), serverName: serverName, resumption: resumption,
             now: context.now)
         self.onEvent = onEvent
         self.batching = batching
         self.receiveSlots = receiveSlots
-        token = try context.register(self, fd: socket.fd)
+        token = try socket.register(self, in: context)
         service(context)
     }
 
@@ -56,15 +70,15 @@ public final class QUICClientDriver: LoopHandler {
     /// it from loop code, not from inside `onEvent` (the running pass still holds the old socket).
     public func migrate(_ context: LoopContext) throws {
         guard !isServicing else { throw QUICError.invalidState("migrate from loop code, not from inside onEvent") }
-        let fresh = try UDPSocket(
-            bindTo: socket.localAddress.withPort(0), batching: batching, receiveSlots: receiveSlots, sendBatches: 8)
+        let fresh = try sockets.bind(
+            socket.localAddress.withPort(0), batching: batching, receiveSlots: receiveSlots, sendBatches: 8, reusePort: false)
         do {
             try connection.migrate(to: QUICPath(local: fresh.localAddress, remote: connection.path.remote), now: context.now)
         } catch {
             fresh.close()
             throw error
         }
-        let freshToken = try context.register(self, fd: fresh.fd)
+        let freshToken = try fresh.register(self, in: context)
         context.deregister(token)
         _ = socket.flush()
         retiredCounters = retiredCounters + socket.counters
@@ -78,17 +92,7 @@ public final class QUICClientDriver: LoopHandler {
     /// The local address the kernel would route from toward `remote`, with port 0: the client
     /// binds to it (not to the wildcard) so the engine's path names a real address.
     public static func localAddress(toward remote: QUICAddress) throws -> QUICAddress {
-        let probe = Glibc.socket(remote.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard probe >= 0 else { throw DatapathError.system("socket", errno) }
-        defer { Glibc.close(probe) }
-        guard remote.withSockAddr({ connect(probe, $0, socklen_t($1)) }) == 0 else {
-            throw DatapathError.system("connect(\(remote))", errno)
-        }
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        guard withUnsafeMutableBytes(of: &storage, { getsockname(probe, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length) }) == 0
-        else { throw DatapathError.system("getsockname", errno) }
-        return QUICAddress(storage: storage).withPort(0)
+        try UDPSocket.localAddress(toward: remote)
     }
 
     /// Sends what the connection has to send and re-arms its timer. Call after acting on

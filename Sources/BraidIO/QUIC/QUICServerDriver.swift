@@ -11,7 +11,7 @@ import Logging
 /// ```
 public final class QUICServerDriver: LoopHandler {
     public let endpoint: QUICServerEndpoint
-    public let socket: UDPSocket
+    package let socket: any DatagramSocket
     public var onEvent: QUICEventHandler
     /// Connections alive now.
     public var connections: [QUICConnection] { slots.values.map(\.connection) }
@@ -45,15 +45,28 @@ public final class QUICServerDriver: LoopHandler {
         }
     }
 
-    public init(
+    public convenience init(
         context: LoopContext, endpoint: QUICServerEndpoint, bindTo address: QUICAddress, batching: BatchingOptions = .all,
         receiveSlots: Int = 32, reusePort: Bool = false, onEvent: @escaping QUICEventHandler
     ) throws {
-        self.endpoint = endpoint
-        socket = try UDPSocket(bindTo: address, batching: batching, receiveSlots: receiveSlots, sendBatches: 16, reusePort: reusePort)
-        self.onEvent = onEvent
-        token = try context.register(self, fd: socket.fd)
+        try self.init(
+            context: context, endpoint: endpoint, bindTo: address, batching: batching, receiveSlots: receiveSlots,
+            reusePort: reusePort, sockets: UDPSockets(), onEvent: onEvent)
     }
+
+    /// As above, with its socket from `sockets` (an in-memory network, in tests).
+    package init(
+        context: LoopContext, endpoint: QUICServerEndpoint, bindTo address: QUICAddress, batching: BatchingOptions = .all,
+        receiveSlots: Int = 32, reusePort: Bool = false, sockets: any DatagramSocketFactory, onEvent: @escaping QUICEventHandler
+    ) throws {
+        self.endpoint = endpoint
+        socket = try sockets.bind(address, batching: batching, receiveSlots: receiveSlots, sendBatches: 16, reusePort: reusePort)
+        self.onEvent = onEvent
+        token = try socket.register(self, in: context)
+    }
+
+    /// The system calls, datagrams and bytes of the driver's socket.
+    public var socketCounters: SocketCounters { socket.counters }
 
     public var localAddress: QUICAddress { socket.localAddress }
 

@@ -37,6 +37,17 @@ public final class QUICServerGroup: Sendable {
         loops: [EventLoop], configuration: QUICServerConfiguration, bindTo address: QUICAddress,
         batching: BatchingOptions = .all, makeHandler: @escaping @Sendable (QUICServerDriver, LoopContext) -> QUICEventHandler
     ) async throws -> QUICServerGroup {
+        try await start(
+            loops: loops, configuration: configuration, bindTo: address, batching: batching, sockets: UDPSockets(),
+            makeHandler: makeHandler)
+    }
+
+    /// As above, with sockets from `sockets` (an in-memory network, in tests).
+    package static func start(
+        loops: [EventLoop], configuration: QUICServerConfiguration, bindTo address: QUICAddress,
+        batching: BatchingOptions = .all, sockets: any DatagramSocketFactory,
+        makeHandler: @escaping @Sendable (QUICServerDriver, LoopContext) -> QUICEventHandler
+    ) async throws -> QUICServerGroup {
         guard !loops.isEmpty, loops.count <= 256 else {
             throw QUICError.configuration("a server group needs 1 to 256 loops, not \(loops.count)")
         }
@@ -51,13 +62,14 @@ public final class QUICServerGroup: Sendable {
                     // One loop needs no port sharing; leaving SO_REUSEPORT off then makes a second
                     // server on the same port fail with EADDRINUSE instead of joining the group.
                     let driver = try QUICServerDriver(
-                        context: context, endpoint: endpoint, bindTo: target, batching: batching, reusePort: loops.count > 1
+                        context: context, endpoint: endpoint, bindTo: target, batching: batching, reusePort: loops.count > 1,
+                        sockets: sockets
                     ) { _, _ in }
                     driver.onEvent = makeHandler(driver, context)
                     // Socket `index` joins the group at position `index` because they bind in
                     // order; the program applies to the whole group once attached.
                     if index == 0 && loops.count > 1 {
-                        do { try driver.socket.attachConnectionIDSteering() } catch {
+                        do { try (driver.socket as? UDPSocket)?.attachConnectionIDSteering() } catch {
                             driver.close(context)
                             throw error
                         }

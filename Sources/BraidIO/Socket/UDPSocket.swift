@@ -204,6 +204,23 @@ public final class UDPSocket {
         return Int(granted)
     }
 
+    /// The local address the kernel would route from toward `remote`, with port 0: a client
+    /// binds to it (not to the wildcard) so its engine's path names a real address. Throws the
+    /// routing error (ENETUNREACH...) when there is no route.
+    public static func localAddress(toward remote: SocketAddress) throws -> SocketAddress {
+        let probe = Glibc.socket(remote.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard probe >= 0 else { throw DatapathError.system("socket", errno) }
+        defer { Glibc.close(probe) }
+        guard remote.withSockAddr({ connect(probe, $0, socklen_t($1)) }) == 0 else {
+            throw DatapathError.system("connect(\(remote))", errno)
+        }
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        guard withUnsafeMutableBytes(of: &storage, { getsockname(probe, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length) }) == 0
+        else { throw DatapathError.system("getsockname", errno) }
+        return SocketAddress(storage: storage).withPort(0)
+    }
+
     // MARK: - Receive
 
     /// One receive system call (recvmmsg, or recvmsg when mmsg is off). Each UDP datagram,

@@ -197,10 +197,10 @@ private final class Loopback: Sendable {
             let perf = PerfServer()
             return perf.handle
         }
-        try await loopback.serverLoop.submit { _ in server.value.socket.injectedSegmentationErrors = [EIO] }
+        try await loopback.serverLoop.submit { _ in (server.value.socket as! UDPSocket).injectedSegmentationErrors = [EIO] }
         let (intact, _) = try await loopback.download(size: 5 * 1024 * 1024, from: address)
         #expect(intact)
-        let (counters, batching) = try await loopback.serverLoop.submit { _ in (server.value.socket.counters, server.value.socket.batching) }
+        let (counters, batching) = try await loopback.serverLoop.submit { _ in (server.value.socket.counters, (server.value.socket as! UDPSocket).batching) }
         #expect(counters.gsoFallbacks == 1)
         #expect(!batching.segmentationOffload)
     }

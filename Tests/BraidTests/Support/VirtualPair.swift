@@ -56,31 +56,11 @@ final class VirtualPair: Sendable {
         client = built.value!
     }
 
-    /// Runs `body` while moving the virtual clock `step` at a time, until `body` returns (its
-    /// result) or `limit` of virtual time has passed (`TimedOut`). The clock runs at most ten
-    /// times faster than the wall clock, so a task that is busy (not waiting on the loop) cannot
-    /// see protocol timers, such as the idle timeout, fire behind its back.
+    /// Runs `body` while moving the pair's virtual clock (`EventLoop.drive`).
     func run<T: Sendable>(
         limit: Duration = .seconds(20), step: Duration = .milliseconds(1), _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
-        let outcome = SharedSlot<Result<T, any Error>>()
-        let task = Task {
-            let result: Result<T, any Error>
-            do { result = .success(try await body()) } catch { result = .failure(error) }
-            outcome.value = result
-        }
-        var elapsed = Duration.zero
-        while outcome.value == nil {
-            guard elapsed < limit else {
-                task.cancel()
-                throw TimedOut(limit: limit)
-            }
-            loop.advance(by: step)
-            elapsed += step
-            // Let the tasks that the step woke run before time moves on.
-            try await Task.sleep(for: step / 10)
-        }
-        return try outcome.value!.get()
+        try await loop.drive(limit: limit, step: step, body)
     }
 
     /// Moves the virtual clock by `duration` with nothing waiting on it.
@@ -88,10 +68,6 @@ final class VirtualPair: Sendable {
         loop.advance(by: duration)
     }
 
-    struct TimedOut: Error, CustomStringConvertible {
-        let limit: Duration
-        var description: String { "not done after \(limit) of virtual time" }
-    }
 }
 
 /// One end of the wire: an engine, the channel that owns it, and a timer, on the virtual loop.

@@ -1,0 +1,55 @@
+/// What the drivers need of a datagram socket: `UDPSocket` on a real network, or a socket of an
+/// in-memory network for tests on a virtual loop. The same batch vocabulary either way
+/// (`DatagramMetadata`, send slots, segment sizes).
+package protocol DatagramSocket: AnyObject {
+    /// The bound address (with the port chosen when 0 was asked for).
+    var localAddress: SocketAddress { get }
+    var counters: SocketCounters { get }
+    /// Room for another batch before a flush is needed.
+    var canEnqueue: Bool { get }
+    /// Memory for the next batch, written in place; nil when a flush is needed first.
+    var freeSlot: UnsafeMutableRawBufferPointer? { get }
+    /// Queues the batch written into `freeSlot`.
+    func commitSlot(_ metadata: DatagramMetadata, segmentSize: Int, length: Int)
+    /// Copies one batch into the send queue.
+    func enqueue(_ metadata: DatagramMetadata, segmentSize: Int, bytes: UnsafeRawBufferPointer)
+    /// Sends everything queued; false when the socket is full (wait until writable).
+    @discardableResult func flush() -> Bool
+    /// One receive round: each datagram to `body`; false when nothing was waiting.
+    @discardableResult func receive(_ body: (UnsafeRawBufferPointer, DatagramMetadata) -> Void) -> Bool
+    /// Has `handler` told when the socket is readable or writable; returns the handler's
+    /// token, which carries its timer too.
+    func register(_ handler: LoopHandler, in context: LoopContext) throws -> UInt64
+    func close()
+}
+
+/// Where drivers get their sockets.
+package protocol DatagramSocketFactory: Sendable {
+    /// A socket bound to `address`.
+    func bind(
+        _ address: SocketAddress, batching: BatchingOptions, receiveSlots: Int, sendBatches: Int, reusePort: Bool
+    ) throws -> any DatagramSocket
+    /// The local address a socket would send from toward `remote` (port 0).
+    func localAddress(toward remote: SocketAddress) throws -> SocketAddress
+}
+
+extension UDPSocket: DatagramSocket {
+    package func register(_ handler: LoopHandler, in context: LoopContext) throws -> UInt64 {
+        try context.register(handler, fd: fd)
+    }
+}
+
+/// The machine's UDP sockets.
+package struct UDPSockets: DatagramSocketFactory {
+    package init() {}
+
+    package func bind(
+        _ address: SocketAddress, batching: BatchingOptions, receiveSlots: Int, sendBatches: Int, reusePort: Bool
+    ) throws -> any DatagramSocket {
+        try UDPSocket(bindTo: address, batching: batching, receiveSlots: receiveSlots, sendBatches: sendBatches, reusePort: reusePort)
+    }
+
+    package func localAddress(toward remote: SocketAddress) throws -> SocketAddress {
+        try UDPSocket.localAddress(toward: remote)
+    }
+}
