@@ -1,10 +1,7 @@
 import BraidIO
-import BraidQUIC
 
 /// The batching switches of `QUIC.batching(_:)` and `UDP.batching(_:)`.
 public typealias BatchingOptions = BraidIO.BatchingOptions
-/// The congestion controllers of `QUIC.congestionControl(_:)`: `.cubic`, `.reno`, `.bbr`.
-public typealias CongestionControl = BraidQUIC.CongestionControl
 
 extension NetworkConnection where ApplicationProtocol == QUIC {
     /// Closes the connection with a QUIC application error code and reason the peer sees

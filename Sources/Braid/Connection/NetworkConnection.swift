@@ -1,5 +1,4 @@
 import BraidIO
-import BraidQUIC
 import Foundation
 import Synchronization
 
@@ -50,28 +49,13 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         let environment = NetworkEnvironment.current
         loop = environment?.loop ?? LoopPool.loop()
         sockets = environment?.sockets ?? UDPSockets()
-        let transport = (stack as? QUIC)?.transport ?? QUICTransportConfiguration()
+        let transport = (stack as? QUIC)?.transport ?? QUIC.defaultTransport
         let core = ConnectionCore(
             loop: loop, endpointDescription: endpoint.description, handshakeTimeout: transport.handshakeTimeout,
             streamSendLimit: transport.streamSendBufferLimit)
         shared = core.shared
         self.core = LoopBound(handingOver: core, to: loop)
         started = Atomic(false)
-    }
-
-    /// The public connection of an engine connection that already runs on this loop (a
-    /// listener's inbound connection, or a test's): its channel takes over `engine`, served by
-    /// `transport`. Call on the loop.
-    static func running(
-        _ engine: QUICConnection, transport: QUICChannelTransport, peer: NWEndpoint, stack: ApplicationProtocol,
-        configuration: QUICTransportConfiguration, context: LoopContext
-    ) -> NetworkConnection {
-        let core = ConnectionCore(
-            loop: context.loop, endpointDescription: peer.description, handshakeTimeout: configuration.handshakeTimeout,
-            streamSendLimit: configuration.streamSendBufferLimit)
-        core.channel.attach(engine, transport: transport)
-        core.shared.states.update(.preparing)
-        return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
     }
 
     /// A listener's inbound connection, already running on `core`'s loop.
@@ -176,19 +160,5 @@ public func withNetworkConnection<ApplicationProtocol: NetworkProtocol, Result: 
     } catch {
         await connection.close()
         throw error
-    }
-}
-
-/// Client TLS contexts are costly (parsing the trust store, loading credentials): one per
-/// distinct configuration, shared by every connection that uses it.
-enum ClientContexts {
-    private static let cache = Mutex<[QUICClientConfiguration: QUICClientContext]>([:])
-
-    static func context(for quic: QUIC) throws -> QUICClientContext {
-        let configuration = try quic.clientConfiguration()
-        if let existing = cache.withLock({ $0[configuration] }) { return existing }
-        let made = try QUICClientContext(configuration: configuration)
-        cache.withLock { $0[configuration] = made }
-        return made
     }
 }

@@ -1,5 +1,4 @@
 import BraidIO
-import BraidQUIC
 import Logging
 import Synchronization
 
@@ -145,49 +144,9 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         broadcast.update(.cancelled)
     }
 
-    private func bindAddress() async throws -> QUICAddress {
-        guard let localEndpoint else { return QUICAddress(ip: "0.0.0.0", port: 0)! }
+    private func bindAddress() async throws -> SocketAddress {
+        guard let localEndpoint else { return SocketAddress(ip: "0.0.0.0", port: 0)! }
         let addresses = try await Resolver.addresses(for: localEndpoint)
         return addresses[0]
-    }
-}
-
-/// One server loop's connections: makes a public connection, with its own channel, for each
-/// new engine connection and hands the channel that connection's events. Lives on the loop.
-final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
-    private unowned let driver: QUICServerDriver
-    private let context: LoopContext
-    private let stack: ApplicationProtocol
-    private let transport: QUICTransportConfiguration
-    private let deliver: (NetworkConnection<ApplicationProtocol>) -> Void
-    /// The channels of live connections (the public connections are their handlers' to keep).
-    private var channels: [ObjectIdentifier: QUICChannel] = [:]
-
-    init(
-        driver: QUICServerDriver, context: LoopContext, stack: ApplicationProtocol, transport: QUICTransportConfiguration,
-        deliver: @escaping (NetworkConnection<ApplicationProtocol>) -> Void
-    ) {
-        self.driver = driver
-        self.context = context
-        self.stack = stack
-        self.transport = transport
-        self.deliver = deliver
-    }
-
-    func handle(_ connection: QUICConnection, _ event: QUICEvent) {
-        let key = ObjectIdentifier(connection)
-        let channel: QUICChannel
-        if let existing = channels[key] {
-            channel = existing
-        } else {
-            let inbound = NetworkConnection<ApplicationProtocol>.running(
-                connection, transport: QUICServerConnectionTransport(driver: driver, connection: connection),
-                peer: NWEndpoint(connection.path.remote), stack: stack, configuration: transport, context: context)
-            channel = inbound.core.value.channel
-            channels[key] = channel
-            deliver(inbound)
-        }
-        channel.handle(event, context: context)
-        if case .terminated = event { channels[key] = nil }
     }
 }

@@ -3,6 +3,9 @@ import BraidQUIC
 import Foundation
 import Synchronization
 
+/// The congestion controllers of `QUIC.congestionControl(_:)`: `.cubic`, `.reno`, `.bbr`.
+public typealias CongestionControl = BraidQUIC.CongestionControl
+
 /// QUIC (RFC 9000) with TLS 1.3 and RFC 9221 datagrams: the protocol of a multiplexed
 /// connection (`NetworkConnection<QUIC>`) with streams and datagrams.
 ///
@@ -24,6 +27,8 @@ public struct QUIC: NetworkProtocol {
     /// `QUICTransportConfiguration`: 30 s idle timeout, 10 s handshake timeout, 4 MiB connection
     /// window, 100 streams per direction, datagrams on).
     public private(set) var transport = QUICTransportConfiguration()
+    /// The transport settings of a `QUIC()` nobody changed.
+    static let defaultTransport = QUICTransportConfiguration()
     /// How a client checks the server's certificate: `trust(_:)`, `pinnedPublicKeys(sha256:)`,
     /// `insecureAcceptAnyCertificate()` (default: the system store, chain and name checks, no pins).
     public private(set) var verification = QUICCertificateVerification()

@@ -1,0 +1,59 @@
+import BraidIO
+import BraidQUIC
+
+/// One server loop's connections: makes a public connection, with its own channel, for each
+/// new engine connection and hands the channel that connection's events. Lives on the loop.
+final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
+    private unowned let driver: QUICServerDriver
+    private let context: LoopContext
+    private let stack: ApplicationProtocol
+    private let transport: QUICTransportConfiguration
+    private let deliver: (NetworkConnection<ApplicationProtocol>) -> Void
+    /// The channels of live connections (the public connections are their handlers' to keep).
+    private var channels: [ObjectIdentifier: QUICChannel] = [:]
+
+    init(
+        driver: QUICServerDriver, context: LoopContext, stack: ApplicationProtocol, transport: QUICTransportConfiguration,
+        deliver: @escaping (NetworkConnection<ApplicationProtocol>) -> Void
+    ) {
+        self.driver = driver
+        self.context = context
+        self.stack = stack
+        self.transport = transport
+        self.deliver = deliver
+    }
+
+    func handle(_ connection: QUICConnection, _ event: QUICEvent) {
+        let key = ObjectIdentifier(connection)
+        let channel: QUICChannel
+        if let existing = channels[key] {
+            channel = existing
+        } else {
+            let inbound = NetworkConnection<ApplicationProtocol>.running(
+                connection, transport: QUICServerConnectionTransport(driver: driver, connection: connection),
+                peer: NWEndpoint(connection.path.remote), stack: stack, configuration: transport, context: context)
+            channel = inbound.core.value.channel
+            channels[key] = channel
+            deliver(inbound)
+        }
+        channel.handle(event, context: context)
+        if case .terminated = event { channels[key] = nil }
+    }
+}
+
+extension NetworkConnection {
+    /// The public connection of an engine connection that already runs on this loop (a
+    /// listener's inbound connection, or a test's): its channel takes over `engine`, served by
+    /// `transport`. Call on the loop.
+    static func running(
+        _ engine: QUICConnection, transport: QUICChannelTransport, peer: NWEndpoint, stack: ApplicationProtocol,
+        configuration: QUICTransportConfiguration, context: LoopContext
+    ) -> NetworkConnection {
+        let core = ConnectionCore(
+            loop: context.loop, endpointDescription: peer.description, handshakeTimeout: configuration.handshakeTimeout,
+            streamSendLimit: configuration.streamSendBufferLimit)
+        core.channel.attach(engine, transport: transport)
+        core.shared.states.update(.preparing)
+        return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
+    }
+}
