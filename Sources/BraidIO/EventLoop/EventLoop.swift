@@ -97,6 +97,15 @@ public final class EventLoop: Sendable {
         return (epoll, wake)
     }
 
+    deinit {
+        // A real loop's thread keeps it alive; a virtual loop that nobody shut down still
+        // gives its descriptors back.
+        if virtualContext != nil {
+            close(wakeFD)
+            close(epollFD)
+        }
+    }
+
     /// A virtual loop's clock now (nil for a real loop).
     package var virtualNow: MonotonicInstant? { virtualClock?.withLock { $0 } }
 
