@@ -191,7 +191,7 @@ package final class QUICChannel {
     // MARK: Calls from the public API (on the loop)
 
     /// Runs `body` once the handshake completes (now, if it has), or reports why it never will.
-    package func whenReady(_ body: @escaping ((any Error)?) -> Void) {
+    private func whenReady(_ body: @escaping ((any Error)?) -> Void) {
         if let finalError {
             body(finalError)
         } else if isReady {

@@ -89,12 +89,6 @@ public final class QUICClientDriver: LoopHandler {
         service(context)
     }
 
-    /// The local address the kernel would route from toward `remote`, with port 0: the client
-    /// binds to it (not to the wildcard) so the engine's path names a real address.
-    public static func localAddress(toward remote: QUICAddress) throws -> QUICAddress {
-        try UDPSocket.localAddress(toward: remote)
-    }
-
     /// Sends what the connection has to send and re-arms its timer. Call after acting on
     /// `connection` from loop code. From inside `onEvent` it does nothing: the pass that
     /// delivered the event writes right after the handler returns.
