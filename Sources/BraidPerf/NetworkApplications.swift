@@ -63,7 +63,7 @@ public enum PerfService {
     /// Serves one client stream: reads the request and the upload, sends the response.
     public static func serve(_ stream: QUIC.Stream) async throws -> Exchange? {
         guard stream.directionality == .bidirectional else { return nil }
-        let requested = try await stream.receive(as: UInt64.self)
+        let requested = try await stream.receive(as: UInt64.self).content
         let upload = try await receivePattern(from: stream)
         let exchange = Exchange(requested: requested, uploaded: upload.count, uploadIntact: upload.intact)
         try await sendPattern(count: Int(clamping: requested), on: stream)

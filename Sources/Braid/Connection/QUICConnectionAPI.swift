@@ -163,7 +163,7 @@ extension QUIC {
     /// ```swift
     /// try await stream.send(UInt32(5))                    // network byte order
     /// try await stream.send(Data("hello".utf8), endOfStream: true)
-    /// let length = try await stream.receive(as: UInt32.self)
+    /// let length = try await stream.receive(as: UInt32.self).content
     /// let (body, metadata) = try await stream.receive(exactly: Int(length))
     /// ```
     public final class Stream: Sendable {
@@ -259,10 +259,13 @@ extension QUIC {
             try await receive(minimum: minimum, maximum: max(minimum, maximum), exact: false)
         }
 
-        /// An integer sent in network byte order.
-        public func receive<Integer: FixedWidthInteger & Sendable>(as type: Integer.Type) async throws -> Integer {
-            let (content, _) = try await receive(exactly: MemoryLayout<Integer>.size)
-            return content.reduce(Integer(0)) { $0 << 8 | Integer($1) }
+        /// An integer sent in network byte order, with the receive's metadata (Apple's shape:
+        /// `try await stream.receive(as: UInt32.self).content`).
+        public func receive<Integer: FixedWidthInteger & Sendable>(
+            as type: Integer.Type
+        ) async throws -> (content: Integer, metadata: StreamMetadata) {
+            let (content, metadata) = try await receive(exactly: MemoryLayout<Integer>.size)
+            return (content.reduce(Integer(0)) { $0 << 8 | Integer($1) }, metadata)
         }
 
         private func receive(minimum: Int, maximum: Int, exact: Bool) async throws -> (content: Data, metadata: StreamMetadata) {

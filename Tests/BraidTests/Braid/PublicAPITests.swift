@@ -81,7 +81,7 @@ private func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>) async t
                         let stream = try await connection.openStream()
                         try await stream.send(UInt32(index))
                         try await stream.send(Data(), endOfStream: true)
-                        return try await stream.receive(as: UInt32.self) == UInt32(index)
+                        return try await stream.receive(as: UInt32.self).content == UInt32(index)
                     }
                 }
             }

@@ -92,7 +92,7 @@ func docExample_NetworkConnection_migrate(_ connection: NetworkConnection<QUIC>)
 func docExample_QUICStream(_ stream: QUIC.Stream) async throws -> (UInt32, Data, Bool) {
     try await stream.send(UInt32(5))                    // network byte order
     try await stream.send(Data("hello".utf8), endOfStream: true)
-    let length = try await stream.receive(as: UInt32.self)
+    let length = try await stream.receive(as: UInt32.self).content
     let (body, metadata) = try await stream.receive(exactly: Int(length))
     return (length, body, metadata.isEndOfStream)
 }
