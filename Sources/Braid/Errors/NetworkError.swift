@@ -1,5 +1,6 @@
 import BraidIO
 import BraidQUIC
+import Foundation
 
 /// Why a peer certificate was not accepted (`NetworkError.certificateRejected`).
 public typealias CertificateProblem = BraidQUIC.CertificateProblem
@@ -20,7 +21,7 @@ public typealias CertificateProblem = BraidQUIC.CertificateProblem
 ///     print("nothing answers on that port")
 /// }
 /// ```
-public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible {
+public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, LocalizedError {
     /// DNS has no address for this name.
     case dnsNameNotFound(host: String)
     /// Name resolution failed for another reason (no resolver reachable, temporary failure).
@@ -70,6 +71,10 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible {
     case internalError(String)
 
     /// What happened and what to do about it, in a sentence or two.
+    /// The same text as `description`, so `error.localizedDescription` says what happened and
+    /// what to do instead of Foundation's "The operation could not be completed".
+    public var errorDescription: String? { description }
+
     public var description: String {
         switch self {
         case .dnsNameNotFound(let host):
