@@ -98,7 +98,7 @@ public final class QUICClientDriver: LoopHandler {
         defer { isServicing = false }
         let now = context.now
         if !writeBlocked {
-            let flushed = ConnectionIO.service(connection, socket: socket, now: now, onEvent: onEvent)
+            let flushed = DriverPass.service(connection, socket: socket, now: now, onEvent: onEvent)
             if !flushed {
                 writeBlocked = true
                 context.setWantsWritable(token, true)

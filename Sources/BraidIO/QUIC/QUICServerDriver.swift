@@ -16,15 +16,15 @@ public final class QUICServerDriver: LoopHandler {
     /// Connections alive now.
     public var connections: [QUICConnection] { slots.values.map(\.connection) }
     private var token: UInt64 = 0
-    private var slots: [ObjectIdentifier: ConnectionSlot] = [:]
+    private var slots: [ObjectIdentifier: ServerConnectionTimer] = [:]
     /// Connections touched by the current batch, serviced once it is processed.
-    private var dirty: [ConnectionSlot] = []
+    private var dirty: [ServerConnectionTimer] = []
     private var writeBlocked = false
     private var isServicing = false
     private var isClosed = false
 
     /// A server connection's timer registration.
-    final class ConnectionSlot: LoopHandler {
+    final class ServerConnectionTimer: LoopHandler {
         let connection: QUICConnection
         unowned let server: QUICServerDriver
         var timerToken: UInt64 = 0
@@ -70,7 +70,7 @@ public final class QUICServerDriver: LoopHandler {
 
     public var localAddress: QUICAddress { socket.localAddress }
 
-    fileprivate func markDirty(_ slot: ConnectionSlot) {
+    fileprivate func markDirty(_ slot: ServerConnectionTimer) {
         guard !slot.isDirty else { return }
         slot.isDirty = true
         dirty.append(slot)
@@ -108,7 +108,7 @@ public final class QUICServerDriver: LoopHandler {
                 continue
             }
             slot.isDirty = false
-            let serviced = ConnectionIO.service(slot.connection, socket: socket, now: now, onEvent: onEvent)
+            let serviced = DriverPass.service(slot.connection, socket: socket, now: now, onEvent: onEvent)
             // Connection IDs announced in what was just written are routed before replies come.
             endpoint.applyRoutingChanges(of: slot.connection)
             if !serviced {
@@ -131,7 +131,7 @@ public final class QUICServerDriver: LoopHandler {
     }
 
     /// Re-arms the connection's timer, or forgets it once terminated.
-    private func finish(_ slot: ConnectionSlot, _ context: LoopContext) {
+    private func finish(_ slot: ServerConnectionTimer, _ context: LoopContext) {
         slot.isDirty = false
         endpoint.applyRoutingChanges(of: slot.connection)
         if slot.connection.isTerminated {
@@ -154,7 +154,7 @@ public final class QUICServerDriver: LoopHandler {
                 if let slot = slots[key] {
                     markDirty(slot)
                 } else {
-                    let slot = ConnectionSlot(connection: connection, server: self)
+                    let slot = ServerConnectionTimer(connection: connection, server: self)
                     slot.timerToken = context.registerTimer(slot)
                     slots[key] = slot
                     markDirty(slot)

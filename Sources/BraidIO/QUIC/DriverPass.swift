@@ -3,8 +3,9 @@ import BraidQUIC
 /// Called on the loop for every engine event, in order.
 public typealias QUICEventHandler = (QUICConnection, QUICEvent) -> Void
 
-/// The steps after any input to a connection, shared by the client and server drivers.
-enum ConnectionIO {
+/// One pass of a driver over one engine connection after any input to it (events, then
+/// writes), shared by the client and server drivers.
+enum DriverPass {
     /// Delivers pending events, then moves every packet the engine may send now into `socket`
     /// and flushes. Returns false when the socket's buffer is full (resume when writable).
     static func service(_ connection: QUICConnection, socket: any DatagramSocket, now: QUICInstant, onEvent: QUICEventHandler) -> Bool {
