@@ -22,23 +22,7 @@ private func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>) async t
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { testClient() }
         defer { connection.cancel() }
-        let intact = try await withThrowingTaskGroup(of: Bool.self) { group in
-            for index in 0..<100 {
-                group.addTask {
-                    let payload = Data((0..<(1000 + index * 97)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) })
-                    let stream = try await connection.openStream()
-                    try await stream.send(payload, endOfStream: true)
-                    var echoed = Data()
-                    while true {
-                        let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 65536)
-                        echoed += content
-                        if metadata.isEndOfStream { break }
-                    }
-                    return echoed == payload
-                }
-            }
-            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
-        }
+        let intact = try await echoOnConcurrentStreams(connection, count: 100)
         #expect(intact == 100)
         #expect(connection.negotiatedALPN == "echo")
     }

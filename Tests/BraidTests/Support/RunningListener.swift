@@ -1,4 +1,5 @@
 import Braid
+import Foundation
 
 /// The echo application through the public API: streams echoed with end-of-stream mirrored,
 /// datagrams echoed.
@@ -48,4 +49,26 @@ struct RunningListener {
 /// A client stack trusting the test CA.
 func testClient(alpn: [String] = ["echo"]) -> QUIC {
     QUIC(alpn: alpn).trust(.certificateAuthorities(file: Fixtures.caFile)).serverName("localhost")
+}
+
+/// Opens `count` streams at once on `connection`, sends each a distinct payload (1,000 bytes
+/// plus 97 per index) with its end, and reads the echo back; returns how many came back intact.
+func echoOnConcurrentStreams(_ connection: NetworkConnection<QUIC>, count: Int) async throws -> Int {
+    try await withThrowingTaskGroup(of: Bool.self) { group in
+        for index in 0..<count {
+            group.addTask {
+                let payload = Data((0..<(1000 + index * 97)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) })
+                let stream = try await connection.openStream()
+                try await stream.send(payload, endOfStream: true)
+                var echoed = Data()
+                while true {
+                    let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 65536)
+                    echoed += content
+                    if metadata.isEndOfStream { break }
+                }
+                return echoed == payload
+            }
+        }
+        return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+    }
 }
