@@ -49,6 +49,9 @@ final class ConnectionCore: QUICChannelDelegate {
 
     var loop: EventLoop { channel.loop }
 
+    /// Why the connection ended, once it has.
+    var finalError: (any Error)? { channel.finalError }
+
     /// Ends the connection with `error` before (or without) an engine: every pending call fails.
     func fail(_ error: NetworkError) {
         channel.fail(error)

@@ -25,8 +25,9 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     public let endpoint: NWEndpoint
     /// The protocol stack the connection runs, as its top protocol (for QUIC, its options).
     public let stack: ApplicationProtocol
-    /// The parameters' local endpoint, if any (a listener's connection: nil).
-    private let localEndpoint: NWEndpoint?
+    /// The parameters (a listener's connection: the stack's defaults).
+    private let parameters: NetworkParameters<ApplicationProtocol>
+    private var localEndpoint: NWEndpoint? { parameters.localEndpoint }
     let loop: EventLoop
     /// Where the connection's sockets come from.
     let sockets: any DatagramSocketFactory
@@ -45,7 +46,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     public init(to endpoint: NWEndpoint, using parameters: NetworkParameters<ApplicationProtocol>) {
         self.endpoint = endpoint
         stack = parameters.stack
-        localEndpoint = parameters.localEndpoint
+        self.parameters = parameters
         let environment = NetworkEnvironment.current
         loop = environment?.loop ?? LoopPool.loop()
         sockets = environment?.sockets ?? UDPSockets()
@@ -66,7 +67,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         self.shared = shared
         loop = core.loop
         sockets = UDPSockets()
-        localEndpoint = nil
+        parameters = NetworkParameters(stack: stack)
         started = Atomic(true)
     }
 
@@ -107,9 +108,15 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
             loop.execute { [core] _ in core.value.fail(error) }
             return
         }
+        if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled {
+            let error = NetworkError.unsupported("serviceClass and multipathServiceType on QUIC connections (TCP and TLS stacks apply them)")
+            loop.execute { [core] _ in core.value.fail(error) }
+            return
+        }
         let endpoint = endpoint, core = core, local = localEndpoint, sockets = sockets
         loop.execute { context in
-            ClientEstablishment(core: core.value, quic: quic, endpoint: endpoint, local: local, sockets: sockets).begin(context)
+            let strategy = QUICEstablishment(core: core.value, quic: quic, endpoint: endpoint, sockets: sockets)
+            ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local).begin(context)
         }
     }
 

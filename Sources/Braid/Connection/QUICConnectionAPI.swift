@@ -168,9 +168,8 @@ extension QUIC {
     /// ```
     public final class Stream: Sendable {
         let bound: LoopBound<QUICStreamChannel>
-        /// What the application's tasks use without a trip to the loop.
-        let inbox: StreamInbox
-        let outbox: StreamOutbox
+        /// What the application's tasks send into and receive from.
+        let end: ByteStreamEnd
         /// The QUIC stream ID (RFC 9000 §2.1).
         public let streamID: Int64
         /// Whether both sides send on the stream, or only its initiator.
@@ -180,9 +179,12 @@ extension QUIC {
 
         /// The facade of a stream whose loop made `handle`.
         init(_ handle: QUICStreamHandle) {
-            bound = handle.channel
-            inbox = handle.inbox
-            outbox = handle.outbox
+            let bound = handle.channel
+            self.bound = bound
+            end = ByteStreamEnd(
+                inbox: handle.inbox, outbox: handle.outbox,
+                postPump: { bound.loop.execute { context in bound.value.pump(context) } },
+                postCreditPass: { bound.loop.execute { context in bound.value.returnConsumedCredit(context) } })
             streamID = handle.id
             directionality = handle.isBidirectional ? .bidirectional : .unidirectional
             initiator = handle.locallyInitiated ? .local : .remote
@@ -204,7 +206,7 @@ extension QUIC {
 
         /// Sends an integer in network byte order.
         public func send<Integer: FixedWidthInteger & Sendable>(_ value: Integer) async throws {
-            try await send(withUnsafeBytes(of: value.bigEndian) { StreamBytes(copying: $0) }, endOfStream: false, idempotent: false)
+            try await send(ByteStreamEnd.bytes(of: value), endOfStream: false, idempotent: false)
         }
 
         /// Like `send`, but the bytes may travel in 0-RTT on a resumed connection. An attacker
@@ -215,35 +217,8 @@ extension QUIC {
         }
 
         private func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) async throws {
-            try await NetworkError.mapping { try await queue(bytes, endOfStream: endOfStream, idempotent: idempotent) }
-        }
-
-        private func queue(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) async throws {
             guard directionality == .bidirectional || initiator == .local else { throw NetworkError.streamNotWritable }
-            // With room, the bytes are queued here and the call returns; the first send of a
-            // burst posts the one loop pass that hands them all to the engine.
-            switch outbox.offer(bytes, endOfStream: endOfStream, idempotent: idempotent) {
-            case .accepted(let drainNeeded):
-                if drainNeeded { postPump() }
-                return
-            case .failed(let error):
-                throw error
-            case .mustWait:
-                break
-            }
-            try await Completion<Void>.wait { completion in
-                switch outbox.enqueue(bytes, endOfStream: endOfStream, idempotent: idempotent, completion: completion) {
-                case .success(let drainNeeded):
-                    if drainNeeded { postPump() }
-                case .failure(let error):
-                    completion.resume(.failure(error))
-                }
-            }
-        }
-
-        private func postPump() {
-            let bound = bound
-            loop.execute { context in bound.value.pump(context) }
+            try await end.send(bytes, endOfStream: endOfStream, idempotent: idempotent)
         }
 
         // MARK: Receiving
@@ -265,25 +240,13 @@ extension QUIC {
             as type: Integer.Type
         ) async throws -> (content: Integer, metadata: StreamMetadata) {
             let (content, metadata) = try await receive(exactly: MemoryLayout<Integer>.size)
-            return (content.reduce(Integer(0)) { $0 << 8 | Integer($1) }, metadata)
+            return (ByteStreamEnd.integer(from: content, as: Integer.self), metadata)
         }
 
         private func receive(minimum: Int, maximum: Int, exact: Bool) async throws -> (content: Data, metadata: StreamMetadata) {
             guard directionality == .bidirectional || initiator == .remote else { throw NetworkError.streamNotReadable }
-            // Bytes already here are taken without a trip to the loop; the credit they free goes
-            // back to the peer in a coalesced loop pass.
-            let delivery = try await NetworkError.mapping {
-                try await inbox.receive(StreamInbox.Request(minimum: minimum, maximum: maximum, exact: exact)) {
-                    postCreditPass()
-                }
-            }
-            if inbox.claimCreditPass() { postCreditPass() }
+            let delivery = try await end.receive(minimum: minimum, maximum: maximum, exact: exact)
             return (delivery.content, StreamMetadata(isEndOfStream: delivery.endOfStream))
-        }
-
-        private func postCreditPass() {
-            let bound = bound
-            loop.execute { context in bound.value.returnConsumedCredit(context) }
         }
 
         // MARK: Aborting

@@ -1,5 +1,4 @@
 import BraidIO
-import BraidQUIC
 import Foundation
 import Synchronization
 
@@ -7,70 +6,64 @@ import Synchronization
 import Glibc
 #endif
 
-/// Takes a client connection from an endpoint to a completed handshake, on the connection's
-/// loop:
+/// Takes a client connection from an endpoint to an established transport, on the
+/// connection's loop, for every stack alike (the stack's `EstablishmentStrategy` makes and
+/// adopts the attempts):
 ///
 /// - resolves the name (off the loop);
 /// - races the addresses with Happy Eyeballs (RFC 8305): IPv6 and IPv4 interleaved, a new
-///   attempt every 250 ms while earlier ones are still in flight, the first handshake wins;
+///   attempt every 250 ms while earlier ones are still in flight, the first to succeed wins
+///   (QUIC: its handshake; TCP: its connect);
 /// - while no address is usable (temporary DNS failure, no route), moves the connection to
 ///   `waiting(error)` and tries again with backoff until it works or is cancelled.
 ///
-/// A resumed connection (a session ticket is cached) does not race: its one 0-RTT attempt is
-/// the connection from the start, so early data is sent once, on one path; later addresses are
-/// tried only when an address has no route at all. Neither does a connection with a fixed
-/// local port.
+/// An attempt the strategy commits to at once (QUIC resuming with 0-RTT data) does not race:
+/// it is the connection from the start, so early data is sent once, on one path; later
+/// addresses are tried only when an address has no route at all. Neither does a connection
+/// with a fixed local port.
 final class ClientEstablishment {
     /// RFC 8305 §5's recommended Connection Attempt Delay.
     static let attemptDelay: Duration = .milliseconds(250)
     /// Waits between rounds while no path is usable.
     static let retryDelays: [Duration] = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(15), .seconds(30)]
 
-    private let core: ConnectionCore
-    private let quic: QUIC
-    private let endpoint: NWEndpoint
     /// Where to send from (`NetworkParameters.localEndpoint`): an address or a port or both.
-    private let local: (address: QUICAddress?, port: UInt16)?
-    private let serverName: String
+    typealias LocalBinding = (address: SocketAddress?, port: UInt16)
+
+    private let core: ConnectionCore
+    private let strategy: any EstablishmentStrategy
+    private let endpoint: NWEndpoint
+    let local: LocalBinding?
     /// Addresses not tried yet in this round, in attempt order.
-    private var untried: [QUICAddress] = []
-    /// Handshakes in flight (without a ticket, several may race).
-    private var attempts: [QUICClientDriver] = []
+    private var untried: [SocketAddress] = []
+    /// Attempts in flight (several may race).
+    private var attempts: [any EstablishmentAttempt] = []
     /// Why each attempt of this round failed.
     private var failures: [NetworkError] = []
     private var rounds = 0
     private var timer: UInt64?
     private var finished = false
-    /// The attempt handed to the channel. Events of the pass that adopted it still come here
-    /// (the driver took its handler before the pass began): they go on to the channel.
-    private weak var adopted: QUICClientDriver?
 
-    /// Where the attempts' sockets come from.
-    private let sockets: any DatagramSocketFactory
-
-    init(core: ConnectionCore, quic: QUIC, endpoint: NWEndpoint, local: NWEndpoint? = nil, sockets: any DatagramSocketFactory) {
+    init(core: ConnectionCore, strategy: any EstablishmentStrategy, endpoint: NWEndpoint, local: NWEndpoint? = nil) {
         self.core = core
-        self.sockets = sockets
-        self.quic = quic
+        self.strategy = strategy
         self.endpoint = endpoint
         self.local = local.map { endpoint in
             let port = endpoint.port.rawValue
             switch endpoint.host {
-            case .ipv4(let address): return (QUICAddress(ip: address.description, port: port), port)
-            case .ipv6(let address): return (QUICAddress(ip: address.description, port: port), port)
+            case .ipv4(let address): return (SocketAddress(ip: address.description, port: port), port)
+            case .ipv6(let address): return (SocketAddress(ip: address.description, port: port), port)
             case .name: return (nil, port)
             }
         }
-        // A name, or the address literal (the engine sends no SNI for literals).
-        serverName = quic.serverName ?? endpoint.host.description
     }
 
     /// Starts a round: resolve, then attempt. Call on the core's loop.
     func begin(_ context: LoopContext) {
         guard !isOver else { return }
         // Until an attempt wins, ending the connection abandons the attempts.
-        core.channel.setTransport(self)
-        let endpoint = endpoint, version = quic.udp.ip.version, loop = context.loop
+        strategy.standIn(for: self, context: context)
+        let endpoint = endpoint, version = strategy.ipVersion, loop = context.loop
         if let literal = Resolver.literalAddresses(for: endpoint) {
             // An IP literal needs no lookup: no thread hop before the first packet.
             resolved(Result { try Self.usable(literal, for: endpoint, version: version) }.mapError { NetworkError($0) }, context: context)
@@ -83,9 +76,9 @@ final class ClientEstablishment {
         }
     }
 
-    private var isOver: Bool { finished || core.channel.finalError != nil }
+    private var isOver: Bool { finished || core.finalError != nil }
 
-    private func resolved(_ result: Result<[QUICAddress], NetworkError>, context: LoopContext) {
+    private func resolved(_ result: Result<[SocketAddress], NetworkError>, context: LoopContext) {
         guard !isOver else { return }
         switch result {
         case .success(var addresses):
@@ -105,8 +98,7 @@ final class ClientEstablishment {
         }
     }
 
-    /// Starts the next address; without a ticket, schedules the one after it in case this
-    /// one is slow.
+    /// Starts the next address and schedules the one after it in case this one is slow.
     private func attemptNext(_ context: LoopContext) {
         cancelTimer(context)
         guard !isOver else { return }
@@ -115,26 +107,11 @@ final class ClientEstablishment {
             return
         }
         let remote = untried.removeFirst()
-        let cacheKey = "\(serverName):\(remote.port)"
         do {
-            try Self.checkRoute(to: remote)
             // The route lookup fails first when there is no path to this address.
-            let bindAddress = try (local?.address ?? sockets.localAddress(toward: remote)).withPort(local?.port ?? 0)
-            // Taken (tickets are single-use) only once this address looks usable.
-            let ticket = attempts.isEmpty ? quic.sessionCache?.take(cacheKey) : nil
-            let client = try ClientContexts.context(for: quic)
-            var driver: QUICClientDriver?
-            let attempt = try QUICClientDriver(
-                context: context, client: client, remote: remote, serverName: serverName, resumption: ticket,
-                local: bindAddress, batching: quic.udp.batching, sockets: sockets
-            ) { [self] _, event in
-                // Before `init` returns, the driver's first service pass can report events too.
-                guard let driver else { return }
-                attemptEvent(event, driver: driver, context: context)
-            }
-            driver = attempt
-            if ticket != nil {
-                // 0-RTT: this attempt is the connection from the start.
+            try Self.checkRoute(to: remote)
+            let (attempt, committed) = try strategy.attempt(remote, alone: attempts.isEmpty, race: self, context: context)
+            if committed {
                 adopt(attempt, context: context)
                 return
             }
@@ -158,54 +135,30 @@ final class ClientEstablishment {
         }
     }
 
-    private func attemptEvent(_ event: QUICEvent, driver: QUICClientDriver, context: LoopContext) {
-        if driver === adopted {
-            core.channel.handle(event, context: context)
-            return
-        }
-        switch event {
-        case .handshakeCompleted:
-            guard !isOver else { return }
-            adopt(driver, context: context)
-            core.channel.handle(event, context: context)
-        case .connectionClosed(let error):
-            attempts.removeAll { $0 === driver }
-            failures.append(
-                NetworkError(
-                    quic: error, endpoint: NWEndpoint(driver.connection.path.remote).description,
-                    handshakeTimeout: quic.transport.handshakeTimeout))
-            // A failed attempt hands over to the next address without waiting for the timer.
-            if !isOver, attempts.isEmpty { attemptNext(context) }
-        case .terminated:
-            // The driver closes its socket itself once terminated; drop our last reference.
-            driver.onEvent = { _, _ in }
-        default:
-            break
-        }
+    // MARK: What attempts report
+
+    /// `attempt` succeeded: it becomes the connection, unless the connection ended meanwhile.
+    func attemptSucceeded(_ attempt: any EstablishmentAttempt, context: LoopContext) {
+        guard !isOver, attempts.contains(where: { $0 === attempt }) else { return }
+        adopt(attempt, context: context)
     }
 
-    /// Hands `driver` over to the connection's channel, which gets its events from now on,
-    /// closes the other attempts, and steps aside.
-    private func adopt(_ driver: QUICClientDriver, context: LoopContext) {
+    /// `attempt` failed with `error`: the next address goes at once when nothing else is in
+    /// flight.
+    func attemptFailed(_ attempt: any EstablishmentAttempt, error: NetworkError, context: LoopContext) {
+        guard attempts.contains(where: { $0 === attempt }) else { return }
+        attempts.removeAll { $0 === attempt }
+        failures.append(error)
+        if !isOver, attempts.isEmpty { attemptNext(context) }
+    }
+
+    /// Hands `attempt` to the strategy, which makes it the connection, and abandons the others.
+    private func adopt(_ attempt: any EstablishmentAttempt, context: LoopContext) {
         finished = true
         cancelTimer(context)
-        for loser in attempts where loser !== driver {
-            loser.connection.close(applicationErrorCode: 0, reason: "", now: context.now)
-            loser.service(context)
-        }
+        for loser in attempts where loser !== attempt { loser.abandon(context) }
         attempts.removeAll()
-        adopted = driver
-        let channel = core.channel
-        if let cache = quic.sessionCache {
-            let key = "\(serverName):\(driver.connection.path.remote.port)"
-            channel.ticketReceived = { ticket in cache.store(ticket, for: key) }
-        }
-        // The driver and the channel keep each other until the connection terminates; then
-        // the channel's release closes the socket and drops this handler.
-        driver.onEvent = { [channel] _, event in channel.handle(event, context: context) }
-        // Calls that were waiting for the connection (e.g. a 0-RTT send) can go now.
-        channel.attach(driver.connection, transport: driver)
-        driver.service(context)
+        strategy.adopt(attempt, context: context)
     }
 
     /// Every address failed. With no route anywhere, wait and retry; otherwise report the most
@@ -242,13 +195,10 @@ final class ClientEstablishment {
     }
 
     /// The connection was cancelled or failed before any attempt won.
-    fileprivate func abandon(_ context: LoopContext) {
+    func abandon(_ context: LoopContext) {
         finished = true
         cancelTimer(context)
-        for attempt in attempts {
-            attempt.connection.close(applicationErrorCode: 0, reason: "", now: context.now)
-            attempt.service(context)
-        }
+        for attempt in attempts { attempt.abandon(context) }
         attempts.removeAll()
     }
 
@@ -259,7 +209,7 @@ final class ClientEstablishment {
 
     // MARK: Addresses
 
-    private static func resolve(_ endpoint: NWEndpoint, version: IP.Version) async -> Result<[QUICAddress], NetworkError> {
+    private static func resolve(_ endpoint: NWEndpoint, version: IP.Version) async -> Result<[SocketAddress], NetworkError> {
         do {
             return .success(try await addresses(for: endpoint, version: version))
         } catch {
@@ -267,12 +217,12 @@ final class ClientEstablishment {
         }
     }
 
-    static func addresses(for endpoint: NWEndpoint, version: IP.Version) async throws -> [QUICAddress] {
+    static func addresses(for endpoint: NWEndpoint, version: IP.Version) async throws -> [SocketAddress] {
         try usable(try await Resolver.addresses(for: endpoint), for: endpoint, version: version)
     }
 
     /// The addresses of the IP version the stack asks for; throws if none is left.
-    static func usable(_ all: [QUICAddress], for endpoint: NWEndpoint, version: IP.Version) throws -> [QUICAddress] {
+    static func usable(_ all: [SocketAddress], for endpoint: NWEndpoint, version: IP.Version) throws -> [SocketAddress] {
         let usable = all.filter {
             switch version {
             case .any: true
@@ -288,11 +238,11 @@ final class ClientEstablishment {
 
     /// RFC 8305 §4: keep the resolver's preference order but alternate address families,
     /// starting with the family of the first (most preferred) address.
-    static func happyEyeballsOrder(_ addresses: [QUICAddress]) -> [QUICAddress] {
+    static func happyEyeballsOrder(_ addresses: [SocketAddress]) -> [SocketAddress] {
         guard let first = addresses.first else { return [] }
         var preferred = addresses.filter { $0.isIPv6 == first.isIPv6 }[...]
         var other = addresses.filter { $0.isIPv6 != first.isIPv6 }[...]
-        var ordered: [QUICAddress] = []
+        var ordered: [SocketAddress] = []
         while !preferred.isEmpty || !other.isEmpty {
             if let next = preferred.popFirst() { ordered.append(next) }
             if let next = other.popFirst() { ordered.append(next) }
@@ -311,7 +261,7 @@ final class ClientEstablishment {
     /// to drive the waiting state without changing the machine's routes.
     static let routeFailuresForTesting = Mutex<[UInt16: (errno: Int32, remaining: Int)]>([:])
 
-    private static func checkRoute(to remote: QUICAddress) throws {
+    private static func checkRoute(to remote: SocketAddress) throws {
         try routeFailuresForTesting.withLock { failures in
             guard let failure = failures[remote.port], failure.remaining > 0 else { return }
             failures[remote.port]?.remaining -= 1
@@ -320,13 +270,26 @@ final class ClientEstablishment {
     }
 }
 
-/// Until an attempt wins, the establishment stands in for the connection's transport: ending
-/// the connection abandons the attempts.
-extension ClientEstablishment: QUICChannelTransport {
-    func service(_ context: LoopContext) {}
-    func release(_ context: LoopContext) { abandon(context) }
-    var socketCounters: SocketCounters? { nil }
-    func moveToNewPort(_ context: LoopContext) throws -> SocketAddress {
-        throw NetworkError.invalidState("migrate once the connection is ready")
-    }
+/// What one stack contributes to `ClientEstablishment`: how to attempt one address, and
+/// what becomes of the attempt that wins.
+protocol EstablishmentStrategy: AnyObject {
+    /// The address family the stack asks for.
+    var ipVersion: IP.Version { get }
+    /// A round begins: stand the race in for the connection's transport, so that ending the
+    /// connection abandons the attempts (`ClientEstablishment.abandon`).
+    func standIn(for race: ClientEstablishment, context: LoopContext)
+    /// Starts an attempt on `remote` (`alone`: no other attempt is in flight), which reports
+    /// to `race`. `committed` means the attempt is the connection from the start (it may
+    /// carry early data) and does not race. Throws if the address cannot be tried at all.
+    func attempt(
+        _ remote: SocketAddress, alone: Bool, race: ClientEstablishment, context: LoopContext
+    ) throws -> (attempt: any EstablishmentAttempt, committed: Bool)
+    /// `attempt` won: make it the connection.
+    func adopt(_ attempt: any EstablishmentAttempt, context: LoopContext)
+}
+
+/// One connection attempt to one address, made by an `EstablishmentStrategy`.
+protocol EstablishmentAttempt: AnyObject {
+    /// Stops the attempt: it lost the race, or the connection ended first.
+    func abandon(_ context: LoopContext)
 }

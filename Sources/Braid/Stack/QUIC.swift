@@ -209,8 +209,11 @@ public struct QUIC: NetworkProtocol {
     }
 
     private func validateLowerLayers() throws {
-        if udp.ip.fragmentationAllowed {
+        if udp.ip.fragmentationAllowed == true {
             throw NetworkError.invalidConfiguration("QUIC packets must not be fragmented (RFC 9000 §14); remove fragmentationEnabled(true)")
+        }
+        if udp.ip.hopLimit != nil {
+            throw NetworkError.unsupported("IP hopLimit on QUIC connections (TCP and TLS stacks apply it)")
         }
     }
 }

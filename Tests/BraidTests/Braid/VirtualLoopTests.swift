@@ -59,7 +59,7 @@ import Testing
         // stream window (auto-tuned up to 16 MiB) plus the 1 MiB send bound is all that moves,
         // and the sender is suspended in its next send.
         #expect(sentWhileStalled >= 1 && sentWhileStalled <= 18, "\(sentWhileStalled) MiB sent to a reader that reads nothing")
-        #expect(stream.outbox.waitingSenders == 1)
+        #expect(stream.end.outbox.waitingSenders == 1)
         let server = try #require(pair.server)
         let received = try await pair.run(limit: .seconds(60)) {
             var total = 0, intact = true

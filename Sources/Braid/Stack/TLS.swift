@@ -1,0 +1,139 @@
+import BraidQUIC
+
+/// TLS protocol versions, as Apple spells them (`tls_protocol_version_t`).
+public enum TLSProtocolVersion: Sendable, Hashable, Comparable {
+    /// TLS 1.2 (RFC 5246).
+    case TLSv12
+    /// TLS 1.3 (RFC 8446).
+    case TLSv13
+}
+
+/// Apple's name for the TLS protocol versions.
+public typealias tls_protocol_version_t = TLSProtocolVersion
+
+/// TLS over TCP: an encrypted, authenticated byte stream (`NetworkConnection<TLS>` sends and
+/// receives bytes). `TLS()` alone runs over `TCP()` and `IP()`.
+///
+/// ```swift
+/// let connection = NetworkConnection(to: .hostPort(host: "localhost", port: 4443)) {
+///     TLS { TCP { IP().fragmentationEnabled(false) } }
+///         .alpn(["echo"])
+///         .trust(.certificateAuthorities(file: "ca.pem"))
+/// }
+/// ```
+///
+/// A client verifies the server's certificate chain and name against the system store by
+/// default; `trust(_:)`, `pinnedPublicKeys(sha256:)` and the loudly named
+/// `insecureAcceptAnyCertificate()` change that, as for `QUIC`. A listener needs
+/// `identity(certificateChainFile:privateKeyFile:)`.
+public struct TLS: NetworkProtocol {
+    /// Whether a listener asks clients for a certificate (mutual TLS).
+    public enum PeerAuthentication: Sendable, Hashable {
+        /// No client certificate is asked for (the listener's default).
+        case none
+        /// A client certificate is asked for and verified if presented.
+        case optional
+        /// A client without a valid certificate is refused.
+        case required
+    }
+
+    /// Where a client looks for the authorities that sign server certificates (on a
+    /// listener: client certificates).
+    public typealias TrustRoots = QUIC.TrustRoots
+    /// Resumption tickets per server, shared with QUIC's.
+    public typealias SessionCache = QUIC.SessionCache
+
+    /// The TCP and IP layers under TLS, from `init(_:)` (default `TCP()` over `IP()`).
+    public private(set) var tcp = TCP()
+    /// Application protocols offered (on a listener: accepted, in preference order); empty
+    /// (the default) sends no ALPN.
+    public private(set) var alpn: [String] = []
+    /// How the peer's certificate is checked (default: the system store, chain and name
+    /// checks, no pins).
+    public private(set) var verification = QUICCertificateVerification()
+    /// The name sent in SNI and required in the certificate; nil uses the endpoint's host.
+    public private(set) var serverName: String?
+    /// The PEM certificate chain (leaf first) this side presents; required on a listener.
+    public private(set) var certificateChainFile: String?
+    /// The PEM private key of `certificateChainFile`'s leaf certificate.
+    public private(set) var privateKeyFile: String?
+    /// The oldest version negotiated (default TLS 1.2).
+    public private(set) var minimumVersion: TLSProtocolVersion = .TLSv12
+    /// The newest version negotiated (default TLS 1.3).
+    public private(set) var maximumVersion: TLSProtocolVersion = .TLSv13
+    /// Listener: whether clients must present a certificate (default `.none`).
+    public private(set) var peerAuthentication: PeerAuthentication = .none
+    /// Session tickets for resumption (default true).
+    public private(set) var ticketsEnabled = true
+    /// TLS 1.3 early data (0-RTT) on resumed connections (default false: replayable).
+    public private(set) var earlyDataEnabled = false
+    /// Where a client keeps tickets so later connections resume; nil: none.
+    public private(set) var sessionCache: SessionCache?
+
+    /// TLS over `TCP()` and `IP()`.
+    public init() {}
+
+    /// TLS over the TCP options the builder returns: `TLS { TCP { IP() }.noDelay(true) }`.
+    public init(@ProtocolStackBuilder _ lower: () -> TCP) { tcp = lower() }
+
+    private func with(_ change: (inout TLS) -> Void) -> TLS {
+        var copy = self
+        change(&copy)
+        return copy
+    }
+
+    /// Offers (on a listener: accepts) these application protocols, in preference order. A
+    /// peer that speaks none of them is refused with `NetworkError.alpnMismatch`.
+    public func alpn(_ protocols: [String]) -> TLS { with { $0.alpn = protocols } }
+
+    /// The certificate chain (leaf first) and private key this side presents, as PEM files:
+    /// required on a listener; on a client, the certificate for mutual TLS.
+    public func identity(certificateChainFile: String, privateKeyFile: String) -> TLS {
+        with {
+            $0.certificateChainFile = certificateChainFile
+            $0.privateKeyFile = privateKeyFile
+        }
+    }
+
+    /// Which certificate authorities sign the certificates this side accepts (default
+    /// `.system`): the server's on a client, clients' on a listener.
+    public func trust(_ roots: TrustRoots) -> TLS {
+        with {
+            switch roots {
+            case .system: $0.verification.trustRoots = .system
+            case .certificateAuthorities(let file): $0.verification.trustRoots = .certificateAuthorityFile(file)
+            }
+        }
+    }
+
+    /// Also require the peer's key to match one of these SHA-256 digests of its
+    /// SubjectPublicKeyInfo (DER), on top of the chain and name checks.
+    public func pinnedPublicKeys(sha256 digests: [[UInt8]]) -> TLS { with { $0.verification.pinnedSPKISHA256 = digests } }
+
+    /// Skips certificate chain and name checks. Anyone on the path can then impersonate the
+    /// server; only for tests against throwaway certificates. Pins are still enforced.
+    public func insecureAcceptAnyCertificate() -> TLS { with { $0.verification.insecureSkipChainAndHostnameVerification = true } }
+
+    /// The name sent as SNI and required in the certificate, when it differs from the host.
+    public func serverName(_ name: String) -> TLS { with { $0.serverName = name } }
+
+    /// The oldest TLS version to negotiate.
+    public func minimumVersion(_ version: TLSProtocolVersion) -> TLS { with { $0.minimumVersion = version } }
+
+    /// The newest TLS version to negotiate.
+    public func maximumVersion(_ version: TLSProtocolVersion) -> TLS { with { $0.maximumVersion = version } }
+
+    /// Listener: whether clients must present a certificate, verified against `trust(_:)`.
+    public func peerAuthentication(_ mode: PeerAuthentication) -> TLS { with { $0.peerAuthentication = mode } }
+
+    /// Session tickets for resumption (default true).
+    public func ticketsEnabled(_ enabled: Bool) -> TLS { with { $0.ticketsEnabled = enabled } }
+
+    /// TLS 1.3 early data: a resumed client's `sendIdempotent` bytes may travel with the
+    /// ClientHello, and a listener accepts them (default false). Early data can be replayed
+    /// by an attacker: send only requests that are safe to repeat.
+    public func earlyDataEnabled(_ enabled: Bool) -> TLS { with { $0.earlyDataEnabled = enabled } }
+
+    /// Keep resumption tickets here, so the next connection to the same server resumes.
+    public func sessionCache(_ cache: SessionCache) -> TLS { with { $0.sessionCache = cache } }
+}

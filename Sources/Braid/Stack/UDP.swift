@@ -1,0 +1,30 @@
+import BraidIO
+
+/// UDP options, and the bottom of a QUIC stack. On its own (`NetworkConnection { UDP() }`) it
+/// is not implemented yet: such connections fail with `NetworkError.unsupported`.
+///
+/// ```swift
+/// QUIC(alpn: ["echo"]) {
+///     UDP { IP().version(.v4) }.batching(.none)
+/// }
+/// ```
+public struct UDP: NetworkProtocol, Hashable {
+    /// The IP options under UDP, from `init(_:)` (default `IP()`).
+    public private(set) var ip = IP()
+    /// Which batching system calls the socket uses (GSO, GRO, sendmmsg/recvmmsg).
+    public private(set) var batching: BatchingOptions = .all
+
+    /// UDP over default IP options, with every batching system call on.
+    public init() {}
+
+    /// UDP over the IP options the builder returns: `UDP { IP().version(.v6) }`.
+    public init(@IPStackBuilder _ lower: () -> IP) { ip = lower() }
+
+    /// Turns segmentation offload, receive offload and multi-message calls on or off
+    /// (`.all`, `.none`, or each one).
+    public func batching(_ options: BatchingOptions) -> UDP {
+        var copy = self
+        copy.batching = options
+        return copy
+    }
+}

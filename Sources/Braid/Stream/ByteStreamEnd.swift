@@ -1,0 +1,67 @@
+import BraidIO
+import Foundation
+
+/// The application's end of one byte stream: what `QUIC.Stream` and a TLS or TCP connection
+/// send into and receive from, without a trip to the loop when they can (see `StreamInbox`
+/// and `StreamOutbox`). The two closures post the loop passes the stream's owner runs: one
+/// hands queued sends to the engine or socket, one gives back the room consumed bytes freed.
+struct ByteStreamEnd: Sendable {
+    let inbox: StreamInbox
+    let outbox: StreamOutbox
+    /// Posts a pass that hands the outbox's queued bytes on.
+    let postPump: @Sendable () -> Void
+    /// Posts a pass that returns the credit (room) of bytes the application consumed.
+    let postCreditPass: @Sendable () -> Void
+
+    /// Queues `bytes`: at once when the stream has room, else waiting until the owner has
+    /// taken them (see `StreamOutbox`). Throws `NetworkError`.
+    func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) async throws {
+        try await NetworkError.mapping {
+            // With room, the bytes are queued here and the call returns; the first send of a
+            // burst posts the one loop pass that hands them all on.
+            switch outbox.offer(bytes, endOfStream: endOfStream, idempotent: idempotent) {
+            case .accepted(let drainNeeded):
+                if drainNeeded { postPump() }
+                return
+            case .failed(let error):
+                throw error
+            case .mustWait:
+                break
+            }
+            try await Completion<Void>.wait { completion in
+                switch outbox.enqueue(bytes, endOfStream: endOfStream, idempotent: idempotent, completion: completion) {
+                case .success(let drainNeeded):
+                    if drainNeeded { postPump() }
+                case .failure(let error):
+                    completion.resume(.failure(error))
+                }
+            }
+        }
+    }
+
+    /// Between `minimum` and `maximum` bytes (with `exact`, fewer only as an error), and
+    /// whether they end the stream. Throws `NetworkError`.
+    func receive(minimum: Int, maximum: Int, exact: Bool) async throws -> StreamInbox.Delivery {
+        // Bytes already here are taken without a trip to the loop; the credit they free goes
+        // back in a coalesced loop pass.
+        let delivery = try await NetworkError.mapping {
+            try await inbox.receive(StreamInbox.Request(minimum: minimum, maximum: maximum, exact: exact)) {
+                postCreditPass()
+            }
+        }
+        if inbox.claimCreditPass() { postCreditPass() }
+        return delivery
+    }
+}
+
+extension ByteStreamEnd {
+    /// An integer's bytes in network byte order.
+    static func bytes<Integer: FixedWidthInteger>(of value: Integer) -> StreamBytes {
+        withUnsafeBytes(of: value.bigEndian) { StreamBytes(copying: $0) }
+    }
+
+    /// The integer whose network-byte-order bytes these are.
+    static func integer<Integer: FixedWidthInteger>(from bytes: Data, as type: Integer.Type) -> Integer {
+        bytes.reduce(Integer(0)) { $0 << 8 | Integer($1) }
+    }
+}
