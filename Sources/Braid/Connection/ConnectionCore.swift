@@ -11,8 +11,9 @@ struct ConnectionSnapshot: Sendable {
     var earlyDataAccepted = false
 }
 
-/// The parts of a connection other threads touch: state, snapshot, the inbound streams, and
-/// the channel's datagram queues that async iterators and senders use directly.
+/// The parts of a connection other threads touch: state, snapshot, the inbound streams, the
+/// channel's datagram queues that async iterators and senders use directly, and (for TLS and
+/// TCP) the connection's own byte stream.
 final class ConnectionShared: Sendable {
     let states = StateBroadcast()
     let snapshot = Mutex(ConnectionSnapshot())
@@ -20,41 +21,129 @@ final class ConnectionShared: Sendable {
     let inboundStreamsContinuation: AsyncStream<QUIC.Stream>.Continuation
     let datagramInbox: DatagramInbox
     let datagramOutbox: DatagramOutbox
+    /// The connection's byte stream, for TLS and TCP (nil for QUIC, whose streams have their own).
+    let byteStream: ByteStreamEnd?
 
-    init(datagramInbox: DatagramInbox, datagramOutbox: DatagramOutbox) {
+    init(datagramInbox: DatagramInbox, datagramOutbox: DatagramOutbox, byteStream: ByteStreamEnd? = nil) {
         (inboundStreams, inboundStreamsContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
         self.datagramInbox = datagramInbox
         self.datagramOutbox = datagramOutbox
+        self.byteStream = byteStream
     }
 }
 
-/// A connection's public-facing state on its loop: the owner of its `QUICChannel` (which runs
-/// the engine, the streams and the datagram queues in the IO layer) and the delegate that turns
-/// what the channel reports into states, the snapshot and stream facades. Only its loop
-/// touches it.
+/// A connection's public-facing state on its loop: the owner of its channel in the IO layer
+/// (a `QUICChannel`, which runs the engine, the streams and the datagram queues; or, for TLS
+/// and TCP, a `ByteStreamChannel`) and the delegate that turns what the channel reports into
+/// states, the snapshot and stream facades. Only its loop touches it.
 final class ConnectionCore: QUICChannelDelegate {
-    let channel: QUICChannel
+    /// The channel, by kind. The stack decides it when the connection is made, so the
+    /// QUIC-only API (on `NetworkConnection<QUIC>`) always finds a QUIC channel, and the
+    /// byte-stream API (on TLS and TCP connections) a byte-stream channel.
+    enum Owner {
+        case quic(QUICChannel)
+        case byteStream(ByteStreamChannel)
+    }
+
+    let owner: Owner
     let shared: ConnectionShared
+    /// Called once when the connection ends (a listener frees the connection's place).
+    var whenEnded: (() -> Void)?
     /// Description of the peer for error messages.
     let endpointDescription: String
 
+    /// The core of a QUIC connection.
     init(loop: EventLoop, endpointDescription: String, handshakeTimeout: Duration, streamSendLimit: Int) {
         self.endpointDescription = endpointDescription
-        channel = QUICChannel(loop: loop, streamSendLimit: streamSendLimit) { error in
+        let channel = QUICChannel(loop: loop, streamSendLimit: streamSendLimit) { error in
             NetworkError(error, endpoint: endpointDescription, handshakeTimeout: handshakeTimeout)
         }
+        owner = .quic(channel)
         shared = ConnectionShared(datagramInbox: channel.datagramInbox, datagramOutbox: channel.datagramOutbox)
         channel.delegate = self
     }
 
-    var loop: EventLoop { channel.loop }
+    /// The core of a TLS or TCP connection: one byte stream each way.
+    init(loop: EventLoop, endpointDescription: String, tcp: TCP, handshakeTimeout: Duration) {
+        self.endpointDescription = endpointDescription
+        let channel = ByteStreamChannel(
+            loop: loop, sendLimit: tcp.sendBufferLimit, receiveLimit: tcp.receiveBufferLimit, handshakeTimeout: handshakeTimeout
+        ) { error in
+            NetworkError(error, endpoint: endpointDescription, handshakeTimeout: handshakeTimeout)
+        }
+        owner = .byteStream(channel)
+        // Not yet on the loop: the channel is handed over with the core.
+        let bound = LoopBound(handingOver: channel, to: loop)
+        let end = ByteStreamEnd(
+            inbox: channel.inbox, outbox: channel.outbox,
+            postPump: { loop.execute { context in bound.value.pump(context) } },
+            postCreditPass: { loop.execute { context in bound.value.returnConsumedCredit(context) } })
+        // Byte-stream connections carry no datagrams: their queues stay empty and closed.
+        let datagramInbox = DatagramInbox(backlog: 0)
+        datagramInbox.finish()
+        shared = ConnectionShared(datagramInbox: datagramInbox, datagramOutbox: DatagramOutbox(limit: 0), byteStream: end)
+        channel.delegate = self
+    }
+
+    /// The core a connection over `stack` needs: a byte-stream channel for TLS and TCP, a QUIC
+    /// channel otherwise (stacks that are not implemented fail on start either way).
+    static func make(for stack: some NetworkProtocol, loop: EventLoop, endpointDescription: String) -> ConnectionCore {
+        switch stack {
+        case let tls as TLS:
+            ConnectionCore(loop: loop, endpointDescription: endpointDescription, tcp: tls.tcp, handshakeTimeout: tls.handshakeTimeout)
+        case let tcp as TCP:
+            // No TLS handshake to time: the connect has its own timeout (`TCP.connectionTimeout`).
+            ConnectionCore(loop: loop, endpointDescription: endpointDescription, tcp: tcp, handshakeTimeout: TLS().handshakeTimeout)
+        default:
+            ConnectionCore(
+                loop: loop, endpointDescription: endpointDescription,
+                handshakeTimeout: (stack as? QUIC)?.transport.handshakeTimeout ?? QUIC.defaultTransport.handshakeTimeout,
+                streamSendLimit: (stack as? QUIC)?.transport.streamSendBufferLimit ?? QUIC.defaultTransport.streamSendBufferLimit)
+        }
+    }
+
+    /// The QUIC channel (of a `NetworkConnection<QUIC>`, whose API alone calls this).
+    var channel: QUICChannel {
+        guard case .quic(let channel) = owner else { preconditionFailure("a QUIC call on a \(owner) connection") }
+        return channel
+    }
+
+    /// The byte-stream channel (of a TLS or TCP connection, whose API alone calls this).
+    var byteStream: ByteStreamChannel {
+        guard case .byteStream(let channel) = owner else { preconditionFailure("a byte-stream call on a QUIC connection") }
+        return channel
+    }
+
+    var loop: EventLoop {
+        switch owner {
+        case .quic(let channel): channel.loop
+        case .byteStream(let channel): channel.loop
+        }
+    }
 
     /// Why the connection ended, once it has.
-    var finalError: (any Error)? { channel.finalError }
+    var finalError: (any Error)? {
+        switch owner {
+        case .quic(let channel): channel.finalError
+        case .byteStream(let channel): channel.finalError
+        }
+    }
 
     /// Ends the connection with `error` before (or without) an engine: every pending call fails.
     func fail(_ error: NetworkError) {
-        channel.fail(error)
+        switch owner {
+        case .quic(let channel): channel.fail(error)
+        case .byteStream(let channel): channel.fail(error)
+        }
+    }
+
+    /// Closes the connection (QUIC: application error code 0; TLS: close_notify) and ends
+    /// every pending call with `NetworkError.cancelled`.
+    func cancel(context: LoopContext) {
+        switch owner {
+        case .quic(let channel): channel.cancel(context: context)
+        case .byteStream(let channel): channel.cancel(context: context)
+        }
     }
 
     // MARK: QUICChannelDelegate
@@ -82,6 +171,12 @@ final class ConnectionCore: QUICChannelDelegate {
     }
 
     func channel(_ channel: QUICChannel, endedWith error: any Error) {
+        ended(with: error)
+    }
+
+    private func ended(with error: any Error) {
+        whenEnded?()
+        whenEnded = nil
         let error = NetworkError(error)
         shared.states.update(error == .cancelled ? .cancelled : .failed(error))
         shared.inboundStreamsContinuation.finish()
@@ -92,6 +187,21 @@ final class ConnectionCore: QUICChannelDelegate {
     func migrate(context: LoopContext) throws {
         let local = try channel.migrate(context: context)
         shared.snapshot.withLock { $0.localEndpoint = NWEndpoint(local) }
+    }
+}
+
+extension ConnectionCore: ByteStreamChannelDelegate {
+    func channelBecameReady(_ channel: ByteStreamChannel) {
+        shared.snapshot.withLock {
+            $0.negotiatedALPN = channel.negotiatedALPN
+            $0.localEndpoint = channel.localAddress.map(NWEndpoint.init)
+            $0.remoteEndpoint = channel.remoteAddress.map(NWEndpoint.init)
+        }
+        shared.states.update(.ready)
+    }
+
+    func channel(_ channel: ByteStreamChannel, endedWith error: any Error) {
+        ended(with: error)
     }
 }
 

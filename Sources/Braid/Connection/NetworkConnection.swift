@@ -27,10 +27,12 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     public let stack: ApplicationProtocol
     /// The parameters (a listener's connection: the stack's defaults).
     private let parameters: NetworkParameters<ApplicationProtocol>
-    private var localEndpoint: NWEndpoint? { parameters.localEndpoint }
+    /// Where the parameters ask to send from (nil: the system chooses).
+    private var requestedLocalEndpoint: NWEndpoint? { parameters.localEndpoint }
     let loop: EventLoop
-    /// Where the connection's sockets come from.
+    /// Where the connection's sockets come from (UDP for QUIC, TCP for TLS and TCP).
     let sockets: any DatagramSocketFactory
+    let streamSockets: any ByteStreamSocketFactory
     let shared: ConnectionShared
     let core: LoopBound<ConnectionCore>
     private let started: Atomic<Bool>
@@ -50,10 +52,8 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         let environment = NetworkEnvironment.current
         loop = environment?.loop ?? LoopPool.loop()
         sockets = environment?.sockets ?? UDPSockets()
-        let transport = (stack as? QUIC)?.transport ?? QUIC.defaultTransport
-        let core = ConnectionCore(
-            loop: loop, endpointDescription: endpoint.description, handshakeTimeout: transport.handshakeTimeout,
-            streamSendLimit: transport.streamSendBufferLimit)
+        streamSockets = environment?.streamSockets ?? TCPSockets()
+        let core = ConnectionCore.make(for: stack, loop: loop, endpointDescription: endpoint.description)
         shared = core.shared
         self.core = LoopBound(handingOver: core, to: loop)
         started = Atomic(false)
@@ -67,6 +67,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         self.shared = shared
         loop = core.loop
         sockets = UDPSockets()
+        streamSockets = TCPSockets()
         parameters = NetworkParameters(stack: stack)
         started = Atomic(true)
     }
@@ -74,7 +75,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     deinit {
         // Nobody can use the connection any more: close it so its socket and memory go.
         let core = core
-        loop.execute { context in core.value.channel.cancel(context: context) }
+        loop.execute { context in core.value.cancel(context: context) }
     }
 
     // MARK: State
@@ -103,21 +104,38 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     public func start() {
         guard !started.exchange(true, ordering: .relaxed) else { return }
         shared.states.update(.preparing)
-        guard let quic = stack as? QUIC else {
-            let error = NetworkError.unsupported("\(ApplicationProtocol.self) connections; only QUIC is implemented")
-            loop.execute { [core] _ in core.value.fail(error) }
+        let endpoint = endpoint, core = core, local = requestedLocalEndpoint, sockets = sockets, streamSockets = streamSockets
+        let serviceClass = parameters.serviceClass, multipath = parameters.multipathServiceType
+        let tls: TLS?, tcp: TCP
+        switch stack {
+        case let quic as QUIC:
+            if serviceClass != .bestEffort || multipath != .disabled {
+                fail(.unsupported("serviceClass and multipathServiceType on QUIC connections (TCP and TLS stacks apply them)"))
+                return
+            }
+            loop.execute { context in
+                let strategy = QUICEstablishment(core: core.value, quic: quic, endpoint: endpoint, sockets: sockets)
+                ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local).begin(context)
+            }
+            return
+        case let stack as TLS:
+            (tls, tcp) = (stack, stack.tcp)
+        case let stack as TCP:
+            (tls, tcp) = (nil, stack)
+        default:
+            fail(.unsupported("\(ApplicationProtocol.self) connections; QUIC, TLS and TCP are implemented"))
             return
         }
-        if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled {
-            let error = NetworkError.unsupported("serviceClass and multipathServiceType on QUIC connections (TCP and TLS stacks apply them)")
-            loop.execute { [core] _ in core.value.fail(error) }
-            return
-        }
-        let endpoint = endpoint, core = core, local = localEndpoint, sockets = sockets
         loop.execute { context in
-            let strategy = QUICEstablishment(core: core.value, quic: quic, endpoint: endpoint, sockets: sockets)
+            let strategy = StreamEstablishment(
+                core: core.value, tcp: tcp, tls: tls, endpoint: endpoint, serviceClass: serviceClass, multipath: multipath,
+                sockets: streamSockets)
             ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local).begin(context)
         }
+    }
+
+    private func fail(_ error: NetworkError) {
+        loop.execute { [core] _ in core.value.fail(error) }
     }
 
     /// Like `cancel()`, and returns once the close has been handed to the socket (at once if
@@ -131,7 +149,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     public func close() async {
         shared.states.update(.cancelled)
         let core = core
-        _ = try? await loop.submit { context in core.value.channel.cancel(context: context) }
+        _ = try? await loop.submit { context in core.value.cancel(context: context) }
     }
 
     /// Closes the connection (QUIC application error code 0) and ends every pending call with
@@ -139,7 +157,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     /// connection's event loop shortly after this returns (`close()` waits for it).
     public func cancel() {
         shared.states.update(.cancelled)
-        loop.execute { [core] context in core.value.channel.cancel(context: context) }
+        loop.execute { [core] context in core.value.cancel(context: context) }
     }
 }
 

@@ -19,10 +19,7 @@ extension QUIC {
     }
 
     /// Per-receive information: whether the content ends the stream.
-    public struct StreamMetadata: Sendable, Hashable {
-        /// The peer finished the stream with this content (FIN); nothing follows.
-        public var isEndOfStream: Bool
-    }
+    public typealias StreamMetadata = Braid.StreamMetadata
 }
 
 /// Transport counters of a QUIC connection.
@@ -112,12 +109,6 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
 
     /// True if the server accepted this resumed connection's 0-RTT data (set once ready).
     public var earlyDataAccepted: Bool { shared.snapshot.withLock { $0.earlyDataAccepted } }
-
-    /// The peer's address and port as IP literals, once ready (nil before).
-    public var remoteEndpoint: NWEndpoint? { shared.snapshot.withLock { $0.remoteEndpoint } }
-    /// The local address and port the connection sends from, once ready (nil before);
-    /// `migrate()` updates it.
-    public var localEndpoint: NWEndpoint? { shared.snapshot.withLock { $0.localEndpoint } }
 
     /// Moves the connection to a new local port (a new UDP socket), as after a network change
     /// or a NAT rebinding; streams and datagrams carry on (QUIC connection migration, RFC 9000

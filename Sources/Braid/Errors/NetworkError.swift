@@ -53,6 +53,13 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
     case idleTimeout
     /// The peer lost its state for this connection (stateless reset), e.g. after a restart.
     case peerReset
+    /// Nothing accepts TCP connections at the endpoint (connection refused).
+    case connectionRefused(endpoint: String)
+    /// The peer reset the TCP connection (RST): it closed abruptly or crashed.
+    case connectionReset
+    /// The peer closed the TCP connection without TLS's close_notify: what arrived may have
+    /// been cut short (by a crash, or by an attacker), so the end of the stream is not trusted.
+    case truncated
     /// The operation, or the connection it belonged to, was cancelled.
     case cancelled
     /// The peer did not enable RFC 9221 datagrams.
@@ -82,7 +89,7 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
         case .dnsFailure(let host, let message):
             "Looking up \"\(host)\" failed: \(message). Check the resolver configuration (/etc/resolv.conf) and connectivity."
         case .noResponse(let endpoint, let timeout):
-            "No response from \(endpoint) within \(timeout): check the address and port and that a QUIC server listens there (UDP), or raise the handshake timeout."
+            "No response from \(endpoint) within \(timeout): check the address and port and that a server listens there (QUIC: UDP, TLS and TCP: TCP), or raise the timeout."
         case .certificateRejected(let problem):
             "The peer's TLS certificate was rejected: \(problem). Trust its CA (QUIC.trust(.certificateAuthorities(file:)) or the system store), connect with the name in the certificate, or update the pins."
         case .handshakeRejectedByPeer(let alert):
@@ -107,6 +114,12 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             "The connection timed out: no packet from the peer within the idle timeout. Check that the peer is reachable, or raise QUIC.idleTimeout."
         case .peerReset:
             "The peer has no state for this connection any more (stateless reset), e.g. it restarted. Connect again."
+        case .connectionRefused(let endpoint):
+            "\(endpoint) refused the TCP connection: nothing listens on that port. Check the address and port, and that the server runs."
+        case .connectionReset:
+            "The peer reset the TCP connection (RST): it closed abruptly, crashed, or rejected what was sent. Connect again."
+        case .truncated:
+            "The peer closed the connection without TLS close_notify, so the data may have been cut short (a crash, or an attacker on the path). Treat what arrived as incomplete."
         case .cancelled:
             "The operation was cancelled."
         case .datagramsNotSupported:
@@ -134,6 +147,8 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             self = NetworkError(quic: error, endpoint: endpoint, handshakeTimeout: handshakeTimeout)
         } else if let error = error as? DatapathError {
             switch error {
+            case .system(_, ECONNREFUSED): self = .connectionRefused(endpoint: endpoint)
+            case .system(_, ECONNRESET), .system(_, EPIPE): self = .connectionReset
             case .system(let call, let code): self = .system(call: call, errno: code)
             case .timedOut(let duration): self = .noResponse(endpoint: endpoint, timeout: duration)
             }

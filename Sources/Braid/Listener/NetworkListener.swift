@@ -32,12 +32,12 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     private let limit = Mutex(10_000)
     private let running = Atomic(false)
     /// The sockets and loops while `run` runs.
-    private let group = Mutex<QUICServerGroup?>(nil)
+    private let group = Mutex<(any ListenerGroup)?>(nil)
     private static var logger: Logger { Logger(label: "braid.listener") }
 
     /// A listener on `endpoint` (a name resolves to its first address; nil: every IPv4 address,
-    /// port chosen by the system) with these parameters. Nothing binds until `run`. Only QUIC is
-    /// implemented: `run` throws `NetworkError.unsupported` for other stacks.
+    /// port chosen by the system) with these parameters. Nothing binds until `run`. QUIC, TLS
+    /// and TCP are implemented: `run` throws `NetworkError.unsupported` for other stacks.
     public init(for endpoint: NWEndpoint? = nil, using parameters: NetworkParameters<ApplicationProtocol>) {
         localEndpoint = endpoint
         self.parameters = parameters
@@ -54,15 +54,16 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         self.init(for: .hostPort(host: .ipv4(.any), port: port), using: NetworkParameters(stack: stack()))
     }
 
-    /// The system calls, datagrams and bytes of the listener's sockets so far (all its
-    /// connections together: they share the sockets); nil unless running.
+    /// The system calls, datagrams and bytes of a QUIC listener's sockets so far (all its
+    /// connections together: they share the sockets); nil unless running, and for TLS and TCP
+    /// listeners (each of their connections has its own socket).
     ///
     /// ```swift
     /// if let sockets = await listener.socketStatistics { print(sockets.sendmmsgCalls) }
     /// ```
     public var socketStatistics: SocketStatistics? {
         get async {
-            guard let group = group.withLock({ $0 }) else { return nil }
+            guard let group = group.withLock({ $0 }) as? QUICServerGroup else { return nil }
             var total = SocketStatistics()
             for driver in group.drivers {
                 guard let counters = try? await driver.loop.submit({ _ in driver.value.socket.counters }) else { continue }
@@ -81,8 +82,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// The current state, then every change, ending after `failed` or `cancelled`.
     public var states: AsyncStream<State> { broadcast.stream() }
 
-    /// Most connections at once; further clients are refused (QUIC CONNECTION_REFUSED). Set
-    /// before `run`.
+    /// Most connections at once; further clients are refused (QUIC: CONNECTION_REFUSED; TLS and
+    /// TCP: the accepted connection is reset at once). Set before `run`.
     public var newConnectionLimit: Int {
         get { limit.withLock { $0 } }
         set { limit.withLock { $0 = newValue } }
@@ -95,26 +96,22 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             throw NetworkError.invalidState("this listener is already running")
         }
         broadcast.update(.preparing)
-        let group: QUICServerGroup
+        let group: any ListenerGroup
         let incoming: AsyncStream<NetworkConnection<ApplicationProtocol>>
         do {
-            guard let quic = parameters.stack as? QUIC else {
-                throw NetworkError.unsupported("\(ApplicationProtocol.self) listeners; only QUIC is implemented")
-            }
-            var configuration = try quic.serverConfiguration()
-            configuration.maxConnections = newConnectionLimit
             let address = try await bindAddress()
             let (stream, continuation) = AsyncStream<NetworkConnection<ApplicationProtocol>>.makeStream()
             incoming = stream
-            let stack = parameters.stack
-            let environment = NetworkEnvironment.current
-            group = try await QUICServerGroup.start(
-                loops: environment.map { [$0.loop] } ?? LoopPool.loops(quic.serverLoops), configuration: configuration,
-                bindTo: address, batching: quic.udp.batching, sockets: environment?.sockets ?? UDPSockets()
-            ) { driver, context in
-                InboundConnections(driver: driver, context: context, stack: stack, transport: quic.transport) {
-                    continuation.yield($0)
-                }.handle
+            let deliver: @Sendable (NetworkConnection<ApplicationProtocol>) -> Void = { continuation.yield($0) }
+            switch parameters.stack {
+            case let quic as QUIC:
+                group = try await startQUIC(quic, bindTo: address, deliver: deliver)
+            case let tls as TLS:
+                group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, deliver: deliver)
+            case let tcp as TCP:
+                group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, deliver: deliver)
+            default:
+                throw NetworkError.unsupported("\(ApplicationProtocol.self) listeners; QUIC, TLS and TCP are implemented")
             }
             boundPort.withLock { $0 = NWEndpoint.Port(integerLiteral: group.localAddress.port) }
             self.group.withLock { $0 = group }
@@ -142,6 +139,43 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         self.group.withLock { $0 = nil }
         await group.close()
         broadcast.update(.cancelled)
+    }
+
+    private func startQUIC(
+        _ quic: QUIC, bindTo address: SocketAddress, deliver: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) -> Void
+    ) async throws -> QUICServerGroup {
+        var configuration = try quic.serverConfiguration()
+        configuration.maxConnections = newConnectionLimit
+        let stack = parameters.stack
+        let environment = NetworkEnvironment.current
+        return try await QUICServerGroup.start(
+            loops: environment.map { [$0.loop] } ?? LoopPool.loops(quic.serverLoops), configuration: configuration,
+            bindTo: address, batching: quic.udp.batching, sockets: environment?.sockets ?? UDPSockets()
+        ) { driver, context in
+            InboundConnections(driver: driver, context: context, stack: stack, transport: quic.transport, deliver: deliver).handle
+        }
+    }
+
+    private func startByteStreams(
+        tcp: TCP, tls: TLS?, bindTo address: SocketAddress,
+        deliver: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) -> Void
+    ) async throws -> TCPServerGroup {
+        if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled || parameters.localEndpoint != nil {
+            // Not silently dropped: a listener's connections take their socket options from the listener.
+            throw NetworkError.unsupported("serviceClass, multipathServiceType and localEndpoint parameters on TLS and TCP listeners")
+        }
+        let tlsContext = try tls.map { try TLSServerContexts.make(for: $0) }
+        let options = TCPOptions(tcp, serviceClass: .bestEffort, multipath: .disabled)
+        let stack = parameters.stack
+        let admission = ConnectionAdmission(limit: newConnectionLimit)
+        let environment = NetworkEnvironment.current
+        return try await TCPServerGroup.start(
+            loops: environment.map { [$0.loop] } ?? LoopPool.loops(tcp.serverLoops), bindTo: address, options: options,
+            sockets: environment?.streamSockets ?? TCPSockets()
+        ) { _ in
+            InboundByteStreams(stack: stack, tcp: tcp, tls: tlsContext, handshakeTimeout: tls?.handshakeTimeout ?? .seconds(10),
+                admission: admission, deliver: deliver).accept
+        }
     }
 
     private func bindAddress() async throws -> SocketAddress {

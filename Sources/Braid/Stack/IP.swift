@@ -1,8 +1,8 @@
 /// IP options, the bottom of every stack: `UDP { IP() }`, `TCP { IP() }`.
 ///
 /// ```swift
-/// QUIC(alpn: ["echo"]) { UDP { IP().version(.v6) } }
-/// TLS { TCP { IP().fragmentationEnabled(false).hopLimit(32) } }
+/// let quic = QUIC(alpn: ["echo"]) { UDP { IP().version(.v6) } }
+/// let tls = TLS { TCP { IP().fragmentationEnabled(false).hopLimit(32) } }
 /// ```
 ///
 /// QUIC always sends with don't-fragment set (RFC 9000 §14), which its path-MTU discovery

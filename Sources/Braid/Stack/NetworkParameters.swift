@@ -14,41 +14,10 @@ public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable 
     /// The local address and port a client connection sends from (nil: the system chooses).
     public private(set) var localEndpoint: NWEndpoint?
 
-    /// What the traffic is, marked in each packet's DSCP field (RFC 2474) for routers that
-    /// honour it. The marks follow RFC 4594's service classes:
-    ///
-    /// | class | DSCP |
-    /// |---|---|
-    /// | `bestEffort` (default) | CS0 (0) |
-    /// | `background` | CS1 (8) |
-    /// | `responsiveData` | AF21 (18) |
-    /// | `interactiveVideo` | AF41 (34) |
-    /// | `signaling` | CS5 (40) |
-    /// | `interactiveVoice` | EF (46) |
-    public enum ServiceClass: Sendable, Hashable {
-        case bestEffort, background, interactiveVideo, interactiveVoice, responsiveData, signaling
-
-        /// The DSCP code point marked on the connection's packets.
-        public var dscp: UInt8 {
-            switch self {
-            case .bestEffort: 0
-            case .background: 8
-            case .responsiveData: 18
-            case .interactiveVideo: 34
-            case .signaling: 40
-            case .interactiveVoice: 46
-            }
-        }
-    }
-
-    /// Multipath TCP (RFC 8684) for TCP and TLS stacks, on Linux's MPTCP. Any mode but
-    /// `disabled` opens an MPTCP socket; Linux's path manager then decides how subflows are
-    /// used (`ip mptcp endpoint`), so the modes differ only in intent here. Where the kernel
-    /// or the peer lacks MPTCP, the connection falls back to plain TCP and
-    /// `NetworkConnection.isMultipath` says so.
-    public enum MultipathServiceType: Sendable, Hashable {
-        case disabled, handover, interactive, aggregate
-    }
+    /// What the traffic is, marked in each packet's DSCP field (`NWParameters.ServiceClass`).
+    public typealias ServiceClass = NWParameters.ServiceClass
+    /// Multipath TCP for TCP and TLS stacks (`NWParameters.MultipathServiceType`).
+    public typealias MultipathServiceType = NWParameters.MultipathServiceType
 
     /// The traffic class, set by `serviceClass(_:)` (default `.bestEffort`).
     public private(set) var serviceClass: ServiceClass = .bestEffort
@@ -89,5 +58,45 @@ public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable 
         var copy = self
         copy.multipathServiceType = type
         return copy
+    }
+}
+
+/// The parameter values Apple keeps on `NWParameters`, shared by every stack's
+/// `NetworkParameters`.
+public enum NWParameters {
+    /// What the traffic is, marked in each packet's DSCP field (RFC 2474) for routers that
+    /// honour it. The marks follow RFC 4594's service classes:
+    ///
+    /// | class | DSCP |
+    /// |---|---|
+    /// | `bestEffort` (default) | CS0 (0) |
+    /// | `background` | CS1 (8) |
+    /// | `responsiveData` | AF21 (18) |
+    /// | `interactiveVideo` | AF41 (34) |
+    /// | `signaling` | CS5 (40) |
+    /// | `interactiveVoice` | EF (46) |
+    public enum ServiceClass: Sendable, Hashable {
+        case bestEffort, background, interactiveVideo, interactiveVoice, responsiveData, signaling
+
+        /// The DSCP code point marked on the connection's packets.
+        public var dscp: UInt8 {
+            switch self {
+            case .bestEffort: 0
+            case .background: 8
+            case .responsiveData: 18
+            case .interactiveVideo: 34
+            case .signaling: 40
+            case .interactiveVoice: 46
+            }
+        }
+    }
+
+    /// Multipath TCP (RFC 8684) for TCP and TLS stacks, on Linux's MPTCP. Any mode but
+    /// `disabled` opens an MPTCP socket; Linux's path manager then decides how subflows are
+    /// used (`ip mptcp endpoint`), so the modes differ only in intent here. Where the kernel
+    /// or the peer lacks MPTCP, the connection falls back to plain TCP and
+    /// `NetworkConnection.isMultipath` says so.
+    public enum MultipathServiceType: Sendable, Hashable {
+        case disabled, handover, interactive, aggregate
     }
 }

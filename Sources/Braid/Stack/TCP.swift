@@ -36,6 +36,8 @@ public struct TCP: NetworkProtocol, Hashable {
     public private(set) var receiveBufferLimit = 1 << 20
     /// Braid: bytes a connection queues unsent before `send` waits (default 1 MiB).
     public private(set) var sendBufferLimit = 1 << 20
+    /// Listener: how many event loops (cores) accept and serve connections (default 1).
+    public private(set) var serverLoops = 1
 
     /// TCP over default IP options.
     public init() {}
@@ -72,4 +74,8 @@ public struct TCP: NetworkProtocol, Hashable {
 
     /// Braid: bytes queued unsent before `send` waits (default 1 MiB).
     public func sendBufferLimit(_ bytes: Int) -> TCP { with { $0.sendBufferLimit = bytes } }
+
+    /// Listener: accept and serve connections on this many event loops (one listening socket
+    /// each, SO_REUSEPORT; default 1, at most one per core).
+    public func serverLoops(_ count: Int) -> TCP { with { $0.serverLoops = count } }
 }

@@ -69,6 +69,9 @@ public struct TLS: NetworkProtocol {
     public private(set) var earlyDataEnabled = false
     /// Where a client keeps tickets so later connections resume; nil: none.
     public private(set) var sessionCache: SessionCache?
+    /// Braid: how long the TLS handshake may take once TCP is connected (default 10 s), before
+    /// the connection fails with `NetworkError.noResponse`.
+    public private(set) var handshakeTimeout: Duration = .seconds(10)
 
     /// TLS over `TCP()` and `IP()`.
     public init() {}
@@ -133,6 +136,9 @@ public struct TLS: NetworkProtocol {
     /// ClientHello, and a listener accepts them (default false). Early data can be replayed
     /// by an attacker: send only requests that are safe to repeat.
     public func earlyDataEnabled(_ enabled: Bool) -> TLS { with { $0.earlyDataEnabled = enabled } }
+
+    /// Braid: how long the TLS handshake may take once TCP is connected (default 10 s).
+    public func handshakeTimeout(_ timeout: Duration) -> TLS { with { $0.handshakeTimeout = timeout } }
 
     /// Keep resumption tickets here, so the next connection to the same server resumes.
     public func sessionCache(_ cache: SessionCache) -> TLS { with { $0.sessionCache = cache } }

@@ -264,6 +264,9 @@ public final class LoopContext {
     private var deferred: [(LoopContext) -> Void] = []
     /// Work queued for once everything ready in this pass has been handled.
     private var endOfPass: [(LoopContext) -> Void] = []
+    /// Memory a handler may read a socket into and copy out of before it returns: one per
+    /// loop, so an idle connection holds no read buffer of its own.
+    package let readScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
     private let readyTokens = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: 64)
     private let readyEvents = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: 64)
 
@@ -274,6 +277,7 @@ public final class LoopContext {
     }
 
     deinit {
+        readScratch.deallocate()
         readyTokens.deallocate()
         readyEvents.deallocate()
     }

@@ -289,3 +289,38 @@ func docExample_QUICServerKeys(configuration: QUICServerConfiguration) throws ->
         #expect(endpoints.map(\.connectionIDTag) == [0, 1])
     }
 }
+
+// MARK: Byte-stream stacks
+
+/// Sources/Braid/Stack/IP.swift
+func docExample_IP() -> (QUIC, TLS) {
+    let quic = QUIC(alpn: ["echo"]) { UDP { IP().version(.v6) } }
+    let tls = TLS { TCP { IP().fragmentationEnabled(false).hopLimit(32) } }
+    return (quic, tls)
+}
+
+/// Sources/Braid/Stack/TCP.swift
+func docExample_TCP() -> NetworkConnection<TCP> {
+    let connection = NetworkConnection(to: .hostPort(host: "localhost", port: 7000)) {
+        TCP { IP().version(.v4) }.noDelay(true).keepalive(idleTimeInSeconds: 60, count: 4, intervalInSeconds: 10)
+    }
+    return connection
+}
+
+/// Sources/Braid/Stack/TLS.swift
+func docExample_TLS() -> NetworkConnection<TLS> {
+    let connection = NetworkConnection(to: .hostPort(host: "localhost", port: 4443)) {
+        TLS { TCP { IP().fragmentationEnabled(false) } }
+            .alpn(["echo"])
+            .trust(.certificateAuthorities(file: "ca.pem"))
+    }
+    return connection
+}
+
+/// Sources/Braid/Connection/StreamConnectionAPI.swift
+func docExample_StreamConnection(_ connection: NetworkConnection<TLS>) async throws -> (Data, UInt32) {
+    try await connection.send(Data("Hello, world!".utf8))
+    let incoming = try await connection.receive(exactly: 98).content
+    let length = try await connection.receive(as: UInt32.self).content
+    return (incoming, length)
+}

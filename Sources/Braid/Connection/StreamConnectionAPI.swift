@@ -1,0 +1,104 @@
+import BraidIO
+import Foundation
+
+/// Per-receive information of a byte stream (a TLS or TCP connection, or a QUIC stream):
+/// whether the content ends the stream.
+public struct StreamMetadata: Sendable, Hashable {
+    /// The peer finished the stream with this content (FIN, or TLS close_notify); nothing follows.
+    public var isEndOfStream: Bool
+}
+
+/// A protocol whose connections carry one byte stream each way, sent and received on the
+/// connection itself (`TLS`, `TCP`).
+public protocol StreamProtocol: NetworkProtocol {}
+
+extension TLS: StreamProtocol {}
+extension TCP: StreamProtocol {}
+
+extension NetworkConnection where ApplicationProtocol: StreamProtocol {
+    /// The connection's byte stream. Every TLS and TCP connection has one (its core was made
+    /// for the stack).
+    private var byteStream: ByteStreamEnd {
+        get throws {
+            guard let end = shared.byteStream else { throw NetworkError.internalError("a \(ApplicationProtocol.self) connection without a byte stream") }
+            return end
+        }
+    }
+
+    /// Sends `content`; with `endOfStream`, finishes this side after it (TCP FIN; with TLS,
+    /// close_notify first). Starts the connection if needed and waits for it to be ready. Returns
+    /// once the connection has taken the bytes: at once for up to 64 KiB that fit under
+    /// `TCP.sendBufferLimit`, else once they are with the socket (or TLS).
+    ///
+    /// ```swift
+    /// try await connection.send(Data("Hello, world!".utf8))
+    /// ```
+    public func send<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
+    where Content.Element == UInt8 {
+        start()
+        try await byteStream.send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: false)
+    }
+
+    /// Sends an integer in network byte order.
+    public func send<Integer: FixedWidthInteger & Sendable>(_ value: Integer) async throws {
+        start()
+        try await byteStream.send(ByteStreamEnd.bytes(of: value), endOfStream: false, idempotent: false)
+    }
+
+    /// Exactly `count` bytes; throws `NetworkError.unexpectedEndOfStream` if the peer finishes
+    /// first (the bytes stay queued for a smaller receive).
+    ///
+    /// ```swift
+    /// let incoming = try await connection.receive(exactly: 98).content
+    /// ```
+    public func receive(exactly count: Int) async throws -> (content: Data, metadata: StreamMetadata) {
+        try await receive(minimum: count, maximum: count, exact: true)
+    }
+
+    /// Between `minimum` and `maximum` bytes; fewer than `minimum` only at the end of the
+    /// stream (`metadata.isEndOfStream`, possibly with empty content).
+    public func receive(atLeast minimum: Int = 1, atMost maximum: Int) async throws -> (content: Data, metadata: StreamMetadata) {
+        try await receive(minimum: minimum, maximum: max(minimum, maximum), exact: false)
+    }
+
+    /// An integer sent in network byte order, with the receive's metadata.
+    ///
+    /// ```swift
+    /// let length = try await connection.receive(as: UInt32.self).content
+    /// ```
+    public func receive<Integer: FixedWidthInteger & Sendable>(
+        as type: Integer.Type
+    ) async throws -> (content: Integer, metadata: StreamMetadata) {
+        let (content, metadata) = try await receive(exactly: MemoryLayout<Integer>.size)
+        return (ByteStreamEnd.integer(from: content, as: Integer.self), metadata)
+    }
+
+    private func receive(minimum: Int, maximum: Int, exact: Bool) async throws -> (content: Data, metadata: StreamMetadata) {
+        start()
+        let delivery = try await byteStream.receive(minimum: minimum, maximum: maximum, exact: exact)
+        return (delivery.content, StreamMetadata(isEndOfStream: delivery.endOfStream))
+    }
+}
+
+extension NetworkConnection where ApplicationProtocol == TLS {
+    /// The application protocol both ends agreed on (ALPN), once ready; nil if none was.
+    public var negotiatedALPN: String? { shared.snapshot.withLock { $0.negotiatedALPN } }
+
+    /// Like `send`, but on a resumed connection with `TLS.earlyDataEnabled(true)` the bytes
+    /// may travel as TLS 1.3 early data, before the handshake completes. An attacker can
+    /// replay early data, so send only requests that are safe to repeat.
+    public func sendIdempotent<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
+    where Content.Element == UInt8 {
+        start()
+        guard let end = shared.byteStream else { throw NetworkError.internalError("a TLS connection without a byte stream") }
+        try await end.send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: true)
+    }
+}
+
+extension NetworkConnection {
+    /// The peer's address and port as IP literals, once ready (nil before).
+    public var remoteEndpoint: NWEndpoint? { shared.snapshot.withLock { $0.remoteEndpoint } }
+    /// The local address and port the connection sends from, once ready (nil before); a QUIC
+    /// connection's `migrate()` updates it.
+    public var localEndpoint: NWEndpoint? { shared.snapshot.withLock { $0.localEndpoint } }
+}

@@ -1,0 +1,53 @@
+import BraidIO
+import BraidTLS
+import Logging
+
+/// One loop's accepted TLS or TCP connections: makes a public connection, with its own
+/// byte-stream channel, for each accepted socket (with TLS, a server engine over it) and hands
+/// it to the listener. Lives on the loop.
+final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
+    private let stack: ApplicationProtocol
+    private let tcp: TCP
+    private let tls: TLSServerContext?
+    private let handshakeTimeout: Duration
+    private let admission: ConnectionAdmission
+    private let deliver: (NetworkConnection<ApplicationProtocol>) -> Void
+    private static var logger: Logger { Logger(label: "braid.listener") }
+
+    init(
+        stack: ApplicationProtocol, tcp: TCP, tls: TLSServerContext?, handshakeTimeout: Duration, admission: ConnectionAdmission,
+        deliver: @escaping (NetworkConnection<ApplicationProtocol>) -> Void
+    ) {
+        self.stack = stack
+        self.tcp = tcp
+        self.tls = tls
+        self.handshakeTimeout = handshakeTimeout
+        self.admission = admission
+        self.deliver = deliver
+    }
+
+    /// An accepted socket becomes a connection, unless the listener is full (then it is reset
+    /// at once, so the client learns it was refused instead of waiting).
+    func accept(_ socket: any ByteStreamSocket, context: LoopContext) {
+        guard admission.admit() else {
+            socket.abort()
+            return
+        }
+        let peer = NWEndpoint(socket.remoteAddress)
+        let core = ConnectionCore(loop: context.loop, endpointDescription: peer.description, tcp: tcp, handshakeTimeout: handshakeTimeout)
+        let admission = admission
+        core.whenEnded = { admission.release() }
+        let engine: TLSConnection?
+        do {
+            engine = try tls.map { try TLSConnection.server(context: $0) }
+        } catch {
+            Self.logger.warning("cannot start a TLS session for \(peer): \(error)")
+            socket.abort()
+            admission.release()
+            return
+        }
+        core.shared.states.update(.preparing)
+        core.byteStream.attach(socket: socket, tls: engine, context: context)
+        deliver(NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared))
+    }
+}

@@ -1,0 +1,412 @@
+import BraidCore
+import BraidTLS
+import Foundation
+
+/// What a byte-stream channel's owner in the public layer hears, on the channel's loop.
+package protocol ByteStreamChannelDelegate: AnyObject {
+    /// The connection is established (TCP connected; with TLS, the handshake completed).
+    func channelBecameReady(_ channel: ByteStreamChannel)
+    /// The channel ended: every pending call has failed with `error` (already described).
+    func channel(_ channel: ByteStreamChannel, endedWith error: any Error)
+}
+
+/// What stands in for a byte-stream channel's socket while it has none yet (a client still
+/// resolving or racing its connects): released if the channel ends first.
+package protocol ByteStreamChannelStandIn: AnyObject {
+    func release(_ context: LoopContext)
+}
+
+/// One TLS-over-TCP or TCP connection's owner on its loop: the socket, the TLS engine (if
+/// any), and the connection's one byte stream in each direction, whose inbox and outbox the
+/// application's tasks use directly (see `StreamInbox`, `StreamOutbox`).
+///
+/// Receiving: the socket is read while the inbox holds less than `receiveLimit` unread bytes
+/// (or a receive waits for more); past that, reading stops, the kernel's buffer fills and TCP's
+/// window stops the peer, so memory stays bounded however slowly the application reads. The
+/// inbox's consumed-credit passes restart reading.
+///
+/// Sending: queued sends go to the socket (TCP, without a copy) or through TLS into its
+/// ciphertext buffer (bounded by `ciphertextLimit`) and out with one write per pass where the
+/// socket takes it; when the socket is full, the channel waits for it to drain.
+package final class ByteStreamChannel: LoopHandler {
+    package let loop: EventLoop
+    package weak var delegate: ByteStreamChannelDelegate?
+    package let inbox = StreamInbox()
+    package let outbox: StreamOutbox
+    /// Unread bytes kept before the socket is no longer read.
+    package let receiveLimit: Int
+    /// Ciphertext TLS may hold unwritten before sends wait for the socket.
+    package static let ciphertextLimit = 256 * 1024
+    /// Socket reads per readiness event before other connections get their turn.
+    static let readsPerEvent = 16
+    /// Turns TLS, datapath and internal errors into the caller's error type.
+    let describe: (any Error) -> any Error
+    private let handshakeTimeout: Duration
+
+    private var socket: (any ByteStreamSocket)?
+    private var tls: TLSConnection?
+    private var token: UInt64?
+    private var standIn: ByteStreamChannelStandIn?
+    package private(set) var isReady = false
+    package private(set) var finalError: (any Error)?
+    /// Reading stopped: the inbox is full, or the peer finished its side.
+    private var readingPaused = false
+    private var peerFinished = false
+    /// Waiting for the socket to drain before writing more.
+    private var awaitingWritable = false
+    /// The end of stream was handed to TLS (close_notify) or is due once the writes drain.
+    private var endOfStreamQueued = false
+    private var writeSideShut = false
+
+    package init(loop: EventLoop, sendLimit: Int, receiveLimit: Int, handshakeTimeout: Duration, describe: @escaping (any Error) -> any Error) {
+        self.loop = loop
+        self.receiveLimit = receiveLimit
+        self.handshakeTimeout = handshakeTimeout
+        self.describe = describe
+        outbox = StreamOutbox(limit: sendLimit, open: false)
+    }
+
+    /// The TLS engine's outcome once ready: the agreed application protocol, if any.
+    package var negotiatedALPN: String? { tls?.negotiatedALPN }
+    /// Whether the TLS session was resumed from a ticket.
+    package var isResumed: Bool { tls?.isResumed ?? false }
+    package var localAddress: SocketAddress? { socket?.localAddress }
+    package var remoteAddress: SocketAddress? { socket?.remoteAddress }
+
+    /// What serves the channel before its socket is attached: released if the channel ends first.
+    package func setStandIn(_ standIn: ByteStreamChannelStandIn) {
+        self.standIn = standIn
+    }
+
+    /// Takes over a connected socket and, for TLS, the engine that runs over it (its
+    /// handshake starts now). Call on the loop.
+    package func attach(socket: any ByteStreamSocket, tls: TLSConnection?, context: LoopContext) {
+        standIn = nil
+        guard finalError == nil else {
+            socket.close()
+            return
+        }
+        self.socket = socket
+        self.tls = tls
+        do {
+            // The socket may still be registered for the connect that won: this channel takes
+            // over that registration.
+            token = try socket.handOver(to: self, in: context)
+        } catch {
+            fail(error, context: context)
+            return
+        }
+        if tls != nil {
+            if let token { context.setTimer(token, at: context.now + handshakeTimeout) }
+            advance(context)
+        } else {
+            becomeReady(context)
+        }
+    }
+
+    private func becomeReady(_ context: LoopContext) {
+        guard !isReady else { return }
+        isReady = true
+        if let token { context.setTimer(token, at: nil) }
+        delegate?.channelBecameReady(self)
+        outbox.open()
+        pump(context)
+    }
+
+    // MARK: LoopHandler
+
+    package func readable(_ context: LoopContext) {
+        readSocket(context)
+    }
+
+    package func writable(_ context: LoopContext) {
+        awaitingWritable = false
+        socket?.setWantsWritable(false)
+        flush(context)
+        pump(context)
+    }
+
+    package func timerFired(_ context: LoopContext) {
+        guard !isReady, finalError == nil else { return }
+        fail(ByteStreamError.handshakeTimedOut(handshakeTimeout), context: context)
+    }
+
+    package func close(_ context: LoopContext) {
+        fail(CancellationError(), context: context)
+    }
+
+    // MARK: Receiving
+
+    /// Reads what the socket has (a bounded number of times per event), through TLS when
+    /// there is TLS, into the inbox.
+    private func readSocket(_ context: LoopContext) {
+        guard let socket, finalError == nil else { return }
+        var reads = 0
+        while !readingPaused, finalError == nil, reads < Self.readsPerEvent {
+            reads += 1
+            let result: StreamReadResult
+            do {
+                if let tls {
+                    var outcome = StreamReadResult.wouldBlock
+                    try tls.withInputSpace(minimum: 16 * 1024) { space in
+                        outcome = try socket.read(into: space)
+                        if case .bytes(let count) = outcome { return count }
+                        return 0
+                    }
+                    result = outcome
+                } else {
+                    let scratch = context.readScratch
+                    result = try socket.read(into: scratch)
+                    if case .bytes(let count) = result {
+                        inbox.fill { sink in
+                            sink(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
+                            return nil
+                        }
+                    }
+                }
+            } catch {
+                fail(error, context: context)
+                return
+            }
+            switch result {
+            case .bytes:
+                if tls != nil { advance(context) }
+            case .wouldBlock:
+                return
+            case .endOfStream:
+                peerEnded(context)
+                return
+            }
+            pauseReadingIfFull(context)
+        }
+    }
+
+    /// The peer closed its side of TCP. With TLS, that is clean only after close_notify.
+    private func peerEnded(_ context: LoopContext) {
+        peerFinished = true
+        setReading(false, context: context)
+        if let tls {
+            do {
+                try tls.endOfInput()
+            } catch {
+                fail(error, context: context)
+                return
+            }
+        }
+        inbox.fill { _ in .finished }
+    }
+
+    /// Runs TLS over what arrived: handshake progress, plaintext into the inbox, events; then
+    /// writes what TLS has to send.
+    private func advance(_ context: LoopContext) {
+        guard let tls, finalError == nil else { return }
+        var events: [TLSEvent] = []
+        var failure: (any Error)?
+        inbox.fill { sink in
+            do {
+                events = try tls.process(deliver: sink)
+            } catch {
+                failure = error
+            }
+            return nil
+        }
+        for event in events {
+            switch event {
+            case .handshakeCompleted:
+                becomeReady(context)
+            case .peerClosed:
+                inbox.fill { _ in .finished }
+            case .sessionTicket(let ticket):
+                ticketReceived?(ticket)
+            }
+        }
+        flush(context)
+        if let failure { fail(failure, context: context) }
+    }
+
+    /// Resumption: called with each ticket the server sends.
+    package var ticketReceived: ((TLSSessionTicket) -> Void)?
+
+    private func pauseReadingIfFull(_ context: LoopContext) {
+        if inbox.available >= receiveLimit && inbox.waitingReceives == 0 { setReading(false, context: context) }
+    }
+
+    private func setReading(_ on: Bool, context: LoopContext) {
+        guard readingPaused == on else { return }
+        readingPaused = !on
+        socket?.setWantsReadable(on)
+    }
+
+    /// The application consumed bytes (or a receive waits for more than is here): read again
+    /// if there is room.
+    package func returnConsumedCredit(_ context: LoopContext) {
+        _ = inbox.takeCredit()
+        guard readingPaused, !peerFinished, finalError == nil else { return }
+        if inbox.available < receiveLimit || inbox.waitingReceives > 0 {
+            setReading(true, context: context)
+            readSocket(context)
+        }
+    }
+
+    // MARK: Sending
+
+    /// Hands queued sends on while the socket (or TLS's bounded buffer) takes them; each
+    /// waiting send completes once all of its bytes are taken.
+    package func pump(_ context: LoopContext) {
+        guard let socket, isReady, finalError == nil, !awaitingWritable else { return }
+        // What the socket or TLS threw while taking bytes: the outbox fails its senders with
+        // it, and the connection ends with it.
+        var failure: (any Error)?
+        if let tls {
+            outbox.drain { entry -> Int? in
+                var offset = entry.offset
+                while offset < entry.bytes.count, tls.pendingCiphertextCount < Self.ciphertextLimit {
+                    let taken: Int
+                    do {
+                        taken = try tls.send(UnsafeRawBufferPointer(rebasing: entry.bytes.base[offset...]))
+                    } catch {
+                        failure = describe(error)
+                        throw failure!
+                    }
+                    if taken == 0 { break }
+                    offset += taken
+                }
+                if offset == entry.bytes.count && entry.endOfStream {
+                    tls.close()
+                    endOfStreamQueued = true
+                }
+                return offset
+            } unacknowledged: {
+                tls.pendingCiphertextCount
+            }
+            flush(context)
+        } else {
+            outbox.drain { entry -> Int? in
+                guard !awaitingWritable else { return nil }
+                var offset = entry.offset
+                while offset < entry.bytes.count {
+                    let written: Int
+                    do {
+                        written = try socket.write { $0.append(UnsafeRawBufferPointer(rebasing: entry.bytes.base[offset...])) }
+                    } catch {
+                        failure = describe(error)
+                        throw failure!
+                    }
+                    if written == 0 {
+                        awaitWritable(context)
+                        break
+                    }
+                    offset += written
+                }
+                if offset == entry.bytes.count && entry.endOfStream { endOfStreamQueued = true }
+                return offset
+            } unacknowledged: {
+                0
+            }
+            shutWriteSideIfDone(context)
+        }
+        if let failure { fail(failure, context: context) }
+    }
+
+    /// Writes what TLS has ready; waits for the socket when it is full.
+    private func flush(_ context: LoopContext) {
+        guard let socket, let tls, !awaitingWritable else { return }
+        var failure: (any Error)?
+        while tls.pendingCiphertextCount > 0 {
+            var written = 0
+            tls.withPendingCiphertext { pending in
+                do {
+                    written = try socket.write { $0.append(pending) }
+                } catch {
+                    failure = error
+                }
+                return written
+            }
+            if failure != nil || written == 0 { break }
+        }
+        if let failure {
+            fail(failure, context: context)
+            return
+        }
+        if tls.pendingCiphertextCount > 0 {
+            awaitWritable(context)
+        } else {
+            shutWriteSideIfDone(context)
+            // Room in TLS's buffer again: more queued sends may go.
+            if isReady && outbox.waitingSenders > 0 { context.afterCurrentEvent { [self] context in pump(context) } }
+        }
+    }
+
+    private func awaitWritable(_ context: LoopContext) {
+        guard !awaitingWritable else { return }
+        awaitingWritable = true
+        socket?.setWantsWritable(true)
+    }
+
+    /// Once the end of stream and everything before it is on the socket: TCP FIN.
+    private func shutWriteSideIfDone(_ context: LoopContext) {
+        guard endOfStreamQueued, !writeSideShut, !awaitingWritable, (tls?.pendingCiphertextCount ?? 0) == 0 else { return }
+        writeSideShut = true
+        do {
+            try socket?.shutdownWrite()
+        } catch {
+            fail(error, context: context)
+        }
+    }
+
+    // MARK: Ending
+
+    /// Ends the channel: every pending call fails with `error` (described), the delegate is
+    /// told once, and the socket closes.
+    package func fail(_ error: any Error, context: LoopContext) {
+        guard finalError == nil else { return }
+        let described = describe(error)
+        finalError = described
+        delegate?.channel(self, endedWith: described)
+        inbox.fail(described)
+        outbox.fail(described)
+        // A TLS failure may have an alert queued for the peer: one try to write it.
+        if let tls, let socket, tls.pendingCiphertextCount > 0 {
+            tls.withPendingCiphertext { pending in (try? socket.write { $0.append(pending) }) ?? 0 }
+        }
+        release(context)
+    }
+
+    /// Ends every pending call with `error` before the channel has a socket.
+    package func fail(_ error: any Error) {
+        guard finalError == nil else { return }
+        let described = describe(error)
+        finalError = described
+        delegate?.channel(self, endedWith: described)
+        inbox.fail(described)
+        outbox.fail(described)
+        standIn = nil
+    }
+
+    /// Closes the connection: with TLS, close_notify goes out first (one try); pending calls
+    /// end with cancellation.
+    package func cancel(context: LoopContext) {
+        guard finalError == nil else { return }
+        let pendingStandIn = socket == nil ? standIn : nil
+        if let tls, let socket, isReady {
+            tls.close()
+            tls.withPendingCiphertext { pending in (try? socket.write { $0.append(pending) }) ?? 0 }
+        }
+        fail(CancellationError(), context: context)
+        pendingStandIn?.release(context)
+    }
+
+    private func release(_ context: LoopContext) {
+        // Closing the socket takes it (and this channel's registration) off the loop.
+        token = nil
+        socket?.close()
+        socket = nil
+        standIn = nil
+    }
+}
+
+/// Errors of the byte-stream channel itself.
+package enum ByteStreamError: Error, Sendable, Equatable {
+    /// TLS did not complete its handshake in time.
+    case handshakeTimedOut(Duration)
+}

@@ -1,0 +1,97 @@
+import BraidCore
+import Logging
+
+/// A TCP listener spread over event loops: one listening socket per loop on the shared port
+/// (SO_REUSEPORT, so the kernel spreads new connections over them by their addresses), each
+/// accepting on its own loop. Every connection lives on the loop that accepted it.
+package final class TCPServerGroup: Sendable {
+    /// The address all listening sockets share (with the port the kernel chose, if 0 was asked for).
+    package let localAddress: SocketAddress
+    private let acceptors: [LoopBound<TCPAcceptor>]
+
+    private init(localAddress: SocketAddress, acceptors: [LoopBound<TCPAcceptor>]) {
+        self.localAddress = localAddress
+        self.acceptors = acceptors
+    }
+
+    /// Binds one listening socket per loop and starts accepting.
+    /// - Parameter makeHandler: called on each loop; returns what takes that loop's accepted
+    ///   sockets (on the loop).
+    package static func start(
+        loops: [EventLoop], bindTo address: SocketAddress, options: TCPOptions, backlog: Int = 1024,
+        sockets: any ByteStreamSocketFactory,
+        makeHandler: @escaping @Sendable (LoopContext) -> (any ByteStreamSocket, LoopContext) -> Void
+    ) async throws -> TCPServerGroup {
+        precondition(!loops.isEmpty, "a server group needs a loop")
+        var acceptors: [LoopBound<TCPAcceptor>] = []
+        var bound = address
+        do {
+            for loop in loops {
+                let target = bound
+                let (acceptor, local) = try await loop.submit { context in
+                    // One loop needs no port sharing; leaving SO_REUSEPORT off then makes a second
+                    // server on the same port fail with EADDRINUSE instead of joining it.
+                    let listener = try sockets.listen(on: target, options: options, reusePort: loops.count > 1, backlog: backlog)
+                    let acceptor = TCPAcceptor(listener: listener, accepted: makeHandler(context))
+                    do {
+                        _ = try listener.register(acceptor, in: context)
+                    } catch {
+                        listener.close()
+                        throw error
+                    }
+                    return (LoopBound(acceptor, on: context.loop), listener.localAddress)
+                }
+                acceptors.append(acceptor)
+                bound = local
+            }
+        } catch {
+            await close(acceptors)
+            throw error
+        }
+        return TCPServerGroup(localAddress: bound, acceptors: acceptors)
+    }
+
+    /// Stops accepting: closes every listening socket (connections already accepted carry on).
+    package func close() async {
+        await Self.close(acceptors)
+    }
+
+    private static func close(_ acceptors: [LoopBound<TCPAcceptor>]) async {
+        for acceptor in acceptors {
+            _ = try? await acceptor.loop.submit { _ in acceptor.value.listener.close() }
+        }
+    }
+}
+
+/// One loop's listening socket: accepts waiting connections when it is readable and hands
+/// each to `accepted`.
+final class TCPAcceptor: LoopHandler {
+    let listener: any ByteStreamListener
+    private let accepted: (any ByteStreamSocket, LoopContext) -> Void
+    /// Accepts per readiness event, so a flood of connects cannot keep the loop from its
+    /// connections; the level-triggered loop reports the rest on its next pass.
+    static let acceptsPerEvent = 64
+    private static var logger: Logger { Logger(label: "braid.tcp-listener") }
+
+    init(listener: any ByteStreamListener, accepted: @escaping (any ByteStreamSocket, LoopContext) -> Void) {
+        self.listener = listener
+        self.accepted = accepted
+    }
+
+    func readable(_ context: LoopContext) {
+        for _ in 0..<Self.acceptsPerEvent {
+            do {
+                guard let socket = try listener.acceptSocket() else { return }
+                accepted(socket, context)
+            } catch {
+                // One failed accept (or options that would not apply) costs that connection,
+                // never the listener.
+                Self.logger.debug("accept failed: \(error)")
+            }
+        }
+    }
+
+    func writable(_ context: LoopContext) {}
+    func timerFired(_ context: LoopContext) {}
+    func close(_ context: LoopContext) { listener.close() }
+}
