@@ -43,7 +43,7 @@ let package = Package(
             ],
             path: "Sources/BraidQUIC"
         ),
-        // C helpers for the UDP datapath: control messages (GSO, GRO, ECN, PKTINFO) and epoll.
+        // C helpers for the datapath: UDP control messages (GSO, GRO, ECN, PKTINFO), epoll, accept4.
         .target(name: "CBraidUDP", path: "Sources/CBraidUDP"),
         // The datapath: epoll event loops, batched UDP sockets, engines driven over them.
         .target(

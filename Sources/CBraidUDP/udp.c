@@ -116,6 +116,10 @@ _Static_assert(EPOLL_CTL_ADD == BRAID_EPOLL_CTL_ADD && EPOLL_CTL_DEL == BRAID_EP
                    EPOLLOUT == BRAID_EPOLL_OUT && EPOLLERR == BRAID_EPOLL_ERR && EPOLLHUP == BRAID_EPOLL_HUP,
                "epoll constants");
 
+int braid_accept4(int fd, struct sockaddr_storage *address, socklen_t *length) {
+  return accept4(fd, (struct sockaddr *)address, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
 int braid_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
 int braid_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }

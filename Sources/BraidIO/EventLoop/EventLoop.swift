@@ -247,7 +247,12 @@ public final class LoopContext {
         var handler: LoopHandler
         var fd: Int32
         var timerGeneration: UInt64 = 0
+        var wantsReadable = true
         var wantsWritable = false
+        /// False while the descriptor is out of the epoll set (no interest at all).
+        var watched = true
+
+        var events: UInt32 { (wantsReadable ? UInt32(BRAID_EPOLL_IN) : 0) | (wantsWritable ? UInt32(BRAID_EPOLL_OUT) : 0) }
     }
 
     private struct TimerEntry: Comparable {
@@ -304,13 +309,51 @@ public final class LoopContext {
         return token
     }
 
-    /// Handlers whose socket buffer filled up ask to hear when it drains.
+    /// Handlers whose socket buffer filled up ask to hear when it drains. Independent of
+    /// `setWantsReadable`: the two interests combine.
     public func setWantsWritable(_ token: UInt64, _ wants: Bool) {
         guard var registration = registrations[token], registration.wantsWritable != wants else { return }
         registration.wantsWritable = wants
+        updateInterest(token, &registration)
+    }
+
+    /// Turns the handler's interest in readability off or on (it is on from `register`). A
+    /// byte-stream owner whose application stopped reading turns it off, so the loop stops
+    /// reading the socket and TCP's window stops the peer. The loop is level-triggered: data
+    /// already waiting is reported again as soon as the interest is back on.
+    ///
+    /// epoll reports errors and hang-ups whatever the interest; with only writability wanted
+    /// they reach the handler as `writable` (where a write reports the failure), and with
+    /// neither interest the descriptor leaves the epoll set, so a dead socket whose owner
+    /// waits for nothing cannot make the loop spin.
+    public func setWantsReadable(_ token: UInt64, _ wants: Bool) {
+        guard var registration = registrations[token], registration.wantsReadable != wants else { return }
+        registration.wantsReadable = wants
+        updateInterest(token, &registration)
+    }
+
+    /// Whether the handler wants readability (nil for an unknown token).
+    public func wantsReadable(_ token: UInt64) -> Bool? { registrations[token]?.wantsReadable }
+
+    /// Whether the handler wants writability (nil for an unknown token).
+    public func wantsWritable(_ token: UInt64) -> Bool? { registrations[token]?.wantsWritable }
+
+    /// Records the interest and tells epoll (a handler without a descriptor only records it:
+    /// an in-memory socket reads it back with `wantsReadable` / `wantsWritable`).
+    private func updateInterest(_ token: UInt64, _ registration: inout Registration) {
+        let events = registration.events
+        if registration.fd < 0 {
+            // Nothing to tell epoll.
+        } else if events == 0 {
+            if registration.watched { _ = braid_epoll_ctl(epollFD, BRAID_EPOLL_CTL_DEL, registration.fd, 0, token) }
+            registration.watched = false
+        } else if registration.watched {
+            _ = braid_epoll_ctl(epollFD, BRAID_EPOLL_CTL_MOD, registration.fd, events, token)
+        } else {
+            _ = braid_epoll_ctl(epollFD, BRAID_EPOLL_CTL_ADD, registration.fd, events, token)
+            registration.watched = true
+        }
         registrations[token] = registration
-        let events = UInt32(BRAID_EPOLL_IN) | (wants ? UInt32(BRAID_EPOLL_OUT) : 0)
-        _ = braid_epoll_ctl(epollFD, BRAID_EPOLL_CTL_MOD, registration.fd, events, token)
     }
 
     /// Sets the handler's single timer (replacing any earlier one); nil cancels it.
@@ -371,7 +414,7 @@ public final class LoopContext {
     }
 
     public func deregister(_ token: UInt64) {
-        guard let registration = registrations.removeValue(forKey: token), registration.fd >= 0 else { return }
+        guard let registration = registrations.removeValue(forKey: token), registration.fd >= 0, registration.watched else { return }
         _ = braid_epoll_ctl(epollFD, BRAID_EPOLL_CTL_DEL, registration.fd, 0, token)
     }
 
@@ -392,14 +435,18 @@ public final class LoopContext {
                     continue
                 }
                 let events = readyEvents[index]
-                if events & UInt32(BRAID_EPOLL_OUT) != 0, let handler = registrations[token]?.handler {
-                    handler.writable(self)
+                let failure = events & UInt32(BRAID_EPOLL_ERR | BRAID_EPOLL_HUP) != 0
+                if let registration = registrations[token],
+                    events & UInt32(BRAID_EPOLL_OUT) != 0 || (failure && !registration.wantsReadable)
+                {
+                    registration.handler.writable(self)
                     runDeferred()
                 }
-                if events & UInt32(BRAID_EPOLL_IN | BRAID_EPOLL_ERR | BRAID_EPOLL_HUP) != 0,
-                    let handler = registrations[token]?.handler
+                // Looked up again: the writable handler may have changed the interest or left.
+                if let registration = registrations[token], registration.wantsReadable,
+                    events & UInt32(BRAID_EPOLL_IN) != 0 || failure
                 {
-                    handler.readable(self)
+                    registration.handler.readable(self)
                     runDeferred()
                 }
             }

@@ -50,6 +50,13 @@ void braid_udp_parse_cmsg(const struct msghdr *message, braid_udp_rx_meta *meta)
 /// kernel's 4-tuple hash. Returns 0 or -1 with errno.
 int braid_attach_connection_id_steering(int fd);
 
+// MARK: TCP
+
+/// accept4(fd, ..., SOCK_NONBLOCK | SOCK_CLOEXEC) (a GNU extension the Swift Glibc module does
+/// not show): the accepted socket is non-blocking and close-on-exec from its first instant.
+/// Fills `address` (may be NULL) and `length`; returns the descriptor or -1 with errno.
+int braid_accept4(int fd, struct sockaddr_storage *address, socklen_t *length);
+
 // MARK: epoll (struct epoll_event is packed on x86_64, which Swift does not import reliably)
 
 #define BRAID_EPOLL_IN 0x001
