@@ -126,6 +126,13 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
             fail(.unsupported("\(ApplicationProtocol.self) connections; QUIC, TLS and TCP are implemented"))
             return
         }
+        do {
+            try tcp.validate()
+            if let tls { _ = try tls.clientConfiguration() }
+        } catch {
+            fail(NetworkError(error))
+            return
+        }
         loop.execute { context in
             let strategy = StreamEstablishment(
                 core: core.value, tcp: tcp, tls: tls, endpoint: endpoint, serviceClass: serviceClass, multipath: multipath,

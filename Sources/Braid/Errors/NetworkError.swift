@@ -1,9 +1,10 @@
 import BraidIO
 import BraidQUIC
+import BraidTLS
 import Foundation
 
 /// Why a peer certificate was not accepted (`NetworkError.certificateRejected`).
-public typealias CertificateProblem = BraidQUIC.CertificateProblem
+public typealias CertificateProblem = BraidTLS.CertificateProblem
 
 /// Every way a Braid connection, listener, stream or datagram operation fails. The
 /// `description` says what happened and what to do about it.
@@ -60,6 +61,8 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
     /// The peer closed the TCP connection without TLS's close_notify: what arrived may have
     /// been cut short (by a crash, or by an attacker), so the end of the stream is not trusted.
     case truncated
+    /// TLS failed for another reason (no common version or cipher, a malformed record).
+    case tlsFailure(String)
     /// The operation, or the connection it belonged to, was cancelled.
     case cancelled
     /// The peer did not enable RFC 9221 datagrams.
@@ -118,6 +121,8 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             "\(endpoint) refused the TCP connection: nothing listens on that port. Check the address and port, and that the server runs."
         case .connectionReset:
             "The peer reset the TCP connection (RST): it closed abruptly, crashed, or rejected what was sent. Connect again."
+        case .tlsFailure(let why):
+            "TLS failed: \(why)"
         case .truncated:
             "The peer closed the connection without TLS close_notify, so the data may have been cut short (a crash, or an attacker on the path). Treat what arrived as incomplete."
         case .cancelled:
@@ -157,6 +162,12 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             case .unexpectedEndOfStream(let received, let wanted): self = .unexpectedEndOfStream(received: received, wanted: wanted)
             case .notWritable: self = .streamNotWritable
             }
+        } else if let error = error as? TLSError {
+            self = NetworkError(tls: error)
+        } else if let error = error as? ByteStreamError {
+            switch error {
+            case .handshakeTimedOut(let timeout): self = .noResponse(endpoint: endpoint, timeout: timeout)
+            }
         } else if error is CancellationError {
             self = .cancelled
         } else {
@@ -172,6 +183,19 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             return try await body()
         } catch {
             throw NetworkError(error)
+        }
+    }
+
+    init(tls error: TLSError) {
+        switch error {
+        case .certificateRejected(let problem): self = .certificateRejected(problem)
+        case .peerAlert(let code, _): self = .handshakeRejectedByPeer(alert: code)
+        case .alpnMismatch(let offered): self = .alpnMismatch(offered: offered)
+        case .truncated: self = .truncated
+        case .protocolVersionMismatch, .handshakeFailed, .protocolError: self = .tlsFailure(error.description)
+        case .configuration(let what): self = .invalidConfiguration(what)
+        case .invalidState(let what): self = .invalidState(what)
+        case .internalError: self = .internalError(error.description)
         }
     }
 

@@ -1,4 +1,5 @@
 import BraidIO
+import BraidTLS
 import Logging
 import Synchronization
 
@@ -164,6 +165,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             // Not silently dropped: a listener's connections take their socket options from the listener.
             throw NetworkError.unsupported("serviceClass, multipathServiceType and localEndpoint parameters on TLS and TCP listeners")
         }
+        try tcp.validate()
         let tlsContext = try tls.map { try TLSServerContexts.make(for: $0) }
         let options = TCPOptions(tcp, serviceClass: .bestEffort, multipath: .disabled)
         let stack = parameters.stack

@@ -89,9 +89,9 @@ package final class ByteStreamChannel: LoopHandler {
         self.socket = socket
         self.tls = tls
         do {
-            // The socket may still be registered for the connect that won: this channel takes
-            // over that registration.
-            token = try socket.handOver(to: self, in: context)
+            // The socket may still be registered for the connect that won: registering again
+            // hands that registration over to this channel.
+            token = try socket.register(self, in: context)
         } catch {
             fail(error, context: context)
             return
@@ -148,7 +148,7 @@ package final class ByteStreamChannel: LoopHandler {
             do {
                 if let tls {
                     var outcome = StreamReadResult.wouldBlock
-                    try tls.withInputSpace(minimum: 16 * 1024) { space in
+                    _ = try tls.withInputSpace(minimum: 16 * 1024) { space in
                         outcome = try socket.read(into: space)
                         if case .bytes(let count) = outcome { return count }
                         return 0
@@ -218,6 +218,9 @@ package final class ByteStreamChannel: LoopHandler {
                 inbox.fill { _ in .finished }
             case .sessionTicket(let ticket):
                 ticketReceived?(ticket)
+            case .earlyDataRejected:
+                // Early data is not sent yet (see `pump`): nothing to resend.
+                break
             }
         }
         flush(context)
@@ -314,7 +317,7 @@ package final class ByteStreamChannel: LoopHandler {
         var failure: (any Error)?
         while tls.pendingCiphertextCount > 0 {
             var written = 0
-            tls.withPendingCiphertext { pending in
+            _ = tls.withPendingCiphertext { pending in
                 do {
                     written = try socket.write { $0.append(pending) }
                 } catch {
@@ -367,7 +370,7 @@ package final class ByteStreamChannel: LoopHandler {
         outbox.fail(described)
         // A TLS failure may have an alert queued for the peer: one try to write it.
         if let tls, let socket, tls.pendingCiphertextCount > 0 {
-            tls.withPendingCiphertext { pending in (try? socket.write { $0.append(pending) }) ?? 0 }
+            _ = tls.withPendingCiphertext { pending in (try? socket.write { $0.append(pending) }) ?? 0 }
         }
         release(context)
     }
@@ -390,7 +393,7 @@ package final class ByteStreamChannel: LoopHandler {
         let pendingStandIn = socket == nil ? standIn : nil
         if let tls, let socket, isReady {
             tls.close()
-            tls.withPendingCiphertext { pending in (try? socket.write { $0.append(pending) }) ?? 0 }
+            _ = tls.withPendingCiphertext { pending in (try? socket.write { $0.append(pending) }) ?? 0 }
         }
         fail(CancellationError(), context: context)
         pendingStandIn?.release(context)

@@ -301,6 +301,11 @@ public final class LoopContext {
         return token
     }
 
+    /// Gives the registration `token` (its descriptor, interests and timer) to another handler.
+    public func replaceHandler(_ token: UInt64, with handler: LoopHandler) {
+        registrations[token]?.handler = handler
+    }
+
     /// A handler with a timer and no file descriptor (e.g. one server connection).
     public func registerTimer(_ handler: LoopHandler) -> UInt64 {
         let token = nextToken

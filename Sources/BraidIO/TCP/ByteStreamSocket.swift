@@ -23,6 +23,7 @@ package protocol ByteStreamSocket: AnyObject {
     func close()
     func abort()
     /// Has `handler` told about readiness; returns its token (which carries its timer too).
+    /// Registering again on the same loop hands the registration to the new handler.
     func register(_ handler: LoopHandler, in context: LoopContext) throws -> UInt64
     /// Readability interest, on from `register`: off while the application does not read.
     func setWantsReadable(_ wants: Bool)

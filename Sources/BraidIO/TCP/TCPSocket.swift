@@ -311,8 +311,14 @@ public final class TCPSocket {
 
     /// Has `handler` told when the socket is readable (from now on) or writable (on
     /// `setWantsWritable(true)`); returns the handler's token, which carries its timer too.
+    /// Registering again on the same loop hands the socket over to `handler` (a connect
+    /// attempt's socket going to the connection that won): same token, interests and timer.
     public func register(_ handler: LoopHandler, in context: LoopContext) throws -> UInt64 {
-        precondition(token == nil, "a socket is registered once")
+        if let token, self.context === context {
+            context.replaceHandler(token, with: handler)
+            return token
+        }
+        precondition(token == nil, "a socket is registered on one loop")
         let token = try context.register(handler, fd: fd)
         self.context = context
         self.token = token

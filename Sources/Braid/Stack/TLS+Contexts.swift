@@ -1,0 +1,83 @@
+import BraidTLS
+import Synchronization
+
+extension TLSProtocolVersion {
+    /// The engine's form of the version.
+    var engineVersion: TLSVersion {
+        switch self {
+        case .TLSv12: .v1_2
+        case .TLSv13: .v1_3
+        }
+    }
+}
+
+extension TLS {
+    /// The engine configuration of a client over this stack.
+    func clientConfiguration() throws -> TLSClientConfiguration {
+        try validateVersions()
+        var configuration = TLSClientConfiguration(alpn: alpn)
+        configuration.verification = verification
+        configuration.certificateChainFile = certificateChainFile
+        configuration.privateKeyFile = privateKeyFile
+        configuration.minimumVersion = minimumVersion.engineVersion
+        configuration.maximumVersion = maximumVersion.engineVersion
+        configuration.sessionTicketsEnabled = ticketsEnabled
+        return configuration
+    }
+
+    /// The engine configuration of a listener over this stack.
+    func serverConfiguration() throws -> TLSServerConfiguration {
+        try validateVersions()
+        guard let certificateChainFile, let privateKeyFile else {
+            throw NetworkError.invalidConfiguration(
+                "a TLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:)")
+        }
+        var configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
+        switch peerAuthentication {
+        case .none: configuration.peerAuthentication = .none
+        case .optional: configuration.peerAuthentication = .optional
+        case .required: configuration.peerAuthentication = .required
+        }
+        if peerAuthentication != .none {
+            // Client certificates are verified against named authorities only: a listener
+            // that asks for them without saying whom it trusts would accept any.
+            guard case .certificateAuthorityFile(let file) = verification.trustRoots else {
+                throw NetworkError.invalidConfiguration(
+                    "a TLS listener that asks for client certificates must name the authorities that sign them: add .trust(.certificateAuthorities(file:))")
+            }
+            configuration.clientCertificateAuthorityFile = file
+        }
+        configuration.minimumVersion = minimumVersion.engineVersion
+        configuration.maximumVersion = maximumVersion.engineVersion
+        configuration.sessionTicketsEnabled = ticketsEnabled
+        configuration.earlyDataEnabled = earlyDataEnabled
+        return configuration
+    }
+
+    private func validateVersions() throws {
+        guard minimumVersion <= maximumVersion else {
+            throw NetworkError.invalidConfiguration("TLS minimumVersion \(minimumVersion) is above maximumVersion \(maximumVersion)")
+        }
+    }
+}
+
+/// Client TLS contexts are costly (parsing the trust store, loading credentials): one per
+/// distinct configuration, shared by every connection that uses it.
+enum TLSClientContexts {
+    private static let cache = Mutex<[TLSClientConfiguration: TLSClientContext]>([:])
+
+    static func context(for tls: TLS) throws -> TLSClientContext {
+        let configuration = try tls.clientConfiguration()
+        if let existing = cache.withLock({ $0[configuration] }) { return existing }
+        let made = try TLSClientContext(configuration: configuration)
+        cache.withLock { $0[configuration] = made }
+        return made
+    }
+}
+
+/// A listener's TLS context: made once per `run` (its ticket key lives as long as it does).
+enum TLSServerContexts {
+    static func make(for tls: TLS) throws -> TLSServerContext {
+        try TLSServerContext(configuration: try tls.serverConfiguration())
+    }
+}

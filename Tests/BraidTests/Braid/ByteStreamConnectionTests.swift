@@ -1,0 +1,273 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@testable import Braid
+
+/// TLS-over-TCP and TCP connections and listeners through the public API, over loopback:
+/// send and receive on the connection itself, byte-checked transfers, bounded memory under a
+/// slow reader, the typed errors, establishment, and a listener with many clients.
+@Suite struct ByteStreamConnectionTests {
+    @Test func tlsEchoesWithTheAgreedALPN() async throws {
+        let server = try await RunningStreamListener.start(testTLSServer())
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testTLSClient() }
+        defer { connection.cancel() }
+        try await connection.send(Data("Hello, world!".utf8))
+        try await connection.send(UInt32(0xDEAD_BEEF))
+        #expect(try await connection.receive(exactly: 13).content == Data("Hello, world!".utf8))
+        #expect(try await connection.receive(as: UInt32.self).content == 0xDEAD_BEEF)
+        #expect(connection.state == .ready)
+        #expect(connection.negotiatedALPN == "echo")
+        #expect(connection.remoteEndpoint == server.endpoint)
+        #expect(connection.localEndpoint != nil)
+    }
+
+    @Test func tcpEchoesAndMirrorsTheEndOfStream() async throws {
+        let server = try await RunningStreamListener.start(TCP())
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { TCP { IP().version(.v4) }.noDelay(true) }
+        defer { connection.cancel() }
+        try await connection.send(Data("ping".utf8), endOfStream: true)
+        let reply = try await receiveAll(connection)
+        #expect(reply == Array("ping".utf8))
+    }
+
+    /// 100 MB each way through TLS, byte for byte.
+    @Test(.timeLimit(.minutes(2))) func tlsMovesOneHundredMegabytesIntact() async throws {
+        let server = try await RunningStreamListener.start(testTLSServer())
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testTLSClient() }
+        defer { connection.cancel() }
+        let payload = pattern(seed: 14, count: 100_000_000)
+        async let sent: Void = sendAll(payload, on: connection)
+        let echoed = try await receiveAll(connection)
+        try await sent
+        #expect(echoed.count == payload.count)
+        #expect(echoed == payload)
+    }
+
+    /// A server that does not read: the client's sends stop returning once TCP's window, the
+    /// kernel's buffers and both connections' bounds are full, and neither side holds more
+    /// than its bounds.
+    @Test(.timeLimit(.minutes(1))) func aReaderThatStopsStopsTheSenderWithBoundedMemory() async throws {
+        let serverConnection = Mutex<NetworkConnection<TLS>?>(nil)
+        let server = try await RunningStreamListener.start(testTLSServer()) { connection in
+            serverConnection.withLock { $0 = connection }
+            try await Task.sleep(for: .seconds(60))
+        }
+        defer { server.task.cancel() }
+        let limit = 256 * 1024
+        let connection = NetworkConnection(to: server.endpoint) {
+            TLS { TCP().receiveBufferLimit(limit).sendBufferLimit(limit) }.alpn(["echo"])
+                .trust(.certificateAuthorities(file: Fixtures.caFile)).serverName("localhost")
+        }
+        defer { connection.cancel() }
+        let sentBytes = Atomic(0)
+        let sender = Task {
+            let chunk = Data(repeating: 7, count: 64 * 1024)
+            while true {
+                try await connection.send(chunk)
+                sentBytes.add(chunk.count, ordering: .relaxed)
+            }
+        }
+        defer { sender.cancel() }
+        // Let the sender run until it is stuck.
+        var last = -1
+        while sentBytes.load(ordering: .relaxed) != last {
+            last = sentBytes.load(ordering: .relaxed)
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        let stuckAt = sentBytes.load(ordering: .relaxed)
+        // Kernel buffers on loopback hold a few MB at most; without backpressure the sender
+        // would have gone on forever.
+        #expect(stuckAt < 64 << 20)
+        let inbound = try #require(serverConnection.withLock { $0 })
+        let unread = try #require(inbound.shared.byteStream).inbox.available
+        #expect(unread <= TCP().receiveBufferLimit + 64 * 1024)
+        let queued = try #require(connection.shared.byteStream).outbox.waitingSenders
+        #expect(queued <= 1)
+        // Reading resumes the flow: the server takes 4 MB and the sender moves on.
+        var taken = 0
+        while taken < 4 << 20 { taken += try await inbound.receive(atLeast: 1, atMost: 1 << 20).content.count }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(sentBytes.load(ordering: .relaxed) > stuckAt)
+    }
+
+    /// A receive larger than the connection's receive bound still completes: the bound holds
+    /// back reading only while nobody waits for more.
+    @Test func aReceiveLargerThanTheReceiveBoundCompletes() async throws {
+        let server = try await RunningStreamListener.start(TCP())
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { TCP().receiveBufferLimit(64 * 1024) }
+        defer { connection.cancel() }
+        let payload = pattern(seed: 3, count: 3 << 20)
+        async let sent: Void = sendAll(payload, on: connection)
+        let echoed = try await connection.receive(exactly: payload.count).content
+        try await sent
+        #expect(Array(echoed) == payload)
+    }
+
+    @Test func aClosedPortIsRefused() async throws {
+        // Bind and close a listener to find a port nobody listens on.
+        let probe = try await RunningStreamListener.start(TCP())
+        let port = probe.port
+        probe.task.cancel()
+        _ = try? await probe.task.value
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: port)) { TCP() }
+        await #expect(throws: NetworkError.connectionRefused(endpoint: "127.0.0.1:\(port)")) {
+            try await connection.send(Data("x".utf8))
+        }
+        #expect(connection.state == .failed(.connectionRefused(endpoint: "127.0.0.1:\(port)")))
+    }
+
+    @Test(arguments: ["untrusted", "wrong-name"])
+    func aServerCertificateThatFailsVerificationIsRejected(certificate: String) async throws {
+        let server = try await RunningStreamListener.start(
+            TLS().alpn(["echo"]).identity(
+                certificateChainFile: Fixtures.path("\(certificate).pem"), privateKeyFile: Fixtures.path("\(certificate)-key.pem")))
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testTLSClient() }
+        defer { connection.cancel() }
+        do {
+            try await connection.send(Data("x".utf8))
+            _ = try await connection.receive(exactly: 1)
+            Issue.record("the handshake succeeded with the \(certificate) certificate")
+        } catch NetworkError.certificateRejected(let problem) {
+            #expect(problem == (certificate == "untrusted" ? .untrusted : .nameMismatch(expected: "localhost")))
+        }
+    }
+
+    @Test func anALPNMismatchIsNamed() async throws {
+        let server = try await RunningStreamListener.start(testTLSServer(alpn: ["other"]))
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testTLSClient() }
+        defer { connection.cancel() }
+        await #expect(throws: NetworkError.self) { try await connection.send(Data("x".utf8)) }
+        guard case .failed(let error) = connection.state else {
+            Issue.record("not failed: \(connection.state)")
+            return
+        }
+        switch error {
+        case .alpnMismatch, .handshakeRejectedByPeer(alert: 120): break
+        default: Issue.record("unexpected error \(error)")
+        }
+    }
+
+    /// No route for two rounds: the connection waits, retries by itself and becomes ready,
+    /// through the same establishment QUIC uses.
+    @Test func noRouteWaitsThenConnects() async throws {
+        let server = try await RunningStreamListener.start(testTLSServer())
+        defer { server.task.cancel() }
+        let port = server.port.rawValue
+        ClientEstablishment.routeFailuresForTesting.withLock { $0[port] = (ENETUNREACH, 2) }
+        defer { _ = ClientEstablishment.routeFailuresForTesting.withLock { $0.removeValue(forKey: port) } }
+        let connection = NetworkConnection(to: server.endpoint) { testTLSClient() }
+        let states = connection.states
+        let observed = Task {
+            var seen: [NetworkConnectionState] = []
+            for await state in states { seen.append(state) }
+            return seen
+        }
+        try await connection.send(Data("hi".utf8))
+        #expect(try await connection.receive(exactly: 2).content == Data("hi".utf8))
+        connection.cancel()
+        let unreachable = NetworkConnectionState.waiting(.system(call: "connect(\(server.endpoint))", errno: ENETUNREACH))
+        #expect(await observed.value == [.setup, .preparing, unreachable, .preparing, unreachable, .preparing, .ready, .cancelled])
+    }
+
+    /// A name whose first address has nothing listening: the race moves to the next address.
+    @Test(arguments: [("::1", "127.0.0.1"), ("127.0.0.1", "::1")])
+    func happyEyeballsReachesTheServerOnEitherFamily(serverHost: String, closedHost: String) async throws {
+        let server = try await RunningStreamListener.start(host: NWEndpoint.Host(serverHost), TCP())
+        defer { server.task.cancel() }
+        let port = server.port.rawValue
+        let name = "tcp-dual-\(port).test"
+        Resolver.namesForTesting.withLock {
+            $0[name] = [SocketAddress(ip: closedHost, port: port)!, SocketAddress(ip: serverHost, port: port)!]
+        }
+        defer { _ = Resolver.namesForTesting.withLock { $0.removeValue(forKey: name) } }
+        let connection = NetworkConnection(to: .hostPort(host: .name(name), port: server.port)) { TCP() }
+        defer { connection.cancel() }
+        try await connection.send(Data("ok".utf8))
+        #expect(try await connection.receive(exactly: 2).content == Data("ok".utf8))
+        #expect(connection.remoteEndpoint == .hostPort(host: NWEndpoint.Host(serverHost), port: server.port))
+    }
+
+    /// Cancelling mid-transfer ends the pending calls on both ends, with no hang.
+    @Test(.timeLimit(.minutes(1))) func cancellingMidTransferEndsBothSides() async throws {
+        let serverSaw = Mutex<NetworkError?>(nil)
+        let server = try await RunningStreamListener.start(testTLSServer()) { connection in
+            do {
+                while true { _ = try await connection.receive(atLeast: 1, atMost: 1 << 20) }
+            } catch let error as NetworkError {
+                serverSaw.withLock { $0 = error }
+                throw error
+            }
+        }
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { testTLSClient() }
+        let sender = Task {
+            let chunk = Data(repeating: 1, count: 1 << 20)
+            while true { try await connection.send(chunk) }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        connection.cancel()
+        await #expect(throws: NetworkError.cancelled) { try await sender.value }
+        #expect(connection.state == .cancelled)
+        // The server's receive ends: a clean close (close_notify) or the reset that cancelling
+        // with unread data may cause, never a hang.
+        var waited = 0
+        while serverSaw.withLock({ $0 }) == nil && waited < 100 {
+            try await Task.sleep(for: .milliseconds(50))
+            waited += 1
+        }
+        let seen = try #require(serverSaw.withLock { $0 })
+        #expect([NetworkError.unexpectedEndOfStream(received: 0, wanted: 1), .connectionReset, .truncated].contains(seen) || seen == .cancelled)
+    }
+
+    /// 200 clients at once, each echoed its own bytes.
+    @Test(.timeLimit(.minutes(1))) func aListenerServesTwoHundredClients() async throws {
+        let server = try await RunningStreamListener.start(testTLSServer())
+        defer { server.task.cancel() }
+        let intact = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    let connection = NetworkConnection(to: server.endpoint) { testTLSClient() }
+                    defer { connection.cancel() }
+                    let payload = pattern(seed: UInt64(index), count: 1000 + index)
+                    try await connection.send(payload, endOfStream: true)
+                    return try await receiveAll(connection) == payload
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(intact == 200)
+    }
+
+    /// Over the limit, a client is reset at once instead of waiting.
+    @Test func newConnectionLimitRefusesTheNextClient() async throws {
+        let server = try await RunningStreamListener.start(TCP(), configure: { $0.newConnectionLimit = 1 }) { connection in
+            try await Task.sleep(for: .seconds(30))
+            _ = connection
+        }
+        defer { server.task.cancel() }
+        let first = NetworkConnection(to: server.endpoint) { TCP() }
+        defer { first.cancel() }
+        try await first.send(Data("1".utf8))
+        try await Task.sleep(for: .milliseconds(100))
+        let second = NetworkConnection(to: server.endpoint) { TCP() }
+        defer { second.cancel() }
+        try await second.send(Data("2".utf8))
+        await #expect(throws: NetworkError.connectionReset) { _ = try await second.receive(exactly: 1) }
+    }
+
+    @Test func aListenerWithoutAnIdentityFailsClearly() async throws {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TLS() }
+        await #expect(throws: NetworkError.invalidConfiguration(
+            "a TLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:)")) {
+            try await listener.run { _ in }
+        }
+    }
+}
