@@ -507,8 +507,10 @@ public final class LoopContext {
 
     fileprivate func tearDown() {
         for work in loop.takeInbox() { work(self) }
-        for registration in registrations.values where registration.fd >= 0 { registration.handler.close(self) }
+        // Taken out first: a handler's close (or the deinit of what it releases) may deregister.
+        let closing = registrations
         registrations.removeAll()
+        for registration in closing.values where registration.fd >= 0 { registration.handler.close(self) }
     }
 }
 
