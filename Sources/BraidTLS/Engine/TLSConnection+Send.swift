@@ -38,8 +38,9 @@ extension TLSConnection {
         guard count > 0 else { return 0 }
         let rc = gnutls_record_send_early_data(session, base, count)
         if rc < 0 { throw .internalError(function: "gnutls_record_send_early_data", code: Int32(rc)) }
-        earlyData.append(contentsOf: UnsafeRawBufferPointer(rebasing: plaintext[0..<rc]))
-        return rc
+        // GnuTLS 3.7 buffers all `count` bytes and returns 0, not the count its manual promises.
+        earlyData.append(contentsOf: UnsafeRawBufferPointer(rebasing: plaintext[0..<count]))
+        return count
     }
 
     /// Client, after `.earlyDataRejected`: sends the rejected 0-RTT bytes again as ordinary data,

@@ -59,12 +59,17 @@ extension TLSConnection {
         gnutls_session_set_verify_function(session) { session in
             TLSConnection.from(gnutls_session_get_ptr(session)).verifyPeer()
         }
+        // Before GnuTLS parses a NewSessionTicket (it consumes the message), read its early-data
+        // limit; after, note the ticket is there to export.
         gnutls_handshake_set_hook_function(
-            session, GNUTLS_HANDSHAKE_NEW_SESSION_TICKET.rawValue, GNUTLS_HOOK_POST
-        ) { session, _, _, _, message in
+            session, GNUTLS_HANDSHAKE_NEW_SESSION_TICKET.rawValue, GNUTLS_HOOK_BOTH
+        ) { session, _, when, _, message in
             let connection = TLSConnection.from(gnutls_session_get_ptr(session))
-            connection.ticketArrived = true
-            if let message { connection.ticketMaxEarlyData = maxEarlyDataSize(inNewSessionTicket: message.pointee) }
+            if when == GNUTLS_HOOK_POST {
+                connection.ticketArrived = true
+            } else if let message {
+                connection.ticketMaxEarlyData = maxEarlyDataSize(inNewSessionTicket: message.pointee)
+            }
             return 0
         }
         if let resumption {

@@ -110,3 +110,11 @@ enum TLSFixtures {
         return try TLSServerContext(configuration: configuration)
     }
 }
+
+/// Where two byte arrays first differ (nil: equal), so a failed comparison of megabytes prints
+/// one index instead of both arrays.
+func firstDifference(_ a: [UInt8], _ b: [UInt8]) -> Int? {
+    if a == b { return nil }
+    if let index = zip(a.indices, zip(a, b)).first(where: { $0.1.0 != $0.1.1 })?.0 { return index }
+    return a.count == b.count ? nil : min(a.count, b.count)
+}
