@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .library(name: "Braid", targets: ["Braid"]),
         .library(name: "BraidQUIC", targets: ["BraidQUIC"]),
+        .library(name: "BraidTLS", targets: ["BraidTLS"]),
         .library(name: "BraidIO", targets: ["BraidIO"]),
         .executable(name: "braid", targets: ["braid"]),
         .executable(name: "benchmarks", targets: ["benchmarks"]),
@@ -32,11 +33,15 @@ let package = Package(
         // The values every layer speaks: socket addresses, ECN marks, monotonic instants, UDP
         // segmentation limits. Below both the engines and the datapath, so neither imports the other.
         .target(name: "BraidCore", path: "Sources/BraidCore"),
+        // The sans-IO TLS engine (GnuTLS over memory buffers, for TLS over TCP) and the GnuTLS
+        // pieces both engines share: credentials, certificate checks, ALPN, anti-replay.
+        .target(name: "BraidTLS", dependencies: ["BraidCore", "CBraid"], path: "Sources/BraidTLS"),
         // The sans-IO QUIC engine: no sockets, no clock reads, no threads.
         .target(
             name: "BraidQUIC",
             dependencies: [
                 "BraidCore",
+                "BraidTLS",
                 "CBraid",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
@@ -90,7 +95,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BraidTests",
-            dependencies: ["Braid", "BraidQUIC", "BraidIO", "BraidPerf", "CBraid"],
+            dependencies: ["Braid", "BraidQUIC", "BraidTLS", "BraidIO", "BraidPerf", "CBraid"],
             path: "Tests/BraidTests",
             resources: [.copy("Fixtures")]
         ),

@@ -6,6 +6,8 @@
 #   wrong-name.pem / -key.pem     wrong.example — signed by the trusted CA
 #   other-ca.pem                  an unrelated CA
 #   untrusted.pem / -key.pem      localhost — signed by the unrelated CA
+#   client.pem / client-key.pem   a TLS client certificate (mutual TLS) — signed by the trusted CA
+#   untrusted-client.pem / -key   a TLS client certificate signed by the unrelated CA
 set -euo pipefail
 out="${1:-$(dirname "$0")/../Tests/BraidTests/Fixtures}"
 mkdir -p "$out"
@@ -21,9 +23,9 @@ ca() { # name keyfile certfile
   certtool --generate-self-signed --load-privkey "$2" --template "$tmp/ca.tmpl" --outfile "$3" 2>/dev/null
 }
 
-leaf() { # cn cakey cacert keyfile certfile san-lines...
+leaf() { # cn cakey cacert keyfile certfile san-lines...  (PURPOSE=tls_www_client for clients)
   local cn=$1 cakey=$2 cacert=$3 k=$4 c=$5; shift 5
-  { printf 'cn = "%s"\ntls_www_server\nsigning_key\nencryption_key\nexpiration_days = 36500\n' "$cn"
+  { printf 'cn = "%s"\n%s\nsigning_key\nencryption_key\nexpiration_days = 36500\n' "$cn" "${PURPOSE:-tls_www_server}"
     for san in "$@"; do printf '%s\n' "$san"; done; } >"$tmp/leaf.tmpl"
   key "$k"
   certtool --generate-certificate --load-privkey "$k" --load-ca-privkey "$cakey" \
@@ -37,4 +39,7 @@ leaf localhost ca-key.pem ca.pem server-key.pem server.pem \
 leaf wrong.example ca-key.pem ca.pem wrong-name-key.pem wrong-name.pem 'dns_name = "wrong.example"'
 leaf localhost "$tmp/other-ca-key.pem" other-ca.pem untrusted-key.pem untrusted.pem \
   'dns_name = "localhost"' 'ip_address = "127.0.0.1"'
+PURPOSE=tls_www_client leaf "Braid Test Client" ca-key.pem ca.pem client-key.pem client.pem
+PURPOSE=tls_www_client leaf "Untrusted Test Client" "$tmp/other-ca-key.pem" other-ca.pem \
+  untrusted-client-key.pem untrusted-client.pem
 echo "test certificates written to $out"

@@ -1,3 +1,4 @@
+import BraidTLS
 import CBraid
 
 /// Shared, immutable client state: TLS credentials (loading the system store is costly, so
@@ -16,14 +17,14 @@ public final class QUICClientContext: Sendable {
 
     public init(configuration: QUICClientConfiguration) throws {
         guard !configuration.alpn.isEmpty else { throw QUICError.configuration("QUIC needs at least one ALPN") }
-        for pin in configuration.verification.pinnedSPKISHA256 where pin.count != 32 {
-            throw QUICError.configuration("SPKI pins are SHA-256 digests (32 bytes); got \(pin.count) bytes")
-        }
+        try mappingTLSErrors { try configuration.verification.validate() }
         try configuration.transport.validate()
         self.configuration = configuration
-        credentials = try TLSCredentials.client(
-            trust: configuration.verification.trustRoots, certificateChainFile: configuration.certificateChainFile,
-            privateKeyFile: configuration.privateKeyFile)
+        credentials = try mappingTLSErrors {
+            try TLSCredentials.client(
+                trust: configuration.verification.trustRoots, certificateChainFile: configuration.certificateChainFile,
+                privateKeyFile: configuration.privateKeyFile)
+        }
         var secret = [UInt8](repeating: 0, count: 32)
         fillRandom(&secret)
         staticSecret = secret

@@ -68,7 +68,7 @@ extension QUICConnection {
                 // A 0-RTT stream opens before the handshake completes; the server has chosen
                 // the ALPN by then (from the ClientHello), and the application needs it.
                 if connection.negotiatedALPN == nil, let session = connection.session {
-                    connection.negotiatedALPN = BraidQUIC.negotiatedALPN(session)
+                    connection.negotiatedALPN = BraidTLS.negotiatedALPN(session)
                 }
                 connection.emit(.streamOpened(streamID: streamID))
             }

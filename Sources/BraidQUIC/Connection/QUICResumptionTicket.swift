@@ -1,3 +1,4 @@
+import BraidTLS
 import CBraid
 
 /// What a client remembers about a server to resume with it later and send 0-RTT data:
@@ -97,36 +98,3 @@ struct RememberedTransportParameters: Sendable, Hashable {
 }
 
 /// Reads big-endian fields from untrusted bytes without ever trapping.
-struct ByteReader {
-    private let bytes: [UInt8]
-    private var index = 0
-
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-
-    var isAtEnd: Bool { index == bytes.count }
-
-    mutating func readByte() -> UInt8? {
-        guard index < bytes.count else { return nil }
-        defer { index += 1 }
-        return bytes[index]
-    }
-
-    mutating func readBytes(_ count: Int) -> [UInt8]? {
-        guard count >= 0, bytes.count - index >= count else { return nil }
-        defer { index += count }
-        return Array(bytes[index..<index + count])
-    }
-
-    mutating func readUInt32() -> UInt32? {
-        readBytes(4).map { $0.reduce(0) { $0 << 8 | UInt32($1) } }
-    }
-
-    mutating func readUInt64() -> UInt64? {
-        readBytes(8).map { $0.reduce(0) { $0 << 8 | UInt64($1) } }
-    }
-
-    mutating func readLengthPrefixed() -> [UInt8]? {
-        guard let length = readUInt32() else { return nil }
-        return readBytes(Int(length))
-    }
-}

@@ -50,37 +50,11 @@ public struct QUICTransportConfiguration: Sendable, Hashable {
     public init() {}
 }
 
-/// Where a client finds the certificate authorities it trusts.
-public enum QUICTrustRoots: Sendable, Hashable {
-    /// The operating system's trust store.
-    case system
-    /// PEM certificate authorities in this file (only these are trusted).
-    case certificateAuthorityFile(String)
-}
+/// Where a client finds the certificate authorities it trusts (shared with TLS over TCP).
+public typealias QUICTrustRoots = TLSTrustRoots
 
-/// How a client checks the server's certificate.
-public struct QUICCertificateVerification: Sendable, Hashable {
-    /// Trusted roots; the chain must lead to one of them.
-    public var trustRoots: QUICTrustRoots = .system
-    /// SHA-256 digests of acceptable SubjectPublicKeyInfo (DER). When non-empty, the leaf
-    /// certificate's key must match one, in addition to the chain and name checks.
-    public var pinnedSPKISHA256: [[UInt8]] = []
-    /// Skips chain and hostname checks. Only for tests against throwaway certificates: anyone
-    /// on the path can impersonate the server. Pins, if any, are still enforced.
-    public var insecureSkipChainAndHostnameVerification = false
-
-    public init(trustRoots: QUICTrustRoots = .system, pinnedSPKISHA256: [[UInt8]] = []) {
-        self.trustRoots = trustRoots
-        self.pinnedSPKISHA256 = pinnedSPKISHA256
-    }
-
-    /// Accepts any certificate. Never use in production.
-    public static var insecureAcceptAnything: QUICCertificateVerification {
-        var v = QUICCertificateVerification()
-        v.insecureSkipChainAndHostnameVerification = true
-        return v
-    }
-}
+/// How a client checks the server's certificate (shared with TLS over TCP).
+public typealias QUICCertificateVerification = TLSCertificateVerification
 
 /// A client's configuration; build one `QUICClientContext` from it and reuse it.
 public struct QUICClientConfiguration: Sendable, Hashable {

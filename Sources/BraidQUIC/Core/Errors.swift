@@ -1,29 +1,4 @@
-/// Why a peer certificate was not accepted.
-public enum CertificateProblem: Sendable, Hashable, CustomStringConvertible {
-    /// The chain does not lead to a trusted root (self-signed, unknown CA).
-    case untrusted
-    /// The certificate does not name the host we connected to.
-    case nameMismatch(expected: String)
-    /// The certificate has expired or is not yet valid.
-    case expired
-    /// The certificate was revoked or is otherwise invalid (bad signature, insecure algorithm).
-    case invalid(String)
-    /// The certificate's public key matches none of the configured SPKI pins.
-    case pinMismatch
-    /// The peer sent no certificate.
-    case missing
-
-    public var description: String {
-        switch self {
-        case .untrusted: "not signed by a trusted certificate authority"
-        case .nameMismatch(let name): "not valid for the name \"\(name)\""
-        case .expired: "expired or not yet valid"
-        case .invalid(let why): "invalid (\(why))"
-        case .pinMismatch: "public key does not match any configured SPKI pin"
-        case .missing: "no certificate was presented"
-        }
-    }
-}
+import BraidTLS
 
 /// Every way a QUIC connection, stream or datagram operation can fail, with a message that says
 /// what to do about it.
@@ -117,31 +92,5 @@ public enum QUICError: Error, Sendable, Hashable, CustomStringConvertible {
         case .internalError(let code, let function):
             "QUIC engine error in \(function): \(ngtcp2ErrorName(code)) (\(code))."
         }
-    }
-}
-
-func tlsAlertName(_ code: UInt8) -> String {
-    switch code {
-    case 0: "close_notify"
-    case 10: "unexpected_message"
-    case 20: "bad_record_mac"
-    case 40: "handshake_failure"
-    case 42: "bad_certificate"
-    case 43: "unsupported_certificate"
-    case 44: "certificate_revoked"
-    case 45: "certificate_expired"
-    case 46: "certificate_unknown"
-    case 47: "illegal_parameter"
-    case 48: "unknown_ca"
-    case 50: "decode_error"
-    case 51: "decrypt_error"
-    case 70: "protocol_version"
-    case 80: "internal_error"
-    case 109: "missing_extension"
-    case 110: "unsupported_extension"
-    case 112: "unrecognized_name"
-    case 116: "certificate_required"
-    case 120: "no_application_protocol"
-    default: "alert \(code)"
     }
 }

@@ -1,4 +1,7 @@
 @_exported import BraidCore
+// The TLS names QUIC's API speaks (trust roots, certificate verification and problems, pins)
+// live in BraidTLS, shared with TLS over TCP; re-exported so `import BraidQUIC` code sees them.
+@_exported import BraidTLS
 
 // The engine's names for the values every layer shares (defined in BraidCore, below both
 // the engines and the datapath, so neither imports the other to speak of addresses or time).

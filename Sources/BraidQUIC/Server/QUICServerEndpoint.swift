@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BraidTLS
 import CBraid
 import DequeModule
 import Logging
@@ -69,10 +70,13 @@ public final class QUICServerEndpoint {
         self.configuration = configuration
         self.keys = try keys ?? QUICServerKeys(staticSecret: configuration.staticSecret)
         self.connectionIDTag = connectionIDTag
-        tls = try ServerTLSContext(
-            credentials: TLSCredentials.server(
-                certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile),
-            keys: self.keys)
+        let keys = self.keys
+        tls = try mappingTLSErrors {
+            try ServerTLSContext(
+                credentials: TLSCredentials.server(
+                    certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile),
+                keys: keys)
+        }
     }
 
     /// Packets the endpoint itself wants sent (Version Negotiation, Retry, resets, refusals).
@@ -343,38 +347,14 @@ public final class QUICServerEndpoint {
 /// the 0-RTT replay filter. Sessions hold raw pointers into it, so every connection retains it.
 final class ServerTLSContext {
     let credentials: TLSCredentials
-    /// GnuTLS copies the key into each session; this copy only has to outlive `makeSession`.
-    private let ticketKey: UnsafeMutablePointer<gnutls_datum_t>
-    private let antiReplay: gnutls_anti_replay_t
-    /// Retained for the add-function's unretained pointer.
-    private let replayFilter: ReplayFilter
+    private let ticketKey: TLSTicketKey
+    /// This endpoint's own (it runs on one thread), recording into the filter all share.
+    private let antiReplay: TLSAntiReplay
 
     init(credentials: TLSCredentials, keys: QUICServerKeys) throws {
         self.credentials = credentials
-        replayFilter = keys.replayFilter
-        var replay: gnutls_anti_replay_t?
-        let rc = gnutls_anti_replay_init(&replay)
-        guard rc == 0, let replay else {
-            throw QUICError.tls("cannot create the 0-RTT replay filter: \(gnutlsErrorString(rc))")
-        }
-        antiReplay = replay
-        let keyBytes = UnsafeMutablePointer<UInt8>.allocate(capacity: keys.ticketKey.count)
-        keyBytes.initialize(from: keys.ticketKey, count: keys.ticketKey.count)
-        ticketKey = .allocate(capacity: 1)
-        ticketKey.initialize(to: gnutls_datum_t(data: keyBytes, size: UInt32(keys.ticketKey.count)))
-        gnutls_anti_replay_set_ptr(replay, Unmanaged.passUnretained(replayFilter).toOpaque())
-        gnutls_anti_replay_set_add_function(replay) { pointer, expiry, key, _ in
-            let filter = Unmanaged<ReplayFilter>.fromOpaque(pointer!).takeUnretainedValue()
-            return filter.insert(key: Array(UnsafeBufferPointer(start: key!.pointee.data, count: Int(key!.pointee.size))), expiry: expiry)
-                ? 0 : GNUTLS_E_DB_ENTRY_EXISTS
-        }
-    }
-
-    deinit {
-        gnutls_anti_replay_deinit(antiReplay)
-        ticketKey.pointee.data.deinitialize(count: Int(ticketKey.pointee.size))
-        ticketKey.pointee.data.deallocate()
-        ticketKey.deallocate()
+        antiReplay = try TLSAntiReplay(filter: keys.replayFilter)
+        ticketKey = TLSTicketKey(bytes: keys.ticketKey)
     }
 
     func makeSession(configuration: QUICServerConfiguration, connRef: UnsafeMutablePointer<ngtcp2_crypto_conn_ref>) throws -> gnutls_session_t {
@@ -386,12 +366,12 @@ final class ServerTLSContext {
         do {
             rc = gnutls_priority_set_direct(session, quicPriority, nil)
             guard rc == 0 else { throw QUICError.tls("priority: \(gnutlsErrorString(rc))") }
-            rc = gnutls_session_ticket_enable_server(session, ticketKey)
+            rc = gnutls_session_ticket_enable_server(session, ticketKey.datum)
             guard rc == 0 else { throw QUICError.tls("session tickets: \(gnutlsErrorString(rc))") }
             rc = ngtcp2_crypto_gnutls_configure_server_session(session)
             guard rc == 0 else { throw QUICError.tls("cannot configure the QUIC TLS session") }
             if configuration.earlyDataEnabled {
-                gnutls_anti_replay_enable(session, antiReplay)
+                gnutls_anti_replay_enable(session, antiReplay.handle)
                 // QUIC requires max_early_data_size 0xffffffff in tickets (RFC 9001 §4.6.1).
                 gnutls_record_set_max_early_data_size(session, 0xffff_ffff)
             }
@@ -426,7 +406,7 @@ final class ServerTLSContext {
 public final class QUICServerKeys: Sendable {
     let staticSecret: [UInt8]
     let ticketKey: [UInt8]
-    let replayFilter = ReplayFilter()
+    let replayFilter = TLSReplayFilter()
 
     /// - Parameter staticSecret: at least 16 bytes; share it across restarts to keep tokens and
     ///   stateless resets valid. Nil picks a random one.
@@ -439,27 +419,6 @@ public final class QUICServerKeys: Sendable {
             fillRandom(&secret)
             self.staticSecret = secret
         }
-        var key = gnutls_datum_t()
-        let rc = gnutls_session_ticket_key_generate(&key)
-        guard rc == 0 else { throw QUICError.tls("cannot generate a session ticket key: \(gnutlsErrorString(rc))") }
-        ticketKey = Array(UnsafeBufferPointer(start: key.data, count: Int(key.size)))
-        braid_gnutls_free(key.data)
-    }
-}
-
-/// Remembers 0-RTT ClientHellos until they expire so a replayed one is refused (RFC 8446 §8).
-/// Endpoints on several threads share one.
-final class ReplayFilter: Sendable {
-    private let seen = Mutex<[[UInt8]: time_t]>([:])
-
-    /// False if `key` was already seen and has not expired.
-    func insert(key: [UInt8], expiry: time_t) -> Bool {
-        let now = time(nil)
-        return seen.withLock { seen in
-            if seen.count > 1024 { seen = seen.filter { $0.value > now } }
-            if let existing = seen[key], existing > now { return false }
-            seen[key] = expiry
-            return true
-        }
+        ticketKey = try mappingTLSErrors { try TLSTicketKey.generateBytes() }
     }
 }

@@ -1,3 +1,4 @@
+import BraidTLS
 import CBraid
 
 /// TLS: the client's GnuTLS session, certificate checks, the handshake's outcome, session
@@ -59,21 +60,8 @@ extension QUICConnection {
 
     /// Chain + hostname (unless explicitly disabled), then SPKI pins. Nil means accepted.
     func verifyPeerCertificate() -> CertificateProblem? {
-        guard let verification else { return nil }
-        var count: UInt32 = 0
-        guard let chain = gnutls_certificate_get_peers(session, &count), count > 0 else { return .missing }
-        if !verification.insecureSkipChainAndHostnameVerification {
-            var status: UInt32 = 0
-            let rc = gnutls_certificate_verify_peers3(session, serverName, &status)
-            if rc < 0 { return .invalid(gnutlsErrorString(rc)) }
-            if status != 0 { return BraidQUIC.certificateProblem(fromStatus: status, hostname: serverName) }
-        }
-        if !verification.pinnedSPKISHA256.isEmpty {
-            guard let pin = spkiSHA256(ofCertificateDER: chain.pointee),
-                verification.pinnedSPKISHA256.contains(pin)
-            else { return .pinMismatch }
-        }
-        return nil
+        guard let verification, let session else { return nil }
+        return BraidTLS.verifyPeerCertificate(of: session, verification: verification, hostname: serverName)
     }
 
     /// The server's NewSessionTicket arrived: package it with the transport parameters.
@@ -100,7 +88,7 @@ extension QUICConnection {
     /// Runs inside `read_pkt` when TLS finished: record ALPN and 0-RTT outcome, and on the
     /// server send the session ticket and a NEW_TOKEN.
     func handshakeCompleted() -> Int32 {
-        negotiatedALPN = BraidQUIC.negotiatedALPN(session)
+        negotiatedALPN = BraidTLS.negotiatedALPN(session)
         if role == .client {
             if attemptedEarlyData {
                 earlyDataAccepted = gnutls_session_get_flags(session) & GNUTLS_SFLAGS_EARLY_DATA.rawValue != 0

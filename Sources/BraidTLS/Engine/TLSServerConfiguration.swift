@@ -1,0 +1,42 @@
+/// A TLS server's configuration; build one `TLSServerContext` from it and share it.
+///
+/// ```swift
+/// var configuration = TLSServerConfiguration(
+///     alpn: ["h2"], certificateChainFile: "server.pem", privateKeyFile: "server-key.pem")
+/// configuration.peerAuthentication = .required
+/// configuration.clientCertificateAuthorityFile = "clients-ca.pem"
+/// let context = try TLSServerContext(configuration: configuration)
+/// let connection = try TLSConnection.server(context: context)
+/// ```
+public struct TLSServerConfiguration: Sendable, Hashable {
+    /// Application protocols we serve, in our preference order. A client offering none of them
+    /// fails with `no_application_protocol`; a client that sends no ALPN at all is accepted.
+    /// Empty: ALPN is ignored.
+    public var alpn: [String]
+    /// Our certificate chain (leaf first) and private key, PEM files.
+    public var certificateChainFile: String
+    public var privateKeyFile: String
+    /// Whether clients are asked for a certificate.
+    public var peerAuthentication: TLSPeerAuthentication = .none
+    /// The CAs a client certificate must chain to. Nil with `.optional`/`.required`: the chain is
+    /// NOT verified and the application must judge `TLSConnection.peerCertificateChain` itself.
+    public var clientCertificateAuthorityFile: String? = nil
+    /// The lowest and highest TLS versions we negotiate (default 1.2 through 1.3).
+    public var minimumVersion: TLSVersion = .v1_2
+    public var maximumVersion: TLSVersion = .v1_3
+    /// Issue session tickets (TLS 1.3 NewSessionTicket, TLS 1.2 RFC 5077) so clients can resume.
+    /// The ticket key is generated per `TLSServerContext`: tickets resume only on the same context.
+    public var sessionTicketsEnabled = true
+    /// Accept TLS 1.3 0-RTT data from resuming clients. Off by default: early data can be
+    /// replayed by an attacker (GnuTLS's anti-replay filter catches replays to this context only),
+    /// so enable it only for idempotent requests.
+    public var earlyDataEnabled = false
+    /// Most 0-RTT bytes a client may send (advertised in our tickets).
+    public var maxEarlyDataSize = 16384
+
+    public init(alpn: [String] = [], certificateChainFile: String, privateKeyFile: String) {
+        self.alpn = alpn
+        self.certificateChainFile = certificateChainFile
+        self.privateKeyFile = privateKeyFile
+    }
+}
