@@ -1,3 +1,4 @@
+import BraidIO
 import Foundation
 import Glibc
 import Synchronization
@@ -53,10 +54,10 @@ import Testing
     /// than its bounds.
     @Test(.timeLimit(.minutes(1))) func aReaderThatStopsStopsTheSenderWithBoundedMemory() async throws {
         let serverConnection = Mutex<NetworkConnection<TLS>?>(nil)
-        let server = try await RunningStreamListener.start(testTLSServer()) { connection in
+        let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
             serverConnection.withLock { $0 = connection }
             try await Task.sleep(for: .seconds(60))
-        }
+        })
         defer { server.task.cancel() }
         let limit = 256 * 1024
         let connection = NetworkConnection(to: server.endpoint) {
@@ -198,14 +199,14 @@ import Testing
     /// Cancelling mid-transfer ends the pending calls on both ends, with no hang.
     @Test(.timeLimit(.minutes(1))) func cancellingMidTransferEndsBothSides() async throws {
         let serverSaw = Mutex<NetworkError?>(nil)
-        let server = try await RunningStreamListener.start(testTLSServer()) { connection in
+        let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
             do {
                 while true { _ = try await connection.receive(atLeast: 1, atMost: 1 << 20) }
             } catch let error as NetworkError {
                 serverSaw.withLock { $0 = error }
                 throw error
             }
-        }
+        })
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { testTLSClient() }
         let sender = Task {
@@ -248,10 +249,10 @@ import Testing
 
     /// Over the limit, a client is reset at once instead of waiting.
     @Test func newConnectionLimitRefusesTheNextClient() async throws {
-        let server = try await RunningStreamListener.start(TCP(), configure: { $0.newConnectionLimit = 1 }) { connection in
+        let server = try await RunningStreamListener.start(TCP(), configure: { $0.newConnectionLimit = 1 }, handler: { connection in
             try await Task.sleep(for: .seconds(30))
             _ = connection
-        }
+        })
         defer { server.task.cancel() }
         let first = NetworkConnection(to: server.endpoint) { TCP() }
         defer { first.cancel() }
