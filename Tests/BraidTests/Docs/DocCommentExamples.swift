@@ -258,6 +258,24 @@ func docExample_QUICServerKeys(configuration: QUICServerConfiguration) throws ->
     return endpoints
 }
 
+/// Sources/BraidIO/TCP/TCPOptions.swift
+func docExample_TCPOptions() -> TCPOptions {
+    var options = TCPOptions()
+    options.noDelay = true
+    options.keepAlive = .init(enabled: true, idle: .seconds(30), interval: .seconds(5), count: 4)
+    options.dscp = 46   // EF: IP_TOS / IPV6_TCLASS 184
+    return options
+}
+
+/// Sources/BraidIO/TCP/StreamIOTypes.swift
+func docExample_WriteRegions(socket: TCPSocket, header: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) throws -> Int {
+    let written = try socket.write { regions in
+        _ = regions.append(header)
+        _ = regions.append(body)
+    }
+    return written
+}
+
 // The examples that need no fixed port, file or remote server also run, so they are known to
 // do what their doc comments say, not only to compile.
 @Suite struct DocCommentExamples {
@@ -282,6 +300,8 @@ func docExample_QUICServerKeys(configuration: QUICServerConfiguration) throws ->
         ])
         // GSO off, everything else (GRO, sendmmsg/recvmmsg) still on, as the comment says.
         #expect(docExample_BatchingOptions() == BatchingOptions(segmentationOffload: false))
+        #expect(docExample_TCPOptions() == TCPOptions(
+            noDelay: true, keepAlive: .init(enabled: true, idle: .seconds(30), interval: .seconds(5), count: 4), dscp: 46))
     }
 
     @Test func serverKeysExampleTagsEachEndpoint() throws {
