@@ -172,6 +172,13 @@ final class MemoryStreamSocket: ByteStreamSocket {
     }
 
     func register(_ handler: LoopHandler, in context: LoopContext) throws -> UInt64 {
+        if pump.context === context, pump.token != 0 {
+            // Registering again hands the socket over (a connect attempt's socket going to the
+            // connection), as TCPSocket does.
+            pump.handler = handler
+            context.replaceHandler(pump.token, with: handler)
+            return pump.token
+        }
         pump.handler = handler
         pump.context = context
         pump.token = context.registerTimer(handler)
