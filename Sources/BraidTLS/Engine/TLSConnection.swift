@@ -19,8 +19,8 @@ import CBraid
 ///
 /// ```swift
 /// let connection = try TLSConnection.client(context: context, serverName: "example.com")
-/// _ = try connection.process { _ in }                  // ClientHello
-/// connection.withPendingCiphertext { socket.write($0) }
+/// _ = try connection.process { _ in }  // the first call queues the ClientHello
+/// connection.withPendingCiphertext { bytes in max(0, write(fd, bytes.baseAddress, bytes.count)) }
 /// ```
 public final class TLSConnection {
     /// Which end of the connection this is.

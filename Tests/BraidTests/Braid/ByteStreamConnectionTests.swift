@@ -196,14 +196,22 @@ import Testing
         #expect(connection.remoteEndpoint == .hostPort(host: NWEndpoint.Host(serverHost), port: server.port))
     }
 
-    /// Cancelling mid-transfer ends the pending calls on both ends, with no hang.
+    /// Cancelling mid-transfer ends the pending calls on both ends, with no hang: the client's
+    /// sends fail with `cancelled`, and the server's receive ends cleanly (close_notify got
+    /// out) or with the error a lost close_notify gives.
     @Test(.timeLimit(.minutes(1))) func cancellingMidTransferEndsBothSides() async throws {
-        let serverSaw = Mutex<NetworkError?>(nil)
+        let serverEnd = Mutex<Result<Int, NetworkError>?>(nil)
         let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
+            var received = 0
             do {
-                while true { _ = try await connection.receive(atLeast: 1, atMost: 1 << 20) }
+                while true {
+                    let (content, metadata) = try await connection.receive(atLeast: 1, atMost: 1 << 20)
+                    received += content.count
+                    if metadata.isEndOfStream { break }
+                }
+                serverEnd.withLock { $0 = .success(received) }
             } catch let error as NetworkError {
-                serverSaw.withLock { $0 = error }
+                serverEnd.withLock { $0 = .failure(error) }
                 throw error
             }
         })
@@ -217,15 +225,15 @@ import Testing
         connection.cancel()
         await #expect(throws: NetworkError.cancelled) { try await sender.value }
         #expect(connection.state == .cancelled)
-        // The server's receive ends: a clean close (close_notify) or the reset that cancelling
-        // with unread data may cause, never a hang.
         var waited = 0
-        while serverSaw.withLock({ $0 }) == nil && waited < 100 {
+        while serverEnd.withLock({ $0 }) == nil && waited < 100 {
             try await Task.sleep(for: .milliseconds(50))
             waited += 1
         }
-        let seen = try #require(serverSaw.withLock { $0 })
-        #expect([NetworkError.unexpectedEndOfStream(received: 0, wanted: 1), .connectionReset, .truncated].contains(seen) || seen == .cancelled)
+        switch try #require(serverEnd.withLock { $0 }) {
+        case .success(let received): #expect(received > 0)
+        case .failure(let error): #expect([NetworkError.connectionReset, .truncated].contains(error))
+        }
     }
 
     /// 200 clients at once, each echoed its own bytes.
@@ -260,8 +268,12 @@ import Testing
         try await Task.sleep(for: .milliseconds(100))
         let second = NetworkConnection(to: server.endpoint) { TCP() }
         defer { second.cancel() }
-        try await second.send(Data("2".utf8))
-        await #expect(throws: NetworkError.connectionReset) { _ = try await second.receive(exactly: 1) }
+        // The kernel completes the handshake before the listener refuses, so the reset may
+        // meet the send or the receive after it.
+        await #expect(throws: NetworkError.connectionReset) {
+            try await second.send(Data("2".utf8))
+            _ = try await second.receive(exactly: 1)
+        }
     }
 
     @Test func aListenerWithoutAnIdentityFailsClearly() async throws {

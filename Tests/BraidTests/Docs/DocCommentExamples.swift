@@ -276,6 +276,36 @@ func docExample_WriteRegions(socket: TCPSocket, header: UnsafeRawBufferPointer, 
     return written
 }
 
+// MARK: BraidTLS
+
+/// Sources/BraidTLS/Engine/TLSClientConfiguration.swift
+func docExample_TLSClientConfiguration() throws -> TLSConnection {
+    var configuration = TLSClientConfiguration(alpn: ["h2", "http/1.1"])
+    configuration.verification = .init(trustRoots: .certificateAuthorityFile("ca.pem"))
+    let context = try TLSClientContext(configuration: configuration)
+    let connection = try TLSConnection.client(context: context, serverName: "example.com")
+    return connection
+}
+
+/// Sources/BraidTLS/Engine/TLSServerConfiguration.swift
+func docExample_TLSServerConfiguration() throws -> TLSConnection {
+    var configuration = TLSServerConfiguration(
+        alpn: ["h2"], certificateChainFile: "server.pem", privateKeyFile: "server-key.pem")
+    configuration.peerAuthentication = .required
+    configuration.clientCertificateAuthorityFile = "clients-ca.pem"
+    let context = try TLSServerContext(configuration: configuration)
+    let connection = try TLSConnection.server(context: context)
+    return connection
+}
+
+/// Sources/BraidTLS/Engine/TLSConnection.swift
+func docExample_TLSConnection(context: TLSClientContext, fd: Int32) throws -> TLSConnection {
+    let connection = try TLSConnection.client(context: context, serverName: "example.com")
+    _ = try connection.process { _ in }  // the first call queues the ClientHello
+    connection.withPendingCiphertext { bytes in max(0, write(fd, bytes.baseAddress, bytes.count)) }
+    return connection
+}
+
 // The examples that need no fixed port, file or remote server also run, so they are known to
 // do what their doc comments say, not only to compile.
 @Suite struct DocCommentExamples {
@@ -302,6 +332,18 @@ func docExample_WriteRegions(socket: TCPSocket, header: UnsafeRawBufferPointer, 
         #expect(docExample_BatchingOptions() == BatchingOptions(segmentationOffload: false))
         #expect(docExample_TCPOptions() == TCPOptions(
             noDelay: true, keepAlive: .init(enabled: true, idle: .seconds(30), interval: .seconds(5), count: 4), dscp: 46))
+    }
+
+    @Test func tlsConnectionExampleWritesTheClientHello() throws {
+        // A pipe stands in for the socket: the ClientHello arrives in it.
+        var fds: [Int32] = [0, 0]
+        try #require(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let connection = try docExample_TLSConnection(context: TLSFixtures.client(), fd: fds[1])
+        #expect(connection.pendingCiphertextCount == 0)
+        var header = [UInt8](repeating: 0, count: 5)
+        #expect(read(fds[0], &header, 5) == 5)
+        #expect(header[0] == 22)  // a handshake record
     }
 
     @Test func serverKeysExampleTagsEachEndpoint() throws {
