@@ -21,13 +21,15 @@ package protocol ByteStreamChannelStandIn: AnyObject {
 /// application's tasks use directly (see `StreamInbox`, `StreamOutbox`).
 ///
 /// Receiving: the socket is read while the inbox holds less than `receiveLimit` unread bytes
-/// (or a receive waits for more); past that, reading stops, the kernel's buffer fills and TCP's
+/// (or a receive waits for more), each read sized to the room left, so unread bytes stay
+/// within `receiveLimit` plus one TLS record or `minimumRead`; past that, reading stops, the kernel's buffer fills and TCP's
 /// window stops the peer, so memory stays bounded however slowly the application reads. The
 /// inbox's consumed-credit passes restart reading.
 ///
 /// Sending: queued sends go to the socket (TCP, without a copy) or through TLS into its
-/// ciphertext buffer (bounded by `ciphertextLimit`) and out with one write per pass where the
-/// socket takes it; when the socket is full, the channel waits for it to drain.
+/// ciphertext buffer (bounded by `TLSConnection.pendingCiphertextLimit`) and out with one write
+/// per buffer where the socket takes it; when the socket is full, the channel waits for it to
+/// drain, and the outbox's bound holds the senders back.
 package final class ByteStreamChannel: LoopHandler {
     package let loop: EventLoop
     package weak var delegate: ByteStreamChannelDelegate?
@@ -35,10 +37,10 @@ package final class ByteStreamChannel: LoopHandler {
     package let outbox: StreamOutbox
     /// Unread bytes kept before the socket is no longer read.
     package let receiveLimit: Int
-    /// Ciphertext TLS may hold unwritten before sends wait for the socket.
-    package static let ciphertextLimit = 256 * 1024
     /// Socket reads per readiness event before other connections get their turn.
     static let readsPerEvent = 16
+    /// The smallest read: one full TLS record.
+    static let minimumRead = 16 * 1024 + 256
     /// Turns TLS, datapath and internal errors into the caller's error type.
     let describe: (any Error) -> any Error
     private let handshakeTimeout: Duration
@@ -144,18 +146,21 @@ package final class ByteStreamChannel: LoopHandler {
         var reads = 0
         while !readingPaused, finalError == nil, reads < Self.readsPerEvent {
             reads += 1
+            // Read no more than the inbox has room for (at least one record's worth), so the
+            // bound is overshot by less than one read.
+            let room = max(Self.minimumRead, receiveLimit - inbox.available)
             let result: StreamReadResult
             do {
                 if let tls {
                     var outcome = StreamReadResult.wouldBlock
-                    _ = try tls.withInputSpace(minimum: 16 * 1024) { space in
-                        outcome = try socket.read(into: space)
+                    _ = try tls.withInputSpace(minimum: Self.minimumRead) { space in
+                        outcome = try socket.read(into: UnsafeMutableRawBufferPointer(rebasing: space[..<min(space.count, room)]))
                         if case .bytes(let count) = outcome { return count }
                         return 0
                     }
                     result = outcome
                 } else {
-                    let scratch = context.readScratch
+                    let scratch = UnsafeMutableRawBufferPointer(rebasing: context.readScratch[..<min(context.readScratch.count, room)])
                     result = try socket.read(into: scratch)
                     if case .bytes(let count) = result {
                         inbox.fill { sink in
@@ -261,28 +266,37 @@ package final class ByteStreamChannel: LoopHandler {
         // it, and the connection ends with it.
         var failure: (any Error)?
         if let tls {
-            outbox.drain { entry -> Int? in
-                var offset = entry.offset
-                while offset < entry.bytes.count, tls.pendingCiphertextCount < Self.ciphertextLimit {
-                    let taken: Int
-                    do {
-                        taken = try tls.send(UnsafeRawBufferPointer(rebasing: entry.bytes.base[offset...]))
-                    } catch {
-                        failure = describe(error)
-                        throw failure!
+            // Encrypt until TLS's output is full, write it, and go on while the socket takes
+            // it all and sends are queued.
+            var tlsFull = true
+            while tlsFull, failure == nil, !awaitingWritable, finalError == nil {
+                tlsFull = false
+                outbox.drain { entry -> Int? in
+                    var offset = entry.offset
+                    while offset < entry.bytes.count {
+                        let taken: Int
+                        do {
+                            taken = try tls.send(UnsafeRawBufferPointer(rebasing: entry.bytes.base[offset...]))
+                        } catch {
+                            failure = describe(error)
+                            throw failure!
+                        }
+                        if taken == 0 {
+                            tlsFull = true
+                            break
+                        }
+                        offset += taken
                     }
-                    if taken == 0 { break }
-                    offset += taken
+                    if offset == entry.bytes.count && entry.endOfStream {
+                        tls.close()
+                        endOfStreamQueued = true
+                    }
+                    return offset
+                } unacknowledged: {
+                    tls.pendingCiphertextCount
                 }
-                if offset == entry.bytes.count && entry.endOfStream {
-                    tls.close()
-                    endOfStreamQueued = true
-                }
-                return offset
-            } unacknowledged: {
-                tls.pendingCiphertextCount
+                flush(context)
             }
-            flush(context)
         } else {
             outbox.drain { entry -> Int? in
                 guard !awaitingWritable else { return nil }
@@ -335,8 +349,6 @@ package final class ByteStreamChannel: LoopHandler {
             awaitWritable(context)
         } else {
             shutWriteSideIfDone(context)
-            // Room in TLS's buffer again: more queued sends may go.
-            if isReady && outbox.waitingSenders > 0 { context.afterCurrentEvent { [self] context in pump(context) } }
         }
     }
 

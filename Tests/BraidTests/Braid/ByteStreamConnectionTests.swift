@@ -65,6 +65,14 @@ import Testing
                 .trust(.certificateAuthorities(file: Fixtures.caFile)).serverName("localhost")
         }
         defer { connection.cancel() }
+        // Connected first, so the time the sender takes to get stuck is not the handshake's.
+        try await connection.send(Data("first".utf8))
+        var inbound: NetworkConnection<TLS>?
+        for _ in 0..<200 where inbound == nil {
+            inbound = serverConnection.withLock { $0 }
+            if inbound == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let reader = try #require(inbound)
         let sentBytes = Atomic(0)
         let sender = Task {
             let chunk = Data(repeating: 7, count: 64 * 1024)
@@ -84,14 +92,13 @@ import Testing
         // Kernel buffers on loopback hold a few MB at most; without backpressure the sender
         // would have gone on forever.
         #expect(stuckAt < 64 << 20)
-        let inbound = try #require(serverConnection.withLock { $0 })
-        let unread = try #require(inbound.shared.byteStream).inbox.available
+        let unread = try #require(reader.shared.byteStream).inbox.available
         #expect(unread <= TCP().receiveBufferLimit + 64 * 1024)
         let queued = try #require(connection.shared.byteStream).outbox.waitingSenders
         #expect(queued <= 1)
         // Reading resumes the flow: the server takes 4 MB and the sender moves on.
         var taken = 0
-        while taken < 4 << 20 { taken += try await inbound.receive(atLeast: 1, atMost: 1 << 20).content.count }
+        while taken < 4 << 20 { taken += try await reader.receive(atLeast: 1, atMost: 1 << 20).content.count }
         try await Task.sleep(for: .milliseconds(200))
         #expect(sentBytes.load(ordering: .relaxed) > stuckAt)
     }
