@@ -8,6 +8,7 @@
 #   untrusted.pem / -key.pem      localhost — signed by the unrelated CA
 #   client.pem / client-key.pem   a TLS client certificate (mutual TLS) — signed by the trusted CA
 #   untrusted-client.pem / -key   a TLS client certificate signed by the unrelated CA
+#   example.pem / example-key.pem www.example.com — signed by the trusted CA (README examples)
 set -euo pipefail
 out="${1:-$(dirname "$0")/../Tests/BraidTests/Fixtures}"
 mkdir -p "$out"
@@ -42,4 +43,5 @@ leaf localhost "$tmp/other-ca-key.pem" other-ca.pem untrusted-key.pem untrusted.
 PURPOSE=tls_www_client leaf "Braid Test Client" ca-key.pem ca.pem client-key.pem client.pem
 PURPOSE=tls_www_client leaf "Untrusted Test Client" "$tmp/other-ca-key.pem" other-ca.pem \
   untrusted-client-key.pem untrusted-client.pem
+leaf www.example.com ca-key.pem ca.pem example-key.pem example.pem 'dns_name = "www.example.com"'
 echo "test certificates written to $out"

@@ -9,6 +9,7 @@ struct ConnectionSnapshot: Sendable {
     var localEndpoint: NWEndpoint?
     var remoteEndpoint: NWEndpoint?
     var earlyDataAccepted = false
+    var multipath = false
 }
 
 /// The parts of a connection other threads touch: state, snapshot, the inbound streams, the
@@ -192,7 +193,9 @@ final class ConnectionCore: QUICChannelDelegate {
 
 extension ConnectionCore: ByteStreamChannelDelegate {
     func channelBecameReady(_ channel: ByteStreamChannel) {
+        let multipath = channel.multipathInEffect
         shared.snapshot.withLock {
+            $0.multipath = multipath
             $0.negotiatedALPN = channel.negotiatedALPN
             $0.localEndpoint = channel.localAddress.map(NWEndpoint.init)
             $0.remoteEndpoint = channel.remoteAddress.map(NWEndpoint.init)

@@ -3,7 +3,9 @@ import Foundation
 import Synchronization
 
 /// A connection to an endpoint over a declared protocol stack, with Network.framework's names.
-/// A QUIC connection (`NetworkConnection<QUIC>`) carries streams and datagrams.
+/// A QUIC connection (`NetworkConnection<QUIC>`) carries streams and datagrams; a TLS or TCP
+/// connection (`NetworkConnection<TLS>`, `NetworkConnection<TCP>`) is one byte stream each way,
+/// sent and received on the connection itself.
 ///
 /// The connection starts on first use (or `start()`), and follows `states`. Every call is
 /// async, waits for the handshake where it must, and throws `NetworkError`.
@@ -43,8 +45,8 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     }
 
     /// A connection to `endpoint` with these parameters. Nothing is sent until `start()` or the
-    /// first call that needs the connection. Only QUIC is implemented: other stacks fail on
-    /// start with `NetworkError.unsupported`.
+    /// first call that needs the connection. QUIC, TLS and TCP are implemented: other stacks
+    /// fail on start with `NetworkError.unsupported`.
     public init(to endpoint: NWEndpoint, using parameters: NetworkParameters<ApplicationProtocol>) {
         self.endpoint = endpoint
         stack = parameters.stack
@@ -159,8 +161,8 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         _ = try? await loop.submit { context in core.value.cancel(context: context) }
     }
 
-    /// Closes the connection (QUIC application error code 0) and ends every pending call with
-    /// `NetworkError.cancelled`. The state becomes `cancelled`. The close goes out from the
+    /// Closes the connection (QUIC: application error code 0; TLS: close_notify, then TCP's
+    /// FIN) and ends every pending call with `NetworkError.cancelled`. The state becomes `cancelled`. The close goes out from the
     /// connection's event loop shortly after this returns (`close()` waits for it).
     public func cancel() {
         shared.states.update(.cancelled)

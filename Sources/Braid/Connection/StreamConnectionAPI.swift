@@ -73,6 +73,11 @@ extension NetworkConnection where ApplicationProtocol: StreamProtocol {
         return (ByteStreamEnd.integer(from: content, as: Integer.self), metadata)
     }
 
+    /// Whether the connection runs Multipath TCP, once ready: false unless the parameters
+    /// asked for it (`multipathServiceType`), and false when they did but the kernel or the
+    /// peer lacks MPTCP and the connection fell back to plain TCP.
+    public var isMultipath: Bool { shared.snapshot.withLock { $0.multipath } }
+
     private func receive(minimum: Int, maximum: Int, exact: Bool) async throws -> (content: Data, metadata: StreamMetadata) {
         start()
         let delivery = try await byteStream.receive(minimum: minimum, maximum: maximum, exact: exact)

@@ -96,7 +96,7 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
         case .certificateRejected(let problem):
             "The peer's TLS certificate was rejected: \(problem). Trust its CA (QUIC.trust(.certificateAuthorities(file:)) or the system store), connect with the name in the certificate, or update the pins."
         case .handshakeRejectedByPeer(let alert):
-            "The peer aborted the TLS handshake with alert \(alert)\(alert == 42 || alert == 48 ? ": it did not accept our certificate" : "")."
+            "The peer aborted the TLS handshake with alert \(alert) (\(tlsAlertName(alert)))\(Self.alertAdvice(alert))."
         case .alpnMismatch(let offered):
             "The server supports none of the application protocols offered (ALPN \(offered)). Use an ALPN the server is configured for."
         case .peerClosed(let code, let reason):
@@ -141,6 +141,17 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             "Invalid state: \(what)."
         case .internalError(let what):
             "Internal QUIC error: \(what)."
+        }
+    }
+
+    /// What an alert the peer sent means for the user.
+    private static func alertAdvice(_ alert: UInt8) -> String {
+        switch alert {
+        case 42, 43, 44, 45, 46, 48: ": it did not accept our certificate"
+        case 116: ": it requires a client certificate (TLS.identity(certificateChainFile:privateKeyFile:))"
+        case 70: ": it allows none of our TLS versions"
+        case 112: ": it does not serve the name we asked for (SNI)"
+        default: ""
         }
     }
 

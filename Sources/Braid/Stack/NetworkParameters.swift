@@ -94,8 +94,8 @@ public enum NWParameters {
     /// Multipath TCP (RFC 8684) for TCP and TLS stacks, on Linux's MPTCP. Any mode but
     /// `disabled` opens an MPTCP socket; Linux's path manager then decides how subflows are
     /// used (`ip mptcp endpoint`), so the modes differ only in intent here. Where the kernel
-    /// or the peer lacks MPTCP, the connection falls back to plain TCP and
-    /// `NetworkConnection.isMultipath` says so.
+    /// or the peer lacks MPTCP, the connection falls back to plain TCP and its `isMultipath`
+    /// says so.
     public enum MultipathServiceType: Sendable, Hashable {
         case disabled, handover, interactive, aggregate
     }

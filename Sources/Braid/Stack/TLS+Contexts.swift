@@ -12,11 +12,18 @@ extension TLSProtocolVersion {
 }
 
 extension TLS {
+    /// Tests make `.system` trust mean this CA file, so examples that trust the system store
+    /// run unchanged against a test server. Nil (always, outside tests): the system store.
+    static let systemTrustForTesting = Mutex<String?>(nil)
+
     /// The engine configuration of a client over this stack.
     func clientConfiguration() throws -> TLSClientConfiguration {
         try validateVersions()
         var configuration = TLSClientConfiguration(alpn: alpn)
         configuration.verification = verification
+        if case .system = verification.trustRoots, let file = Self.systemTrustForTesting.withLock({ $0 }) {
+            configuration.verification.trustRoots = .certificateAuthorityFile(file)
+        }
         configuration.certificateChainFile = certificateChainFile
         configuration.privateKeyFile = privateKeyFile
         configuration.minimumVersion = minimumVersion.engineVersion

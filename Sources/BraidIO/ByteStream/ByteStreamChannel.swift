@@ -73,6 +73,12 @@ package final class ByteStreamChannel: LoopHandler {
     /// Whether the TLS session was resumed from a ticket.
     package var isResumed: Bool { tls?.isResumed ?? false }
     package var localAddress: SocketAddress? { socket?.localAddress }
+    /// Whether the connection runs Multipath TCP now (false for TCP, and for an MPTCP socket
+    /// that fell back to TCP because the peer or a middlebox lacks MPTCP).
+    package var multipathInEffect: Bool {
+        guard let socket, socket.isMultipath else { return false }
+        return (socket as? TCPSocket)?.multipathInEffect() ?? true
+    }
     package var remoteAddress: SocketAddress? { socket?.remoteAddress }
 
     /// What serves the channel before its socket is attached: released if the channel ends first.
