@@ -35,16 +35,18 @@ extension Roles {
     /// its end, up to 256 KiB per receive as the raw server does, and counts the bytes;
     /// `--mode echo` echoes (the handshake rows' 1-byte echo); `--mode idle` holds each
     /// connection open without reading. Ends after `--connections` connections (or SIGTERM),
-    /// printing `{"bytes", "messages", "connections"}`. `--nodelay 1` sets TCP_NODELAY.
+    /// printing `{"bytes", "messages", "connections"}`. `--nodelay 1` sets TCP_NODELAY;
+    /// `--loops N` serves on N event loops (default 1, the listener's default).
     static func streamServer(_ flags: Flags) async throws {
         let noDelay = flags["nodelay"] == "1"
+        let tcp = TCP().noDelay(noDelay).serverLoops(flags.int("loops", 1))
         switch try streamKind(flags) {
         case .tls:
-            let tls = TLS { TCP().noDelay(noDelay) }
+            let tls = TLS { tcp }
                 .identity(certificateChainFile: flags["cert"] ?? "", privateKeyFile: flags["key"] ?? "").ticketsEnabled(false)
             try await serveStreams(NetworkListener(for: .hostPort(host: NWEndpoint.Host(benchHost), port: .any)) { tls }, flags)
         case .tcp:
-            try await serveStreams(NetworkListener(for: .hostPort(host: NWEndpoint.Host(benchHost), port: .any)) { TCP().noDelay(noDelay) }, flags)
+            try await serveStreams(NetworkListener(for: .hostPort(host: NWEndpoint.Host(benchHost), port: .any)) { tcp }, flags)
         }
     }
 

@@ -55,7 +55,7 @@ enum Establishment {
             try await Task.sleep(for: .milliseconds(20))
         }
         let serverAfter = residentBytes(of: server.pid)
-        try await client.finish(within: 60)
+        let clientExit = try await client.finish(within: 60)
         guard let report = client.jsonLines.last, let seconds = report["seconds"] as? Double,
             let before = report["rss_before"] as? Int, let after = report["rss_after"] as? Int
         else { throw ApplicationFailure("no report from stream-idle-connections") }
@@ -63,16 +63,23 @@ enum Establishment {
         bench.results.record(scenario, config, "new connections per second", Double(count) / seconds, "conn/s")
         bench.results.record(scenario, config, "server memory per connection", Double(serverAfter - serverBefore) / Double(count) / 1024, "KiB")
         bench.results.record(scenario, config, "client memory per connection", Double(after - before) / Double(count) / 1024, "KiB")
-        _ = try? await server.stop()
+        if let serverExit = try? await server.stop() { recordCPUPerConnection(bench, config, client: clientExit, server: serverExit, count: count) }
 
         let rawServer = try bench.role(
             "raw-handshake-server", ["kind": "tls", "port": "0", "threads": "16", "cert": Bench.certificate, "key": Bench.key])
         let rawPort = try await rawServer.listeningPort()
-        let (rawReport, _) = try await bench.runClient(
+        let (rawReport, rawClientExit) = try await bench.runClient(
             "raw-handshake-client", port: rawPort, ["kind": "tls", "sni": "localhost", "count": String(count), "concurrency": "16"])
         guard let rawSeconds = rawReport["seconds"] as? Double, rawSeconds > 0 else { throw ApplicationFailure("no report from raw-handshake-client") }
-        bench.results.record(scenario, "raw tcp+tls1.3 \(count) connections", "new connections per second", Double(count) / rawSeconds, "conn/s")
-        _ = try? await rawServer.stop()
+        let rawConfig = "raw tcp+tls1.3 \(count) connections"
+        bench.results.record(scenario, rawConfig, "new connections per second", Double(count) / rawSeconds, "conn/s")
+        if let rawServerExit = try? await rawServer.stop() { recordCPUPerConnection(bench, rawConfig, client: rawClientExit, server: rawServerExit, count: count) }
+    }
+
+    /// Each process's CPU time (start-up, and for Braid the idle hold, included) per connection.
+    private static func recordCPUPerConnection(_ bench: Bench, _ config: String, client: ChildProcess.Exit, server: ChildProcess.Exit, count: Int) {
+        bench.results.record(scenario, config, "client cpu per connection", client.cpuSeconds * 1e6 / Double(count), "us")
+        bench.results.record(scenario, config, "server cpu per connection", server.cpuSeconds * 1e6 / Double(count), "us")
     }
 
     /// Braid QUIC, 1-RTT and resumed with 0-RTT, on loopback or through the emulator.
