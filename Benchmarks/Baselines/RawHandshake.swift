@@ -1,5 +1,9 @@
 // Connection setup baselines: `raw-handshake-client` opens N sequential TCP or TLS connections to
 // `raw-handshake-server`, timing each until it is ready and until a 1-byte echo comes back.
+// With `--concurrency C` (client) and `--threads T` (server), the rate instead: C client
+// threads each open their share of N connections (connect and handshake, then close_notify and
+// close), T server threads each accept, handshake and read to the end, one connection at a time.
+import Foundation
 import Synchronization
 
 #if canImport(Glibc)
@@ -23,6 +27,17 @@ extension RawBaselines {
             defer { close(listener) }
             // Runs until SIGTERM, which reports and exits 0 from the handler.
             signal(SIGTERM) { _ in RawBaselines.HandshakeServer.summarizeAndExit() }
+            let threads = try options.int("threads", default: 1)
+            if threads > 1 {
+                // The rate mode: every thread accepts on the one listener and serves a
+                // connection at a time (handshake, then read until the client closes).
+                for _ in 0..<threads - 1 {
+                    let sharedCredentials = credentials.map(SharedCredentials.init)
+                    Thread { acceptAndDrain(listener, sharedCredentials?.credentials) }.start()
+                }
+                writeLine("listening \(try Sockets.localPort(listener))")
+                acceptAndDrain(listener, credentials)
+            }
             writeLine("listening \(try Sockets.localPort(listener))")
 
             let capacity = 16 << 10
@@ -43,6 +58,24 @@ extension RawBaselines {
                     guard try Sockets.receive(fd, buffer, 1) != nil else { throw Failure("client closed before its byte") }
                     _ = try Sockets.sendAll(fd, &reply, 1)
                     while try Sockets.receive(fd, buffer, capacity) != nil {}
+                }
+                served.add(1, ordering: .relaxed)
+            }
+        }
+
+        /// One rate-mode server thread's loop; a connection that fails is closed and the next one accepted.
+        private static func acceptAndDrain(_ listener: Int32, _ credentials: TLS.Credentials?) -> Never {
+            let capacity = 16 << 10
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+            while true {
+                guard let fd = try? Sockets.accept(listener) else { continue }
+                defer { close(fd) }
+                try? Sockets.disableNagle(fd)
+                if let credentials {
+                    guard let session = try? TLS.Session.server(credentials, socket: fd), (try? session.handshake()) != nil else { continue }
+                    while (try? session.receive(buffer, capacity, closeIsEnd: true)) != nil {}
+                } else {
+                    while (try? Sockets.receive(fd, buffer, capacity)) != nil {}
                 }
                 served.add(1, ordering: .relaxed)
             }
@@ -83,6 +116,11 @@ extension RawBaselines {
             var credentials: TLS.Credentials?
             if kind == .tls { credentials = try TLS.Credentials.client(trusting: try options.string("ca")) }
             let serverName = options.optional("sni") ?? "localhost"
+            let concurrency = try options.int("concurrency", default: 1)
+            if concurrency > 1 {
+                try rate(port: port, count: count, concurrency: concurrency, credentials: credentials, serverName: serverName)
+                return
+            }
 
             var ready: [UInt64] = []
             var firstByte: [UInt64] = []
@@ -115,5 +153,49 @@ extension RawBaselines {
             let firstByteList = firstByte.map(String.init).joined(separator: ", ")
             writeLine("{\"ready_ns\": [\(readyList)], \"first_byte_ns\": [\(firstByteList)]}")
         }
+
+        /// The rate mode: `concurrency` threads each open their share of `count` connections,
+        /// one at a time, each until ready (TCP connected; TLS handshake done), then close it.
+        private static func rate(port: UInt16, count: Int, concurrency: Int, credentials: TLS.Credentials?, serverName: String) throws {
+            let failures = Failures()
+            let group = DispatchGroup()
+            let shared = credentials.map(SharedCredentials.init)
+            let start = now()
+            for worker in 0..<concurrency {
+                group.enter()
+                Thread {
+                    defer { group.leave() }
+                    do {
+                        for _ in stride(from: worker, to: count, by: concurrency) {
+                            let fd = try Sockets.make(stream: true)
+                            defer { close(fd) }
+                            try Sockets.disableNagle(fd)
+                            try Sockets.connectLoopback(fd, port: port)
+                            if let credentials = shared?.credentials {
+                                let session = try TLS.Session.client(credentials, serverName: serverName, socket: fd)
+                                try session.handshake()
+                                try session.bye()
+                            }
+                        }
+                    } catch {
+                        failures.list.withLock { $0.append("\(error)") }
+                    }
+                }.start()
+            }
+            group.wait()
+            let end = now()
+            if let failure = failures.list.withLock({ $0.first }) { throw Failure(failure) }
+            writeLine("{\"connections\": \(count), \"seconds\": \(jsonNumber(seconds(from: start, to: end)))}")
+        }
+    }
+
+    /// Credentials that several threads use: GnuTLS only reads them once loaded.
+    final class SharedCredentials: @unchecked Sendable {
+        let credentials: TLS.Credentials
+        init(_ credentials: TLS.Credentials) { self.credentials = credentials }
+    }
+
+    final class Failures: Sendable {
+        let list = Mutex<[String]>([])
     }
 }

@@ -28,6 +28,29 @@ enum Report {
             ratio(value("establishment", "braid quic 1-rtt loopback", "ready p50"), value("establishment", "raw tcp+tls1.3 (gnutls) loopback", "ready p50")), 1.5, atMost: true))
         rows.append(check("QUIC ready at 20 ms RTT in ~1 RTT (p50, RTTs)", value("establishment", "braid quic 1-rtt 20 ms RTT", "ready p50 in RTTs"), 1.5, atMost: true))
         rows.append(check("0-RTT response at 20 ms RTT in ~1 RTT (p50, RTTs)", value("establishment", "braid quic 0-rtt 20 ms RTT", "first byte p50 in RTTs"), 1.5, atMost: true))
+        // Issue 14: Braid TLS and TCP over the public API against the raw loops.
+        let rawTLS = "raw tcp+tls1.3 (gnutls)"
+        rows.append(check(
+            "Braid TLS CPU per byte (both ends) <= 1.15x raw TCP+TLS",
+            ratio(value("cpu", "braid tls", "cpu per byte, total"), value("cpu", rawTLS, "cpu per byte, total")), 1.15, atMost: true))
+        rows.append(check(
+            "Braid TLS goodput >= 0.9x raw TCP+TLS",
+            ratio(value("throughput", "braid tls", "goodput median"), value("throughput", rawTLS, "goodput median")), 0.9, atMost: false))
+        rows.append(check(
+            "Braid TCP CPU per byte (both ends) <= 1.2x raw TCP",
+            ratio(value("cpu", "braid tcp", "cpu per byte, total"), value("cpu", "raw tcp", "cpu per byte, total")), 1.2, atMost: true))
+        rows.append(check(
+            "Braid TLS time to ready on loopback (p50) <= 1.1x raw TCP+TLS",
+            ratio(value("establishment", "braid tls loopback", "ready p50"), value("establishment", "\(rawTLS) loopback", "ready p50")), 1.1, atMost: true))
+        rows.append(check(
+            "Braid TLS new connections per second >= 0.9x raw TCP+TLS",
+            ratio(value("establishment", "braid tls 1000 connections", "new connections per second"),
+                value("establishment", "raw tcp+tls1.3 1000 connections", "new connections per second")), 0.9, atMost: false))
+        for side in ["server", "client"] {
+            let kibibytes = value("establishment", "braid tls 1000 connections", "\(side) memory per connection")
+            let target = "Braid TLS idle connection, \(side) <= 32 KiB (resident memory; kernel socket buffers are not in it)"
+            rows.append(kibibytes.map { (target, String(format: "%.1f KiB", $0), $0 <= 32) } ?? (target, "not measured in this run", nil))
+        }
         return rows
     }
 

@@ -22,6 +22,10 @@ enum Roles {
             case "quic-client": try await quicClient(flags)
             case "quic-handshakes": try await quicHandshakes(flags)
             case "quic-idle-connections": try await quicIdleConnections(flags)
+            case "stream-server": try await streamServer(flags)
+            case "stream-client": try await streamClient(flags)
+            case "stream-handshakes": try await streamHandshakes(flags)
+            case "stream-idle-connections": try await streamIdleConnections(flags)
             default:
                 guard try RawBaselines.run(role, Array(arguments.dropFirst())) else {
                     FileHandle.standardError.write(Data("unknown role \(role)\n".utf8))

@@ -16,9 +16,70 @@ enum Establishment {
         try await quic(bench, count: count, emulated: false)
         try await raw(bench, kind: "tcp", count: count)
         try await raw(bench, kind: "tls", count: count)
+        try await braidTLS(bench, count: count)
         try await quic(bench, count: bench.quick ? 15 : 60, emulated: true)
         try await delayedPath(bench, count: bench.quick ? 15 : 60)
         try await connectionsAndMemory(bench, count: bench.quick ? 200 : 1000)
+        try await tlsConnectionsAndMemory(bench, count: 1000)
+    }
+
+    /// Braid TLS over the public API, beside the raw TLS rows: sequential connections, each
+    /// timed until `ready` and until a 1-byte echo returns (TCP_NODELAY and no tickets on both
+    /// ends, as the raw pair).
+    static func braidTLS(_ bench: Bench, count: Int) async throws {
+        let server = try bench.role(
+            "stream-server", ["kind": "tls", "mode": "echo", "nodelay": "1", "cert": Bench.certificate, "key": Bench.key])
+        let port = try await server.listeningPort()
+        let (report, _) = try await bench.runClient("stream-handshakes", port: port, ["kind": "tls", "count": String(count)])
+        let config = "braid tls loopback"
+        bench.results.recordLatencies(scenario, config, "ready", nanoseconds: samples(report["ready_ns"]))
+        bench.results.recordLatencies(scenario, config, "first byte", nanoseconds: samples(report["first_byte_ns"]))
+        _ = try? await server.stop()
+    }
+
+    /// Braid TLS: new connections per second to one listener (16 at a time, each until
+    /// `ready`) and memory per idle connection on each side, as for QUIC; beside it the raw
+    /// GnuTLS rate (16 client threads, 16 server threads, each connection closed once ready).
+    static func tlsConnectionsAndMemory(_ bench: Bench, count: Int) async throws {
+        let server = try bench.role("stream-server", ["kind": "tls", "mode": "idle", "cert": Bench.certificate, "key": Bench.key])
+        let port = try await server.listeningPort()
+        try await Task.sleep(for: .milliseconds(200))
+        let serverBefore = residentBytes(of: server.pid)
+        let client = try bench.role(
+            "stream-idle-connections", ["kind": "tls", "port": String(port), "ca": Bench.ca, "count": String(count), "concurrency": "16", "hold": "1"])
+        let deadline = ContinuousClock.now + .seconds(120)
+        while !client.output.contains("holding") {
+            guard client.isRunning, ContinuousClock.now < deadline else {
+                throw ApplicationFailure("stream-idle-connections did not open its connections: \(client.errors.suffix(500))")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let serverAfter = residentBytes(of: server.pid)
+        let clientExit = try await client.finish(within: 60)
+        guard let report = client.jsonLines.last, let seconds = report["seconds"] as? Double,
+            let before = report["rss_before"] as? Int, let after = report["rss_after"] as? Int
+        else { throw ApplicationFailure("no report from stream-idle-connections") }
+        let config = "braid tls \(count) connections"
+        bench.results.record(scenario, config, "new connections per second", Double(count) / seconds, "conn/s")
+        bench.results.record(scenario, config, "server memory per connection", Double(serverAfter - serverBefore) / Double(count) / 1024, "KiB")
+        bench.results.record(scenario, config, "client memory per connection", Double(after - before) / Double(count) / 1024, "KiB")
+        if let serverExit = try? await server.stop() { recordCPUPerConnection(bench, config, client: clientExit, server: serverExit, count: count) }
+
+        let rawServer = try bench.role(
+            "raw-handshake-server", ["kind": "tls", "port": "0", "threads": "16", "cert": Bench.certificate, "key": Bench.key])
+        let rawPort = try await rawServer.listeningPort()
+        let (rawReport, rawClientExit) = try await bench.runClient(
+            "raw-handshake-client", port: rawPort, ["kind": "tls", "sni": "localhost", "count": String(count), "concurrency": "16"])
+        guard let rawSeconds = rawReport["seconds"] as? Double, rawSeconds > 0 else { throw ApplicationFailure("no report from raw-handshake-client") }
+        let rawConfig = "raw tcp+tls1.3 \(count) connections"
+        bench.results.record(scenario, rawConfig, "new connections per second", Double(count) / rawSeconds, "conn/s")
+        if let rawServerExit = try? await rawServer.stop() { recordCPUPerConnection(bench, rawConfig, client: rawClientExit, server: rawServerExit, count: count) }
+    }
+
+    /// Each process's CPU time (start-up, and for Braid the idle hold, included) per connection.
+    private static func recordCPUPerConnection(_ bench: Bench, _ config: String, client: ChildProcess.Exit, server: ChildProcess.Exit, count: Int) {
+        bench.results.record(scenario, config, "client cpu per connection", client.cpuSeconds * 1e6 / Double(count), "us")
+        bench.results.record(scenario, config, "server cpu per connection", server.cpuSeconds * 1e6 / Double(count), "us")
     }
 
     /// Braid QUIC, 1-RTT and resumed with 0-RTT, on loopback or through the emulator.

@@ -58,33 +58,47 @@ struct QUICTransfer {
     }
 }
 
-/// A raw-socket transfer between the baseline roles: the client sends, the server receives.
+/// A bulk transfer where the client sends and the server receives: between the raw baseline
+/// roles, or between Braid's TLS and TCP roles over the public API (`braid`), which do what
+/// the raw loops do (64 KiB application writes, the server reading to the end and counting,
+/// the client timing its sends and the wait for the server's close, not the handshake).
 struct RawTransfer {
     var goodputGbits: Double
     /// Payload bytes the server received (UDP senders outrun receivers; only delivered bytes count).
     var bytesReceived: Double
     var clientCPU: Double
     var serverCPU: Double
+    var clientSwitches: Int
+    var serverSwitches: Int
 
-    static func run(_ bench: Bench, kind: String, bytes: Int, payload: Int) async throws -> RawTransfer {
+    static func run(_ bench: Bench, kind: String, bytes: Int, payload: Int, braid: Bool = false) async throws -> RawTransfer {
         var serverFlags = ["kind": kind, "port": "0"]
         var clientFlags = ["kind": kind, "bytes": String(bytes), "payload": String(payload)]
         if kind == "tls" {
             serverFlags["cert"] = Bench.certificate
             serverFlags["key"] = Bench.key
-            clientFlags["sni"] = "localhost"
+            if !braid { clientFlags["sni"] = "localhost" }
         }
-        let run = try await bench.pair(server: "raw-server", client: "raw-client", serverFlags: serverFlags, clientFlags: clientFlags)
+        if braid { serverFlags["connections"] = "1" }
+        let run = try await bench.pair(
+            server: braid ? "stream-server" : "raw-server", client: braid ? "stream-client" : "raw-client",
+            serverFlags: serverFlags, clientFlags: clientFlags)
         let received = Double(run.server["bytes"] as? Int ?? 0)
         let seconds = run.client["seconds"] as? Double ?? 0
-        guard received > 0 else { throw ApplicationFailure("raw \(kind): the server received nothing") }
+        guard received > 0 else { throw ApplicationFailure("\(braid ? "braid" : "raw") \(kind): the server received nothing") }
+        if braid && Int(received) != bytes { throw ApplicationFailure("braid \(kind): the server received \(Int(received)) of \(bytes) bytes") }
         return RawTransfer(
             goodputGbits: seconds > 0 ? received * 8 / seconds / 1e9 : 0, bytesReceived: received,
-            clientCPU: run.clientExit.cpuSeconds, serverCPU: run.serverExit.cpuSeconds)
+            clientCPU: run.clientExit.cpuSeconds, serverCPU: run.serverExit.cpuSeconds,
+            clientSwitches: run.clientExit.contextSwitches, serverSwitches: run.serverExit.contextSwitches)
     }
 
     var cpuNanosecondsPerByte: (client: Double, server: Double, total: Double) {
         (clientCPU * 1e9 / bytesReceived, serverCPU * 1e9 / bytesReceived, (clientCPU + serverCPU) * 1e9 / bytesReceived)
+    }
+
+    var contextSwitchesPerMegabyte: (client: Double, server: Double) {
+        (Double(clientSwitches) * 1e6 / bytesReceived, Double(serverSwitches) * 1e6 / bytesReceived)
     }
 }
 
@@ -153,6 +167,8 @@ enum CPUCost {
             ("udp", 1200, "raw udp, one datagram per call"), ("udp-gso", 1200, "raw udp, gso/gro"),
             ("tcp", 65536, "raw tcp"), ("tls", 65536, "raw tcp+tls1.3 (gnutls)"),
         ]
+        // Braid's TLS and TCP over the public API, doing what the raw TCP and TLS loops do.
+        let braidStreams = [("tls", "braid tls"), ("tcp", "braid tcp")]
         let datagramCount = bytes / CPUCost.largeDatagram / 10
         var samples: [String: [(client: Double, server: Double, total: Double)]] = [:]
         var switches: [String: [(client: Double, server: Double)]] = [:]
@@ -160,6 +176,11 @@ enum CPUCost {
         for _ in 0..<repetitions {
             for (kind, payload, config) in raw {
                 samples[config, default: []].append(try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: payload).cpuNanosecondsPerByte)
+            }
+            for (kind, config) in braidStreams {
+                let transfer = try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: 65536, braid: true)
+                samples[config, default: []].append(transfer.cpuNanosecondsPerByte)
+                switches[config, default: []].append(transfer.contextSwitchesPerMegabyte)
             }
             let stream = try await QUICTransfer.run(bench, config: [:], client: ["alpn": "perf", "download": String(bytes)])
             samples["braid quic stream", default: []].append(stream.cpuNanosecondsPerByte)
@@ -173,7 +194,7 @@ enum CPUCost {
                 client: ["alpn": "echo", "streams": "0", "datagrams": String(datagramCount), "datagram-size": String(CPUCost.largeDatagram)])
             samples["braid quic datagrams", default: []].append(datagrams.cpuNanosecondsPerByte)
         }
-        for config in raw.map(\.2) + ["braid quic stream", "braid quic stream echo", "braid quic datagrams"] {
+        for config in raw.map(\.2) + braidStreams.map(\.1) + ["braid quic stream", "braid quic stream echo", "braid quic datagrams"] {
             bench.results.recordCPU(scenario, config, samples[config] ?? [])
         }
         // Each stream call that must wait for the loop costs two context switches; calls that
@@ -215,6 +236,7 @@ enum Throughput {
         }
         var goodputs: [String: [Double]] = [:], cpus: [String: [Double]] = [:]
         let raw = [("tcp", "raw tcp"), ("tls", "raw tcp+tls1.3 (gnutls)")]
+        let braidStreams = [("tls", "braid tls"), ("tcp", "braid tcp")]
         let ngtcp2Name = "ngtcp2 examples (gnutls), 1 stream"
         for _ in 0..<repetitions {
             for (name, config, client) in configurations {
@@ -225,6 +247,9 @@ enum Throughput {
             for (kind, name) in raw {
                 goodputs[name, default: []].append(try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: 65536).goodputGbits)
             }
+            for (kind, name) in braidStreams {
+                goodputs[name, default: []].append(try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: 65536, braid: true).goodputGbits)
+            }
             if let ngtcp2Pair {
                 goodputs[ngtcp2Name, default: []].append(try await ngtcp2Goodput(ngtcp2Pair, bytes: bytes))
             }
@@ -233,7 +258,7 @@ enum Throughput {
             bench.results.recordRepeated(scenario, name, "goodput", goodputs[name] ?? [], "Gbit/s")
             bench.results.recordRepeated(scenario, name, "cpu per byte, total", cpus[name] ?? [], "ns/B")
         }
-        for name in raw.map(\.1) + [ngtcp2Name] {
+        for name in raw.map(\.1) + braidStreams.map(\.1) + [ngtcp2Name] {
             bench.results.recordRepeated(scenario, name, "goodput", goodputs[name] ?? [], "Gbit/s")
         }
     }

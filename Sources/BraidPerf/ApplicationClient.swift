@@ -384,7 +384,7 @@ extension Duration {
 
 /// When `connection` becomes ready: nil if it ends first. Call it before the connection
 /// starts; the states are watched from this moment, so `ready` is never missed.
-public func readyInstant(of connection: NetworkConnection<QUIC>) -> Task<ContinuousClock.Instant?, Never> {
+public func readyInstant<Stack: NetworkProtocol>(of connection: NetworkConnection<Stack>) -> Task<ContinuousClock.Instant?, Never> {
     let states = connection.states
     return Task {
         for await state in states where state == .ready { return ContinuousClock.now }
@@ -394,7 +394,7 @@ public func readyInstant(of connection: NetworkConnection<QUIC>) -> Task<Continu
 
 /// Starts `connection` if it has not started and waits until it is ready; returns false if
 /// it ended first.
-public func becomesReady(_ connection: NetworkConnection<QUIC>) async -> Bool {
+public func becomesReady<Stack: NetworkProtocol>(_ connection: NetworkConnection<Stack>) async -> Bool {
     connection.start()
     for await state in connection.states {
         if state == .ready { return true }
