@@ -10,6 +10,7 @@ struct ConnectionSnapshot: Sendable {
     var remoteEndpoint: NWEndpoint?
     var earlyDataAccepted = false
     var multipath = false
+    var resumed = false
 }
 
 /// The parts of a connection other threads touch: state, snapshot, the inbound streams, the
@@ -196,6 +197,8 @@ extension ConnectionCore: ByteStreamChannelDelegate {
         let multipath = channel.multipathInEffect
         shared.snapshot.withLock {
             $0.multipath = multipath
+            $0.earlyDataAccepted = channel.earlyDataAccepted
+            $0.resumed = channel.isResumed
             $0.negotiatedALPN = channel.negotiatedALPN
             $0.localEndpoint = channel.localAddress.map(NWEndpoint.init)
             $0.remoteEndpoint = channel.remoteAddress.map(NWEndpoint.init)

@@ -89,9 +89,25 @@ extension NetworkConnection where ApplicationProtocol == TLS {
     /// The application protocol both ends agreed on (ALPN), once ready; nil if none was.
     public var negotiatedALPN: String? { shared.snapshot.withLock { $0.negotiatedALPN } }
 
-    /// Like `send`, but on a resumed connection with `TLS.earlyDataEnabled(true)` the bytes
-    /// may travel as TLS 1.3 early data, before the handshake completes. An attacker can
+    /// Whether the session was resumed from a ticket (a shorter handshake), once ready.
+    public var isResumed: Bool { shared.snapshot.withLock { $0.resumed } }
+
+    /// Client: whether the server accepted the early data `sendIdempotent` sent. Listener:
+    /// whether this connection received early data. Set once ready.
+    public var earlyDataAccepted: Bool { shared.snapshot.withLock { $0.earlyDataAccepted } }
+
+    /// Like `send`, but on a connection that resumes (a `TLS.sessionCache` holds a ticket for
+    /// the server) with `TLS.earlyDataEnabled(true)`, bytes sent before the connection starts
+    /// travel as TLS 1.3 early data with the ClientHello, up to the ticket's limit (the server's
+    /// `maxEarlyDataSize`, 16 KiB by default); the rest, and a send that ends the stream, wait
+    /// for the handshake. If the server refuses early data, Braid sends the bytes again after
+    /// the handshake, in order; `earlyDataAccepted` tells which happened. An attacker can
     /// replay early data, so send only requests that are safe to repeat.
+    ///
+    /// ```swift
+    /// let connection = NetworkConnection(to: endpoint) { TLS().earlyDataEnabled(true).sessionCache(cache) }
+    /// try await connection.sendIdempotent(Data("GET /status\n".utf8))
+    /// ```
     public func sendIdempotent<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
     where Content.Element == UInt8 {
         start()

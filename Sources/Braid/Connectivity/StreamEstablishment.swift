@@ -66,10 +66,12 @@ final class StreamEstablishment: EstablishmentStrategy {
         guard let attempt = attempt as? ConnectAttempt, let socket = attempt.takeSocket(context) else { return }
         let channel = core.byteStream
         var engine: TLSConnection?
+        var earlyData = false
         if let tls {
             do {
                 let key = "tls:\(serverName):\(attempt.remote.port)"
                 let ticket = tls.sessionCache?.takeTLS(key)
+                earlyData = tls.earlyDataEnabled && (ticket?.maxEarlyDataSize ?? 0) > 0
                 engine = try TLSConnection.client(context: try TLSClientContexts.context(for: tls), serverName: serverName, resumption: ticket)
                 if let cache = tls.sessionCache {
                     channel.ticketReceived = { ticket in cache.storeTLS(ticket, for: key) }
@@ -80,7 +82,7 @@ final class StreamEstablishment: EstablishmentStrategy {
                 return
             }
         }
-        channel.attach(socket: socket, tls: engine, context: context)
+        channel.attach(socket: socket, tls: engine, earlyData: earlyData, context: context)
     }
 }
 

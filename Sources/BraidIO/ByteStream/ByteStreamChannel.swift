@@ -72,6 +72,8 @@ package final class ByteStreamChannel: LoopHandler {
     package var negotiatedALPN: String? { tls?.negotiatedALPN }
     /// Whether the TLS session was resumed from a ticket.
     package var isResumed: Bool { tls?.isResumed ?? false }
+    /// Client: the server accepted our early data. Server: this connection received early data.
+    package var earlyDataAccepted: Bool { tls?.earlyDataAccepted ?? false }
     package var localAddress: SocketAddress? { socket?.localAddress }
     /// Whether the connection runs Multipath TCP now (false for TCP, and for an MPTCP socket
     /// that fell back to TCP because the peer or a middlebox lacks MPTCP).
@@ -88,7 +90,9 @@ package final class ByteStreamChannel: LoopHandler {
 
     /// Takes over a connected socket and, for TLS, the engine that runs over it (its
     /// handshake starts now). Call on the loop.
-    package func attach(socket: any ByteStreamSocket, tls: TLSConnection?, context: LoopContext) {
+    /// With `earlyData` (a client resuming with a ticket that allows it), sends the caller
+    /// queued as idempotent before this call travel as TLS 1.3 early data, in the first flight.
+    package func attach(socket: any ByteStreamSocket, tls: TLSConnection?, earlyData: Bool = false, context: LoopContext) {
         standIn = nil
         guard finalError == nil else {
             socket.close()
@@ -104,12 +108,33 @@ package final class ByteStreamChannel: LoopHandler {
             fail(error, context: context)
             return
         }
-        if tls != nil {
+        if let tls {
             if let token { context.setTimer(token, at: context.now + handshakeTimeout) }
+            if earlyData { queueEarlyData(tls, context: context) }
             advance(context)
         } else {
             becomeReady(context)
         }
+    }
+
+    /// Hands the idempotent sends queued so far (in order, up to the first that is not) to
+    /// TLS as early data, as much as the ticket allows; the rest waits for the handshake.
+    private func queueEarlyData(_ tls: TLSConnection, context: LoopContext) {
+        var failure: (any Error)?
+        outbox.drain { entry -> Int? in
+            // A send that ends the stream waits for the handshake whole: its close_notify
+            // cannot travel as early data.
+            guard entry.idempotent, !entry.endOfStream, entry.offset < entry.bytes.count else { return nil }
+            do {
+                return entry.offset + (try tls.sendEarlyData(UnsafeRawBufferPointer(rebasing: entry.bytes.base[entry.offset...])))
+            } catch {
+                failure = describe(error)
+                throw failure!
+            }
+        } unacknowledged: {
+            tls.pendingCiphertextCount
+        }
+        if let failure { fail(failure, context: context) }
     }
 
     private func becomeReady(_ context: LoopContext) {
@@ -221,7 +246,13 @@ package final class ByteStreamChannel: LoopHandler {
             }
             return nil
         }
-        for event in events {
+        // Rejected early data goes again first, ahead of every send that waited for the
+        // handshake (it is at most the ticket's early data limit, 16 KiB by default, less than
+        // TLS's output bound, so one call takes it all).
+        if failure == nil, events.contains(where: { if case .earlyDataRejected = $0 { true } else { false } }) {
+            do { _ = try tls.resendRejectedEarlyData() } catch { failure = error }
+        }
+        for event in events where failure == nil || event != .handshakeCompleted {
             switch event {
             case .handshakeCompleted:
                 becomeReady(context)
@@ -230,7 +261,6 @@ package final class ByteStreamChannel: LoopHandler {
             case .sessionTicket(let ticket):
                 ticketReceived?(ticket)
             case .earlyDataRejected:
-                // Early data is not sent yet (see `pump`): nothing to resend.
                 break
             }
         }
