@@ -34,8 +34,9 @@ public final class ChildProcess: Sendable {
 
     /// Starts `executable` with `arguments`; the child starts with no blocked signals and
     /// default handlers (the parent's threads may block or ignore SIGTERM, and both would carry
-    /// over the exec).
-    public init(_ executable: String, _ arguments: [String]) throws {
+    /// over the exec). `standardInput`, if given, is a descriptor the child reads as its
+    /// standard input (the parent keeps its own); otherwise the child inherits the parent's.
+    public init(_ executable: String, _ arguments: [String], standardInput: Int32? = nil) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("braid-child-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         outputFile = directory.appendingPathComponent("stdout")
@@ -46,6 +47,7 @@ public final class ChildProcess: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, outputFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&actions, 2, errorFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        if let standardInput { posix_spawn_file_actions_adddup2(&actions, standardInput, 0) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
