@@ -9,6 +9,8 @@ struct ConnectionSnapshot: Sendable {
     var localEndpoint: NWEndpoint?
     var remoteEndpoint: NWEndpoint?
     var earlyDataAccepted = false
+    /// TLS over TCP: the handshake resumed a session.
+    var isResumed = false
 }
 
 /// The parts of a connection other threads touch: state, snapshot, the inbound streams, the
@@ -194,6 +196,7 @@ extension ConnectionCore: ByteStreamChannelDelegate {
     func channelBecameReady(_ channel: ByteStreamChannel) {
         shared.snapshot.withLock {
             $0.negotiatedALPN = channel.negotiatedALPN
+            $0.isResumed = channel.isResumed
             $0.localEndpoint = channel.localAddress.map(NWEndpoint.init)
             $0.remoteEndpoint = channel.remoteAddress.map(NWEndpoint.init)
         }

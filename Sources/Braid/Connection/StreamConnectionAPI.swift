@@ -84,6 +84,11 @@ extension NetworkConnection where ApplicationProtocol == TLS {
     /// The application protocol both ends agreed on (ALPN), once ready; nil if none was.
     public var negotiatedALPN: String? { shared.snapshot.withLock { $0.negotiatedALPN } }
 
+    /// Braid: whether the handshake resumed an earlier session (a client's ticket from
+    /// `TLS.sessionCache`, accepted by the server; on a listener's connection, a client's), set
+    /// once ready; false before, and after a full handshake.
+    public var isResumed: Bool { shared.snapshot.withLock { $0.isResumed } }
+
     /// Like `send`, but on a resumed connection with `TLS.earlyDataEnabled(true)` the bytes
     /// may travel as TLS 1.3 early data, before the handshake completes. An attacker can
     /// replay early data, so send only requests that are safe to repeat.
