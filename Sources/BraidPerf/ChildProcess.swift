@@ -96,6 +96,8 @@ public final class ChildProcess: Sendable {
     }
 
     public var output: String { (try? String(contentsOf: outputFile, encoding: .utf8)) ?? "" }
+    /// Standard output as bytes (`output` is empty when they are not UTF-8).
+    public var outputBytes: [UInt8] { (try? [UInt8](Data(contentsOf: outputFile))) ?? [] }
     public var errors: String { (try? String(contentsOf: errorFile, encoding: .utf8)) ?? "" }
 
     /// The JSON objects printed so far, one per line.
