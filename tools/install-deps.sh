@@ -2,7 +2,7 @@
 # Installs what Braid needs on a fresh Debian bookworm machine (idempotent; only missing
 # packages are installed). Needs root or sudo for apt-get.
 set -euo pipefail
-packages=(pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev gnutls-bin
+packages=(pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev gnutls-bin openssl
   ngtcp2-client ngtcp2-server python3 python3-venv linux-perf)
 missing=()
 for p in "${packages[@]}"; do

@@ -34,8 +34,9 @@ public final class ChildProcess: Sendable {
 
     /// Starts `executable` with `arguments`; the child starts with no blocked signals and
     /// default handlers (the parent's threads may block or ignore SIGTERM, and both would carry
-    /// over the exec).
-    public init(_ executable: String, _ arguments: [String]) throws {
+    /// over the exec). `standardInput`, if given, is a descriptor the child reads as its
+    /// standard input (the parent keeps its own); otherwise the child inherits the parent's.
+    public init(_ executable: String, _ arguments: [String], standardInput: Int32? = nil) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("braid-child-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         outputFile = directory.appendingPathComponent("stdout")
@@ -46,6 +47,7 @@ public final class ChildProcess: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, outputFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&actions, 2, errorFile.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        if let standardInput { posix_spawn_file_actions_adddup2(&actions, standardInput, 0) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -94,6 +96,8 @@ public final class ChildProcess: Sendable {
     }
 
     public var output: String { (try? String(contentsOf: outputFile, encoding: .utf8)) ?? "" }
+    /// Standard output as bytes (`output` is empty when they are not UTF-8).
+    public var outputBytes: [UInt8] { (try? [UInt8](Data(contentsOf: outputFile))) ?? [] }
     public var errors: String { (try? String(contentsOf: errorFile, encoding: .utf8)) ?? "" }
 
     /// The JSON objects printed so far, one per line.

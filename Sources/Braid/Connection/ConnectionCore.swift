@@ -10,6 +10,7 @@ struct ConnectionSnapshot: Sendable {
     var remoteEndpoint: NWEndpoint?
     var earlyDataAccepted = false
     var multipath = false
+    /// TLS over TCP: the handshake resumed a session.
     var resumed = false
 }
 

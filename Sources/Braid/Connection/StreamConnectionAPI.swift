@@ -89,7 +89,9 @@ extension NetworkConnection where ApplicationProtocol == TLS {
     /// The application protocol both ends agreed on (ALPN), once ready; nil if none was.
     public var negotiatedALPN: String? { shared.snapshot.withLock { $0.negotiatedALPN } }
 
-    /// Whether the session was resumed from a ticket (a shorter handshake), once ready.
+    /// Braid: whether the handshake resumed an earlier session (a client's ticket from
+    /// `TLS.sessionCache`, accepted by the server; on a listener's connection, a client's), set
+    /// once ready; false before, and after a full handshake.
     public var isResumed: Bool { shared.snapshot.withLock { $0.resumed } }
 
     /// Client: whether the server accepted the early data `sendIdempotent` sent. Listener:

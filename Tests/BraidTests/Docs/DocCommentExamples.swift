@@ -386,3 +386,10 @@ func docExample_StreamConnection(_ connection: NetworkConnection<TLS>) async thr
     let length = try await connection.receive(as: UInt32.self).content
     return (incoming, length)
 }
+
+/// Sources/Braid/Connection/StreamConnectionAPI.swift (early data)
+func docExample_TLSSendIdempotent(endpoint: NWEndpoint, cache: TLS.SessionCache) async throws -> NetworkConnection<TLS> {
+    let connection = NetworkConnection(to: endpoint) { TLS().earlyDataEnabled(true).sessionCache(cache) }
+    try await connection.sendIdempotent(Data("GET /status\n".utf8))
+    return connection
+}

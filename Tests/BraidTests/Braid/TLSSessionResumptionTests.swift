@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+
+@testable import Braid
+
+/// Session resumption and TLS 1.3 early data between a Braid client and a Braid listener.
+@Suite struct TLSSessionResumptionTests {
+    private func earlyDataServer(port: NWEndpoint.Port = .any) async throws -> RunningStreamListener<TLS> {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: port)) { testTLSServer().earlyDataEnabled(true) }
+        let task = Task { try await listener.run(echoBytes) }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        return RunningStreamListener(listener: listener, task: task)
+    }
+
+    /// One echo of `early` (sent with `sendIdempotent` before the connection starts) then
+    /// `later` (sent with `send`); returns the echo and the connection's resumption facts.
+    private func exchange(
+        _ endpoint: NWEndpoint, cache: TLS.SessionCache, early: Data, later: Data
+    ) async throws -> (echo: Data, resumed: Bool, earlyDataAccepted: Bool) {
+        let connection = NetworkConnection(to: endpoint) { testTLSClient().earlyDataEnabled(true).sessionCache(cache) }
+        defer { connection.cancel() }
+        try await connection.sendIdempotent(early)
+        try await connection.send(later)
+        let echo = try await connection.receive(exactly: early.count + later.count).content
+        // A ticket arrives after the handshake: wait for it before the next connection.
+        for _ in 0..<100 where cache.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        return (echo, connection.isResumed, connection.earlyDataAccepted)
+    }
+
+    @Test func aResumedConnectionSendsEarlyDataTheServerAccepts() async throws {
+        let server = try await earlyDataServer()
+        defer { server.task.cancel() }
+        let cache = TLS.SessionCache()
+        let early = Data(repeating: 0x45, count: 1000), later = Data("after".utf8)
+        let first = try await exchange(server.endpoint, cache: cache, early: early, later: later)
+        #expect(first.echo == early + later)
+        #expect(!first.resumed && !first.earlyDataAccepted)
+        #expect(cache.count == 1)
+        let second = try await exchange(server.endpoint, cache: cache, early: early, later: later)
+        #expect(second.echo == early + later)
+        #expect(second.resumed)
+        #expect(second.earlyDataAccepted)
+    }
+
+    /// A restarted server (new ticket keys) cannot resume: it refuses the early data, and the
+    /// client sends it again after the handshake, ahead of what followed it.
+    @Test func refusedEarlyDataIsSentAgainInOrder() async throws {
+        let cache = TLS.SessionCache()
+        let early = Data(repeating: 0x52, count: 2000), later = Data("then this".utf8)
+        let server = try await earlyDataServer()
+        let port = server.port
+        _ = try await exchange(server.endpoint, cache: cache, early: early, later: later)
+        #expect(cache.count == 1)
+        server.task.cancel()
+        _ = try? await server.task.value
+        let restarted = try await earlyDataServer(port: port)
+        defer { restarted.task.cancel() }
+        let second = try await exchange(restarted.endpoint, cache: cache, early: early, later: later)
+        #expect(second.echo == early + later)
+        #expect(!second.resumed)
+        #expect(!second.earlyDataAccepted)
+    }
+}
