@@ -145,6 +145,9 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     private func startQUIC(
         _ quic: QUIC, bindTo address: SocketAddress, deliver: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) -> Void
     ) async throws -> QUICServerGroup {
+        if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled {
+            throw NetworkError.unsupported("serviceClass and multipathServiceType on QUIC listeners (TCP and TLS listeners apply them)")
+        }
         var configuration = try quic.serverConfiguration()
         configuration.maxConnections = newConnectionLimit
         let stack = parameters.stack
@@ -161,13 +164,15 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         tcp: TCP, tls: TLS?, bindTo address: SocketAddress,
         deliver: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) -> Void
     ) async throws -> TCPServerGroup {
-        if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled || parameters.localEndpoint != nil {
-            // Not silently dropped: a listener's connections take their socket options from the listener.
-            throw NetworkError.unsupported("serviceClass, multipathServiceType and localEndpoint parameters on TLS and TCP listeners")
+        if parameters.localEndpoint != nil {
+            // Not silently dropped: a listener binds where `init(for:)` says.
+            throw NetworkError.invalidConfiguration("a listener binds to its own endpoint (NetworkListener(for:)); remove localEndpoint from its parameters")
         }
         try tcp.validate()
         let tlsContext = try tls.map { try TLSServerContexts.make(for: $0) }
-        let options = TCPOptions(tcp, serviceClass: .bestEffort, multipath: .disabled)
+        // The listening socket is MPTCP when asked (accepting MPTCP and plain TCP clients), and
+        // every accepted connection gets the service class's mark.
+        let options = TCPOptions(tcp, serviceClass: parameters.serviceClass, multipath: parameters.multipathServiceType)
         let stack = parameters.stack
         let admission = ConnectionAdmission(limit: newConnectionLimit)
         let environment = NetworkEnvironment.current

@@ -83,6 +83,15 @@ package final class ByteStreamChannel: LoopHandler {
     }
     package var remoteAddress: SocketAddress? { socket?.remoteAddress }
 
+    /// An integer socket option of the connection's socket (nil without a TCP socket), for tests.
+    package func socketOptionForTesting(level: Int32, name: Int32) -> Int32? {
+        guard let socket = socket as? TCPSocket else { return nil }
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(socket.fd, level, name, &value, &length) == 0 else { return nil }
+        return value
+    }
+
     /// What serves the channel before its socket is attached: released if the channel ends first.
     package func setStandIn(_ standIn: ByteStreamChannelStandIn) {
         self.standIn = standIn
