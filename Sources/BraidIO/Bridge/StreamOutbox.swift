@@ -164,6 +164,34 @@ package final class StreamOutbox: Sendable {
         state.withLock { $0.open = true }
     }
 
+    /// True when nothing is queued (every send handed on, or dropped).
+    package var isEmpty: Bool { state.withLock { $0.queue.isEmpty } }
+
+    /// The stream takes no more sends (later ones fail with `error`), and the senders still
+    /// waiting fail with `error`; what was already accepted (sends that returned) stays queued
+    /// for the loop to hand on. For a graceful close: bytes the application was told are sent
+    /// are not dropped.
+    package func failWaiting(_ error: any Error) {
+        let failed = state.withLock { state -> [Completion<Void>] in
+            if state.failure == nil { state.failure = error }
+            var failed: [Completion<Void>] = []
+            var kept = Deque<Entry>()
+            for entry in state.queue {
+                if let completion = entry.completion {
+                    failed.append(completion)
+                    state.queuedBytes -= entry.bytes.count - entry.offset
+                    state.waitingSenders -= 1
+                } else {
+                    kept.append(entry)
+                }
+            }
+            state.queue = kept
+            if kept.isEmpty { state.drainPending = false }
+            return failed
+        }
+        for waiter in failed { waiter.resume(.failure(error)) }
+    }
+
     /// The stream can send no more: queued bytes are dropped, waiting senders fail with
     /// `waiters` (or `error`), and later sends fail with `error`.
     package func fail(_ error: any Error, waiters: (any Error)? = nil) {

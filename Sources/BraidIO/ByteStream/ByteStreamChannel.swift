@@ -59,6 +59,14 @@ package final class ByteStreamChannel: LoopHandler {
     /// The end of stream was handed to TLS (close_notify) or is due once the writes drain.
     private var endOfStreamQueued = false
     private var writeSideShut = false
+    /// Cancelled while connected: what the application already handed over still goes out,
+    /// then close_notify and FIN, and the socket closes once the peer finishes too (or at
+    /// `closeTimeout`). Calls have ended already (`finalError` is set).
+    private var closing = false
+    /// How long a graceful close may take before the socket is closed regardless.
+    package static let closeTimeout: Duration = .seconds(10)
+    /// The channel still moves bytes: running, or closing gracefully.
+    private var isActive: Bool { finalError == nil || closing }
 
     package init(loop: EventLoop, sendLimit: Int, receiveLimit: Int, handshakeTimeout: Duration, describe: @escaping (any Error) -> any Error) {
         self.loop = loop
@@ -169,6 +177,12 @@ package final class ByteStreamChannel: LoopHandler {
     }
 
     package func timerFired(_ context: LoopContext) {
+        if closing {
+            // The peer did not take the rest, or did not finish, in time.
+            closing = false
+            release(context)
+            return
+        }
         guard !isReady, finalError == nil else { return }
         fail(ByteStreamError.handshakeTimedOut(handshakeTimeout), context: context)
     }
@@ -182,9 +196,9 @@ package final class ByteStreamChannel: LoopHandler {
     /// Reads what the socket has (a bounded number of times per event), through TLS when
     /// there is TLS, into the inbox.
     private func readSocket(_ context: LoopContext) {
-        guard let socket, finalError == nil else { return }
+        guard let socket, isActive else { return }
         var reads = 0
-        while !readingPaused, finalError == nil, reads < Self.readsPerEvent {
+        while !readingPaused, isActive, reads < Self.readsPerEvent {
             reads += 1
             // Read no more than the inbox has room for (at least one record's worth), so the
             // bound is overshot by less than one read.
@@ -230,6 +244,14 @@ package final class ByteStreamChannel: LoopHandler {
     private func peerEnded(_ context: LoopContext) {
         peerFinished = true
         setReading(false, context: context)
+        if closing {
+            // Both sides are done: nothing the peer sends can reset what we sent any more.
+            if writeSideShut {
+                closing = false
+                release(context)
+            }
+            return
+        }
         if let tls {
             do {
                 try tls.endOfInput()
@@ -244,16 +266,21 @@ package final class ByteStreamChannel: LoopHandler {
     /// Runs TLS over what arrived: handshake progress, plaintext into the inbox, events; then
     /// writes what TLS has to send.
     private func advance(_ context: LoopContext) {
-        guard let tls, finalError == nil else { return }
+        guard let tls, isActive else { return }
         var events: [TLSEvent] = []
         var failure: (any Error)?
-        inbox.fill { sink in
-            do {
-                events = try tls.process(deliver: sink)
-            } catch {
-                failure = error
+        if closing {
+            // Nobody reads any more: what arrives is decrypted and dropped.
+            do { events = try tls.process { _ in } } catch { failure = error }
+        } else {
+            inbox.fill { sink in
+                do {
+                    events = try tls.process(deliver: sink)
+                } catch {
+                    failure = error
+                }
+                return nil
             }
-            return nil
         }
         // Rejected early data goes again first, ahead of every send that waited for the
         // handshake (it is at most the ticket's early data limit, 16 KiB by default, less than
@@ -261,7 +288,7 @@ package final class ByteStreamChannel: LoopHandler {
         if failure == nil, events.contains(where: { if case .earlyDataRejected = $0 { true } else { false } }) {
             do { _ = try tls.resendRejectedEarlyData() } catch { failure = error }
         }
-        for event in events where failure == nil || event != .handshakeCompleted {
+        for event in events where (failure == nil || event != .handshakeCompleted) && !closing {
             switch event {
             case .handshakeCompleted:
                 becomeReady(context)
@@ -281,6 +308,8 @@ package final class ByteStreamChannel: LoopHandler {
     package var ticketReceived: ((TLSSessionTicket) -> Void)?
 
     private func pauseReadingIfFull(_ context: LoopContext) {
+        // A closing channel reads (and drops) until the peer's FIN.
+        guard !closing else { return }
         if inbox.available >= receiveLimit && inbox.waitingReceives == 0 { setReading(false, context: context) }
     }
 
@@ -306,7 +335,7 @@ package final class ByteStreamChannel: LoopHandler {
     /// Hands queued sends on while the socket (or TLS's bounded buffer) takes them; each
     /// waiting send completes once all of its bytes are taken.
     package func pump(_ context: LoopContext) {
-        guard let socket, isReady, finalError == nil, !awaitingWritable else { return }
+        guard let socket, isReady, isActive, !awaitingWritable else { return }
         // What the socket or TLS threw while taking bytes: the outbox fails its senders with
         // it, and the connection ends with it.
         var failure: (any Error)?
@@ -314,7 +343,7 @@ package final class ByteStreamChannel: LoopHandler {
             // Encrypt until TLS's output is full, write it, and go on while the socket takes
             // it all and sends are queued.
             var tlsFull = true
-            while tlsFull, failure == nil, !awaitingWritable, finalError == nil {
+            while tlsFull, failure == nil, !awaitingWritable, isActive {
                 tlsFull = false
                 outbox.drain { entry -> Int? in
                     var offset = entry.offset
@@ -367,7 +396,11 @@ package final class ByteStreamChannel: LoopHandler {
             }
             shutWriteSideIfDone(context)
         }
-        if let failure { fail(failure, context: context) }
+        if let failure {
+            fail(failure, context: context)
+        } else if closing && outbox.isEmpty {
+            finishClosing(context)
+        }
     }
 
     /// Writes what TLS has ready; waits for the socket when it is full.
@@ -392,7 +425,7 @@ package final class ByteStreamChannel: LoopHandler {
         }
         if tls.pendingCiphertextCount > 0 {
             awaitWritable(context)
-        } else {
+        } else if !closing {
             shutWriteSideIfDone(context)
         }
     }
@@ -419,7 +452,14 @@ package final class ByteStreamChannel: LoopHandler {
     /// Ends the channel: every pending call fails with `error` (described), the delegate is
     /// told once, and the socket closes.
     package func fail(_ error: any Error, context: LoopContext) {
-        guard finalError == nil else { return }
+        guard finalError == nil else {
+            // A failure while closing gracefully ends the close.
+            if closing {
+                closing = false
+                release(context)
+            }
+            return
+        }
         let described = describe(error)
         finalError = described
         delegate?.channel(self, endedWith: described)
@@ -443,17 +483,48 @@ package final class ByteStreamChannel: LoopHandler {
         standIn = nil
     }
 
-    /// Closes the connection: with TLS, close_notify goes out first (one try); pending calls
-    /// end with cancellation.
+    /// Closes the connection; pending calls end with cancellation at once. A connected
+    /// channel closes gracefully: sends that already returned (their bytes accepted) still go
+    /// out, then close_notify (TLS) and FIN, and the socket closes once the peer has finished
+    /// too, or after `closeTimeout`; sends still waiting fail. Before it is connected, the
+    /// attempts or the socket just close.
     package func cancel(context: LoopContext) {
         guard finalError == nil else { return }
-        let pendingStandIn = socket == nil ? standIn : nil
-        if let tls, let socket, isReady {
-            tls.close()
-            _ = tls.withPendingCiphertext { pending in (try? socket.write { $0.append(pending) }) ?? 0 }
+        guard socket != nil, isReady, !writeSideShut || !peerFinished else {
+            let pendingStandIn = socket == nil ? standIn : nil
+            fail(CancellationError(), context: context)
+            pendingStandIn?.release(context)
+            return
         }
-        fail(CancellationError(), context: context)
-        pendingStandIn?.release(context)
+        let described = describe(CancellationError())
+        finalError = described
+        closing = true
+        delegate?.channel(self, endedWith: described)
+        inbox.fail(described)
+        outbox.failWaiting(described)
+        if let token { context.setTimer(token, at: context.now + Self.closeTimeout) }
+        setReading(true, context: context)
+        pump(context)
+    }
+
+    /// Once every accepted send is out: close_notify, FIN, then the socket closes when the
+    /// peer's FIN arrives (unread bytes at close would make the kernel send a reset, which can
+    /// destroy what the peer has not read yet).
+    private func finishClosing(_ context: LoopContext) {
+        guard closing, !awaitingWritable else { return }
+        if let tls, !tls.closeSent {
+            tls.close()
+            flush(context)
+        }
+        guard closing, !awaitingWritable, (tls?.pendingCiphertextCount ?? 0) == 0 else { return }
+        if !writeSideShut {
+            writeSideShut = true
+            try? socket?.shutdownWrite()
+        }
+        if peerFinished {
+            closing = false
+            release(context)
+        }
     }
 
     private func release(_ context: LoopContext) {

@@ -243,6 +243,41 @@ import Testing
         }
     }
 
+    /// Bytes whose sends returned are delivered even when the sender closes right after:
+    /// `close()` is graceful (the data, then close_notify and FIN), not a reset.
+    @Test(.timeLimit(.minutes(1)), arguments: [true, false])
+    func closingRightAfterSendingLosesNothing(tls: Bool) async throws {
+        let received = Mutex<[UInt8]?>(nil)
+        let payload = pattern(seed: 21, count: 8_000_000)
+        if tls {
+            let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
+                let bytes = try await receiveAll(connection)
+                received.withLock { $0 = bytes }
+            })
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { testTLSClient() }
+            try await sendAll(payload, on: connection)
+            await connection.close()
+            try await waitFor { received.withLock { $0 } != nil }
+        } else {
+            let server = try await RunningStreamListener.start(TCP(), handler: { connection in
+                let bytes = try await receiveAll(connection)
+                received.withLock { $0 = bytes }
+            })
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { TCP() }
+            try await sendAll(payload, on: connection)
+            await connection.close()
+            try await waitFor { received.withLock { $0 } != nil }
+        }
+        #expect(received.withLock { $0 } == payload)
+    }
+
+    /// Polls `condition` every 20 ms for up to 20 s.
+    private func waitFor(_ condition: () -> Bool) async throws {
+        for _ in 0..<1000 where !condition() { try await Task.sleep(for: .milliseconds(20)) }
+    }
+
     /// 200 clients at once, each echoed its own bytes.
     @Test(.timeLimit(.minutes(1))) func aListenerServesTwoHundredClients() async throws {
         let server = try await RunningStreamListener.start(testTLSServer())

@@ -1,0 +1,80 @@
+import BraidIO
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Braid
+
+/// TLS and TCP connections and listeners on a virtual loop over in-memory sockets
+/// (`MemoryStreamNetwork`): the public API, the byte-stream channel and the establishment run
+/// as for real, while the test moves time, so timeouts are exact and take no wall-clock time.
+@Suite struct VirtualByteStreamTests {
+    private struct Setup {
+        let loop: EventLoop
+        let network: MemoryStreamNetwork
+        let environment: NetworkEnvironment
+
+        init() throws {
+            loop = try EventLoop(virtualTimeStartingAt: MonotonicInstant(nanoseconds: 1_000_000_000))
+            network = MemoryStreamNetwork(loop: loop)
+            environment = NetworkEnvironment(loop: loop, sockets: UDPSockets(), streamSockets: network)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func tlsEchoThroughAListenerOnAVirtualLoop() async throws {
+        let setup = try Setup()
+        defer { setup.loop.shutdown() }
+        let listener = NetworkEnvironment.$current.withValue(setup.environment) {
+            NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { testTLSServer() }
+        }
+        let running = NetworkEnvironment.$current.withValue(setup.environment) { Task { try await listener.run(echoBytes) } }
+        defer { running.cancel() }
+        let port = try await setup.loop.drive {
+            for await state in listener.states where state == .ready { break }
+            return listener.port!
+        }
+        let connection = NetworkEnvironment.$current.withValue(setup.environment) {
+            NetworkConnection(to: .hostPort(host: "127.0.0.1", port: port)) { testTLSClient() }
+        }
+        defer { connection.cancel() }
+        let payload = pattern(seed: 9, count: 300_000)
+        let echoed = try await setup.loop.drive {
+            try await connection.send(payload, endOfStream: true)
+            return try await receiveAll(connection)
+        }
+        #expect(echoed == payload)
+        #expect(connection.negotiatedALPN == "echo")
+    }
+
+    /// A server that accepts TCP but never answers the ClientHello: the client fails with
+    /// `noResponse` once the handshake timeout has passed, in virtual time.
+    @Test(.timeLimit(.minutes(1))) func aSilentTLSServerTimesOutTheHandshake() async throws {
+        let setup = try Setup()
+        defer { setup.loop.shutdown() }
+        // Listening, but nobody ever accepts or reads.
+        let network = setup.network
+        let silent = try await setup.loop.drive {
+            try await setup.loop.submit { _ in
+                try network.listen(on: SocketAddress(ip: "127.0.0.1", port: 0)!, options: TCPOptions(), reusePort: false, backlog: 8).localAddress
+            }
+        }
+        let connection = NetworkEnvironment.$current.withValue(setup.environment) {
+            NetworkConnection(to: .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(integerLiteral: silent.port))) {
+                testTLSClient().handshakeTimeout(.seconds(3))
+            }
+        }
+        let started = setup.loop.virtualNow!
+        let outcome = try await setup.loop.drive(limit: .seconds(10), step: .milliseconds(10)) {
+            do {
+                try await connection.send(Data("hello?".utf8))
+                _ = try await connection.receive(exactly: 1)
+                return NetworkError.internalError("answered")
+            } catch let error as NetworkError {
+                return error
+            }
+        }
+        #expect(outcome == .noResponse(endpoint: "127.0.0.1:\(silent.port)", timeout: .seconds(3)))
+        let took = setup.loop.virtualNow! - started
+        #expect(took >= .seconds(3) && took < .seconds(4))
+    }
+}
