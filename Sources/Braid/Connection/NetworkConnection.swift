@@ -161,8 +161,9 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         _ = try? await loop.submit { context in core.value.cancel(context: context) }
     }
 
-    /// Closes the connection (QUIC: application error code 0; TLS: close_notify, then TCP's
-    /// FIN) and ends every pending call with `NetworkError.cancelled`. The state becomes `cancelled`. The close goes out from the
+    /// Closes the connection (QUIC: application error code 0; TLS and TCP: the bytes of sends
+    /// that already returned, then close_notify and FIN, within 10 s) and ends every pending
+    /// call with `NetworkError.cancelled`. The state becomes `cancelled`. The close goes out from the
     /// connection's event loop shortly after this returns (`close()` waits for it).
     public func cancel() {
         shared.states.update(.cancelled)
