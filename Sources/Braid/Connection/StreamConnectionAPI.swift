@@ -35,14 +35,12 @@ extension NetworkConnection where ApplicationProtocol: StreamProtocol {
     /// ```
     public func send<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
     where Content.Element == UInt8 {
-        start()
-        try await byteStream.send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: false)
+        try await byteStream.send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: false, queued: start)
     }
 
     /// Sends an integer in network byte order.
     public func send<Integer: FixedWidthInteger & Sendable>(_ value: Integer) async throws {
-        start()
-        try await byteStream.send(ByteStreamEnd.bytes(of: value), endOfStream: false, idempotent: false)
+        try await byteStream.send(ByteStreamEnd.bytes(of: value), endOfStream: false, idempotent: false, queued: start)
     }
 
     /// Exactly `count` bytes; throws `NetworkError.unexpectedEndOfStream` if the peer finishes
@@ -112,9 +110,9 @@ extension NetworkConnection where ApplicationProtocol == TLS {
     /// ```
     public func sendIdempotent<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
     where Content.Element == UInt8 {
-        start()
         guard let end = shared.byteStream else { throw NetworkError.internalError("a TLS connection without a byte stream") }
-        try await end.send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: true)
+        // Queued before the connection starts, so a resumed connection finds them for early data.
+        try await end.send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: true, queued: start)
     }
 }
 

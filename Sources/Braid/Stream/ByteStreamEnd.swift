@@ -14,16 +14,20 @@ struct ByteStreamEnd: Sendable {
     let postCreditPass: @Sendable () -> Void
 
     /// Queues `bytes`: at once when the stream has room, else waiting until the owner has
-    /// taken them (see `StreamOutbox`). Throws `NetworkError`.
-    func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) async throws {
+    /// taken them (see `StreamOutbox`). `queued` runs once the bytes are in the outbox (or
+    /// refused), before the call waits: a connection that starts there finds them queued, so
+    /// idempotent bytes sent first can go as early data. Throws `NetworkError`.
+    func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, queued: () -> Void = {}) async throws {
         try await NetworkError.mapping {
             // With room, the bytes are queued here and the call returns; the first send of a
             // burst posts the one loop pass that hands them all on.
             switch outbox.offer(bytes, endOfStream: endOfStream, idempotent: idempotent) {
             case .accepted(let drainNeeded):
+                queued()
                 if drainNeeded { postPump() }
                 return
             case .failed(let error):
+                queued()
                 throw error
             case .mustWait:
                 break
@@ -31,8 +35,10 @@ struct ByteStreamEnd: Sendable {
             try await Completion<Void>.wait { completion in
                 switch outbox.enqueue(bytes, endOfStream: endOfStream, idempotent: idempotent, completion: completion) {
                 case .success(let drainNeeded):
+                    queued()
                     if drainNeeded { postPump() }
                 case .failure(let error):
+                    queued()
                     completion.resume(.failure(error))
                 }
             }

@@ -22,9 +22,11 @@ package protocol ByteStreamChannelStandIn: AnyObject {
 ///
 /// Receiving: the socket is read while the inbox holds less than `receiveLimit` unread bytes
 /// (or a receive waits for more), each read sized to the room left, so unread bytes stay
-/// within `receiveLimit` plus one TLS record or `minimumRead`; past that, reading stops, the kernel's buffer fills and TCP's
-/// window stops the peer, so memory stays bounded however slowly the application reads. The
-/// inbox's consumed-credit passes restart reading.
+/// within `receiveLimit` plus one `minimumRead`; past that, reading stops, the kernel's buffer
+/// fills and TCP's window stops the peer, so memory stays bounded however slowly the
+/// application reads. The inbox's consumed-credit passes restart reading.
+///
+/// Closing: `cancel()` ends the calls at once but closes gracefully (see `cancel`).
 ///
 /// Sending: queued sends go to the socket (TCP, without a copy) or through TLS into its
 /// ciphertext buffer (bounded by `TLSConnection.pendingCiphertextLimit`) and out with one write

@@ -79,9 +79,10 @@ private func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>) async t
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { testClient() }
         #expect(connection.state == .setup)
+        let states = connection.states  // subscribed now, before anything can change
         let observed = Task {
             var seen: [NetworkConnectionState] = []
-            for await state in connection.states { seen.append(state) }
+            for await state in states { seen.append(state) }
             return seen
         }
         let stream = try await connection.openStream()

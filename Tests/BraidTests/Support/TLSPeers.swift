@@ -51,17 +51,22 @@ enum TLSPeerTools {
 
     /// The TCP port a child listens on, read from /proc: gnutls-serv does not print the port
     /// the system chose for `-p 0`, so every peer server is found the same way.
+    /// The clients connect to 127.0.0.1, so an IPv4 listener is what counts: gnutls-serv opens
+    /// an IPv6 and an IPv4 socket, each with its own system-chosen port, and the IPv6 one may
+    /// be listening first. An IPv6 socket alone (dual-stack) is taken only after a second.
     static func listeningPort(of child: ChildProcess, within seconds: Double = 10) async throws -> UInt16 {
-        let deadline = Date().addingTimeInterval(seconds)
+        let started = Date()
+        let deadline = started.addingTimeInterval(seconds)
         while Date() < deadline {
-            if let port = listeningPort(pid: child.pid) { return port }
+            let tables = Date().timeIntervalSince(started) < 1 ? ["/proc/net/tcp"] : ["/proc/net/tcp", "/proc/net/tcp6"]
+            if let port = listeningPort(pid: child.pid, tables: tables) { return port }
             guard child.isRunning else { break }
             try await Task.sleep(for: .milliseconds(20))
         }
         throw InteropFailure("\(child.commandLine) is not listening on TCP\nstdout: \(child.output)\nstderr: \(child.errors)")
     }
 
-    private static func listeningPort(pid: pid_t) -> UInt16? {
+    private static func listeningPort(pid: pid_t, tables: [String]) -> UInt16? {
         let fdDirectory = "/proc/\(pid)/fd"
         guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: fdDirectory) else { return nil }
         var inodes = Set<String>()
@@ -72,7 +77,7 @@ enum TLSPeerTools {
                 inodes.insert(String(target.dropFirst("socket:[".count).dropLast()))
             }
         }
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        for table in tables {
             guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
             for line in text.split(separator: "\n").dropFirst() {
                 // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
