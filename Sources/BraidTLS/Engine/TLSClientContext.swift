@@ -1,14 +1,15 @@
 /// Shared, immutable client state built once from a configuration: the credentials (loading the
-/// system trust store is costly) and the priority string. Share it between connections and threads.
+/// system trust store is costly) and the parsed priorities (`TLSPriority`, one GnuTLS priority
+/// cache every session references). Share it between connections and threads.
 public final class TLSClientContext: Sendable {
     public let configuration: TLSClientConfiguration
     let credentials: TLSCredentials
-    let priority: String
+    let priority: TLSPriority
 
     /// Validates the configuration and loads the credentials; throws `TLSError.configuration`.
     public init(configuration: TLSClientConfiguration) throws(TLSError) {
         try configuration.verification.validate()
-        priority = try tlsPriority(minimum: configuration.minimumVersion, maximum: configuration.maximumVersion)
+        priority = try TLSPriority(tlsPriority(minimum: configuration.minimumVersion, maximum: configuration.maximumVersion))
         try validateALPN(configuration.alpn)
         guard (configuration.certificateChainFile == nil) == (configuration.privateKeyFile == nil) else {
             throw .configuration("a client identity needs both certificateChainFile and privateKeyFile")

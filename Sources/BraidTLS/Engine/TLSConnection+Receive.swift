@@ -10,9 +10,14 @@ extension TLSConnection {
     @discardableResult
     public func withInputSpace(minimum: Int = 1, _ body: (UnsafeMutableRawBufferPointer) throws -> Int) rethrows -> Int {
         let space = input.writableSpace(minimum: minimum)
-        guard space.count >= max(minimum, 1) else { return 0 }
-        let written = try body(space)
-        input.commitWrite(written)
+        guard space.count >= max(minimum, 1) else {
+            input.releaseIfEmpty()
+            return 0
+        }
+        var written = 0
+        // Also when `body` throws: an input left empty gives its memory back.
+        defer { input.commitWrite(written) }
+        written = try body(space)
         return written
     }
 
@@ -23,8 +28,7 @@ extension TLSConnection {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return 0 }
         let space = input.writableSpace(minimum: bytes.count)
         let n = min(space.count, bytes.count)
-        guard n > 0 else { return 0 }
-        space.baseAddress!.copyMemory(from: base, byteCount: n)
+        if n > 0 { space.baseAddress!.copyMemory(from: base, byteCount: n) }
         input.commitWrite(n)
         return n
     }

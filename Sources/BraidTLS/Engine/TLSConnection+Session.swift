@@ -5,9 +5,10 @@ import Glibc
 /// early data and client-certificate requests.
 extension TLSConnection {
     func configureSession() throws(TLSError) {
+        // The context's parsed priorities, shared (see `TLSPriority` for why that is safe).
         let priority = clientContext?.priority ?? serverContext!.priority
-        var rc = gnutls_priority_set_direct(session, priority, nil)
-        guard rc == 0 else { throw .internalError(function: "gnutls_priority_set_direct", code: rc) }
+        var rc = priority.set(on: session)
+        guard rc == 0 else { throw .internalError(function: "gnutls_priority_set", code: rc) }
         let credentials = clientContext?.credentials ?? serverContext!.credentials
         rc = gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials.handle))
         guard rc == 0 else { throw .internalError(function: "gnutls_credentials_set", code: rc) }

@@ -17,6 +17,10 @@ import CBraid
 ///
 /// A client's handshake starts at its first `process` call; `sendEarlyData` must come before it.
 ///
+/// The ciphertext buffers hold memory only while they hold bytes: a connection with nothing
+/// received and unprocessed and nothing pending to write (idle, or waiting for its peer) holds
+/// none; emptied buffers' memory is kept for reuse per thread, a few blocks at most.
+///
 /// ```swift
 /// let connection = try TLSConnection.client(context: context, serverName: "example.com")
 /// _ = try connection.process { _ in }  // the first call queues the ClientHello
@@ -40,8 +44,9 @@ public final class TLSConnection {
     /// The name the client sent as SNI and checked the certificate against ("" on a server).
     public let serverName: String
     let session: gnutls_session_t
-    let input = CiphertextBuffer(capacity: TLSConnection.inputCapacity)
-    let output = CiphertextBuffer(capacity: TLSConnection.pendingCiphertextLimit + TLSConnection.maxCiphertextRecord)
+    /// Memory only while bytes are in it (see `CiphertextBuffer`): an idle connection holds none.
+    let input = CiphertextBuffer(blockCapacity: TLSConnection.inputCapacity)
+    let output = CiphertextBuffer(blockCapacity: TLSConnection.pendingCiphertextLimit + TLSConnection.maxCiphertextRecord)
     /// Keeps alive what the session points into (credentials, ticket key, anti-replay context).
     let clientContext: TLSClientContext?
     let serverContext: TLSServerContext?

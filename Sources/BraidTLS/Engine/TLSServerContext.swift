@@ -1,16 +1,17 @@
 /// Shared, immutable server state built once from a configuration: credentials (with the client
-/// CAs), the session-ticket key (generated here, so tickets resume only on this context), and the
-/// 0-RTT anti-replay context. Share it between connections and threads.
+/// CAs), the parsed priorities (`TLSPriority`, one GnuTLS priority cache every session
+/// references), the session-ticket key (generated here, so tickets resume only on this
+/// context), and the 0-RTT anti-replay context. Share it between connections and threads.
 public final class TLSServerContext: Sendable {
     public let configuration: TLSServerConfiguration
     let credentials: TLSCredentials
-    let priority: String
+    let priority: TLSPriority
     let ticketKey: TLSTicketKey?
     let antiReplay: TLSAntiReplay?
 
     /// Validates the configuration and loads the credentials; throws `TLSError.configuration`.
     public init(configuration: TLSServerConfiguration) throws(TLSError) {
-        priority = try tlsPriority(minimum: configuration.minimumVersion, maximum: configuration.maximumVersion)
+        priority = try TLSPriority(tlsPriority(minimum: configuration.minimumVersion, maximum: configuration.maximumVersion))
         try validateALPN(configuration.alpn)
         if configuration.earlyDataEnabled {
             guard configuration.sessionTicketsEnabled else {
