@@ -1,5 +1,4 @@
 import BraidIO
-import BraidTLS
 import Logging
 import Synchronization
 

@@ -1,4 +1,4 @@
-import BraidQUIC
+import BraidTLS
 
 /// TLS protocol versions, as Apple spells them (`tls_protocol_version_t`).
 public enum TLSProtocolVersion: Sendable, Hashable, Comparable {
@@ -50,7 +50,7 @@ public struct TLS: NetworkProtocol {
     public private(set) var alpn: [String] = []
     /// How the peer's certificate is checked (default: the system store, chain and name
     /// checks, no pins).
-    public private(set) var verification = QUICCertificateVerification()
+    public private(set) var verification = TLSCertificateVerification()
     /// The name sent in SNI and required in the certificate; nil uses the endpoint's host.
     public private(set) var serverName: String?
     /// The PEM certificate chain (leaf first) this side presents; required on a listener.
