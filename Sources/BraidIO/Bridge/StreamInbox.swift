@@ -201,6 +201,29 @@ package final class StreamInbox: Sendable {
         for (claim, result) in claims { claim.resume(result) }
     }
 
+    /// Appends `bytes` (taking them over without a copy when nothing is unread) and, with
+    /// `end`, ends the stream after them; then hands bytes to waiting receives in order. For a
+    /// producer that makes its bytes outside the lock (TLS decrypting a batch of records), so a
+    /// receive never waits on that work. Does nothing once the stream has ended.
+    package func fill(adopting bytes: Data, end: End? = nil) {
+        let claims = state.withLock { state -> [(Completion<Delivery>.Claim, Result<Delivery, any Error>)] in
+            guard !state.isEnded else { return [] }
+            if state.available == 0 {
+                state.bytes = bytes
+                state.readOffset = 0
+            } else {
+                state.bytes.append(bytes)
+            }
+            switch end {
+            case .finished: state.finished = true
+            case .failed(let error): state.error = error
+            case nil: break
+            }
+            return Self.satisfyWaiters(&state)
+        }
+        for (claim, result) in claims { claim.resume(result) }
+    }
+
     /// The stream failed: queued bytes stay readable, then receives throw `error`. A stream
     /// that already ended keeps its first end.
     package func fail(_ error: any Error) {

@@ -275,14 +275,16 @@ package final class ByteStreamChannel: LoopHandler {
             // Nobody reads any more: what arrives is decrypted and dropped.
             do { events = try tls.process { _ in } } catch { failure = error }
         } else {
-            inbox.fill { sink in
-                do {
-                    events = try tls.process(deliver: sink)
-                } catch {
-                    failure = error
-                }
-                return nil
+            // Decrypted outside the inbox's lock, so a receive never waits on the decryption;
+            // the inbox takes the batch over without a copy when its reader has caught up.
+            var plaintext = Data()
+            plaintext.reserveCapacity(tls.bufferedCiphertextCount)
+            do {
+                events = try tls.process { region in plaintext.append(region.assumingMemoryBound(to: UInt8.self)) }
+            } catch {
+                failure = error
             }
+            if !plaintext.isEmpty { inbox.fill(adopting: plaintext) }
         }
         // Rejected early data goes again first, ahead of every send that waited for the
         // handshake (it is at most the ticket's early data limit, 16 KiB by default, less than
