@@ -12,7 +12,8 @@
 #
 # Environment: KIND=tls|tcp (default tls); TESTS="bulk handshake idle" (default: all three);
 # BYTES (bulk, default 1000000000); HANDSHAKES (sequential handshakes, default 200);
-# IDLE (idle connections, default 1000); RAW=0 skips the raw GnuTLS rows.
+# IDLE (idle connections, default 1000); LOOPS (the Braid listener's server loops in the idle
+# test, default 1); RAW=0 skips the raw GnuTLS rows.
 #
 # Per run, one line:
 #   bulk:      goodput (server bytes over the client's send-and-wait time, the handshake
@@ -26,7 +27,7 @@
 set -euo pipefail
 a=$1 b=$2 rounds=${3:-3}
 kind=${KIND:-tls} tests=${TESTS:-bulk handshake idle}
-bytes=${BYTES:-1000000000} handshakes=${HANDSHAKES:-200} idle=${IDLE:-1000} raw=${RAW:-1}
+bytes=${BYTES:-1000000000} handshakes=${HANDSHAKES:-200} idle=${IDLE:-1000} raw=${RAW:-1} loops=${LOOPS:-1}
 [ "$kind" = tls ] || raw=0
 here=$(cd "$(dirname "$0")/../.." && pwd)
 fixtures=$here/Tests/BraidTests/Fixtures
@@ -155,7 +156,7 @@ with open(results, "a") as f:
 PY
     return
   fi
-  local server_flags=(--kind "$kind" --port 0 --mode idle)
+  local server_flags=(--kind "$kind" --port 0 --mode idle --loops "$loops")
   [ "$kind" = tls ] && server_flags+=("${tls_server[@]}")
   start_server "" "$bin" stream-server "${server_flags[@]}"
   sleep 0.2
