@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "BraidQUIC", targets: ["BraidQUIC"]),
         .library(name: "BraidTLS", targets: ["BraidTLS"]),
         .library(name: "BraidIO", targets: ["BraidIO"]),
+        .library(name: "BraidFramers", targets: ["BraidFramers"]),
         .executable(name: "braid", targets: ["braid"]),
         .executable(name: "benchmarks", targets: ["benchmarks"]),
     ],
@@ -33,6 +34,9 @@ let package = Package(
         // The values every layer speaks: socket addresses, ECN marks, monotonic instants, UDP
         // segmentation limits. Below both the engines and the datapath, so neither imports the other.
         .target(name: "BraidCore", path: "Sources/BraidCore"),
+        // Sans-IO message framing (TLV, and the Coder formats over it): bytes in any pieces in,
+        // whole messages out. Foundation only, so the fuzz harness compiles it with swiftc alone.
+        .target(name: "BraidFramers", path: "Sources/BraidFramers"),
         // The sans-IO TLS engine (GnuTLS over memory buffers, for TLS over TCP) and the GnuTLS
         // pieces both engines share: credentials, certificate checks, ALPN, anti-replay.
         .target(name: "BraidTLS", dependencies: ["BraidCore", "CBraid"], path: "Sources/BraidTLS"),
@@ -69,6 +73,7 @@ let package = Package(
                 "BraidCore",
                 "BraidQUIC",
                 "BraidIO",
+                "BraidFramers",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -95,7 +100,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BraidTests",
-            dependencies: ["Braid", "BraidQUIC", "BraidTLS", "BraidIO", "BraidPerf", "CBraid"],
+            dependencies: ["Braid", "BraidQUIC", "BraidTLS", "BraidIO", "BraidPerf", "BraidFramers", "CBraid"],
             path: "Tests/BraidTests",
             resources: [.copy("Fixtures")]
         ),

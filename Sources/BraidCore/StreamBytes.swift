@@ -13,8 +13,20 @@ public final class StreamBytes: @unchecked Sendable {
     /// The pool block `base` lies in, with its size class (nil: allocated on its own).
     private let block: (pointer: UnsafeMutableRawPointer, sizeClass: Int)?
 
-    public init<Bytes: Collection>(copying bytes: Bytes) where Bytes.Element == UInt8 {
-        let count = bytes.count
+    public convenience init<Bytes: Collection>(copying bytes: Bytes) where Bytes.Element == UInt8 {
+        self.init(count: bytes.count) { base in
+            let copied: Void? = bytes.withContiguousStorageIfAvailable { source in
+                base.copyMemory(from: UnsafeRawBufferPointer(source))
+            }
+            if copied == nil {
+                for (index, byte) in bytes.enumerated() { base[index] = byte }
+            }
+        }
+    }
+
+    /// `count` bytes that `initialize` writes (all of them) before anyone else sees them: a
+    /// framer's header and payload in one piece.
+    package init(count: Int, initializingWith initialize: (UnsafeMutableRawBufferPointer) -> Void) {
         if let block = StreamBlockPool.take(count) {
             self.block = block
             base = UnsafeMutableRawBufferPointer(start: block.pointer, count: count)
@@ -22,12 +34,7 @@ public final class StreamBytes: @unchecked Sendable {
             block = nil
             base = .allocate(byteCount: count, alignment: 1)
         }
-        let copied: Void? = bytes.withContiguousStorageIfAvailable { source in
-            base.copyMemory(from: UnsafeRawBufferPointer(source))
-        }
-        if copied == nil {
-            for (index, byte) in bytes.enumerated() { base[index] = byte }
-        }
+        initialize(base)
     }
 
     public var count: Int { base.count }

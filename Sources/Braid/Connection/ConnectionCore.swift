@@ -26,8 +26,14 @@ final class ConnectionShared: Sendable {
     let datagramOutbox: DatagramOutbox
     /// The connection's byte stream, for TLS and TCP (nil for QUIC, whose streams have their own).
     let byteStream: ByteStreamEnd?
+    /// The message decoder over `byteStream`, for `TLV` and `Coder` stacks (nil otherwise).
+    let messageReceiver: MessageReceiver?
 
-    init(datagramInbox: DatagramInbox, datagramOutbox: DatagramOutbox, byteStream: ByteStreamEnd? = nil) {
+    init(
+        datagramInbox: DatagramInbox, datagramOutbox: DatagramOutbox, byteStream: ByteStreamEnd? = nil,
+        messageReceiver: MessageReceiver? = nil
+    ) {
+        self.messageReceiver = messageReceiver
         (inboundStreams, inboundStreamsContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
         self.datagramInbox = datagramInbox
         self.datagramOutbox = datagramOutbox
@@ -66,8 +72,9 @@ final class ConnectionCore: QUICChannelDelegate {
         channel.delegate = self
     }
 
-    /// The core of a TLS or TCP connection: one byte stream each way.
-    init(loop: EventLoop, endpointDescription: String, tcp: TCP, handshakeTimeout: Duration) {
+    /// The core of a TLS or TCP connection: one byte stream each way; with
+    /// `maximumMessageSize`, a `TLV` or `Coder` connection, whose messages travel on it.
+    init(loop: EventLoop, endpointDescription: String, tcp: TCP, handshakeTimeout: Duration, maximumMessageSize: Int? = nil) {
         self.endpointDescription = endpointDescription
         let channel = ByteStreamChannel(
             loop: loop, sendLimit: tcp.sendBufferLimit, receiveLimit: tcp.receiveBufferLimit, handshakeTimeout: handshakeTimeout
@@ -84,7 +91,9 @@ final class ConnectionCore: QUICChannelDelegate {
         // Byte-stream connections carry no datagrams: their queues stay empty and closed.
         let datagramInbox = DatagramInbox(backlog: 0)
         datagramInbox.finish()
-        shared = ConnectionShared(datagramInbox: datagramInbox, datagramOutbox: DatagramOutbox(limit: 0), byteStream: end)
+        shared = ConnectionShared(
+            datagramInbox: datagramInbox, datagramOutbox: DatagramOutbox(limit: 0), byteStream: end,
+            messageReceiver: maximumMessageSize.map(MessageReceiver.init(maximumMessageSize:)))
         channel.delegate = self
     }
 
@@ -97,6 +106,13 @@ final class ConnectionCore: QUICChannelDelegate {
         case let tcp as TCP:
             // No TLS handshake to time: the connect has its own timeout (`TCP.connectionTimeout`).
             ConnectionCore(loop: loop, endpointDescription: endpointDescription, tcp: tcp, handshakeTimeout: TLS().handshakeTimeout)
+        case let framed as any MessageFramedStack:
+            // A byte-stream connection of the lower stack, with messages on top (an
+            // unsupported lower stack gets one too, and fails on start).
+            ConnectionCore(
+                loop: loop, endpointDescription: endpointDescription, tcp: framed.framedLower.tcp,
+                handshakeTimeout: framed.framedLower.tls?.handshakeTimeout ?? TLS().handshakeTimeout,
+                maximumMessageSize: framed.maximumMessageSize)
         default:
             ConnectionCore(
                 loop: loop, endpointDescription: endpointDescription,
@@ -138,6 +154,12 @@ final class ConnectionCore: QUICChannelDelegate {
         case .quic(let channel): channel.fail(error)
         case .byteStream(let channel): channel.fail(error)
         }
+    }
+
+    /// Ends a byte-stream connection with `error` at once (its socket closes): a framed
+    /// connection whose stream lost its message boundaries.
+    func failByteStream(_ error: NetworkError, context: LoopContext) {
+        byteStream.fail(error, context: context)
     }
 
     /// Closes the connection (QUIC: application error code 0; TLS: close_notify) and ends

@@ -124,6 +124,14 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
             (tls, tcp) = (stack, stack.tcp)
         case let stack as TCP:
             (tls, tcp) = (nil, stack)
+        case let framed as any MessageFramedStack:
+            switch framed.framedLower {
+            case .tls(let stack): (tls, tcp) = (stack, stack.tcp)
+            case .tcp(let stack): (tls, tcp) = (nil, stack)
+            case .unsupported(let what):
+                fail(.unsupported(what))
+                return
+            }
         default:
             fail(.unsupported("\(ApplicationProtocol.self) connections; QUIC, TLS and TCP are implemented"))
             return

@@ -79,6 +79,15 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
     case invalidState(String)
     /// An unexpected failure inside the QUIC engine.
     case internalError(String)
+    /// A framed connection's (`TLV`, `Coder`) peer announced a message of `size` bytes, more
+    /// than the `maximum` this side accepts (`maximumMessageSize`); the connection failed. On
+    /// a send: the message is larger than a TLV header can announce.
+    case messageTooLarge(size: Int, maximum: Int)
+    /// A `Coder` connection received a message that is not a `type`; `reason` is the
+    /// decoder's. The message was consumed; the connection stays usable.
+    case messageDecodingFailed(type: String, reason: String)
+    /// A `Coder` connection could not encode a `type` to send it; `reason` is the encoder's.
+    case messageEncodingFailed(type: String, reason: String)
 
     /// What happened and what to do about it, in a sentence or two.
     /// The same text as `description`, so `error.localizedDescription` says what happened and
@@ -141,6 +150,12 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             "Invalid state: \(what)."
         case .internalError(let what):
             "Internal QUIC error: \(what)."
+        case .messageTooLarge(let size, let maximum):
+            "A \(size)-byte message exceeds the maximum of \(maximum) bytes. If the peer is trusted, raise maximumMessageSize on the receiving stack (TLV or Coder); otherwise the peer is misbehaving, and the connection was closed."
+        case .messageDecodingFailed(let type, let reason):
+            "A received message could not be decoded as \(type): \(reason). Check that both ends send the same type with the same coder; the message was skipped and the connection is still usable."
+        case .messageEncodingFailed(let type, let reason):
+            "A \(type) could not be encoded: \(reason). Nothing was sent."
         }
     }
 
@@ -178,6 +193,15 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
         } else if let error = error as? ByteStreamError {
             switch error {
             case .handshakeTimedOut(let timeout): self = .noResponse(endpoint: endpoint, timeout: timeout)
+            }
+        } else if let error = error as? TLVFramingError {
+            switch error {
+            case .messageTooLarge(_, let size, let maximum): self = .messageTooLarge(size: Int(size), maximum: maximum)
+            }
+        } else if let error = error as? CoderFramingError {
+            switch error {
+            case .decodingFailed(let type, let reason): self = .messageDecodingFailed(type: type, reason: reason)
+            case .encodingFailed(let type, let reason): self = .messageEncodingFailed(type: type, reason: reason)
             }
         } else if error is CancellationError {
             self = .cancelled

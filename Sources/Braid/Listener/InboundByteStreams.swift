@@ -34,7 +34,9 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
             return
         }
         let peer = NWEndpoint(socket.remoteAddress)
-        let core = ConnectionCore(loop: context.loop, endpointDescription: peer.description, tcp: tcp, handshakeTimeout: handshakeTimeout)
+        let core = ConnectionCore(
+            loop: context.loop, endpointDescription: peer.description, tcp: tcp, handshakeTimeout: handshakeTimeout,
+            maximumMessageSize: (stack as? any MessageFramedStack)?.maximumMessageSize)
         let admission = admission
         core.whenEnded = { admission.release() }
         let engine: TLSConnection?

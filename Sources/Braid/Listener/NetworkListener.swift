@@ -110,6 +110,12 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, deliver: deliver)
             case let tcp as TCP:
                 group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, deliver: deliver)
+            case let framed as any MessageFramedStack:
+                switch framed.framedLower {
+                case .tls(let tls): group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, deliver: deliver)
+                case .tcp(let tcp): group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, deliver: deliver)
+                case .unsupported(let what): throw NetworkError.unsupported(what + " (listener)")
+                }
             default:
                 throw NetworkError.unsupported("\(ApplicationProtocol.self) listeners; QUIC, TLS and TCP are implemented")
             }

@@ -78,6 +78,60 @@ func readmeTLSStates(port: NWEndpoint.Port) async -> [NetworkConnectionState] {
     return seen
 }
 
+/// README: the Coder example's message type.
+enum GameMessage: Codable, Sendable, Equatable {
+    case selectedCharacter(String)
+    case move(row: Int, column: Int)
+}
+
+/// README: Network.framework's TLV game example.
+func readmeTLVGame(port: NWEndpoint.Port) async throws -> (String, UInt32) {
+    enum GameMessage: UInt32 {
+        case selectedCharacter = 0
+        case move = 1
+    }
+
+    let connection = NetworkConnection(to: .hostPort(host: "www.example.com", port: port)) {
+        TLV { TLS() }
+    }
+    try await connection.send(Data("🐨".utf8), type: GameMessage.selectedCharacter.rawValue)
+    let (incomingData, metadata) = try await connection.receive()
+    switch GameMessage(rawValue: metadata.type) {
+    case .selectedCharacter: print("Character selected: \(String(decoding: incomingData, as: UTF8.self))")
+    case .move: print("Move: \(incomingData.count) bytes")
+    case nil: print("Unknown message type \(metadata.type)")
+    }
+    connection.cancel()
+    return (String(decoding: incomingData, as: UTF8.self), metadata.type)
+}
+
+/// README: Network.framework's Coder example.
+func readmeCoderGame(port: NWEndpoint.Port) async throws -> GameMessage {
+    let connection = NetworkConnection(to: .hostPort(host: "www.example.com", port: port)) {
+        Coder(GameMessage.self, using: .json) { TLS() }
+    }
+    try await connection.send(.selectedCharacter("🐨"))
+    let gameMessage = try await connection.receive().content
+    switch gameMessage {
+    case .selectedCharacter(let character): print("Character selected: \(character)")
+    case .move(let row, let column): print("Move: (\(row), \(column))")
+    }
+    connection.cancel()
+    return gameMessage
+}
+
+/// README: a TLV echo server (the Coder client's messages are TLV messages of type 0).
+func readmeTLVServer(port: NWEndpoint.Port, certificate: String, key: String) async throws {
+    let listener = NetworkListener(port: port) {
+        TLV { TLS().identity(certificateChainFile: certificate, privateKeyFile: key) }
+    }
+    try await listener.run { connection in
+        for try await (content, metadata) in connection.messages {
+            try await connection.send(content, type: metadata.type)
+        }
+    }
+}
+
 @Suite(.serialized) struct ReadmeExamples {
     @Test func clientAndServerExamplesTalk() async throws {
         // The server example listens on every address of a fixed port; pick a free one first.
@@ -144,5 +198,34 @@ func readmeTLSStates(port: NWEndpoint.Port) async -> [NetworkConnectionState] {
         let seen = await readmeTLSStates(port: port)
         #expect(seen.contains(unreachable))
         #expect(seen.last == .preparing)
+    }
+
+    /// Network.framework's TLV and Coder game examples run unchanged against the README's
+    /// TLV server (www.example.com resolves to this machine, the test CA stands in for the
+    /// system store).
+    @Test func tlvAndCoderGameExamplesRunUnchanged() async throws {
+        let probe = try await RunningStreamListener.start(TCP())
+        let port = probe.port
+        probe.task.cancel()
+        _ = try? await probe.task.value
+        let server = Task {
+            try await readmeTLVServer(port: port, certificate: Fixtures.path("example.pem"), key: Fixtures.path("example-key.pem"))
+        }
+        defer { server.cancel() }
+        Resolver.namesForTesting.withLock { $0["www.example.com"] = [SocketAddress(ip: "127.0.0.1", port: port.rawValue)!] }
+        TLS.systemTrustForTesting.withLock { $0 = Fixtures.caFile }
+        defer {
+            _ = Resolver.namesForTesting.withLock { $0.removeValue(forKey: "www.example.com") }
+            TLS.systemTrustForTesting.withLock { $0 = nil }
+        }
+        var echoed: (String, UInt32)?
+        // The listener binds asynchronously: retry briefly until it answers.
+        for _ in 0..<50 where echoed == nil {
+            echoed = try? await readmeTLVGame(port: port)
+            if echoed == nil { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(echoed?.0 == "🐨")
+        #expect(echoed?.1 == 0)
+        #expect(try await readmeCoderGame(port: port) == .selectedCharacter("🐨"))
     }
 }

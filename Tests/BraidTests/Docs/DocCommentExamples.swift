@@ -393,3 +393,75 @@ func docExample_TLSSendIdempotent(endpoint: NWEndpoint, cache: TLS.SessionCache)
     try await connection.sendIdempotent(Data("GET /status\n".utf8))
     return connection
 }
+
+// MARK: Framers
+
+/// Sources/BraidFramers/TLVDecoder.swift
+func docExample_TLVDecoder() throws -> TLVMessage? {
+    var decoder = TLVDecoder(maximumMessageSize: 1 << 20)
+    decoder.append([0, 0, 0, 7, 0, 0, 0, 2, 0x68])
+    decoder.append([0x69])
+    let message = try decoder.next()  // TLVMessage(type: 7, value: "hi")
+    return message
+}
+
+/// Sources/BraidFramers/NetworkCoder.swift
+func docExample_NetworkCoder() -> some NetworkCoder {
+    struct CompactJSON: NetworkCoder {
+        func makeEncoder() -> JSONEncoder {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            return encoder
+        }
+        func makeDecoder() -> JSONDecoder { JSONDecoder() }
+    }
+    return CompactJSON()
+}
+
+/// Sources/Braid/Stack/TLV.swift
+func docExample_TLV() async throws -> (Data, TLV.Metadata) {
+    let chat = NetworkConnection(to: .hostPort(host: "www.example.com", port: 1029)) { TLV { TLS() } }
+    try await chat.send(Data("hello".utf8), type: 1)
+    let (content, metadata) = try await chat.receive()
+    return (content, metadata)
+}
+
+func docExample_TLV_maximumMessageSize() -> TLV {
+    let stack = TLV { TCP() }.maximumMessageSize(64 * 1024)
+    return stack
+}
+
+/// Sources/Braid/Stack/Coder.swift
+func docExample_Coder() async throws -> String {
+    let typed = NetworkConnection(to: .hostPort(host: "www.example.com", port: 1029)) {
+        Coder(String.self, using: .json) { TLS() }
+    }
+    try await typed.send("hello")
+    let message = try await typed.receive().content
+    return message
+}
+
+/// Sources/Braid/Connection/MessageConnectionAPI.swift
+func docExample_TLV_send(_ connection: NetworkConnection<TLV>) async throws {
+    try await connection.send(Data("e2e4".utf8), type: 2)
+}
+
+func docExample_TLV_receive(_ connection: NetworkConnection<TLV>) async throws {
+    let (content, metadata) = try await connection.receive()
+    print("type \(metadata.type): \(content.count) bytes")
+}
+
+func docExample_TLV_messages(_ connection: NetworkConnection<TLV>) async throws {
+    for try await (content, metadata) in connection.messages {
+        print("type \(metadata.type): \(content.count) bytes")
+    }
+}
+
+func docExample_Coder_send(_ typed: NetworkConnection<Coder<String, String, NetworkJSONCoder>>) async throws {
+    try await typed.send("hello")
+}
+
+func docExample_Coder_receive(_ typed: NetworkConnection<Coder<String, String, NetworkJSONCoder>>) async throws -> String {
+    let message = try await typed.receive().content
+    return message
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+/// What `NetworkConnection` needs to know of a `Coder` stack: the types it sends and receives
+/// and their format. `Coder` is the only conforming type.
+public protocol CoderProtocol: NetworkProtocol {
+    associatedtype Sending: Encodable
+    associatedtype Receiving: Decodable
+    associatedtype CoderType: NetworkCoder
+    /// The format values travel in.
+    var coder: CoderType { get }
+}
+
+/// Codable values over a byte stream, as Network.framework's `Coder`: `send(_:)` takes a
+/// `Sending` value, `receive()` returns a `Receiving` one.
+///
+/// ```swift
+/// let typed = NetworkConnection(to: .hostPort(host: "www.example.com", port: 1029)) {
+///     Coder(String.self, using: .json) { TLS() }
+/// }
+/// try await typed.send("hello")
+/// let message = try await typed.receive().content
+/// ```
+///
+/// Each value, encoded by `coder` (`.json`, `.propertyList`, or any `NetworkCoder`), travels
+/// as the value of one TLV message of type `CoderFraming.messageType` (0), so a peer using
+/// `TLV` can read and write them too; `maximumMessageSize` bounds it as for `TLV`. A message
+/// that does not decode as `Receiving` throws `NetworkError.messageDecodingFailed`, naming the
+/// type and the decoder's reason, and the connection stays usable: that message is
+/// consumed whole, and the next `receive()` returns the next one.
+///
+/// `Coder` over `TLS` and `TCP` is implemented; over `UDP` (one message per datagram) and on
+/// a QUIC stream, a connection fails with `NetworkError.unsupported`.
+public struct Coder<Sending: Encodable, Receiving: Decodable, CoderType: NetworkCoder>: CoderProtocol, MessageFramedStack {
+    /// The format values travel in.
+    public let coder: CoderType
+    let framedLower: FramedLower
+    /// The largest encoded value accepted from the peer, in bytes (default 16 MiB).
+    public private(set) var maximumMessageSize = TLVFraming.defaultMaximumMessageSize
+
+    /// Sends and receives `type` over the stack the builder returns:
+    /// `Coder(GameMessage.self, using: .json) { TLS() }`.
+    public init<Lower: FramerLowerProtocol>(
+        _ type: Sending.Type, using coder: CoderType, @ProtocolStackBuilder _ lower: () -> Lower
+    ) where Sending == Receiving {
+        self.coder = coder
+        framedLower = FramedLower(lower(), framer: "Coder")
+    }
+
+    /// Sends `Sending` values and receives `Receiving` ones (a client and its server name
+    /// them the other way round).
+    public init<Lower: FramerLowerProtocol>(
+        sending: Sending.Type, receiving: Receiving.Type, using coder: CoderType, @ProtocolStackBuilder _ lower: () -> Lower
+    ) {
+        self.coder = coder
+        framedLower = FramedLower(lower(), framer: "Coder")
+    }
+
+    /// `init(sending:receiving:using:_:)` with the types in the other order.
+    public init<Lower: FramerLowerProtocol>(
+        receiving: Receiving.Type, sending: Sending.Type, using coder: CoderType, @ProtocolStackBuilder _ lower: () -> Lower
+    ) {
+        self.coder = coder
+        framedLower = FramedLower(lower(), framer: "Coder")
+    }
+
+    /// Accepts encoded values of at most `bytes` bytes from the peer; a larger one fails the
+    /// connection with `NetworkError.messageTooLarge`.
+    public func maximumMessageSize(_ bytes: Int) -> Coder {
+        var copy = self
+        copy.maximumMessageSize = min(max(0, bytes), TLVFraming.largestEncodableSize)
+        return copy
+    }
+}

@@ -1,0 +1,243 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Braid
+
+/// `TLV` and `Coder` connections between a Braid client and a Braid listener over loopback,
+/// on TLS and on TCP: whole messages of many sizes both ways, concurrent senders and
+/// receivers, hostile lengths, messages that do not decode, and the stacks not implemented.
+@Suite struct FramerConnectionTests {
+    enum Lower: String, CaseIterable, Sendable {
+        case tls, tcp
+
+        var server: TLV {
+            switch self {
+            case .tls: TLV { testTLSServer() }
+            case .tcp: TLV { TCP() }
+            }
+        }
+
+        var client: TLV {
+            switch self {
+            case .tls: TLV { testTLSClient() }
+            case .tcp: TLV { TCP() }
+            }
+        }
+    }
+
+    static let sizes = [0, 1, 7, 8, 9, 100, 1000, 16383, 16384, 16385, 65535, 65536, 65537, 300_000, 1 << 20, 3 << 20]
+
+    /// Messages from empty to 3 MiB go out and come back whole, with their types; the client
+    /// sends them all before reading, so the echo's bytes arrive in whatever pieces TCP makes.
+    @Test(.timeLimit(.minutes(1)), arguments: Lower.allCases)
+    func messagesOfManySizesEchoWhole(_ lower: Lower) async throws {
+        let server = try await RunningFramedListener.start(lower.server, handler: echoMessages)
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { lower.client }
+        defer { connection.cancel() }
+        let payloads = Self.sizes.enumerated().map { Data(pattern(seed: UInt64($0.offset), count: $0.element)) }
+        async let sent: Void = {
+            for (index, payload) in payloads.enumerated() { try await connection.send(payload, type: UInt32(index) * 1000) }
+        }()
+        for (index, payload) in payloads.enumerated() {
+            let (content, metadata) = try await connection.receive()
+            #expect(metadata.type == UInt32(index) * 1000)
+            #expect(content.count == payload.count)
+            #expect(content == payload)
+        }
+        try await sent
+    }
+
+    /// A message of the concurrency test: its sequence number, then bytes its sender and
+    /// sequence number determine.
+    static func payload(sender: Int, sequence: Int) -> Data {
+        let size = (sender * 7919 + sequence * 104_729) % 70_000
+        return withUnsafeBytes(of: UInt32(sequence).bigEndian) { Data($0) }
+            + Data(pattern(seed: UInt64(sender * 1000 + sequence), count: size))
+    }
+
+    /// Eight tasks send 40 messages each while four tasks receive on the same connection:
+    /// every message arrives whole (its content matches its type and sequence number) exactly
+    /// once.
+    @Test(.timeLimit(.minutes(1)), arguments: Lower.allCases)
+    func concurrentSendersAndReceiversGetWholeMessages(_ lower: Lower) async throws {
+        let server = try await RunningFramedListener.start(lower.server, handler: echoMessages)
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { lower.client }
+        defer { connection.cancel() }
+        let senders = 8, perSender = 40, receivers = 4
+        let keys = try await withThrowingTaskGroup(of: [String].self) { group in
+            for sender in 0..<senders {
+                group.addTask {
+                    for sequence in 0..<perSender { try await connection.send(Self.payload(sender: sender, sequence: sequence), type: UInt32(sender)) }
+                    return []
+                }
+            }
+            for _ in 0..<receivers {
+                group.addTask {
+                    var keys: [String] = []
+                    for _ in 0..<(senders * perSender / receivers) {
+                        let (content, metadata) = try await connection.receive()
+                        let sequence = Int(content.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+                        #expect(content == Self.payload(sender: Int(metadata.type), sequence: sequence))
+                        keys.append("\(metadata.type)/\(sequence)")
+                    }
+                    return keys
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        let counts = Dictionary(keys.map { ($0, 1) }, uniquingKeysWith: +)
+        #expect(counts.count == senders * perSender)
+        #expect(counts.values.allSatisfy { $0 == 1 })
+    }
+
+    /// A raw TCP server announces a 4 GiB message: the TLV client's receive throws
+    /// `messageTooLarge`, the connection fails with it, and the server sees it close.
+    @Test(.timeLimit(.minutes(1))) func aHostileLengthFailsTheClientAndClosesTheConnection() async throws {
+        let serverSaw = Mutex<String?>(nil)
+        let server = try await RunningStreamListener.start(TCP(), handler: { connection in
+            try await connection.send(Data([0, 0, 0, 9, 0xFF, 0xFF, 0xFF, 0xFF]) + Data(repeating: 1, count: 100))
+            do {
+                let (content, metadata) = try await connection.receive(atLeast: 1, atMost: 1024)
+                serverSaw.withLock { $0 = "\(content.count) bytes, end \(metadata.isEndOfStream)" }
+            } catch {
+                serverSaw.withLock { $0 = "\(error)" }
+            }
+        })
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { TLV { TCP() } }
+        defer { connection.cancel() }
+        let expected = NetworkError.messageTooLarge(size: Int(UInt32.max), maximum: 16 << 20)
+        await #expect(throws: expected) { try await connection.receive() }
+        // Later receives keep saying why.
+        await #expect(throws: expected) { try await connection.receive() }
+        for await state in connection.states {
+            if case .failed = state { break }
+        }
+        #expect(connection.state == .failed(expected))
+        for _ in 0..<100 where serverSaw.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(20)) }
+        let saw = try #require(serverSaw.withLock { $0 })
+        #expect(saw == "0 bytes, end true" || saw.contains("reset"))
+    }
+
+    /// A raw TCP client sends a header one byte above the listener's configured maximum: the
+    /// listener's receive throws `messageTooLarge` and the client sees the connection close.
+    @Test(.timeLimit(.minutes(1))) func aHostileLengthFromARawClientIsRejectedByTheListener() async throws {
+        let serverError = Mutex<(any Error)?>(nil)
+        let server = try await RunningFramedListener.start(TLV { TCP() }.maximumMessageSize(1024)) { connection in
+            do {
+                _ = try await connection.receive()
+            } catch {
+                serverError.withLock { $0 = error }
+            }
+        }
+        defer { server.task.cancel() }
+        let raw = NetworkConnection(to: server.endpoint) { TCP() }
+        defer { raw.cancel() }
+        try await raw.send(Data([0, 0, 0, 3, 0, 0, 4, 1]) + Data(repeating: 2, count: 10))
+        var ended = false
+        do {
+            ended = try await raw.receive(atLeast: 1, atMost: 1024).metadata.isEndOfStream
+        } catch NetworkError.connectionReset {
+            ended = true
+        }
+        #expect(ended)
+        let error = serverError.withLock { $0 } as? NetworkError
+        #expect(error == .messageTooLarge(size: 1025, maximum: 1024))
+    }
+
+    enum GameMessage: Codable, Equatable, Sendable {
+        case selectedCharacter(String)
+        case move(row: Int, column: Int)
+    }
+
+    /// A TLV server sends a type-0 message that is not JSON, then a good one: the Coder
+    /// client's first receive throws `messageDecodingFailed` naming the type, and the next
+    /// receive returns the good value (the connection stays usable).
+    @Test(.timeLimit(.minutes(1)), arguments: Lower.allCases)
+    func aMessageThatDoesNotDecodeIsATypedErrorAndTheConnectionGoesOn(_ lower: Lower) async throws {
+        let server = try await RunningFramedListener.start(lower.server) { connection in
+            _ = try await connection.receive()
+            try await connection.send(Data("not json".utf8), type: 0)
+            try await connection.send(try JSONEncoder().encode(GameMessage.move(row: 1, column: 2)), type: 0)
+            for try await _ in connection.messages {}
+        }
+        defer { server.task.cancel() }
+        let connection: NetworkConnection<Coder<GameMessage, GameMessage, NetworkJSONCoder>>
+        switch lower {
+        case .tls: connection = NetworkConnection(to: server.endpoint) { Coder(GameMessage.self, using: .json) { testTLSClient() } }
+        case .tcp: connection = NetworkConnection(to: server.endpoint) { Coder(GameMessage.self, using: .json) { TCP() } }
+        }
+        defer { connection.cancel() }
+        try await connection.send(.selectedCharacter("🐨"))
+        do {
+            _ = try await connection.receive()
+            Issue.record("garbage decoded")
+        } catch NetworkError.messageDecodingFailed(let type, let reason) {
+            #expect(type.hasSuffix("GameMessage"))
+            #expect(!reason.isEmpty)
+        }
+        #expect(try await connection.receive().content == .move(row: 1, column: 2))
+        #expect(connection.state == .ready)
+    }
+
+    /// Apple's general form with different types each way, in property lists over TCP: the
+    /// server's `Coder(receiving:sending:)` mirrors the client's `Coder(sending:receiving:)`.
+    @Test(.timeLimit(.minutes(1))) func propertyListCoderWithDifferentTypesEachWay() async throws {
+        struct Request: Codable, Sendable { var numbers: [Int] }
+        struct Reply: Codable, Sendable, Equatable { var sum: Int; var count: Int }
+        let server = try await RunningFramedListener.start(
+            Coder(receiving: Request.self, sending: Reply.self, using: .propertyList) { TCP() }
+        ) { connection in
+            for try await (request, _) in connection.messages {
+                try await connection.send(Reply(sum: request.numbers.reduce(0, +), count: request.numbers.count))
+            }
+        }
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) {
+            Coder(sending: Request.self, receiving: Reply.self, using: .propertyList) { TCP() }
+        }
+        defer { connection.cancel() }
+        for count in [0, 1, 1000, 100_000] {
+            try await connection.send(Request(numbers: Array(0..<count)))
+            let (reply, metadata) = try await connection.receive()
+            #expect(reply == Reply(sum: (0..<count).reduce(0, +), count: count))
+            #expect(metadata.type == CoderFraming.messageType)
+        }
+    }
+
+    /// `messages` ends when the peer closes between messages.
+    @Test(.timeLimit(.minutes(1))) func messagesEndWhenThePeerCloses() async throws {
+        let server = try await RunningFramedListener.start(TLV { TCP() }) { connection in
+            for index in 0..<3 { try await connection.send(Data([UInt8(index)]), type: 5) }
+        }
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { TLV { TCP() } }
+        defer { connection.cancel() }
+        var received: [Data] = []
+        for try await (content, metadata) in connection.messages {
+            #expect(metadata.type == 5)
+            received.append(content)
+        }
+        #expect(received == [Data([0]), Data([1]), Data([2])])
+    }
+
+    /// Coder over UDP and TLV over UDP are not implemented: a connection and a listener fail
+    /// with `unsupported`.
+    @Test func framersOverUDPAreUnsupported() async throws {
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 9)) { Coder(String.self, using: .json) { UDP() } }
+        defer { connection.cancel() }
+        do {
+            try await connection.send("hello")
+            Issue.record("sent over an unsupported stack")
+        } catch NetworkError.unsupported(let what) {
+            #expect(what.contains("Coder over UDP"))
+        }
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TLV { UDP() } }
+        await #expect(throws: NetworkError.unsupported("TLV over UDP; TLS and TCP are implemented (listener)")) {
+            try await listener.run { _ in }
+        }
+    }
+}
