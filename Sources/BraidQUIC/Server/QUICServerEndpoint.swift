@@ -364,7 +364,7 @@ final class ServerTLSContext {
         var rc = gnutls_init(&created, flags)
         guard rc == 0, let session = created else { throw QUICError.tls("gnutls_init: \(gnutlsErrorString(rc))") }
         do {
-            rc = gnutls_priority_set_direct(session, quicPriority, nil)
+            rc = setQUICPriority(on: session)
             guard rc == 0 else { throw QUICError.tls("priority: \(gnutlsErrorString(rc))") }
             rc = gnutls_session_ticket_enable_server(session, ticketKey.datum)
             guard rc == 0 else { throw QUICError.tls("session tickets: \(gnutlsErrorString(rc))") }

@@ -5,6 +5,19 @@ import CBraid
 let quicPriority =
     "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:+AES-128-CCM:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:+GROUP-SECP521R1"
 
+/// `quicPriority` parsed once for the whole process and referenced by every QUIC session,
+/// client and server (`gnutls_priority_set_direct` built an 8 KiB cache per connection). Lives
+/// as long as the process, so it outlives every session; see `TLSPriority` for why sharing
+/// it across threads is safe.
+let quicPriorityCache = Result { () throws(TLSError) in try TLSPriority(quicPriority) }
+
+/// Sets QUIC's priorities on `session`: the shared cache, or the string if the cache could
+/// not be built.
+func setQUICPriority(on session: gnutls_session_t) -> Int32 {
+    if case .success(let priority) = quicPriorityCache { return priority.set(on: session) }
+    return gnutls_priority_set_direct(session, quicPriority, nil)
+}
+
 func ngtcp2ErrorName(_ code: Int32) -> String {
     String(cString: ngtcp2_strerror(code))
 }

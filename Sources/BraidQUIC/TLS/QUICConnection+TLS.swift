@@ -20,7 +20,7 @@ extension QUICConnection {
         var rc = gnutls_init(&created, GNUTLS_CLIENT.rawValue | GNUTLS_ENABLE_EARLY_DATA.rawValue | GNUTLS_NO_END_OF_EARLY_DATA.rawValue)
         guard rc == 0, let session = created else { throw QUICError.tls("gnutls_init: \(gnutlsErrorString(rc))") }
         do {
-            rc = gnutls_priority_set_direct(session, quicPriority, nil)
+            rc = setQUICPriority(on: session)
             guard rc == 0 else { throw QUICError.tls("priority: \(gnutlsErrorString(rc))") }
             rc = ngtcp2_crypto_gnutls_configure_client_session(session)
             guard rc == 0 else { throw QUICError.tls("cannot configure the QUIC TLS session") }
