@@ -14,7 +14,9 @@ import Testing
     private func silentAddress(on host: String) throws -> (port: UInt16, descriptors: [Int32]) {
         let address = SocketAddress(ip: host, port: 0)!
         let family = address.isIPv6 ? AF_INET6 : AF_INET
-        let listener = socket(family, Int32(SOCK_STREAM.rawValue), 0)
+        // Close-on-exec: the interop tests spawn peers meanwhile, and a peer that inherited this
+        // listener would be found listening on the silent port.
+        let listener = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         try #require(listener >= 0)
         var bound = address.withSockAddr { Glibc.bind(listener, $0, socklen_t($1)) }
         try #require(bound == 0, "bind: \(errno)")
@@ -27,7 +29,7 @@ import Testing
         // Fill the accept queue (a backlog of 0 holds one connection; two to be sure).
         var descriptors = [listener]
         for _ in 0..<2 {
-            let filler = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            let filler = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             _ = address.withPort(port).withSockAddr { Glibc.connect(filler, $0, socklen_t($1)) }
             descriptors.append(filler)
         }
