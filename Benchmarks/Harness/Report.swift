@@ -46,6 +46,15 @@ enum Report {
             "Braid TLS new connections per second >= 0.9x raw TCP+TLS",
             ratio(value("establishment", "braid tls 1000 connections", "new connections per second"),
                 value("establishment", "raw tcp+tls1.3 1000 connections", "new connections per second")), 0.9, atMost: false))
+        // Issue 15: the message framers (rows in `throughput`).
+        rows.append(check(
+            "TLV over TLS, 1 KiB messages: goodput >= 0.85x raw TCP+TLS moving the same bytes",
+            ratio(value("throughput", FramerRows.configTLV(1024), "goodput median"), value("throughput", FramerRows.configRaw(1024), "goodput median")),
+            0.85, atMost: false))
+        rows.append(check(
+            "Coder JSON: CPU per message (both ends) <= 1.1x JSONEncoder+JSONDecoder alone (in-process)",
+            ratio(value("throughput", FramerRows.configCoder, "cpu per message, total"), value("throughput", FramerRows.configJSON, "cpu per message, total")),
+            1.1, atMost: true))
         for side in ["server", "client"] {
             let kibibytes = value("establishment", "braid tls 1000 connections", "\(side) memory per connection")
             let target = "Braid TLS idle connection, \(side) <= 32 KiB (resident memory; kernel socket buffers are not in it)"

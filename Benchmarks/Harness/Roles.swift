@@ -26,6 +26,8 @@ enum Roles {
             case "stream-client": try await streamClient(flags)
             case "stream-handshakes": try await streamHandshakes(flags)
             case "stream-idle-connections": try await streamIdleConnections(flags)
+            case "framed-server": try await framedServer(flags)
+            case "framed-client": try await framedClient(flags)
             default:
                 guard try RawBaselines.run(role, Array(arguments.dropFirst())) else {
                     FileHandle.standardError.write(Data("unknown role \(role)\n".utf8))

@@ -238,6 +238,7 @@ enum Throughput {
         let raw = [("tcp", "raw tcp"), ("tls", "raw tcp+tls1.3 (gnutls)")]
         let braidStreams = [("tls", "braid tls"), ("tcp", "braid tcp")]
         let ngtcp2Name = "ngtcp2 examples (gnutls), 1 stream"
+        let framers = FramerRows.Samples()
         for _ in 0..<repetitions {
             for (name, config, client) in configurations {
                 let transfer = try await QUICTransfer.run(bench, config: config, client: client)
@@ -253,6 +254,7 @@ enum Throughput {
             if let ngtcp2Pair {
                 goodputs[ngtcp2Name, default: []].append(try await ngtcp2Goodput(ngtcp2Pair, bytes: bytes))
             }
+            try await FramerRows.round(bench, framers)
         }
         for (name, _, _) in configurations {
             bench.results.recordRepeated(scenario, name, "goodput", goodputs[name] ?? [], "Gbit/s")
@@ -261,6 +263,7 @@ enum Throughput {
         for name in raw.map(\.1) + braidStreams.map(\.1) + [ngtcp2Name] {
             bench.results.recordRepeated(scenario, name, "goodput", goodputs[name] ?? [], "Gbit/s")
         }
+        FramerRows.record(bench, framers, scenario: scenario)
     }
 
     /// One download of `bytes` by ngtcp2's example server and client (Debian's
