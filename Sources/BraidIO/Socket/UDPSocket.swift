@@ -221,6 +221,18 @@ public final class UDPSocket {
         return SocketAddress(storage: storage).withPort(0)
     }
 
+    /// Lets the kernel fragment datagrams larger than the path's MTU (IP_PMTUDISC_WANT), as a
+    /// plain UDP socket does, instead of refusing them (the DF probing QUIC wants). For UDP
+    /// connections, whose only size limit is then UDP's own.
+    package func allowFragmentation() throws {
+        var value: Int32 = isIPv6 ? IPV6_PMTUDISC_WANT : IP_PMTUDISC_WANT
+        let level = isIPv6 ? Int32(IPPROTO_IPV6) : Int32(IPPROTO_IP)
+        let name = isIPv6 ? IPV6_MTU_DISCOVER : IP_MTU_DISCOVER
+        guard setsockopt(fd, level, name, &value, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+            throw DatapathError.system("setsockopt(MTU_DISCOVER)", errno)
+        }
+    }
+
     // MARK: - Receive
 
     /// One receive system call (recvmmsg, or recvmsg when mmsg is off). Each UDP datagram,

@@ -1,0 +1,171 @@
+import BraidIO
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Braid
+
+/// A Braid UDP listener that echoes every datagram back to its sender.
+struct RunningUDPEcho {
+    let listener: NetworkListener<UDP>
+    let task: Task<Void, any Error>
+    var endpoint: NWEndpoint { .hostPort(host: "127.0.0.1", port: listener.port!) }
+
+    static func start(
+        _ stack: UDP = UDP(), limit: Int? = nil,
+        handler: @escaping @Sendable (NetworkConnection<UDP>) async throws -> Void = { connection in
+            for try await (content, _) in connection.messages { try await connection.send(content) }
+        }
+    ) async throws -> RunningUDPEcho {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any), using: NetworkParameters(stack: stack))
+        if let limit { listener.newConnectionLimit = limit }
+        let task = Task { try await listener.run(handler) }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        return RunningUDPEcho(listener: listener, task: task)
+    }
+}
+
+/// `NetworkConnection { UDP() }` against `NetworkListener { UDP() }` over loopback.
+@Suite struct UDPConnectionTests {
+    @Test(.timeLimit(.minutes(1))) func echoesADatagramWithItsMetadata() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { UDP { IP().version(.v4) } }
+        defer { connection.cancel() }
+        try await connection.send(Data("player_position:100,50".utf8))
+        let (data, metadata) = try await connection.receive()
+        #expect(data == Data("player_position:100,50".utf8))
+        #expect(metadata.remoteEndpoint == server.endpoint)
+        #expect(metadata.ecn == .notECT)
+        #expect(connection.state == .ready)
+        #expect(connection.remoteEndpoint == server.endpoint)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aDatagramLargerThanUDPAllowsIsATypedError() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { connection.cancel() }
+        await #expect(throws: NetworkError.datagramTooLarge(size: 65_508, maximum: 65_507)) {
+            try await connection.send(Data(count: 65_508))
+        }
+        // The largest one goes through whole (loopback's MTU is 64 KiB).
+        let largest = Data((0..<65_507).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        try await connection.send(largest)
+        #expect(try await connection.receive().content == largest)
+        await #expect(throws: NetworkError.unsupported("empty UDP datagrams")) { try await connection.send(Data()) }
+    }
+
+    /// 10,000 numbered datagrams out and back: count what was lost; none may be corrupted.
+    @Test(.timeLimit(.minutes(1))) func tenThousandDatagramsEchoUncorrupted() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { connection.cancel() }
+        let total = 10_000
+        func datagram(_ index: Int) -> Data {
+            var bytes = withUnsafeBytes(of: UInt32(index).bigEndian) { Array($0) }
+            bytes += (0..<(100 + index % 900)).map { UInt8(truncatingIfNeeded: index &+ $0 &* 31) }
+            return Data(bytes)
+        }
+        let receiver = Task { () -> (received: Int, corrupted: Int) in
+            var seen = Set<Int>()
+            var corrupted = 0
+            do {
+                for try await (content, _) in connection.messages {
+                    let index = content.prefix(4).reduce(0) { $0 << 8 | Int($1) }
+                    if index >= total || content != datagram(index) || seen.contains(index) { corrupted += 1 } else { seen.insert(index) }
+                    if seen.count + corrupted == total { break }
+                }
+            } catch {}
+            return (seen.count, corrupted)
+        }
+        for start in stride(from: 0, to: total, by: 50) {
+            try await connection.batch {
+                for index in start..<start + 50 { try await connection.send(datagram(index)) }
+            }
+            if start % 1000 == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        let stop = Task {
+            try await Task.sleep(for: .seconds(3))
+            receiver.cancel()
+        }
+        let (received, corrupted) = await receiver.value
+        stop.cancel()
+        print("UDP echo: \(received) of \(total) datagrams back, \(total - received) lost, \(corrupted) corrupted")
+        #expect(corrupted == 0)
+        #expect(received > total / 2)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aListenerServesOneHundredPeers() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for peer in 0..<100 {
+                group.addTask {
+                    let connection = NetworkConnection(to: server.endpoint) { UDP() }
+                    defer { connection.cancel() }
+                    let message = Data("peer \(peer)".utf8)
+                    // Resent until echoed: UDP may drop one under load.
+                    let reply = Task { try await connection.receive().content }
+                    for _ in 0..<20 {
+                        try await connection.send(message)
+                        try await Task.sleep(for: .milliseconds(100))
+                        if connection.shared.udpInbox!.count > 0 { break }
+                    }
+                    #expect(try await reply.value == message)
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aBatchOfSixtyFourSendsMakesAtMostTwoSendCalls() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { connection.cancel() }
+        try await connection.send(Data("ready".utf8))
+        _ = try await connection.receive()
+        let before = try #require(await connection.socketStatistics)
+        try await connection.batch {
+            for index in 0..<64 { try await connection.send(Data(repeating: UInt8(index), count: 200)) }
+        }
+        var echoed = 0
+        let reader = Task {
+            for try await _ in connection.messages {
+                echoed += 1
+                if echoed == 64 { break }
+            }
+            return echoed
+        }
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(5))
+            reader.cancel()
+        }
+        _ = try? await reader.value
+        timeout.cancel()
+        let after = try #require(await connection.socketStatistics)
+        let sendCalls = (after.sendmsgCalls + after.sendmmsgCalls) - (before.sendmsgCalls + before.sendmmsgCalls)
+        #expect(after.datagramsSent - before.datagramsSent == 64)
+        #expect(sendCalls >= 1 && sendCalls <= 2)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func anIdleInboundConnectionCloses() async throws {
+        let ended = Mutex<NetworkConnection<UDP>.State?>(nil)
+        let server = try await RunningUDPEcho.start(UDP().inboundIdleTimeout(.milliseconds(200))) { connection in
+            for await state in connection.states where state != .ready && state != .preparing {
+                ended.withLock { $0 = state }
+            }
+        }
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { connection.cancel() }
+        try await connection.send(Data("hello".utf8))
+        for _ in 0..<100 where ended.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(ended.withLock { $0 } == .failed(.idleTimeout))
+    }
+}
