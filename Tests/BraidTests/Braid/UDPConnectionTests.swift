@@ -1,5 +1,6 @@
 import BraidIO
 import Foundation
+import Glibc
 import Synchronization
 import Testing
 
@@ -167,5 +168,50 @@ struct RunningUDPEcho {
         try await connection.send(Data("hello".utf8))
         for _ in 0..<100 where ended.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(20)) }
         #expect(ended.withLock { $0 } == .failed(.idleTimeout))
+    }
+
+    /// With no route, a UDP connection waits and retries like every stack, then becomes ready.
+    @Test(.timeLimit(.minutes(1))) func noRouteWaitsThenConnects() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        let port = server.listener.port!.rawValue
+        ClientEstablishment.routeFailuresForTesting.withLock { $0[port] = (ENETUNREACH, 1) }
+        defer { _ = ClientEstablishment.routeFailuresForTesting.withLock { $0.removeValue(forKey: port) } }
+        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+        let states = connection.states
+        let observed = Task {
+            var seen: [NetworkConnectionState] = []
+            for await state in states { seen.append(state) }
+            return seen
+        }
+        try await connection.send(Data("ping".utf8))
+        #expect(try await connection.receive().content == Data("ping".utf8))
+        connection.cancel()
+        let unreachable = NetworkConnectionState.waiting(.system(call: "connect(\(server.endpoint))", errno: ENETUNREACH))
+        #expect(await observed.value == [.setup, .preparing, unreachable, .preparing, .ready, .cancelled])
+    }
+
+    /// `newConnectionLimit` bounds the peers: a second peer is not served until the first
+    /// one's connection idles out and frees its place.
+    @Test(.timeLimit(.minutes(1))) func theListenerBoundsItsPeersAndIdleOnesFreeTheirPlace() async throws {
+        let server = try await RunningUDPEcho.start(UDP().inboundIdleTimeout(.milliseconds(500)), limit: 1)
+        defer { server.task.cancel() }
+        let first = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { first.cancel() }
+        try await first.send(Data("first".utf8))
+        #expect(try await first.receive().content == Data("first".utf8))
+
+        let second = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { second.cancel() }
+        let reply = Task { try await second.receive().content }
+        try await second.send(Data("second".utf8))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(second.shared.udpInbox!.count == 0)  // refused while the first peer holds the place
+        // The first peer's connection idles out; the second is served on a later try.
+        for _ in 0..<40 where second.shared.udpInbox!.count == 0 {
+            try await Task.sleep(for: .milliseconds(100))
+            try await second.send(Data("second".utf8))
+        }
+        #expect(try await reply.value == Data("second".utf8))
     }
 }
