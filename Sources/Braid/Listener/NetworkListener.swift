@@ -181,7 +181,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         let admission = ConnectionAdmission(limit: newConnectionLimit)
         let environment = NetworkEnvironment.current
         return try await UDPServerGroup.start(
-            loops: environment.map { [$0.loop] } ?? [LoopPool.loop()], bindTo: address, batching: udp.batching,
+            loops: environment.map { [$0.loop] } ?? LoopPool.loops(udp.serverLoops), bindTo: address, batching: udp.batching,
             idleTimeout: udp.inboundIdleTimeout, sockets: environment?.sockets ?? UDPSockets()
         ) { _ in
             { metadata, _, context in

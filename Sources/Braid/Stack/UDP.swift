@@ -19,6 +19,9 @@ public struct UDP: NetworkProtocol, Hashable {
     /// (failing with `NetworkError.idleTimeout`); 30 s by default. Client connections have no
     /// idle timeout.
     public private(set) var inboundIdleTimeout: Duration = .seconds(30)
+    /// Listener: how many event loops serve peers (default 1), each with its own socket on the
+    /// port (SO_REUSEPORT: the kernel keeps each remote address on one socket).
+    public private(set) var serverLoops = 1
 
     /// UDP over default IP options, with every batching system call on.
     public init() {}
@@ -31,6 +34,13 @@ public struct UDP: NetworkProtocol, Hashable {
     public func batching(_ options: BatchingOptions) -> UDP {
         var copy = self
         copy.batching = options
+        return copy
+    }
+
+    /// Listener: serve peers on this many event loops (one socket each; at most one per core).
+    public func serverLoops(_ count: Int) -> UDP {
+        var copy = self
+        copy.serverLoops = count
         return copy
     }
 

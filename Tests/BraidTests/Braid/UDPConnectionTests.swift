@@ -101,8 +101,8 @@ struct RunningUDPEcho {
         #expect(received > total / 2)
     }
 
-    @Test(.timeLimit(.minutes(1))) func aListenerServesOneHundredPeers() async throws {
-        let server = try await RunningUDPEcho.start()
+    @Test(.timeLimit(.minutes(1)), arguments: [1, 2]) func aListenerServesOneHundredPeers(serverLoops: Int) async throws {
+        let server = try await RunningUDPEcho.start(UDP().serverLoops(serverLoops))
         defer { server.task.cancel() }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for peer in 0..<100 {
