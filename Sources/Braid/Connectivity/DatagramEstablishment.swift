@@ -1,8 +1,8 @@
 import BraidIO
 
 /// UDP's part in establishment. UDP has no handshake, so an attempt succeeds at once: the
-/// first address (in Happy Eyeballs order) that has a route gets a socket bound toward it and
-/// becomes the connection, without racing. An address with no route (ENETUNREACH and the
+/// first address (in Happy Eyeballs order) that has a route gets a socket bound and connected
+/// to it (the kernel then drops other senders' datagrams) and becomes the connection, without racing. An address with no route (ENETUNREACH and the
 /// like, found when the socket's local address is looked up) moves on to the next address;
 /// when none has a route the connection goes to `waiting(error)` and retries with backoff,
 /// as every stack does.
@@ -37,7 +37,10 @@ final class DatagramEstablishment: EstablishmentStrategy {
         }
         let socket = try sockets.bind(local, batching: udp.batching, receiveSlots: 16, sendBatches: 16, reusePort: false)
         do {
-            try (socket as? UDPSocket)?.allowFragmentation()
+            if let socket = socket as? UDPSocket {
+                try socket.allowFragmentation()
+                try socket.connect(to: remote)
+            }
         } catch {
             socket.close()
             throw error

@@ -250,7 +250,8 @@ package enum DatagramChannelError: Error, Equatable {
 }
 
 /// A client connection's own UDP socket: reads it, passing on only the peer's datagrams (the
-/// socket is not connected, so others may reach its port), and tells the channel when it drains.
+/// kernel filters a connected socket already; an in-memory socket may not), and tells the
+/// channel when it drains.
 package final class DatagramClientTransport: DatagramChannelTransport, LoopHandler {
     package let socket: any DatagramSocket
     private weak var channel: DatagramChannel?

@@ -211,7 +211,7 @@ public final class UDPSocket {
         let probe = Glibc.socket(remote.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard probe >= 0 else { throw DatapathError.system("socket", errno) }
         defer { Glibc.close(probe) }
-        guard remote.withSockAddr({ connect(probe, $0, socklen_t($1)) }) == 0 else {
+        guard remote.withSockAddr({ Glibc.connect(probe, $0, socklen_t($1)) }) == 0 else {
             throw DatapathError.system("connect(\(remote))", errno)
         }
         var storage = sockaddr_storage()
@@ -219,6 +219,14 @@ public final class UDPSocket {
         guard withUnsafeMutableBytes(of: &storage, { getsockname(probe, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length) }) == 0
         else { throw DatapathError.system("getsockname", errno) }
         return SocketAddress(storage: storage).withPort(0)
+    }
+
+    /// Connects the socket to `remote`: the kernel then delivers only that peer's datagrams
+    /// (and the socket joins the 4-tuple lookup). Sends still name their destination.
+    package func connect(to remote: SocketAddress) throws {
+        guard remote.withSockAddr({ Glibc.connect(fd, $0, socklen_t($1)) }) == 0 else {
+            throw DatapathError.system("connect(\(remote))", errno)
+        }
     }
 
     /// Lets the kernel fragment datagrams larger than the path's MTU (IP_PMTUDISC_WANT), as a

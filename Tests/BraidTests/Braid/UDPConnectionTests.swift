@@ -231,4 +231,29 @@ func udpEcho(
         keepAlive.cancel()
         #expect(try await udpEcho(Data("second".utf8), on: second, attempts: 60)?.content == Data("second".utf8))
     }
+
+    /// Only the peer's datagrams reach a client connection: another sender's, to the same
+    /// port, are not delivered.
+    @Test(.timeLimit(.minutes(1))) func aClientIgnoresDatagramsFromOtherSenders() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { connection.cancel() }
+        _ = try #require(await udpEcho(Data("hello".utf8), on: connection))
+        guard case .hostPort(_, let port) = try #require(connection.localEndpoint) else { throw NetworkError.internalError("no port") }
+        let stranger = try UDPSocket(bindTo: SocketAddress(ip: "127.0.0.1", port: 0)!)
+        let target = SocketAddress(ip: "127.0.0.1", port: port.rawValue)!
+        for _ in 0..<5 {
+            Data("intruder".utf8).withUnsafeBytes { bytes in
+                stranger.enqueue(DatagramMetadata(remote: target, local: stranger.localAddress), segmentSize: bytes.count, bytes: bytes)
+            }
+            stranger.flush()
+        }
+        #expect(stranger.counters.datagramsSent == 5)
+        let reply = try #require(await udpEcho(Data("peer".utf8), on: connection))
+        #expect(reply.content == Data("peer".utf8))
+        #expect(reply.metadata.remoteEndpoint == server.endpoint)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(connection.shared.udpInbox!.count == 0)
+    }
 }
