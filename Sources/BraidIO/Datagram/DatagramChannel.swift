@@ -74,6 +74,9 @@ package final class DatagramChannel {
     package private(set) var lastActivity: MonotonicInstant?
     /// Taken from the outbox, waiting for room in the socket.
     private var unsent = Deque<Data>()
+    /// The socket is full: nothing more is taken from the outbox until it drains, so the
+    /// outbox's bound holds senders back and `unsent` stays bounded.
+    private var awaitingWritable = false
     /// Sends that reached the loop before the channel was ready (or were too large for the
     /// outbox's fast path), with their callers.
     private var waitingSends: [(Data, Completion<Void>)] = []
@@ -146,13 +149,14 @@ package final class DatagramChannel {
 
     /// Loop: the drain pass a burst of sends posted; takes everything queued and writes it.
     package func sendQueued(_ context: LoopContext) {
-        guard finalError == nil, isReady else { return }
+        guard finalError == nil, isReady, !awaitingWritable else { return }
         unsent.append(contentsOf: outbox.take(upTo: Int.max))
         write(context)
     }
 
     /// Loop: the socket drained.
     package func writable(_ context: LoopContext) {
+        awaitingWritable = false
         guard finalError == nil else { return }
         sendQueued(context)
     }
@@ -165,6 +169,7 @@ package final class DatagramChannel {
         while let first = unsent.first {
             guard let slot = socket.freeSlot else {
                 if socket.flush() { continue }
+                awaitingWritable = true
                 transport.waitForWritable(self, context: context)
                 return
             }
@@ -189,7 +194,10 @@ package final class DatagramChannel {
             }
             socket.commitSlot(metadata, segmentSize: segmentSize, length: length)
         }
-        if !socket.flush() { transport.waitForWritable(self, context: context) }
+        if !socket.flush() {
+            awaitingWritable = true
+            transport.waitForWritable(self, context: context)
+        }
     }
 
     // MARK: Ending
