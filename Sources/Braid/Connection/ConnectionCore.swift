@@ -28,12 +28,18 @@ final class ConnectionShared: Sendable {
     let byteStream: ByteStreamEnd?
     /// The message decoder over `byteStream`, for `TLV` and `Coder` stacks (nil otherwise).
     let messageReceiver: MessageReceiver?
+    /// A UDP connection's received datagrams, with their metadata (nil otherwise).
+    let udpInbox: MessageInbox<ReceivedDatagram>?
+    /// `batch { }` blocks running on a UDP connection: while any runs, sends queue without
+    /// posting a drain pass, and the outermost block's end posts one for all of them.
+    let batchDepth = Atomic(0)
 
     init(
         datagramInbox: DatagramInbox, datagramOutbox: DatagramOutbox, byteStream: ByteStreamEnd? = nil,
-        messageReceiver: MessageReceiver? = nil
+        messageReceiver: MessageReceiver? = nil, udpInbox: MessageInbox<ReceivedDatagram>? = nil
     ) {
         self.messageReceiver = messageReceiver
+        self.udpInbox = udpInbox
         (inboundStreams, inboundStreamsContinuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
         self.datagramInbox = datagramInbox
         self.datagramOutbox = datagramOutbox
@@ -52,6 +58,7 @@ final class ConnectionCore: QUICChannelDelegate {
     enum Owner {
         case quic(QUICChannel)
         case byteStream(ByteStreamChannel)
+        case datagram(DatagramChannel)
     }
 
     let owner: Owner
@@ -97,10 +104,23 @@ final class ConnectionCore: QUICChannelDelegate {
         channel.delegate = self
     }
 
+    /// The core of a UDP connection: datagrams each way through a `DatagramChannel`.
+    init(loop: EventLoop, endpointDescription: String) {
+        self.endpointDescription = endpointDescription
+        let channel = DatagramChannel(loop: loop) { error in NetworkError(error, endpoint: endpointDescription) }
+        owner = .datagram(channel)
+        let datagramInbox = DatagramInbox(backlog: 0)
+        datagramInbox.finish()
+        shared = ConnectionShared(datagramInbox: datagramInbox, datagramOutbox: channel.outbox, udpInbox: channel.inbox)
+        channel.delegate = self
+    }
+
     /// The core a connection over `stack` needs: a byte-stream channel for TLS and TCP, a QUIC
     /// channel otherwise (stacks that are not implemented fail on start either way).
     static func make(for stack: some NetworkProtocol, loop: EventLoop, endpointDescription: String) -> ConnectionCore {
         switch stack {
+        case is UDP:
+            ConnectionCore(loop: loop, endpointDescription: endpointDescription)
         case let tls as TLS:
             ConnectionCore(loop: loop, endpointDescription: endpointDescription, tcp: tls.tcp, handshakeTimeout: tls.handshakeTimeout)
         case let tcp as TCP:
@@ -133,10 +153,17 @@ final class ConnectionCore: QUICChannelDelegate {
         return channel
     }
 
+    /// The datagram channel (of a UDP connection, whose API alone calls this).
+    var datagram: DatagramChannel {
+        guard case .datagram(let channel) = owner else { preconditionFailure("a UDP call on a \(owner) connection") }
+        return channel
+    }
+
     var loop: EventLoop {
         switch owner {
         case .quic(let channel): channel.loop
         case .byteStream(let channel): channel.loop
+        case .datagram(let channel): channel.loop
         }
     }
 
@@ -145,6 +172,7 @@ final class ConnectionCore: QUICChannelDelegate {
         switch owner {
         case .quic(let channel): channel.finalError
         case .byteStream(let channel): channel.finalError
+        case .datagram(let channel): channel.finalError
         }
     }
 
@@ -153,6 +181,7 @@ final class ConnectionCore: QUICChannelDelegate {
         switch owner {
         case .quic(let channel): channel.fail(error)
         case .byteStream(let channel): channel.fail(error)
+        case .datagram(let channel): channel.fail(error)
         }
     }
 
@@ -168,6 +197,7 @@ final class ConnectionCore: QUICChannelDelegate {
         switch owner {
         case .quic(let channel): channel.cancel(context: context)
         case .byteStream(let channel): channel.cancel(context: context)
+        case .datagram(let channel): channel.cancel(context: context)
         }
     }
 
@@ -230,6 +260,20 @@ extension ConnectionCore: ByteStreamChannelDelegate {
     }
 
     func channel(_ channel: ByteStreamChannel, endedWith error: any Error) {
+        ended(with: error)
+    }
+}
+
+extension ConnectionCore: DatagramChannelDelegate {
+    func channelBecameReady(_ channel: DatagramChannel) {
+        shared.snapshot.withLock {
+            $0.localEndpoint = channel.localAddress.map(NWEndpoint.init)
+            $0.remoteEndpoint = channel.remoteAddress.map(NWEndpoint.init)
+        }
+        shared.states.update(.ready)
+    }
+
+    func channel(_ channel: DatagramChannel, endedWith error: any Error) {
         ended(with: error)
     }
 }

@@ -7,7 +7,8 @@ import Synchronization
 /// connection (`NetworkConnection<TLS>`, `NetworkConnection<TCP>`) is one byte stream each way,
 /// sent and received on the connection itself.
 ///
-/// The connection starts on first use (or `start()`), and follows `states`. Every call is
+/// The connection starts on first use (or `start()`), and follows `states`. A UDP connection
+/// (`NetworkConnection<UDP>`) sends and receives whole datagrams on the connection itself. Every call is
 /// async, waits for the handshake where it must, and throws `NetworkError`.
 ///
 /// ```swift
@@ -45,8 +46,8 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     }
 
     /// A connection to `endpoint` with these parameters. Nothing is sent until `start()` or the
-    /// first call that needs the connection. QUIC, TLS and TCP are implemented: other stacks
-    /// fail on start with `NetworkError.unsupported`.
+    /// first call that needs the connection. QUIC, TLS, TCP and UDP are implemented: other
+    /// stacks fail on start with `NetworkError.unsupported`.
     public init(to endpoint: NWEndpoint, using parameters: NetworkParameters<ApplicationProtocol>) {
         self.endpoint = endpoint
         stack = parameters.stack
@@ -120,6 +121,16 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
                 ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local).begin(context)
             }
             return
+        case let udp as UDP:
+            if serviceClass != .bestEffort || multipath != .disabled {
+                fail(.unsupported("serviceClass and multipathServiceType on UDP connections (TCP and TLS stacks apply them)"))
+                return
+            }
+            loop.execute { context in
+                let strategy = DatagramEstablishment(core: core.value, udp: udp, sockets: sockets)
+                ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local).begin(context)
+            }
+            return
         case let stack as TLS:
             (tls, tcp) = (stack, stack.tcp)
         case let stack as TCP:
@@ -133,7 +144,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
                 return
             }
         default:
-            fail(.unsupported("\(ApplicationProtocol.self) connections; QUIC, TLS and TCP are implemented"))
+            fail(.unsupported("\(ApplicationProtocol.self) connections; QUIC, TLS, TCP and UDP are implemented"))
             return
         }
         do {

@@ -194,6 +194,12 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             switch error {
             case .handshakeTimedOut(let timeout): self = .noResponse(endpoint: endpoint, timeout: timeout)
             }
+        } else if let error = error as? DatagramChannelError {
+            switch error {
+            case .datagramTooLarge(let size, let maximum): self = .datagramTooLarge(size: size, maximum: maximum)
+            case .cancelled: self = .cancelled
+            case .idleTimeout: self = .idleTimeout
+            }
         } else if let error = error as? TLVFramingError {
             switch error {
             case .messageTooLarge(_, let size, let maximum): self = .messageTooLarge(size: Int(size), maximum: maximum)

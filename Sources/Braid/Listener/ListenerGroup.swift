@@ -11,6 +11,7 @@ protocol ListenerGroup: Sendable {
 
 extension QUICServerGroup: ListenerGroup {}
 extension TCPServerGroup: ListenerGroup {}
+extension UDPServerGroup: ListenerGroup {}
 
 /// The connections a TLS or TCP listener has open, across its loops, against
 /// `newConnectionLimit`.

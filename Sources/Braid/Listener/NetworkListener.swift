@@ -36,8 +36,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     private static var logger: Logger { Logger(label: "braid.listener") }
 
     /// A listener on `endpoint` (a name resolves to its first address; nil: every IPv4 address,
-    /// port chosen by the system) with these parameters. Nothing binds until `run`. QUIC, TLS
-    /// and TCP are implemented: `run` throws `NetworkError.unsupported` for other stacks.
+    /// port chosen by the system) with these parameters. Nothing binds until `run`. QUIC, TLS,
+    /// TCP and UDP are implemented: `run` throws `NetworkError.unsupported` for other stacks.
     public init(for endpoint: NWEndpoint? = nil, using parameters: NetworkParameters<ApplicationProtocol>) {
         localEndpoint = endpoint
         self.parameters = parameters
@@ -83,7 +83,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     public var states: AsyncStream<State> { broadcast.stream() }
 
     /// Most connections at once; further clients are refused (QUIC: CONNECTION_REFUSED; TLS and
-    /// TCP: the accepted connection is reset at once). Set before `run`.
+    /// TCP: the accepted connection is reset at once; UDP: a new peer's datagrams are dropped
+    /// until a place frees up). Set before `run`.
     public var newConnectionLimit: Int {
         get { limit.withLock { $0 } }
         set { limit.withLock { $0 = newValue } }
@@ -106,6 +107,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             switch parameters.stack {
             case let quic as QUIC:
                 group = try await startQUIC(quic, bindTo: address, deliver: deliver)
+            case let udp as UDP:
+                group = try await startUDP(udp, bindTo: address, deliver: deliver)
             case let tls as TLS:
                 group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, deliver: deliver)
             case let tcp as TCP:
@@ -117,7 +120,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 case .unsupported(let what): throw NetworkError.unsupported(what + " (listener)")
                 }
             default:
-                throw NetworkError.unsupported("\(ApplicationProtocol.self) listeners; QUIC, TLS and TCP are implemented")
+                throw NetworkError.unsupported("\(ApplicationProtocol.self) listeners; QUIC, TLS, TCP and UDP are implemented")
             }
             boundPort.withLock { $0 = NWEndpoint.Port(integerLiteral: group.localAddress.port) }
             self.group.withLock { $0 = group }
@@ -162,6 +165,34 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             bindTo: address, batching: quic.udp.batching, sockets: environment?.sockets ?? UDPSockets()
         ) { driver, context in
             InboundConnections(driver: driver, context: context, stack: stack, transport: quic.transport, deliver: deliver).handle
+        }
+    }
+
+    private func startUDP(
+        _ udp: UDP, bindTo address: SocketAddress, deliver: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) -> Void
+    ) async throws -> UDPServerGroup {
+        if parameters.localEndpoint != nil {
+            throw NetworkError.invalidConfiguration("a listener binds to its own endpoint (NetworkListener(for:)); remove localEndpoint from its parameters")
+        }
+        if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled {
+            throw NetworkError.unsupported("serviceClass and multipathServiceType on UDP listeners (TCP and TLS listeners apply them)")
+        }
+        let stack = parameters.stack
+        let admission = ConnectionAdmission(limit: newConnectionLimit)
+        let environment = NetworkEnvironment.current
+        return try await UDPServerGroup.start(
+            loops: environment.map { [$0.loop] } ?? LoopPool.loops(udp.serverLoops), bindTo: address, batching: udp.batching,
+            idleTimeout: udp.inboundIdleTimeout, sockets: environment?.sockets ?? UDPSockets()
+        ) { _ in
+            { metadata, _, context in
+                guard admission.admit() else { return nil }
+                let peer = NWEndpoint(metadata.remote)
+                let core = ConnectionCore(loop: context.loop, endpointDescription: peer.description)
+                core.whenEnded = { admission.release() }
+                core.shared.states.update(.preparing)
+                deliver(NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared))
+                return core.datagram
+            }
         }
     }
 

@@ -1,7 +1,8 @@
 import BraidIO
 
-/// UDP options, and the bottom of a QUIC stack. On its own (`NetworkConnection { UDP() }`) it
-/// is not implemented yet: such connections fail with `NetworkError.unsupported`.
+/// UDP options, and the bottom of a QUIC stack. On its own, `NetworkConnection { UDP() }`
+/// sends and receives whole datagrams, and `NetworkListener { UDP() }` yields one connection per
+/// remote address.
 ///
 /// ```swift
 /// QUIC(alpn: ["echo"]) {
@@ -14,6 +15,14 @@ public struct UDP: NetworkProtocol, Hashable {
     /// Which batching system calls the socket uses (GSO, GRO, sendmmsg/recvmmsg).
     public private(set) var batching: BatchingOptions = .all
 
+    /// Braid: how long a listener's connection may send and receive nothing before it closes
+    /// (failing with `NetworkError.idleTimeout`); 30 s by default. Client connections have no
+    /// idle timeout.
+    public private(set) var inboundIdleTimeout: Duration = .seconds(30)
+    /// Listener: how many event loops serve peers (default 1), each with its own socket on the
+    /// port (SO_REUSEPORT: the kernel keeps each remote address on one socket).
+    public private(set) var serverLoops = 1
+
     /// UDP over default IP options, with every batching system call on.
     public init() {}
 
@@ -25,6 +34,20 @@ public struct UDP: NetworkProtocol, Hashable {
     public func batching(_ options: BatchingOptions) -> UDP {
         var copy = self
         copy.batching = options
+        return copy
+    }
+
+    /// Listener: serve peers on this many event loops (one socket each; at most one per core).
+    public func serverLoops(_ count: Int) -> UDP {
+        var copy = self
+        copy.serverLoops = count
+        return copy
+    }
+
+    /// Braid: sets `inboundIdleTimeout`, after which a listener's idle connection closes.
+    public func inboundIdleTimeout(_ timeout: Duration) -> UDP {
+        var copy = self
+        copy.inboundIdleTimeout = timeout
         return copy
     }
 }

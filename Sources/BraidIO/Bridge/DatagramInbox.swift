@@ -2,15 +2,21 @@ import DequeModule
 import Foundation
 import Synchronization
 
-/// Received datagrams waiting for a reader.
+/// QUIC's received RFC 9221 datagrams.
+package typealias DatagramInbox = MessageInbox<Data>
+/// An iterator's share of a `DatagramInbox`.
+package typealias DatagramBatch = MessageBatch<Data>
+
+/// Received datagrams waiting for a reader (QUIC's RFC 9221 payloads: `DatagramInbox`, a
+/// `MessageInbox<Data>`; UDP's datagrams with their metadata).
 ///
 /// The loop appends under a lock and wakes a reader only if one is suspended; a reader takes
 /// everything queued at once and hands it out one by one without the lock. Under load that is
 /// one lock round and at most one task wake-up per batch the socket delivered, instead of one
 /// each (as a per-element `AsyncStream` costs).
-package final class DatagramInbox: Sendable {
+package final class MessageInbox<Element: Sendable>: Sendable {
     private struct State {
-        var queue = Deque<Data>()
+        var queue = Deque<Element>()
         var readers: [Completion<Void>] = []
         var finished = false
     }
@@ -28,7 +34,7 @@ package final class DatagramInbox: Sendable {
     package var count: Int { state.withLock { $0.queue.count } }
 
     /// Loop: one datagram arrived.
-    package func deliver(_ datagram: Data) {
+    package func deliver(_ datagram: Element) {
         let readers = state.withLock { state -> [Completion<Void>] in
             guard !state.finished else { return [] }
             if state.queue.count >= backlog { state.queue.removeFirst() }
@@ -51,9 +57,9 @@ package final class DatagramInbox: Sendable {
 
     /// Everything queued, oldest first, waiting for at least one; empty once finished and
     /// drained. Throws `CancellationError` if the task is cancelled while it waits.
-    package func takeAll() async throws -> Deque<Data> {
+    package func takeAll() async throws -> Deque<Element> {
         while true {
-            let taken = state.withLock { state -> Deque<Data>? in
+            let taken = state.withLock { state -> Deque<Element>? in
                 guard state.queue.isEmpty, !state.finished else {
                     defer { state.queue = Deque() }
                     return state.queue
@@ -73,8 +79,29 @@ package final class DatagramInbox: Sendable {
         }
     }
 
+    /// The oldest datagram, waiting for one; nil once finished and drained. Throws
+    /// `CancellationError` if the task is cancelled while it waits.
+    package func takeFirst() async throws -> Element? {
+        while true {
+            let taken = state.withLock { state -> Element?? in
+                if let first = state.queue.popFirst() { return .some(first) }
+                return state.finished ? .some(nil) : nil
+            }
+            if let taken { return taken }
+            try await Completion<Void>.wait { reader in
+                let ready = state.withLock { state in
+                    guard state.queue.isEmpty, !state.finished else { return true }
+                    state.readers.removeAll { !$0.isPending }
+                    state.readers.append(reader)
+                    return false
+                }
+                if ready { reader.resume(.success(())) }
+            }
+        }
+    }
+
     /// Puts datagrams a reader took but never handed out back at the front, in order.
-    package func putBack(_ datagrams: some Collection<Data>) {
+    package func putBack(_ datagrams: some Collection<Element>) {
         guard !datagrams.isEmpty else { return }
         let readers = state.withLock { state -> [Completion<Void>] in
             state.queue.insert(contentsOf: datagrams, at: 0)
@@ -89,17 +116,17 @@ package final class DatagramInbox: Sendable {
 /// Datagrams one iterator took from the inbox and has not handed out yet. A class so that the
 /// ones left over when the iterator is dropped (a `break` out of `for await`) go back to the
 /// inbox for the next reader instead of being lost.
-package final class DatagramBatch {
-    private let inbox: DatagramInbox
-    private var items = Deque<Data>()
+package final class MessageBatch<Element: Sendable> {
+    private let inbox: MessageInbox<Element>
+    private var items = Deque<Element>()
 
-    package init(inbox: DatagramInbox) {
+    package init(inbox: MessageInbox<Element>) {
         self.inbox = inbox
     }
 
     /// The next datagram, or nil once the connection has ended and every datagram was read
     /// (or the task was cancelled).
-    package func next() async -> Data? {
+    package func next() async -> Element? {
         if let item = items.popFirst() { return item }
         guard let taken = try? await inbox.takeAll() else { return nil }
         items = taken

@@ -211,7 +211,7 @@ public final class UDPSocket {
         let probe = Glibc.socket(remote.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard probe >= 0 else { throw DatapathError.system("socket", errno) }
         defer { Glibc.close(probe) }
-        guard remote.withSockAddr({ connect(probe, $0, socklen_t($1)) }) == 0 else {
+        guard remote.withSockAddr({ Glibc.connect(probe, $0, socklen_t($1)) }) == 0 else {
             throw DatapathError.system("connect(\(remote))", errno)
         }
         var storage = sockaddr_storage()
@@ -219,6 +219,26 @@ public final class UDPSocket {
         guard withUnsafeMutableBytes(of: &storage, { getsockname(probe, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length) }) == 0
         else { throw DatapathError.system("getsockname", errno) }
         return SocketAddress(storage: storage).withPort(0)
+    }
+
+    /// Connects the socket to `remote`: the kernel then delivers only that peer's datagrams
+    /// (and the socket joins the 4-tuple lookup). Sends still name their destination.
+    package func connect(to remote: SocketAddress) throws {
+        guard remote.withSockAddr({ Glibc.connect(fd, $0, socklen_t($1)) }) == 0 else {
+            throw DatapathError.system("connect(\(remote))", errno)
+        }
+    }
+
+    /// Lets the kernel fragment datagrams larger than the path's MTU (IP_PMTUDISC_WANT), as a
+    /// plain UDP socket does, instead of refusing them (the DF probing QUIC wants). For UDP
+    /// connections, whose only size limit is then UDP's own.
+    package func allowFragmentation() throws {
+        var value: Int32 = isIPv6 ? IPV6_PMTUDISC_WANT : IP_PMTUDISC_WANT
+        let level = isIPv6 ? Int32(IPPROTO_IPV6) : Int32(IPPROTO_IP)
+        let name = isIPv6 ? IPV6_MTU_DISCOVER : IP_MTU_DISCOVER
+        guard setsockopt(fd, level, name, &value, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+            throw DatapathError.system("setsockopt(MTU_DISCOVER)", errno)
+        }
     }
 
     // MARK: - Receive

@@ -132,6 +132,25 @@ func readmeTLVServer(port: NWEndpoint.Port, certificate: String, key: String) as
     }
 }
 
+/// README: Network.framework's UDP game example.
+func readmeUDPGame(port: NWEndpoint.Port) async throws -> Data {
+    let game = NetworkConnection(to: .hostPort(host: "game-server.example.com", port: port)) { UDP() }
+    try await game.send(Data("player_position:100,50".utf8))
+    let (data, _) = try await game.receive()
+    game.cancel()
+    return data
+}
+
+/// README: a UDP echo server.
+func readmeUDPEchoServer(port: NWEndpoint.Port) async throws {
+    let listener = NetworkListener(port: port) { UDP() }
+    try await listener.run { connection in
+        for try await (content, _) in connection.messages {
+            try await connection.send(content)
+        }
+    }
+}
+
 @Suite(.serialized) struct ReadmeExamples {
     @Test func clientAndServerExamplesTalk() async throws {
         // The server example listens on every address of a fixed port; pick a free one first.
@@ -227,5 +246,33 @@ func readmeTLVServer(port: NWEndpoint.Port, certificate: String, key: String) as
         #expect(echoed?.0 == "🐨")
         #expect(echoed?.1 == 0)
         #expect(try await readmeCoderGame(port: port) == .selectedCharacter("🐨"))
+    }
+
+    /// Network.framework's UDP example runs unchanged against the README's UDP echo server
+    /// (game-server.example.com resolves to this machine).
+    @Test(.timeLimit(.minutes(1))) func udpGameExampleRunsUnchanged() async throws {
+        let probe = try await RunningUDPEcho.start()
+        let port = probe.listener.port!
+        probe.task.cancel()
+        _ = try? await probe.task.value
+        let server = Task { try await readmeUDPEchoServer(port: port) }
+        defer { server.cancel() }
+        Resolver.namesForTesting.withLock { $0["game-server.example.com"] = [SocketAddress(ip: "127.0.0.1", port: port.rawValue)!] }
+        defer { _ = Resolver.namesForTesting.withLock { $0.removeValue(forKey: "game-server.example.com") } }
+        var echoed: Data?
+        // The listener binds asynchronously and UDP drops what reaches no socket: retry briefly.
+        for _ in 0..<50 where echoed == nil {
+            echoed = try? await withThrowingTaskGroup(of: Data?.self) { group in
+                group.addTask { try await readmeUDPGame(port: port) }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(200))
+                    return nil
+                }
+                let first = try await group.next() ?? nil
+                group.cancelAll()
+                return first
+            }
+        }
+        #expect(echoed == Data("player_position:100,50".utf8))
     }
 }

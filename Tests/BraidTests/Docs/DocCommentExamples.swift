@@ -102,6 +102,32 @@ func docExample_QUICDatagrams(_ connection: NetworkConnection<QUIC>) async throw
     for await datagram in connection.datagrams { print(datagram.count) }
 }
 
+/// Sources/Braid/Connection/UDPConnectionAPI.swift
+func docExample_UDP_send(_ game: NetworkConnection<UDP>) async throws {
+    try await game.send(Data("player_position:100,50".utf8))
+}
+
+func docExample_UDP_batch(_ game: NetworkConnection<UDP>, _ updates: [Data]) async throws {
+    try await game.batch {
+        for update in updates { try await game.send(update) }
+    }
+}
+
+func docExample_UDP_receive(_ game: NetworkConnection<UDP>) async throws -> Data {
+    let (data, _) = try await game.receive()
+    return data
+}
+
+func docExample_UDP_messages(_ game: NetworkConnection<UDP>) async throws {
+    for try await (content, metadata) in game.messages {
+        print("\(content.count) bytes from \(metadata.remoteEndpoint)")
+    }
+}
+
+func docExample_UDP_socketStatistics(_ game: NetworkConnection<UDP>) async {
+    if let sockets = await game.socketStatistics { print(sockets.sendmmsgCalls) }
+}
+
 /// Sources/Braid/Endpoint/NWEndpoint.swift
 func docExample_NWEndpoint() -> [NWEndpoint] {
     let byName: NWEndpoint = .hostPort(host: "example.com", port: 443)

@@ -1,0 +1,142 @@
+import BraidIO
+import Foundation
+
+extension UDP {
+    /// What came with one received datagram.
+    public struct Metadata: Sendable, Hashable {
+        /// The datagram's ECN mark (RFC 3168): `.notECT` unless the sender or a router set one.
+        public var ecn: ECN
+        /// Where the datagram came from (the peer's address and port, as IP literals).
+        public var remoteEndpoint: NWEndpoint
+        /// Where it arrived: our address and port.
+        public var localEndpoint: NWEndpoint
+    }
+}
+
+extension NetworkConnection where ApplicationProtocol == UDP {
+    /// Sends `content` as one UDP datagram. Starts the connection if needed (a UDP connection
+    /// is ready as soon as it has a socket toward the peer: there is no handshake).
+    ///
+    /// Returns once the datagram is queued: a burst of sends, from one task or several, goes
+    /// out in one pass of the connection's event loop, as one `sendmmsg` or GSO write (use
+    /// `batch` to make sure). Waits only while 256 datagrams are already queued. UDP does not
+    /// say whether the datagram arrived. Throws `NetworkError.datagramTooLarge` for more than
+    /// UDP carries (65,507 bytes over IPv4, 65,527 over IPv6; larger than the path's MTU is
+    /// fine: IP fragments it), and `unsupported` for an empty datagram.
+    ///
+    /// ```swift
+    /// try await game.send(Data("player_position:100,50".utf8))
+    /// ```
+    public func send<Content: Collection & Sendable>(_ content: Content) async throws where Content.Element == UInt8 {
+        let datagram = Data(content)
+        guard !datagram.isEmpty else { throw NetworkError.unsupported("empty UDP datagrams") }
+        if Task.isCancelled { throw NetworkError.cancelled }
+        let outbox = shared.datagramOutbox
+        try await NetworkError.mapping {
+            while true {
+                switch outbox.offer(datagram) {
+                case .queued:
+                    return
+                case .queuedDrainNeeded:
+                    // Inside `batch`, the batch's end posts the drain.
+                    if shared.batchDepth.load(ordering: .acquiring) == 0 { postDrain() }
+                    return
+                case .full:
+                    // Inside `batch` no drain may be coming yet: make room.
+                    postDrain()
+                    try await outbox.waitForRoom()
+                case .needsLoop:
+                    start()
+                    let core = core
+                    try await Completion<Void>.wait(on: loop) { context, completion in
+                        core.value.datagram.sendDatagram(datagram, context: context, completion: completion)
+                    }
+                    return
+                case .failed(let error):
+                    throw error
+                }
+            }
+        }
+    }
+
+    private func postDrain() {
+        let core = core
+        loop.execute { context in core.value.datagram.sendQueued(context) }
+    }
+
+    /// Runs `body` and sends the datagrams it sends (from any task) together when it returns:
+    /// one pass of the event loop writes them all, as one GSO write when they have one size
+    /// (up to 64 of at most 1,452 bytes) and with `sendmmsg` otherwise. Network.framework's
+    /// `batch`. Sends inside return as soon as they are queued; blocks may nest.
+    ///
+    /// ```swift
+    /// try await game.batch {
+    ///     for update in updates { try await game.send(update) }
+    /// }
+    /// ```
+    public func batch<Result>(_ body: () async throws -> Result) async rethrows -> Result {
+        shared.batchDepth.add(1, ordering: .acquiringAndReleasing)
+        defer {
+            if shared.batchDepth.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { postDrain() }
+        }
+        return try await body()
+    }
+
+    /// The next datagram, whole, with its metadata (ECN mark, where it came from). Starts the
+    /// connection if needed. Concurrent receives each get a different datagram. Unread
+    /// datagrams beyond 4,096 are dropped, oldest first. Throws the connection's error once it
+    /// has ended and every datagram was read (`NetworkError.cancelled` after `cancel()`).
+    ///
+    /// ```swift
+    /// let (data, _) = try await game.receive()
+    /// ```
+    public func receive() async throws -> (content: Data, metadata: UDP.Metadata) {
+        guard let datagram = try await nextDatagram() else { throw endError }
+        return datagram
+    }
+
+    /// Every datagram received, in arrival order, until the connection is cancelled (the
+    /// iteration ends) or fails (it throws).
+    ///
+    /// ```swift
+    /// for try await (content, metadata) in game.messages {
+    ///     print("\(content.count) bytes from \(metadata.remoteEndpoint)")
+    /// }
+    /// ```
+    public var messages: NetworkMessages<(content: Data, metadata: UDP.Metadata)> {
+        NetworkMessages { [self] in
+            if let datagram = try await nextDatagram() { return datagram }
+            if case .failed(let error) = state { throw error }
+            return nil
+        }
+    }
+
+    /// The system calls, datagrams and bytes of the connection's socket so far (a listener's
+    /// connection: of the listener's socket, which its peers share); nil before the connection
+    /// has a socket.
+    ///
+    /// ```swift
+    /// if let sockets = await game.socketStatistics { print(sockets.sendmmsgCalls) }
+    /// ```
+    public var socketStatistics: SocketStatistics? {
+        get async {
+            let core = core
+            return try? await loop.submit { _ in core.value.datagram.socketCounters }
+        }
+    }
+
+    private func nextDatagram() async throws -> (content: Data, metadata: UDP.Metadata)? {
+        guard let inbox = shared.udpInbox else { throw NetworkError.internalError("a UDP connection without a datagram inbox") }
+        start()
+        guard let datagram = try await NetworkError.mapping({ try await inbox.takeFirst() }) else { return nil }
+        let metadata = UDP.Metadata(
+            ecn: datagram.metadata.ecn, remoteEndpoint: NWEndpoint(datagram.metadata.remote),
+            localEndpoint: NWEndpoint(datagram.metadata.local))
+        return (datagram.content, metadata)
+    }
+
+    private var endError: NetworkError {
+        if case .failed(let error) = state { return error }
+        return .cancelled
+    }
+}

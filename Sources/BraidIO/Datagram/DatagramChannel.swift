@@ -1,0 +1,320 @@
+import BraidCore
+import DequeModule
+import Foundation
+
+/// One received UDP datagram, whole, with where it came from, where it arrived and its ECN mark.
+package struct ReceivedDatagram: Sendable {
+    package var content: Data
+    package var metadata: DatagramMetadata
+
+    package init(content: Data, metadata: DatagramMetadata) {
+        self.content = content
+        self.metadata = metadata
+    }
+}
+
+/// What a datagram channel's owner in the public layer hears, on the channel's loop.
+package protocol DatagramChannelDelegate: AnyObject {
+    /// The channel has a socket and a peer: sends go out from now on.
+    func channelBecameReady(_ channel: DatagramChannel)
+    /// The channel ended: every pending call has failed with `error` (already described).
+    func channel(_ channel: DatagramChannel, endedWith error: any Error)
+}
+
+/// What a datagram channel writes through: its own socket (a client connection), or the
+/// listener's socket it shares with the loop's other peers (an inbound connection).
+package protocol DatagramChannelTransport: AnyObject {
+    var socket: any DatagramSocket { get }
+    /// The socket is full: call `channel.writable(_:)` once it drains.
+    func waitForWritable(_ channel: DatagramChannel, context: LoopContext)
+    /// The channel ended: a client's socket closes; a listener forgets the peer.
+    func release(_ channel: DatagramChannel, context: LoopContext)
+}
+
+/// One UDP connection's owner on its loop: its transport (socket), its peer, and the queues
+/// the application's tasks use directly: a `DatagramOutbox` for sends, a `MessageInbox` of
+/// `ReceivedDatagram`s for receives.
+///
+/// Sending: senders queue without a loop hop; the first send of a burst posts one drain pass
+/// (`sendQueued`), which takes everything queued and lays it out in the socket's send slots:
+/// consecutive datagrams of one size (at most `coalescedSegmentLimit` bytes each; the last of a
+/// run may be shorter) share one GSO batch, every batch goes out in one `sendmmsg`. When the
+/// socket is full, what is left waits here for it to drain; the outbox's bound holds senders back.
+///
+/// Receiving: every datagram from the peer is delivered whole. The socket's receive slots hold
+/// 64 KiB, more than any UDP payload, so the kernel never truncates one; a truncated message
+/// (MSG_TRUNC) would be dropped and counted (`SocketCounters.truncatedMessages`), never passed on
+/// cut short. Unread datagrams beyond `inboxBacklog` are dropped, oldest first.
+package final class DatagramChannel {
+    /// UDP's largest payload over IPv4 (65,535 less the IPv4 and UDP headers) and IPv6.
+    package static let maximumPayloadIPv4 = 65_507
+    package static let maximumPayloadIPv6 = 65_527
+    /// Datagrams queued before senders wait.
+    package static let queueLimit = 256
+    /// Unread datagrams kept for the application.
+    package static let inboxBacklog = 4096
+    /// Datagrams up to this size are coalesced into GSO batches (a 1,500-byte Ethernet frame
+    /// less IPv6 and UDP headers): the kernel refuses a GSO segment larger than the path's MTU.
+    package static let coalescedSegmentLimit = 1452
+
+    package let loop: EventLoop
+    package weak var delegate: DatagramChannelDelegate?
+    package let inbox = MessageInbox<ReceivedDatagram>(backlog: DatagramChannel.inboxBacklog)
+    package let outbox = DatagramOutbox(limit: DatagramChannel.queueLimit)
+    /// Turns datapath and internal errors into the caller's error type.
+    let describe: (any Error) -> any Error
+
+    private var transport: (any DatagramChannelTransport)?
+    private var standIn: ByteStreamChannelStandIn?
+    package private(set) var remoteAddress: SocketAddress?
+    package private(set) var localAddress: SocketAddress?
+    package private(set) var finalError: (any Error)?
+    package private(set) var isReady = false
+    /// The last send or receive, for a listener's idle timeout.
+    package private(set) var lastActivity: MonotonicInstant?
+    /// Taken from the outbox, waiting for room in the socket.
+    private var unsent = Deque<Data>()
+    /// The socket is full: nothing more is taken from the outbox until it drains, so the
+    /// outbox's bound holds senders back and `unsent` stays bounded.
+    private var awaitingWritable = false
+    /// Sends that reached the loop before the channel was ready (or were too large for the
+    /// outbox's fast path), with their callers.
+    private var waitingSends: [(Data, Completion<Void>)] = []
+
+    package init(loop: EventLoop, describe: @escaping (any Error) -> any Error) {
+        self.loop = loop
+        self.describe = describe
+    }
+
+    /// The socket's counters (nil before the channel has a socket).
+    package var socketCounters: SocketCounters? { transport?.socket.counters }
+
+    /// The largest payload a send may carry to the peer.
+    package var maximumPayload: Int { remoteAddress?.isIPv6 == true ? Self.maximumPayloadIPv6 : Self.maximumPayloadIPv4 }
+
+    /// What serves the channel before it has a socket: released if the channel ends first.
+    package func setStandIn(_ standIn: ByteStreamChannelStandIn) {
+        self.standIn = standIn
+    }
+
+    /// Takes over `transport` for the peer at `remote`, sending from `local`. Call on the loop.
+    package func attach(transport: any DatagramChannelTransport, remote: SocketAddress, local: SocketAddress, context: LoopContext) {
+        standIn = nil
+        guard finalError == nil else {
+            transport.release(self, context: context)
+            return
+        }
+        self.transport = transport
+        remoteAddress = remote
+        localAddress = local
+        isReady = true
+        lastActivity = context.now
+        outbox.publish(maximumSize: maximumPayload)
+        let waiting = waitingSends
+        waitingSends.removeAll()
+        for (datagram, completion) in waiting { sendDatagram(datagram, context: context, completion: completion) }
+        delegate?.channelBecameReady(self)
+        sendQueued(context)
+    }
+
+    // MARK: Receiving
+
+    /// Loop: a datagram from the peer arrived.
+    package func deliver(_ bytes: UnsafeRawBufferPointer, metadata: DatagramMetadata, context: LoopContext) {
+        guard finalError == nil else { return }
+        lastActivity = context.now
+        inbox.deliver(ReceivedDatagram(content: Data(bytes), metadata: metadata))
+    }
+
+    // MARK: Sending
+
+    /// Loop: one send the outbox could not take (before ready, or larger than it allows).
+    package func sendDatagram(_ datagram: Data, context: LoopContext, completion: Completion<Void>) {
+        if let finalError {
+            completion.resume(.failure(finalError))
+            return
+        }
+        guard isReady else {
+            waitingSends.append((datagram, completion))
+            return
+        }
+        guard datagram.count <= maximumPayload else {
+            completion.resume(.failure(describe(DatagramChannelError.datagramTooLarge(size: datagram.count, maximum: maximumPayload))))
+            return
+        }
+        unsent.append(datagram)
+        completion.resume(.success(()))
+        write(context)
+    }
+
+    /// Loop: the drain pass a burst of sends posted; takes everything queued and writes it.
+    package func sendQueued(_ context: LoopContext) {
+        guard finalError == nil, isReady, !awaitingWritable else { return }
+        unsent.append(contentsOf: outbox.take(upTo: Int.max))
+        write(context)
+    }
+
+    /// Loop: the socket drained.
+    package func writable(_ context: LoopContext) {
+        awaitingWritable = false
+        guard finalError == nil else { return }
+        sendQueued(context)
+    }
+
+    private func write(_ context: LoopContext) {
+        guard let transport, let remoteAddress, let localAddress else { return }
+        let socket = transport.socket
+        if !unsent.isEmpty { lastActivity = context.now }
+        let metadata = DatagramMetadata(remote: remoteAddress, local: localAddress)
+        while let first = unsent.first {
+            guard let slot = socket.freeSlot else {
+                if socket.flush() { continue }
+                awaitingWritable = true
+                transport.waitForWritable(self, context: context)
+                return
+            }
+            // One batch: datagrams of the first one's size, the last of the run may be shorter.
+            let segmentSize = first.count
+            let coalesce = segmentSize <= Self.coalescedSegmentLimit
+            var length = 0
+            var segments = 0
+            while let next = unsent.first {
+                if segments > 0 {
+                    guard coalesce, next.count <= segmentSize, segments < UDPSegmentation.maxSegments,
+                        length + next.count <= slot.count
+                    else { break }
+                }
+                next.withUnsafeBytes { bytes in
+                    UnsafeMutableRawBufferPointer(rebasing: slot[length..<length + bytes.count]).copyMemory(from: bytes)
+                }
+                length += next.count
+                segments += 1
+                unsent.removeFirst()
+                if next.count < segmentSize { break }
+            }
+            socket.commitSlot(metadata, segmentSize: segmentSize, length: length)
+        }
+        if !socket.flush() {
+            awaitingWritable = true
+            transport.waitForWritable(self, context: context)
+        }
+    }
+
+    // MARK: Ending
+
+    /// Ends the channel with `error` at once: pending calls fail, the transport is released.
+    package func fail(_ error: any Error, context: LoopContext) {
+        guard finalError == nil else { return }
+        let error = describe(error)
+        finalError = error
+        outbox.fail(error)
+        inbox.finish()
+        unsent.removeAll()
+        let waiting = waitingSends
+        waitingSends.removeAll()
+        for (_, completion) in waiting { completion.resume(.failure(error)) }
+        standIn?.release(context)
+        standIn = nil
+        if let transport {
+            self.transport = nil
+            transport.release(self, context: context)
+        }
+        delegate?.channel(self, endedWith: error)
+    }
+
+    /// Ends every pending call with `error` before the channel has a socket (on the loop; no
+    /// context needed: there is no socket to release, and the stand-in is dropped).
+    package func fail(_ error: any Error) {
+        guard finalError == nil else { return }
+        let error = describe(error)
+        finalError = error
+        outbox.fail(error)
+        inbox.finish()
+        unsent.removeAll()
+        let waiting = waitingSends
+        waitingSends.removeAll()
+        for (_, completion) in waiting { completion.resume(.failure(error)) }
+        standIn = nil
+        delegate?.channel(self, endedWith: error)
+    }
+
+    /// Sends what the application already handed over (as far as the socket takes it now),
+    /// then ends the channel with `cancelled`.
+    package func cancel(context: LoopContext) {
+        guard finalError == nil else { return }
+        sendQueued(context)
+        fail(DatagramChannelError.cancelled, context: context)
+    }
+}
+
+/// A datagram channel's own failures, before the public layer describes them.
+package enum DatagramChannelError: Error, Equatable {
+    /// A send larger than UDP allows toward the peer.
+    case datagramTooLarge(size: Int, maximum: Int)
+    /// The application cancelled the connection.
+    case cancelled
+    /// A listener's connection heard nothing and sent nothing for its idle timeout.
+    case idleTimeout
+}
+
+/// A client connection's own UDP socket: reads it, passing on only the peer's datagrams (the
+/// kernel filters a connected socket already; an in-memory socket may not), and tells the
+/// channel when it drains.
+package final class DatagramClientTransport: DatagramChannelTransport, LoopHandler {
+    package let socket: any DatagramSocket
+    private weak var channel: DatagramChannel?
+    private let remote: SocketAddress
+    private var token: UInt64?
+
+    package init(socket: any DatagramSocket, remote: SocketAddress) {
+        self.socket = socket
+        self.remote = remote
+    }
+
+    /// Registers the socket and hands it to `channel`, which becomes ready.
+    package func start(_ channel: DatagramChannel, context: LoopContext) {
+        self.channel = channel
+        do {
+            token = try socket.register(self, in: context)
+        } catch {
+            socket.close()
+            channel.fail(error, context: context)
+            return
+        }
+        channel.attach(transport: self, remote: remote, local: socket.localAddress, context: context)
+    }
+
+    package func waitForWritable(_ channel: DatagramChannel, context: LoopContext) {
+        if let token { context.setWantsWritable(token, true) }
+    }
+
+    package func release(_ channel: DatagramChannel, context: LoopContext) {
+        if let token { context.deregister(token) }
+        token = nil
+        socket.close()
+    }
+
+    package func readable(_ context: LoopContext) {
+        // A bounded number of rounds per event, so one busy socket cannot starve the loop.
+        for _ in 0..<4 {
+            var any = false
+            let received = socket.receive { bytes, metadata in
+                any = true
+                guard metadata.remote == remote else { return }
+                channel?.deliver(bytes, metadata: metadata, context: context)
+            }
+            guard received, any else { return }
+        }
+    }
+
+    package func writable(_ context: LoopContext) {
+        if let token { context.setWantsWritable(token, false) }
+        channel?.writable(context)
+    }
+
+    package func timerFired(_ context: LoopContext) {}
+
+    package func close(_ context: LoopContext) {
+        channel?.fail(DatagramChannelError.cancelled, context: context)
+    }
+}

@@ -1,0 +1,259 @@
+import BraidIO
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@testable import Braid
+
+/// A Braid UDP listener that echoes every datagram back to its sender.
+struct RunningUDPEcho {
+    let listener: NetworkListener<UDP>
+    let task: Task<Void, any Error>
+    var endpoint: NWEndpoint { .hostPort(host: "127.0.0.1", port: listener.port!) }
+
+    static func start(
+        _ stack: UDP = UDP(), limit: Int? = nil,
+        handler: @escaping @Sendable (NetworkConnection<UDP>) async throws -> Void = { connection in
+            for try await (content, _) in connection.messages { try await connection.send(content) }
+        }
+    ) async throws -> RunningUDPEcho {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any), using: NetworkParameters(stack: stack))
+        if let limit { listener.newConnectionLimit = limit }
+        let task = Task { try await listener.run(handler) }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        return RunningUDPEcho(listener: listener, task: task)
+    }
+}
+
+/// Sends `message` until it comes back (UDP may drop one under load): at most `attempts`
+/// tries, each waiting `interval` for the reply. Nil if it never comes back.
+func udpEcho(
+    _ message: Data, on connection: NetworkConnection<UDP>, attempts: Int = 25, interval: Duration = .milliseconds(200)
+) async throws -> (content: Data, metadata: UDP.Metadata)? {
+    for _ in 0..<attempts {
+        try await connection.send(message)
+        let reply = try await withThrowingTaskGroup(of: (content: Data, metadata: UDP.Metadata)?.self) { group in
+            group.addTask { try await connection.receive() }
+            group.addTask {
+                try await Task.sleep(for: interval)
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        if let reply { return reply }
+    }
+    return nil
+}
+
+/// `NetworkConnection { UDP() }` against `NetworkListener { UDP() }` over loopback.
+@Suite struct UDPConnectionTests {
+    @Test(.timeLimit(.minutes(1))) func echoesADatagramWithItsMetadata() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { UDP { IP().version(.v4) } }
+        defer { connection.cancel() }
+        let (data, metadata) = try #require(await udpEcho(Data("player_position:100,50".utf8), on: connection))
+        #expect(data == Data("player_position:100,50".utf8))
+        #expect(metadata.remoteEndpoint == server.endpoint)
+        #expect(metadata.ecn == .notECT)
+        #expect(connection.state == .ready)
+        #expect(connection.remoteEndpoint == server.endpoint)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aDatagramLargerThanUDPAllowsIsATypedError() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { connection.cancel() }
+        await #expect(throws: NetworkError.datagramTooLarge(size: 65_508, maximum: 65_507)) {
+            try await connection.send(Data(count: 65_508))
+        }
+        // The largest one goes through whole (loopback's MTU is 64 KiB).
+        let largest = Data((0..<65_507).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        #expect(try await udpEcho(largest, on: connection)?.content == largest)
+        await #expect(throws: NetworkError.unsupported("empty UDP datagrams")) { try await connection.send(Data()) }
+    }
+
+    /// 10,000 numbered datagrams out and back: count what was lost; none may be corrupted.
+    @Test(.timeLimit(.minutes(1))) func tenThousandDatagramsEchoUncorrupted() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { connection.cancel() }
+        let total = 10_000
+        func datagram(_ index: Int) -> Data {
+            var bytes = withUnsafeBytes(of: UInt32(index).bigEndian) { Array($0) }
+            bytes += (0..<(100 + index % 900)).map { UInt8(truncatingIfNeeded: index &+ $0 &* 31) }
+            return Data(bytes)
+        }
+        let receiver = Task { () -> (received: Int, corrupted: Int) in
+            var seen = Set<Int>()
+            var corrupted = 0
+            do {
+                for try await (content, _) in connection.messages {
+                    let index = content.prefix(4).reduce(0) { $0 << 8 | Int($1) }
+                    if index >= total || content != datagram(index) || seen.contains(index) { corrupted += 1 } else { seen.insert(index) }
+                    if seen.count + corrupted == total { break }
+                }
+            } catch {}
+            return (seen.count, corrupted)
+        }
+        for start in stride(from: 0, to: total, by: 50) {
+            try await connection.batch {
+                for index in start..<start + 50 { try await connection.send(datagram(index)) }
+            }
+            if start % 1000 == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        let stop = Task {
+            try await Task.sleep(for: .seconds(3))
+            receiver.cancel()
+        }
+        let (received, corrupted) = await receiver.value
+        stop.cancel()
+        print("UDP echo: \(received) of \(total) datagrams back, \(total - received) lost, \(corrupted) corrupted")
+        #expect(corrupted == 0)
+        #expect(received > total / 2)
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: [1, 2]) func aListenerServesOneHundredPeers(serverLoops: Int) async throws {
+        let server = try await RunningUDPEcho.start(UDP().serverLoops(serverLoops))
+        defer { server.task.cancel() }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for peer in 0..<100 {
+                group.addTask {
+                    let connection = NetworkConnection(to: server.endpoint) { UDP() }
+                    defer { connection.cancel() }
+                    let message = Data("peer \(peer)".utf8)
+                    let reply = try await udpEcho(message, on: connection)
+                    #expect(reply?.content == message)
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aBatchOfSixtyFourSendsMakesAtMostTwoSendCalls() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { connection.cancel() }
+        _ = try #require(await udpEcho(Data("ready".utf8), on: connection))
+        let before = try #require(await connection.socketStatistics)
+        try await connection.batch {
+            for index in 0..<64 { try await connection.send(Data(repeating: UInt8(index), count: 200)) }
+        }
+        var echoed = 0
+        let reader = Task {
+            for try await _ in connection.messages {
+                echoed += 1
+                if echoed == 64 { break }
+            }
+            return echoed
+        }
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(5))
+            reader.cancel()
+        }
+        _ = try? await reader.value
+        timeout.cancel()
+        let after = try #require(await connection.socketStatistics)
+        let sendCalls = (after.sendmsgCalls + after.sendmmsgCalls) - (before.sendmsgCalls + before.sendmmsgCalls)
+        #expect(after.datagramsSent - before.datagramsSent == 64)
+        #expect(sendCalls >= 1 && sendCalls <= 2)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func anIdleInboundConnectionCloses() async throws {
+        let ended = Mutex<NetworkConnection<UDP>.State?>(nil)
+        let server = try await RunningUDPEcho.start(UDP().inboundIdleTimeout(.milliseconds(200))) { connection in
+            for await state in connection.states where state != .ready && state != .preparing {
+                ended.withLock { $0 = state }
+            }
+        }
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { connection.cancel() }
+        // Three tries, in case UDP drops one; the last resets the idle clock.
+        for _ in 0..<3 {
+            try await connection.send(Data("hello".utf8))
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        for _ in 0..<150 where ended.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(ended.withLock { $0 } == .failed(.idleTimeout))
+    }
+
+    /// With no route, a UDP connection waits and retries like every stack, then becomes ready.
+    @Test(.timeLimit(.minutes(1))) func noRouteWaitsThenConnects() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        let port = server.listener.port!.rawValue
+        ClientEstablishment.routeFailuresForTesting.withLock { $0[port] = (ENETUNREACH, 1) }
+        defer { _ = ClientEstablishment.routeFailuresForTesting.withLock { $0.removeValue(forKey: port) } }
+        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+        let states = connection.states
+        let observed = Task {
+            var seen: [NetworkConnectionState] = []
+            for await state in states { seen.append(state) }
+            return seen
+        }
+        #expect(try await udpEcho(Data("ping".utf8), on: connection)?.content == Data("ping".utf8))
+        connection.cancel()
+        let unreachable = NetworkConnectionState.waiting(.system(call: "connect(\(server.endpoint))", errno: ENETUNREACH))
+        #expect(await observed.value == [.setup, .preparing, unreachable, .preparing, .ready, .cancelled])
+    }
+
+    /// `newConnectionLimit` bounds the peers: a second peer is not served until the first
+    /// one's connection idles out and frees its place.
+    @Test(.timeLimit(.minutes(1))) func theListenerBoundsItsPeersAndIdleOnesFreeTheirPlace() async throws {
+        let server = try await RunningUDPEcho.start(UDP().inboundIdleTimeout(.seconds(3)), limit: 1)
+        defer { server.task.cancel() }
+        let first = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { first.cancel() }
+        #expect(try await udpEcho(Data("first".utf8), on: first)?.content == Data("first".utf8))
+        // The first peer stays active (well within its idle timeout) until told to stop.
+        let keepAlive = Task {
+            while !Task.isCancelled {
+                try await first.send(Data("still here".utf8))
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+
+        let second = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { second.cancel() }
+        // Refused while the first peer holds the place.
+        #expect(try await udpEcho(Data("second".utf8), on: second, attempts: 3, interval: .milliseconds(150)) == nil)
+        // The first peer goes quiet and its connection idles out; the second is served on a later try.
+        keepAlive.cancel()
+        #expect(try await udpEcho(Data("second".utf8), on: second, attempts: 60)?.content == Data("second".utf8))
+    }
+
+    /// Only the peer's datagrams reach a client connection: another sender's, to the same
+    /// port, are not delivered.
+    @Test(.timeLimit(.minutes(1))) func aClientIgnoresDatagramsFromOtherSenders() async throws {
+        let server = try await RunningUDPEcho.start()
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+        defer { connection.cancel() }
+        _ = try #require(await udpEcho(Data("hello".utf8), on: connection))
+        guard case .hostPort(_, let port) = try #require(connection.localEndpoint) else { throw NetworkError.internalError("no port") }
+        let stranger = try UDPSocket(bindTo: SocketAddress(ip: "127.0.0.1", port: 0)!)
+        let target = SocketAddress(ip: "127.0.0.1", port: port.rawValue)!
+        for _ in 0..<5 {
+            Data("intruder".utf8).withUnsafeBytes { bytes in
+                stranger.enqueue(DatagramMetadata(remote: target, local: stranger.localAddress), segmentSize: bytes.count, bytes: bytes)
+            }
+            stranger.flush()
+        }
+        #expect(stranger.counters.datagramsSent == 5)
+        let reply = try #require(await udpEcho(Data("peer".utf8), on: connection))
+        #expect(reply.content == Data("peer".utf8))
+        #expect(reply.metadata.remoteEndpoint == server.endpoint)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(connection.shared.udpInbox!.count == 0)
+    }
+}
