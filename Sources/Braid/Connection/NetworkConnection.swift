@@ -126,6 +126,10 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
                 fail(.unsupported("serviceClass and multipathServiceType on UDP connections (TCP and TLS stacks apply them)"))
                 return
             }
+            do { try udp.validateForDatagrams() } catch {
+                fail(NetworkError(error))
+                return
+            }
             loop.execute { context in
                 let strategy = DatagramEstablishment(core: core.value, udp: udp, sockets: sockets)
                 ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local).begin(context)

@@ -171,6 +171,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     private func startUDP(
         _ udp: UDP, bindTo address: SocketAddress, deliver: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) -> Void
     ) async throws -> UDPServerGroup {
+        try udp.validateForDatagrams()
         if parameters.localEndpoint != nil {
             throw NetworkError.invalidConfiguration("a listener binds to its own endpoint (NetworkListener(for:)); remove localEndpoint from its parameters")
         }

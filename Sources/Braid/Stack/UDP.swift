@@ -51,3 +51,17 @@ public struct UDP: NetworkProtocol, Hashable {
         return copy
     }
 }
+
+extension UDP {
+    /// Throws `unsupported` for the IP options a UDP stack (not under QUIC) does not apply yet,
+    /// so they are never dropped silently: don't-fragment (UDP datagrams larger than the path
+    /// are fragmented by IP) and the hop limit.
+    func validateForDatagrams() throws {
+        if ip.fragmentationAllowed == false {
+            throw NetworkError.unsupported("IP fragmentationDisabled(true) on UDP connections and listeners (their datagrams may be fragmented)")
+        }
+        if ip.hopLimit != nil {
+            throw NetworkError.unsupported("IP hopLimit on UDP connections and listeners")
+        }
+    }
+}

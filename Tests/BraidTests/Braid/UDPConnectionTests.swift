@@ -256,4 +256,16 @@ func udpEcho(
         try await Task.sleep(for: .milliseconds(50))
         #expect(connection.shared.udpInbox!.count == 0)
     }
+
+    /// IP options a UDP stack does not apply yet are refused, not dropped.
+    @Test func unappliedIPOptionsAreUnsupported() async throws {
+        for stack in [UDP { IP().fragmentationEnabled(false) }, UDP { IP().hopLimit(9) }] {
+            let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 9)) { stack }
+            await #expect(throws: NetworkError.self) { try await connection.send(Data([1])) }
+            guard case .failed(.unsupported) = connection.state else {
+                Issue.record("state \(connection.state)")
+                continue
+            }
+        }
+    }
 }
