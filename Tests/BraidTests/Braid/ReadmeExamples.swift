@@ -187,65 +187,61 @@ func readmeUDPEchoServer(port: NWEndpoint.Port) async throws {
     /// resolves to this machine, the test CA stands in for the system store, and the first
     /// connect finds no route once, so the states example sees `waiting` before `ready`.
     @Test func tlsExamplesRunUnchangedAgainstABraidListener() async throws {
-        let probe = try await RunningStreamListener.start(TCP())
-        let port = probe.port
-        probe.task.cancel()
-        _ = try? await probe.task.value
-        let server = Task {
-            try await readmeTLSServer(port: port, certificate: Fixtures.path("example.pem"), key: Fixtures.path("example-key.pem"))
-        }
-        defer { server.cancel() }
-        Resolver.namesForTesting.withLock { $0["www.example.com"] = [SocketAddress(ip: "127.0.0.1", port: port.rawValue)!] }
-        TLS.systemTrustForTesting.withLock { $0 = Fixtures.caFile }
-        defer {
-            _ = Resolver.namesForTesting.withLock { $0.removeValue(forKey: "www.example.com") }
-            TLS.systemTrustForTesting.withLock { $0 = nil }
-        }
-        var incoming: Data?
-        // The listener binds asynchronously: retry briefly until it answers.
-        for _ in 0..<50 where incoming == nil {
-            incoming = try? await readmeTLSClient(port: port)
-            if incoming == nil { try await Task.sleep(for: .milliseconds(20)) }
-        }
-        #expect(incoming == Data("Hello, world!".utf8) + Data(repeating: 0x2E, count: 85))
+        try await withExampleServer(readmeTLSServer) { port in
+            let incoming = try await Self.firstAnswer { try await readmeTLSClient(port: port) }
+            #expect(incoming == Data("Hello, world!".utf8) + Data(repeating: 0x2E, count: 85))
 
-        ClientEstablishment.routeFailuresForTesting.withLock { $0[port.rawValue] = (ENETUNREACH, 1) }
-        defer { _ = ClientEstablishment.routeFailuresForTesting.withLock { $0.removeValue(forKey: port.rawValue) } }
-        let unreachable = NetworkConnectionState.waiting(.system(call: "connect(127.0.0.1:\(port))", errno: ENETUNREACH))
-        // The loop subscribes after `start()`, so what it sees first depends on timing; the
-        // waiting state, the retry and the break at ready do not.
-        let seen = await readmeTLSStates(port: port)
-        #expect(seen.contains(unreachable))
-        #expect(seen.last == .preparing)
+            ClientEstablishment.routeFailuresForTesting.withLock { $0[port.rawValue] = (ENETUNREACH, 1) }
+            defer { _ = ClientEstablishment.routeFailuresForTesting.withLock { $0.removeValue(forKey: port.rawValue) } }
+            let unreachable = NetworkConnectionState.waiting(.system(call: "connect(127.0.0.1:\(port))", errno: ENETUNREACH))
+            // The loop subscribes after `start()`, so what it sees first depends on timing; the
+            // waiting state, the retry and the break at ready do not.
+            let seen = await readmeTLSStates(port: port)
+            #expect(seen.contains(unreachable))
+            #expect(seen.last == .preparing)
+        }
     }
 
     /// Network.framework's TLV and Coder game examples run unchanged against the README's
     /// TLV server (www.example.com resolves to this machine, the test CA stands in for the
     /// system store).
     @Test func tlvAndCoderGameExamplesRunUnchanged() async throws {
+        try await withExampleServer(readmeTLVServer) { port in
+            let echoed = try await Self.firstAnswer { try await readmeTLVGame(port: port) }
+            #expect(echoed.0 == "🐨")
+            #expect(echoed.1 == 0)
+            #expect(try await readmeCoderGame(port: port) == .selectedCharacter("🐨"))
+        }
+    }
+
+    /// Runs a README server on a free port with www.example.com resolving to this machine
+    /// and the test CA standing in for the system store, then `body` with the port.
+    private func withExampleServer(
+        _ server: @escaping @Sendable (NWEndpoint.Port, String, String) async throws -> Void,
+        _ body: (NWEndpoint.Port) async throws -> Void
+    ) async throws {
         let probe = try await RunningStreamListener.start(TCP())
         let port = probe.port
         probe.task.cancel()
         _ = try? await probe.task.value
-        let server = Task {
-            try await readmeTLVServer(port: port, certificate: Fixtures.path("example.pem"), key: Fixtures.path("example-key.pem"))
-        }
-        defer { server.cancel() }
+        let running = Task { try await server(port, Fixtures.path("example.pem"), Fixtures.path("example-key.pem")) }
+        defer { running.cancel() }
         Resolver.namesForTesting.withLock { $0["www.example.com"] = [SocketAddress(ip: "127.0.0.1", port: port.rawValue)!] }
         TLS.systemTrustForTesting.withLock { $0 = Fixtures.caFile }
         defer {
             _ = Resolver.namesForTesting.withLock { $0.removeValue(forKey: "www.example.com") }
             TLS.systemTrustForTesting.withLock { $0 = nil }
         }
-        var echoed: (String, UInt32)?
-        // The listener binds asynchronously: retry briefly until it answers.
-        for _ in 0..<50 where echoed == nil {
-            echoed = try? await readmeTLVGame(port: port)
-            if echoed == nil { try await Task.sleep(for: .milliseconds(20)) }
+        try await body(port)
+    }
+
+    /// The first answer of `exchange`, retried briefly while the listener is still binding.
+    private static func firstAnswer<T>(_ exchange: () async throws -> T) async throws -> T {
+        for _ in 0..<49 {
+            if let answer = try? await exchange() { return answer }
+            try await Task.sleep(for: .milliseconds(20))
         }
-        #expect(echoed?.0 == "🐨")
-        #expect(echoed?.1 == 0)
-        #expect(try await readmeCoderGame(port: port) == .selectedCharacter("🐨"))
+        return try await exchange()
     }
 
     /// Network.framework's UDP example runs unchanged against the README's UDP echo server
