@@ -144,7 +144,11 @@ enum Syscalls {
         // `UDP()` and with `UDP().batching(.none)`. Client calls per MB it sent, server calls per
         // MB it received (UDP drops what the receiver cannot keep up with).
         for (name, off) in [("braid udp, batching on", false), ("braid udp, batching off", true)] {
-            let udp = try await UDPTransfer.run(bench, bytes: bulkBytes, payload: 1200, batch: 64, batchingOff: off, perfStat: perfStat)
+            let udp: UDPTransfer
+            do { udp = try await UDPTransfer.run(bench, bytes: bulkBytes, payload: 1200, batch: 64, batchingOff: off, perfStat: perfStat) } catch {
+                bench.results.note("syscalls, \(name): \(error)")
+                continue
+            }
             let sent = udp.bytesSent / 1e6, received = udp.bytesReceived / 1e6
             bench.results.record(scenario, name, "client syscalls per MB", Double(udp.clientSyscalls) / sent, "calls/MB")
             bench.results.record(scenario, name, "server syscalls per MB", Double(udp.serverSyscalls) / received, "calls/MB")
@@ -211,8 +215,13 @@ enum CPUCost {
             samples["braid quic datagrams", default: []].append(datagrams.cpuNanosecondsPerByte)
             // Braid `UDP()` doing what the raw UDP loops do (1,200-byte datagrams, client to
             // server, the same bytes, per byte the server received).
+            // A failed UDP run (seen once: the server received nothing) is noted, not fatal.
             for (batch, config) in braidUDP {
-                let udp = try await UDPTransfer.run(bench, bytes: bytes, payload: 1200, batch: batch)
+                let udp: UDPTransfer
+                do { udp = try await UDPTransfer.run(bench, bytes: bytes, payload: 1200, batch: batch) } catch {
+                    bench.results.note("cpu, \(config): \(error)")
+                    continue
+                }
                 samples[config, default: []].append(udp.cpuNanosecondsPerByte)
                 delivered[config, default: []].append(100 * udp.bytesReceived / udp.bytesSent)
             }
