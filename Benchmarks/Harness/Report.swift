@@ -46,6 +46,10 @@ enum Report {
             "Braid TLS new connections per second >= 0.9x raw TCP+TLS",
             ratio(value("establishment", "braid tls 1000 connections", "new connections per second"),
                 value("establishment", "raw tcp+tls1.3 1000 connections", "new connections per second")), 0.9, atMost: false))
+        // Issue 15: plain UDP over the public API (rows in `cpu`).
+        rows.append(check(
+            "Braid UDP() with batch: CPU per byte (both ends) <= 0.5x raw one-datagram-per-call UDP",
+            ratio(value("cpu", "braid udp, batch", "cpu per byte, total"), value("cpu", "raw udp, one datagram per call", "cpu per byte, total")), 0.5, atMost: true))
         // Issue 15: the message framers (rows in `throughput`).
         rows.append(check(
             "TLV over TLS, 1 KiB messages: goodput >= 0.85x raw TCP+TLS moving the same bytes",

@@ -28,6 +28,8 @@ enum Roles {
             case "stream-idle-connections": try await streamIdleConnections(flags)
             case "framed-server": try await framedServer(flags)
             case "framed-client": try await framedClient(flags)
+            case "udp-server": try await udpServer(flags)
+            case "udp-client": try await udpClient(flags)
             default:
                 guard try RawBaselines.run(role, Array(arguments.dropFirst())) else {
                     FileHandle.standardError.write(Data("unknown role \(role)\n".utf8))

@@ -140,6 +140,23 @@ enum Syscalls {
                 bench, config: config, client: ["alpn": "echo", "streams": "0", "datagrams": String(datagrams), "datagram-size": String(CPUCost.largeDatagram)], perfStat: perfStat)
             record(bench, "quic datagrams (echo), \(name)", flood)
         }
+        // Plain UDP over the public API: 1,200-byte datagrams in `batch` blocks of 64, with
+        // `UDP()` and with `UDP().batching(.none)`. Client calls per MB it sent, server calls per
+        // MB it received (UDP drops what the receiver cannot keep up with).
+        for (name, off) in [("braid udp, batching on", false), ("braid udp, batching off", true)] {
+            let udp: UDPTransfer
+            do { udp = try await UDPTransfer.run(bench, bytes: bulkBytes, payload: 1200, batch: 64, batchingOff: off, perfStat: perfStat) } catch {
+                bench.results.note("syscalls, \(name): \(error)")
+                continue
+            }
+            let sent = udp.bytesSent / 1e6, received = udp.bytesReceived / 1e6
+            bench.results.record(scenario, name, "client syscalls per MB", Double(udp.clientSyscalls) / sent, "calls/MB")
+            bench.results.record(scenario, name, "server syscalls per MB", Double(udp.serverSyscalls) / received, "calls/MB")
+            if let client = udp.perfClientSyscalls, let server = udp.perfServerSyscalls {
+                bench.results.record(scenario, name, "client syscalls per MB (perf)", Double(client) / sent, "calls/MB")
+                bench.results.record(scenario, name, "server syscalls per MB (perf)", Double(server) / received, "calls/MB")
+            }
+        }
     }
 
     static func record(_ bench: Bench, _ config: String, _ transfer: QUICTransfer) {
@@ -169,9 +186,12 @@ enum CPUCost {
         ]
         // Braid's TLS and TCP over the public API, doing what the raw TCP and TLS loops do.
         let braidStreams = [("tls", "braid tls"), ("tcp", "braid tcp")]
+        // Plain `send` calls, and `batch` blocks of 64 sends.
+        let braidUDP = [(0, "braid udp"), (64, "braid udp, batch")]
         let datagramCount = bytes / CPUCost.largeDatagram / 10
         var samples: [String: [(client: Double, server: Double, total: Double)]] = [:]
         var switches: [String: [(client: Double, server: Double)]] = [:]
+        var delivered: [String: [Double]] = [:]
         // Rounds of every row, so a drift in the (shared) machine's speed hits all rows alike.
         for _ in 0..<repetitions {
             for (kind, payload, config) in raw {
@@ -193,9 +213,26 @@ enum CPUCost {
                 bench, config: [:],
                 client: ["alpn": "echo", "streams": "0", "datagrams": String(datagramCount), "datagram-size": String(CPUCost.largeDatagram)])
             samples["braid quic datagrams", default: []].append(datagrams.cpuNanosecondsPerByte)
+            // Braid `UDP()` doing what the raw UDP loops do (1,200-byte datagrams, client to
+            // server, the same bytes, per byte the server received).
+            // A failed UDP run (seen once: the server received nothing) is noted, not fatal.
+            for (batch, config) in braidUDP {
+                let udp: UDPTransfer
+                do { udp = try await UDPTransfer.run(bench, bytes: bytes, payload: 1200, batch: batch) } catch {
+                    bench.results.note("cpu, \(config): \(error)")
+                    continue
+                }
+                samples[config, default: []].append(udp.cpuNanosecondsPerByte)
+                delivered[config, default: []].append(100 * udp.bytesReceived / udp.bytesSent)
+            }
         }
-        for config in raw.map(\.2) + braidStreams.map(\.1) + ["braid quic stream", "braid quic stream echo", "braid quic datagrams"] {
+        for config in raw.map(\.2) + braidUDP.map(\.1) + braidStreams.map(\.1) + ["braid quic stream", "braid quic stream echo", "braid quic datagrams"] {
             bench.results.recordCPU(scenario, config, samples[config] ?? [])
+        }
+        // UDP drops what the receiver cannot keep up with: the share of the bytes sent that
+        // the server received (the CPU rows are per received byte).
+        for (config, values) in delivered.sorted(by: { $0.key < $1.key }) {
+            bench.results.recordRepeated(scenario, config, "delivered", values, "%")
         }
         // Each stream call that must wait for the loop costs two context switches; calls that
         // find bytes (or room) waiting cost none.

@@ -1,0 +1,154 @@
+import Braid
+import BraidPerf
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The plain UDP roles over the public API (`NetworkConnection { UDP() }` and
+/// `NetworkListener { UDP() }`), doing what the raw UDP loops do (`Baselines/RawBulk.swift`):
+/// the client sends `--bytes` bytes in `--payload`-byte datagrams, then the 1-byte end marker
+/// (`RawBaselines.endMarker`) `markerCount` times `markerInterval` apart; the server counts the
+/// payload bytes it received (UDP loses what the receiver cannot keep up with) until the
+/// marker, or 2 s after the last datagram once data has started. `--batch N` (client) sends in
+/// `connection.batch` blocks of N datagrams (0: plain `send` calls); `--batching none` (both)
+/// is `UDP().batching(.none)`.
+extension Roles {
+    static func udpStack(_ flags: Flags) -> UDP {
+        flags["batching"] == "none" ? UDP().batching(.none) : UDP()
+    }
+
+    static func socketCallsJSON(_ counters: SocketStatistics?) -> [String: Int] {
+        guard let counters else { return [:] }
+        return [
+            "sendmsg": Int(counters.sendmsgCalls), "sendmmsg": Int(counters.sendmmsgCalls),
+            "recvmsg": Int(counters.recvmsgCalls), "recvmmsg": Int(counters.recvmmsgCalls),
+        ]
+    }
+
+    /// `udp-server`: serves the first peer's connection, counting payload bytes until the end
+    /// marker (or the idle timeout); prints `{"bytes", "messages", "syscalls"}` (the listener
+    /// socket's counters).
+    static func udpServer(_ flags: Flags) async throws {
+        let stack = udpStack(flags)
+        let listener = NetworkListener(for: .hostPort(host: NWEndpoint.Host(benchHost), port: .any)) { stack }
+        let result = Mutex<(bytes: Int, messages: Int, calls: [String: Int])?>(nil)
+        let done = AsyncStream<Void>.makeStream()
+        let serving = Task {
+            try await listener.run { connection in
+                defer { done.continuation.finish() }
+                let lastArrival = Atomic<UInt64>(0)
+                let idle = Task {
+                    // The raw server's receive timeout: give up 2 s after the last datagram.
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: .milliseconds(250))
+                        let last = lastArrival.load(ordering: .relaxed)
+                        if last != 0 && DispatchTime.now().uptimeNanoseconds - last > UInt64(RawBaselines.datagramIdleSeconds) * 1_000_000_000 {
+                            connection.cancel()
+                            return
+                        }
+                    }
+                }
+                var bytes = 0, messages = 0
+                do {
+                    for try await (content, _) in connection.messages {
+                        lastArrival.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
+                        if content.count == 1 && content.first == RawBaselines.endMarker { break }
+                        bytes += content.count
+                        messages += 1
+                    }
+                } catch {}
+                idle.cancel()
+                let calls = socketCallsJSON(await connection.socketStatistics)
+                result.withLock { $0 = (bytes, messages, calls) }
+                connection.cancel()
+            }
+        }
+        for await state in listener.states {
+            if state == .ready {
+                FileHandle.standardOutput.write(Data("listening \(listener.port!)\n".utf8))
+                break
+            }
+            if state.isFinal { throw ApplicationFailure("the listener did not start: \(state)") }
+        }
+        for await _ in done.stream {}
+        serving.cancel()
+        _ = try? await serving.value
+        guard let (bytes, messages, calls) = result.withLock({ $0 }) else { throw ApplicationFailure("no peer") }
+        printJSON(["bytes": bytes, "messages": messages, "syscalls": calls])
+    }
+
+    /// `udp-client`: sends `--bytes` in `--payload`-byte datagrams (in `batch` blocks of
+    /// `--batch`), then the end markers; the time covers the sends only, as the raw client's.
+    /// Prints `{"bytes", "seconds", "syscalls"}` (its socket's counters).
+    static func udpClient(_ flags: Flags) async throws {
+        let total = flags.int("bytes", 0), payload = flags.int("payload", 1200), batch = flags.int("batch", 0)
+        let stack = udpStack(flags)
+        let connection = NetworkConnection(to: streamEndpoint(flags)) { stack }
+        let datagram = Data(repeating: RawBaselines.payloadByte, count: payload)
+        let count = (total + payload - 1) / payload
+        let start = ContinuousClock.now
+        if batch > 0 {
+            var sent = 0
+            while sent < count {
+                let group = min(batch, count - sent)
+                try await connection.batch {
+                    for _ in 0..<group { try await connection.send(datagram) }
+                }
+                sent += group
+            }
+        } else {
+            for _ in 0..<count { try await connection.send(datagram) }
+        }
+        let seconds = (ContinuousClock.now - start).seconds
+        for index in 0..<RawBaselines.markerCount {
+            if index > 0 { try await Task.sleep(for: .microseconds(Int(RawBaselines.markerIntervalMicroseconds))) }
+            do { try await connection.send([RawBaselines.endMarker]) } catch { break }  // the server has gone
+        }
+        let calls = socketCallsJSON(await connection.socketStatistics)
+        connection.cancel()
+        printJSON(["bytes": count * payload, "seconds": seconds, "syscalls": calls])
+    }
+}
+
+/// A Braid UDP bulk transfer between `udp-client` and `udp-server`, as `RawTransfer` for the raw
+/// UDP loops: bytes are what the server received.
+struct UDPTransfer {
+    var bytesSent: Double
+    var bytesReceived: Double
+    var clientCPU: Double
+    var serverCPU: Double
+    var clientSyscalls: Int
+    var serverSyscalls: Int
+    var perfClientSyscalls: Int?
+    var perfServerSyscalls: Int?
+
+    static let calls = ["sendmsg", "sendmmsg", "recvmsg", "recvmmsg"]
+
+    /// `batch`: datagrams per `batch` block (0: plain sends); `batchingOff`: `UDP().batching(.none)`.
+    static func run(_ bench: Bench, bytes: Int, payload: Int, batch: Int, batchingOff: Bool = false, perfStat: Bool = false) async throws -> UDPTransfer {
+        var serverFlags = ["port": "0"]
+        var clientFlags = ["bytes": String(bytes), "payload": String(payload), "batch": String(batch)]
+        if batchingOff {
+            serverFlags["batching"] = "none"
+            clientFlags["batching"] = "none"
+        }
+        let run = try await bench.pair(server: "udp-server", client: "udp-client", serverFlags: serverFlags, clientFlags: clientFlags, perfStat: perfStat)
+        let received = Double(run.server["bytes"] as? Int ?? 0)
+        guard received > 0 else { throw ApplicationFailure("braid udp: the server received nothing") }
+        func sum(_ report: [String: Any]) -> Int { (report["syscalls"] as? [String: Int] ?? [:]).values.reduce(0, +) }
+        return UDPTransfer(
+            bytesSent: Double(run.client["bytes"] as? Int ?? bytes), bytesReceived: received,
+            clientCPU: run.clientExit.cpuSeconds, serverCPU: run.serverExit.cpuSeconds,
+            clientSyscalls: sum(run.client), serverSyscalls: sum(run.server),
+            perfClientSyscalls: run.perf.map { perf in calls.reduce(0) { $0 + (perf.client[$1] ?? 0) } },
+            perfServerSyscalls: run.perf.map { perf in calls.reduce(0) { $0 + (perf.server[$1] ?? 0) } })
+    }
+
+    /// Per byte the server received, as the raw UDP rows.
+    var cpuNanosecondsPerByte: (client: Double, server: Double, total: Double) {
+        (clientCPU * 1e9 / bytesReceived, serverCPU * 1e9 / bytesReceived, (clientCPU + serverCPU) * 1e9 / bytesReceived)
+    }
+}
