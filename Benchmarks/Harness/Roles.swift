@@ -189,31 +189,7 @@ enum Roles {
     /// Opens `--count` connections, `--concurrency` at a time (the rate), keeps them idle,
     /// reports this process's resident memory before and after, then closes them.
     static func quicIdleConnections(_ flags: Flags) async throws {
-        let count = flags.int("count", 1000), concurrency = flags.int("concurrency", 16)
-        let before = residentBytes()
-        let start = DispatchTime.now().uptimeNanoseconds
-        let opened = try await withThrowingTaskGroup(of: [NetworkConnection<QUIC>].self) { group in
-            for worker in 0..<concurrency {
-                group.addTask {
-                    var mine: [NetworkConnection<QUIC>] = []
-                    for _ in stride(from: worker, to: count, by: concurrency) {
-                        let next = Roles.connection(flags)
-                        guard await becomesReady(next) else { throw ApplicationFailure("connection ended: \(next.state)") }
-                        mine.append(next)
-                    }
-                    return mine
-                }
-            }
-            return try await group.reduce(into: []) { $0 += $1 }
-        }
-        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        try await Task.sleep(for: .milliseconds(300))
-        let after = residentBytes()
-        // The harness reads the server's memory now, while every connection is open.
-        printJSON(["connections": count, "seconds": seconds, "rss_before": before, "rss_after": after])
-        FileHandle.standardOutput.write(Data("holding\n".utf8))
-        try await Task.sleep(for: .seconds(flags.int("hold", 2)))
-        for connection in opened { await connection.close() }
+        try await holdIdle(flags) { Roles.connection(flags) }
     }
 }
 

@@ -150,7 +150,10 @@ extension Roles {
         }
     }
 
-    private static func holdIdle<Stack: StreamProtocol>(
+    /// Opens `--count` connections that `make` returns, `--concurrency` at a time, each until
+    /// `ready` (the rate), keeps them idle, reports this process's resident memory before and
+    /// after, prints `holding`, and closes them after `--hold` seconds. Any stack (QUIC too).
+    static func holdIdle<Stack: NetworkProtocol>(
         _ flags: Flags, make: @escaping @Sendable () -> NetworkConnection<Stack>
     ) async throws {
         let count = flags.int("count", 1000), concurrency = flags.int("concurrency", 16)
