@@ -216,13 +216,13 @@ extension QUIC {
 
         /// Exactly `count` bytes; throws `unexpectedEndOfStream` if the stream ends first.
         public func receive(exactly count: Int) async throws -> (content: Data, metadata: StreamMetadata) {
-            try await receive(minimum: count, maximum: count, exact: true)
+            try await readableEnd().receive(exactly: count)
         }
 
         /// Between `minimum` and `maximum` bytes; fewer than `minimum` only at the end of the
         /// stream (`metadata.isEndOfStream`, possibly with empty content).
         public func receive(atLeast minimum: Int = 1, atMost maximum: Int) async throws -> (content: Data, metadata: StreamMetadata) {
-            try await receive(minimum: minimum, maximum: max(minimum, maximum), exact: false)
+            try await readableEnd().receive(atLeast: minimum, atMost: maximum)
         }
 
         /// An integer sent in network byte order, with the receive's metadata (Apple's shape:
@@ -230,14 +230,13 @@ extension QUIC {
         public func receive<Integer: FixedWidthInteger & Sendable>(
             as type: Integer.Type
         ) async throws -> (content: Integer, metadata: StreamMetadata) {
-            let (content, metadata) = try await receive(exactly: MemoryLayout<Integer>.size)
-            return (ByteStreamEnd.integer(from: content, as: Integer.self), metadata)
+            try await readableEnd().receive(as: type)
         }
 
-        private func receive(minimum: Int, maximum: Int, exact: Bool) async throws -> (content: Data, metadata: StreamMetadata) {
+        /// The stream's end, if this side may read it.
+        private func readableEnd() throws -> ByteStreamEnd {
             guard directionality == .bidirectional || initiator == .remote else { throw NetworkError.streamNotReadable }
-            let delivery = try await end.receive(minimum: minimum, maximum: maximum, exact: exact)
-            return (delivery.content, StreamMetadata(isEndOfStream: delivery.endOfStream))
+            return end
         }
 
         // MARK: Aborting

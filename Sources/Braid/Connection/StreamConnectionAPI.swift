@@ -50,13 +50,15 @@ extension NetworkConnection where ApplicationProtocol: StreamProtocol {
     /// let incoming = try await connection.receive(exactly: 98).content
     /// ```
     public func receive(exactly count: Int) async throws -> (content: Data, metadata: StreamMetadata) {
-        try await receive(minimum: count, maximum: count, exact: true)
+        start()
+        return try await byteStream.receive(exactly: count)
     }
 
     /// Between `minimum` and `maximum` bytes; fewer than `minimum` only at the end of the
     /// stream (`metadata.isEndOfStream`, possibly with empty content).
     public func receive(atLeast minimum: Int = 1, atMost maximum: Int) async throws -> (content: Data, metadata: StreamMetadata) {
-        try await receive(minimum: minimum, maximum: max(minimum, maximum), exact: false)
+        start()
+        return try await byteStream.receive(atLeast: minimum, atMost: maximum)
     }
 
     /// An integer sent in network byte order, with the receive's metadata.
@@ -67,8 +69,8 @@ extension NetworkConnection where ApplicationProtocol: StreamProtocol {
     public func receive<Integer: FixedWidthInteger & Sendable>(
         as type: Integer.Type
     ) async throws -> (content: Integer, metadata: StreamMetadata) {
-        let (content, metadata) = try await receive(exactly: MemoryLayout<Integer>.size)
-        return (ByteStreamEnd.integer(from: content, as: Integer.self), metadata)
+        start()
+        return try await byteStream.receive(as: type)
     }
 
     /// Whether the connection runs Multipath TCP, once ready: false unless the parameters
@@ -76,11 +78,6 @@ extension NetworkConnection where ApplicationProtocol: StreamProtocol {
     /// peer lacks MPTCP and the connection fell back to plain TCP.
     public var isMultipath: Bool { shared.snapshot.withLock { $0.multipath } }
 
-    private func receive(minimum: Int, maximum: Int, exact: Bool) async throws -> (content: Data, metadata: StreamMetadata) {
-        start()
-        let delivery = try await byteStream.receive(minimum: minimum, maximum: maximum, exact: exact)
-        return (delivery.content, StreamMetadata(isEndOfStream: delivery.endOfStream))
-    }
 }
 
 extension NetworkConnection where ApplicationProtocol == TLS {

@@ -61,13 +61,32 @@ struct ByteStreamEnd: Sendable {
 }
 
 extension ByteStreamEnd {
+    /// Apple's receive shapes, shared by `QUIC.Stream` and TLS/TCP connections.
+    func receive(exactly count: Int) async throws -> (content: Data, metadata: StreamMetadata) {
+        try await receive(minimum: count, maximum: count, exact: true).withMetadata
+    }
+
+    func receive(atLeast minimum: Int, atMost maximum: Int) async throws -> (content: Data, metadata: StreamMetadata) {
+        try await receive(minimum: minimum, maximum: max(minimum, maximum), exact: false).withMetadata
+    }
+
+    func receive<Integer: FixedWidthInteger>(as type: Integer.Type) async throws -> (content: Integer, metadata: StreamMetadata) {
+        let (content, metadata) = try await receive(exactly: MemoryLayout<Integer>.size)
+        return (integer(from: content, as: Integer.self), metadata)
+    }
+
     /// An integer's bytes in network byte order.
     static func bytes<Integer: FixedWidthInteger>(of value: Integer) -> StreamBytes {
         withUnsafeBytes(of: value.bigEndian) { StreamBytes(copying: $0) }
     }
 
     /// The integer whose network-byte-order bytes these are.
-    static func integer<Integer: FixedWidthInteger>(from bytes: Data, as type: Integer.Type) -> Integer {
+    private func integer<Integer: FixedWidthInteger>(from bytes: Data, as type: Integer.Type) -> Integer {
         bytes.reduce(Integer(0)) { $0 << 8 | Integer($1) }
     }
+}
+
+extension StreamInbox.Delivery {
+    /// The delivery in Apple's `(content, metadata)` shape.
+    var withMetadata: (content: Data, metadata: StreamMetadata) { (content, StreamMetadata(isEndOfStream: endOfStream)) }
 }
