@@ -464,11 +464,7 @@ package final class ByteStreamChannel: LoopHandler {
             }
             return
         }
-        let described = describe(error)
-        finalError = described
-        delegate?.channel(self, endedWith: described)
-        inbox.fail(described)
-        outbox.fail(described)
+        endCalls(with: error)
         // A TLS failure may have an alert queued for the peer: one try to write it.
         if let tls, let socket, tls.pendingCiphertextCount > 0 {
             _ = tls.withPendingCiphertext { pending in (try? socket.write { $0.append(pending) }) ?? 0 }
@@ -479,12 +475,23 @@ package final class ByteStreamChannel: LoopHandler {
     /// Ends every pending call with `error` before the channel has a socket.
     package func fail(_ error: any Error) {
         guard finalError == nil else { return }
+        endCalls(with: error)
+        standIn = nil
+    }
+
+    /// Records the end and tells the delegate (which hears first, so a caller woken by the
+    /// failure already sees the final state), then fails the receives and the sends; with
+    /// `keepingAcceptedSends` (a graceful close), sends that already returned stay queued.
+    private func endCalls(with error: any Error, keepingAcceptedSends: Bool = false) {
         let described = describe(error)
         finalError = described
         delegate?.channel(self, endedWith: described)
         inbox.fail(described)
-        outbox.fail(described)
-        standIn = nil
+        if keepingAcceptedSends {
+            outbox.failWaiting(described)
+        } else {
+            outbox.fail(described)
+        }
     }
 
     /// Closes the connection; pending calls end with cancellation at once. A connected
@@ -500,12 +507,8 @@ package final class ByteStreamChannel: LoopHandler {
             pendingStandIn?.release(context)
             return
         }
-        let described = describe(CancellationError())
-        finalError = described
         closing = true
-        delegate?.channel(self, endedWith: described)
-        inbox.fail(described)
-        outbox.failWaiting(described)
+        endCalls(with: CancellationError(), keepingAcceptedSends: true)
         if let token { context.setTimer(token, at: context.now + Self.closeTimeout) }
         setReading(true, context: context)
         pump(context)

@@ -204,15 +204,7 @@ package final class DatagramChannel {
 
     /// Ends the channel with `error` at once: pending calls fail, the transport is released.
     package func fail(_ error: any Error, context: LoopContext) {
-        guard finalError == nil else { return }
-        let error = describe(error)
-        finalError = error
-        outbox.fail(error)
-        inbox.finish()
-        unsent.removeAll()
-        let waiting = waitingSends
-        waitingSends.removeAll()
-        for (_, completion) in waiting { completion.resume(.failure(error)) }
+        guard let error = endCalls(with: error) else { return }
         standIn?.release(context)
         standIn = nil
         if let transport {
@@ -225,7 +217,15 @@ package final class DatagramChannel {
     /// Ends every pending call with `error` before the channel has a socket (on the loop; no
     /// context needed: there is no socket to release, and the stand-in is dropped).
     package func fail(_ error: any Error) {
-        guard finalError == nil else { return }
+        guard let error = endCalls(with: error) else { return }
+        standIn = nil
+        delegate?.channel(self, endedWith: error)
+    }
+
+    /// Records the end (once) and fails every pending call; returns the described error, or
+    /// nil if the channel had ended already.
+    private func endCalls(with error: any Error) -> (any Error)? {
+        guard finalError == nil else { return nil }
         let error = describe(error)
         finalError = error
         outbox.fail(error)
@@ -234,8 +234,7 @@ package final class DatagramChannel {
         let waiting = waitingSends
         waitingSends.removeAll()
         for (_, completion) in waiting { completion.resume(.failure(error)) }
-        standIn = nil
-        delegate?.channel(self, endedWith: error)
+        return error
     }
 
     /// Sends what the application already handed over (as far as the socket takes it now),
