@@ -70,13 +70,7 @@ extension Roles {
                 }
             }
         }
-        for await state in listener.states {
-            if state == .ready {
-                FileHandle.standardOutput.write(Data("listening \(listener.port!)\n".utf8))
-                break
-            }
-            if state.isFinal { throw ApplicationFailure("the listener did not start: \(state)") }
-        }
+        try await announceListening(listener)
         let terminate = DispatchSource.makeSignalSource(signal: SIGTERM)
         signal(SIGTERM, SIG_IGN)
         terminate.setEventHandler { done.continuation.finish() }
@@ -138,6 +132,18 @@ extension Roles {
             await connection.close()
         }
         printJSON(["ready_ns": ready, "first_byte_ns": firstByte])
+    }
+
+    /// Waits until `listener` is ready and prints `listening <port>` for the harness; throws if
+    /// it fails instead.
+    static func announceListening<Stack: NetworkProtocol>(_ listener: NetworkListener<Stack>) async throws {
+        for await state in listener.states {
+            if state == .ready {
+                FileHandle.standardOutput.write(Data("listening \(listener.port!)\n".utf8))
+                return
+            }
+            if state.isFinal { throw ApplicationFailure("the listener did not start: \(state)") }
+        }
     }
 
     /// `stream-idle-connections`: opens `--count` connections, `--concurrency` at a time,

@@ -66,13 +66,7 @@ extension Roles {
                 connection.cancel()
             }
         }
-        for await state in listener.states {
-            if state == .ready {
-                FileHandle.standardOutput.write(Data("listening \(listener.port!)\n".utf8))
-                break
-            }
-            if state.isFinal { throw ApplicationFailure("the listener did not start: \(state)") }
-        }
+        try await announceListening(listener)
         for await _ in done.stream {}
         serving.cancel()
         _ = try? await serving.value
