@@ -28,6 +28,8 @@ public final class ChildProcess: Sendable {
 
     public let pid: pid_t
     public let commandLine: String
+    /// The name the kernel gives the child once it runs `executable` (its first 15 bytes).
+    private let executedName: String
     private let exit = Mutex<Exit?>(nil)
     private let outputFile: URL
     private let errorFile: URL
@@ -42,6 +44,7 @@ public final class ChildProcess: Sendable {
         outputFile = directory.appendingPathComponent("stdout")
         errorFile = directory.appendingPathComponent("stderr")
         commandLine = ([executable] + arguments).joined(separator: " ")
+        executedName = String(decoding: Array(URL(fileURLWithPath: executable).lastPathComponent.utf8.prefix(15)), as: UTF8.self)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -65,6 +68,15 @@ public final class ChildProcess: Sendable {
         let rc = posix_spawnp(&child, executable, &actions, &attributes, argv, environ)
         guard rc == 0 else { throw ApplicationFailure("cannot start \(commandLine): \(String(cString: strerror(rc)))") }
         pid = child
+    }
+
+    /// Whether the child has finished exec'ing its executable. posix_spawn returns once the
+    /// child has left the parent's memory, which the kernel does before it closes the
+    /// close-on-exec descriptors; until the kernel renames the child (after that close), the
+    /// child's descriptor table is still a copy of the parent's.
+    public var hasExecuted: Bool {
+        guard let name = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8) else { return false }
+        return name.trimmingCharacters(in: .newlines) == executedName
     }
 
     deinit {
@@ -155,7 +167,7 @@ public final class ChildProcess: Sendable {
 
 /// A UDP port on 127.0.0.1 that was free a moment ago.
 public func freeUDPPort() throws -> UInt16 {
-    let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+    let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)

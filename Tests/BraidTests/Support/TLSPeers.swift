@@ -59,7 +59,9 @@ enum TLSPeerTools {
         let deadline = started.addingTimeInterval(seconds)
         while Date() < deadline {
             let tables = Date().timeIntervalSince(started) < 1 ? ["/proc/net/tcp"] : ["/proc/net/tcp", "/proc/net/tcp6"]
-            if let port = listeningPort(pid: child.pid, tables: tables) { return port }
+            // Before the exec completes, the child's descriptors include the test runner's
+            // listeners (other tests', closed later): they must not be taken for the child's.
+            if child.hasExecuted, let port = listeningPort(pid: child.pid, tables: tables) { return port }
             guard child.isRunning else { break }
             try await Task.sleep(for: .milliseconds(20))
         }
