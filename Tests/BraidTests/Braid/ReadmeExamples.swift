@@ -42,6 +42,31 @@ func readmeDatagrams(_ connection: NetworkConnection<QUIC>) async throws -> Data
     return nil
 }
 
+/// README: a path monitor for policy and UI.
+func readmeMonitorUpdates() -> NWPathMonitor {
+    let monitor = NWPathMonitor(prohibitedInterfaceTypes: [.cellular])
+    monitor.pathUpdateHandler = { path in
+        print(path.status == .satisfied ? "online" : "offline: \(path.unsatisfiedDescription ?? "")")
+    }
+    monitor.start(queue: DispatchQueue(label: "paths"))
+    return monitor
+}
+
+/// README: waiting for a usable path with `for await`.
+func readmeConnectivity(_ monitor: NWPathMonitor) async -> String {
+    for await path in monitor where path.status == .satisfied {
+        let interface = path.availableInterfaces[0]
+        return "online over \(interface.name) (\(interface.type)), expensive: \(path.isExpensive)"
+    }
+    return "monitor cancelled"
+}
+
+/// README: marking interfaces.
+func readmeMarkInterfaces() {
+    NetworkInterfacePolicy.expensiveInterfaces = ["eth1", "usb*"]
+    NetworkInterfacePolicy.constrainedInterfaces.insert("wlan1")
+}
+
 /// README: a TLS server that answers each 13-byte greeting with 98 bytes.
 func readmeTLSServer(port: NWEndpoint.Port, certificate: String, key: String) async throws {
     let listener = NetworkListener(port: port) {

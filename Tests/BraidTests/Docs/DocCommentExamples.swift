@@ -491,3 +491,59 @@ func docExample_Coder_receive(_ typed: NetworkConnection<Coder<String, String, N
     let message = try await typed.receive().content
     return message
 }
+
+// MARK: Connectivity
+
+/// Sources/Braid/Connectivity/NWPathMonitor.swift
+func docExample_NWPathMonitor() -> NWPathMonitor {
+    let monitor = NWPathMonitor()
+    monitor.pathUpdateHandler = { path in
+        if path.status == .satisfied {
+            print("online", path.isExpensive ? "(expensive)" : "")
+        } else {
+            print("offline")
+        }
+    }
+    monitor.start(queue: DispatchQueue(label: "network-monitor"))
+    // ...
+    monitor.cancel()
+    return monitor
+}
+
+/// Sources/Braid/Connectivity/NWPathMonitor+AsyncSequence.swift
+func docExample_NWPathMonitor_asyncSequence() async -> NWPath? {
+    func waitUntilOnline() async -> NWPath? {
+        for await path in NWPathMonitor() where path.status == .satisfied {
+            return path
+        }
+        return nil
+    }
+    return await waitUntilOnline()
+}
+
+/// Sources/Braid/Connectivity/NWPath.swift
+func docExample_NWPath() -> NWPath {
+    let path = NWPathMonitor().currentPath
+    if path.status == .satisfied, !path.isExpensive {
+        print("online over", path.availableInterfaces.map(\.name))
+    } else if path.status == .unsatisfied {
+        print(path.unsatisfiedDescription ?? "")
+    }
+    return path
+}
+
+/// Sources/Braid/Connectivity/NWInterface.swift
+func docExample_NWInterface() -> NWPathMonitor {
+    let monitor = NWPathMonitor()
+    if let first = monitor.currentPath.availableInterfaces.first {
+        print(first.name, first.index, first.type == .wiredEthernet)
+    }
+    return monitor
+}
+
+/// Sources/Braid/Connectivity/NetworkInterfacePolicy.swift
+func docExample_NetworkInterfacePolicy() -> (Set<String>, Set<String>) {
+    NetworkInterfacePolicy.expensiveInterfaces.insert("eth1")
+    NetworkInterfacePolicy.constrainedInterfaces = ["usb*"]
+    return (NetworkInterfacePolicy.expensiveInterfaces, NetworkInterfacePolicy.constrainedInterfaces)
+}
