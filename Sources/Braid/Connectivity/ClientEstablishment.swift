@@ -15,7 +15,9 @@ import Glibc
 ///   attempt every 250 ms while earlier ones are still in flight, the first to succeed wins
 ///   (QUIC: its handshake; TCP: its connect);
 /// - while no address is usable (temporary DNS failure, no route), moves the connection to
-///   `waiting(error)` and tries again with backoff until it works or is cancelled.
+///   `waiting(error)` and tries again as soon as the kernel's links, addresses or routes
+///   change (`InterfaceChanges`, rtnetlink events on the connection's loop), with a backoff
+///   timer as the fallback, until it works or is cancelled.
 ///
 /// An attempt the strategy commits to at once (QUIC resuming with 0-RTT data) does not race:
 /// it is the connection from the start, so early data is sent once, on one path; later
@@ -24,7 +26,8 @@ import Glibc
 final class ClientEstablishment {
     /// RFC 8305 §5's recommended Connection Attempt Delay.
     static let attemptDelay: Duration = .milliseconds(250)
-    /// Waits between rounds while no path is usable.
+    /// Waits between rounds while no path is usable and nothing changes in the kernel's
+    /// interfaces (a change retries at once).
     static let retryDelays: [Duration] = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(15), .seconds(30)]
 
     /// Where to send from (`NetworkParameters.localEndpoint`): an address or a port or both.
@@ -43,6 +46,10 @@ final class ClientEstablishment {
     private var rounds = 0
     private var timer: UInt64?
     private var finished = false
+    /// `InterfaceChanges.generation` when the round began (nil: the loop had no signal yet).
+    private var roundGeneration: UInt64?
+    /// While waiting: the signal that retries at the next interface change.
+    private var pathWaiter: (changes: InterfaceChanges, token: UInt64)?
 
     init(core: ConnectionCore, strategy: any EstablishmentStrategy, endpoint: NWEndpoint, local: NWEndpoint? = nil) {
         self.core = core
@@ -63,6 +70,7 @@ final class ClientEstablishment {
         guard !isOver else { return }
         // Until an attempt wins, ending the connection abandons the attempts.
         strategy.standIn(for: self, context: context)
+        roundGeneration = InterfaceChanges.on(context, creating: false)?.generation
         let endpoint = endpoint, version = strategy.ipVersion, loop = context.loop
         if let literal = Resolver.literalAddresses(for: endpoint) {
             // An IP literal needs no lookup: no thread hop before the first packet.
@@ -179,14 +187,39 @@ final class ClientEstablishment {
 
     private func wait(_ error: NetworkError, context: LoopContext) {
         core.shared.states.update(.waiting(error))
-        let delay = Self.retryDelays[min(rounds, Self.retryDelays.count - 1)]
+        let delays = Self.retryDelaysForTesting.withLock { $0[endpoint.port.rawValue] } ?? Self.retryDelays
+        var retryAt = context.now + delays[min(rounds, delays.count - 1)]
         rounds += 1
-        timer = context.schedule(at: context.now + delay) { [self] context in
-            timer = nil
-            guard !isOver else { return }
-            core.shared.states.update(.preparing)
-            begin(context)
+        // The path wakes the connection: the kernel's next link, address or route event
+        // retries at once (about a millisecond after the change), and the timer is only the
+        // fallback where netlink is refused.
+        if let changes = InterfaceChanges.on(context), changes.isWatching {
+            if let seen = roundGeneration, seen != changes.generation {
+                // Something changed while this round ran: it may have missed it.
+                retryAt = context.now
+            } else {
+                let token = changes.whenChanged { [weak self] context in self?.pathChanged(context) }
+                pathWaiter = (changes, token)
+            }
         }
+        timer = context.schedule(at: retryAt) { [self] context in
+            timer = nil
+            retry(context)
+        }
+    }
+
+    /// An interface changed while waiting: retry now instead of at the timer.
+    private func pathChanged(_ context: LoopContext) {
+        pathWaiter = nil
+        cancelTimer(context)
+        retry(context)
+    }
+
+    private func retry(_ context: LoopContext) {
+        cancelTimer(context)
+        guard !isOver else { return }
+        core.shared.states.update(.preparing)
+        begin(context)
     }
 
     private func finish(failing error: NetworkError, context: LoopContext) {
@@ -205,6 +238,8 @@ final class ClientEstablishment {
     private func cancelTimer(_ context: LoopContext) {
         if let timer { context.deregister(timer) }
         timer = nil
+        if let pathWaiter { pathWaiter.changes.cancel(pathWaiter.token) }
+        pathWaiter = nil
     }
 
     // MARK: Addresses
@@ -256,6 +291,10 @@ final class ClientEstablishment {
         guard case .system(_, let code) = error else { return false }
         return [ENETUNREACH, EHOSTUNREACH, ENETDOWN, EHOSTDOWN, EADDRNOTAVAIL].contains(code)
     }
+
+    /// Tests give the connections to a port their own retry delays (say, an hour, to show
+    /// that an interface change and not the timer ended a wait).
+    static let retryDelaysForTesting = Mutex<[UInt16: [Duration]]>([:])
 
     /// Tests make a port look unroutable for a number of attempts (the errno and how many),
     /// to drive the waiting state without changing the machine's routes.

@@ -4,7 +4,8 @@ import BraidIO
 /// first address (in Happy Eyeballs order) that has a route gets a socket bound and connected
 /// to it (the kernel then drops other senders' datagrams) and becomes the connection, without racing. An address with no route (ENETUNREACH and the
 /// like, found when the socket's local address is looked up) moves on to the next address;
-/// when none has a route the connection goes to `waiting(error)` and retries with backoff,
+/// when none has a route the connection goes to `waiting(error)` and retries at the next
+/// interface change (or with backoff),
 /// as every stack does.
 final class DatagramEstablishment: EstablishmentStrategy {
     private let core: ConnectionCore

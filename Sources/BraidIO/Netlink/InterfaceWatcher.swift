@@ -31,7 +31,8 @@ package final class InterfaceWatcher: LoopHandler {
 
     private let socket: RouteNetlinkSocket
     private let counters: Counters
-    private let publish: (InterfaceSnapshot) -> Void
+    private let publish: ((InterfaceSnapshot) -> Void)?
+    private let kernelEvents: (() -> Void)?
     private let fail: (DatapathError) -> Void
     private var token: UInt64?
     private var table = InterfaceTable()
@@ -45,22 +46,33 @@ package final class InterfaceWatcher: LoopHandler {
     private var dumpInterrupted = false
     private var synchronized = false
     private var lastPublished: InterfaceSnapshot?
+    /// The current read brought a kernel event (not only dump answers).
+    private var sawEvent = false
 
-    private init(socket: RouteNetlinkSocket, counters: Counters, publish: @escaping (InterfaceSnapshot) -> Void, fail: @escaping (DatapathError) -> Void) {
+    private init(
+        socket: RouteNetlinkSocket, counters: Counters, publish: ((InterfaceSnapshot) -> Void)?, kernelEvents: (() -> Void)?,
+        fail: @escaping (DatapathError) -> Void
+    ) {
         self.socket = socket
         self.counters = counters
         self.publish = publish
+        self.kernelEvents = kernelEvents
         self.fail = fail
     }
 
     /// Starts watching through `socket` (made on the caller's thread, so in its network
-    /// namespace) on `loop`. `publish` and `fail` run on the loop; after `fail` the watcher
-    /// has stopped.
+    /// namespace) on `loop`. `publish` (nil: no snapshots, so no /sys or resolv.conf reads)
+    /// gets each changed snapshot; `kernelEvents` is told once the first dumps are done and
+    /// after each read that brought any event at all (a route to anywhere, not only the
+    /// default routes the table keeps). All run on the loop; after `fail` the watcher has
+    /// stopped.
     package static func start(
         socket: RouteNetlinkSocket, on loop: EventLoop, counters: Counters,
-        publish: @escaping @Sendable (InterfaceSnapshot) -> Void, fail: @escaping @Sendable (DatapathError) -> Void
+        publish: (@Sendable (InterfaceSnapshot) -> Void)?, kernelEvents: (@Sendable () -> Void)? = nil,
+        fail: @escaping @Sendable (DatapathError) -> Void
     ) -> Handle {
-        let watcher = LoopBound(handingOver: InterfaceWatcher(socket: socket, counters: counters, publish: publish, fail: fail), to: loop)
+        let watcher = LoopBound(
+            handingOver: InterfaceWatcher(socket: socket, counters: counters, publish: publish, kernelEvents: kernelEvents, fail: fail), to: loop)
         loop.execute { context in watcher.value.begin(context) }
         return Handle(watcher: watcher)
     }
@@ -117,13 +129,18 @@ package final class InterfaceWatcher: LoopHandler {
     // MARK: LoopHandler
 
     package func readable(_ context: LoopContext) {
+        let wasSynchronized = synchronized
+        sawEvent = false
         do {
             try readAll(context)
         } catch {
             failed(error as? DatapathError ?? .system("netlink", EIO), context)
             return
         }
-        if synchronized { publishIfChanged() }
+        if synchronized {
+            if publish != nil { publishIfChanged() }
+            if sawEvent || !wasSynchronized { kernelEvents?() }
+        }
         updateCounters()
     }
 
@@ -161,6 +178,7 @@ package final class InterfaceWatcher: LoopHandler {
     private func handle(_ message: RouteNetlinkMessage) throws {
         let answersDump = dumping != nil && message.sequence == sequence
         if answersDump, message.interrupted { dumpInterrupted = true }
+        if message.sequence == 0 { sawEvent = true }
         switch message.content {
         case .done where answersDump:
             try dumpFinished()
@@ -198,7 +216,7 @@ package final class InterfaceWatcher: LoopHandler {
         lastPublished = snapshot
         counters.snapshots.add(1, ordering: .relaxed)
         updateCounters()
-        publish(snapshot)
+        publish?(snapshot)
     }
 
     private func makeSnapshot() -> InterfaceSnapshot {

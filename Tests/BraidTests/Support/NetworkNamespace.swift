@@ -18,6 +18,7 @@ final class NetworkNamespace: Sendable {
 
     /// Runs `body` with a fresh namespace (loopback up), and removes the namespace afterwards.
     static func with<T: Sendable>(_ body: (NetworkNamespace) async throws -> T) async throws -> T {
+        await removeLeftovers()
         let name = "braid-\(getpid())-\(counter.add(1, ordering: .relaxed).newValue)"
         try await ip(["netns", "add", name])
         let namespace = NetworkNamespace(name: name)
@@ -29,6 +30,20 @@ final class NetworkNamespace: Sendable {
         } catch {
             try? await ip(["netns", "del", name])
             throw error
+        }
+    }
+
+    /// Deletes the namespaces of test processes that are gone (a test killed by its time
+    /// limit cannot clean up after itself), once per process.
+    private static let sweep = Mutex(false)
+
+    private static func removeLeftovers() async {
+        guard sweep.withLock({ done in defer { done = true }; return !done }) else { return }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/run/netns")) ?? []
+        for name in names where name.hasPrefix("braid-") {
+            let parts = name.split(separator: "-")
+            guard parts.count == 3, let pid = Int32(parts[1]), pid != getpid(), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            try? await ip(["netns", "del", name])
         }
     }
 
@@ -89,6 +104,12 @@ final class NetworkNamespace: Sendable {
             }
             return changed
         }
+    }
+
+    /// Moves the calling thread into the namespace (an event loop's thread, say, so the
+    /// sockets it makes belong to the namespace).
+    func enterOnCurrentThread() throws {
+        try Self.enter("/run/netns/\(name)")
     }
 
     private static func enter(_ path: String) throws {

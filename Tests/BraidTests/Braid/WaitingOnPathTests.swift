@@ -1,0 +1,68 @@
+import BraidIO
+import Foundation
+import Glibc
+import Testing
+
+@testable import Braid
+
+/// A connection `waiting` for a path retries when the kernel's interfaces change, not when its
+/// backoff timer fires. The tests run the connection on a loop whose thread has entered a
+/// network namespace the test made, and give it an hour-long retry timer: it can only become
+/// ready through the path.
+@Suite(.timeLimit(.minutes(2))) struct WaitingOnPathTests {
+    /// A loop inside `namespace`, for the connections made in `body`.
+    private static func withLoop<T: Sendable>(
+        in namespace: NetworkNamespace, _ body: (NetworkEnvironment) async throws -> T
+    ) async throws -> T {
+        let loop = try EventLoop(name: "braid-netns-loop")
+        defer { loop.shutdown() }
+        try await loop.submit { _ in try namespace.enterOnCurrentThread() }
+        return try await body(NetworkEnvironment(loop: loop, sockets: UDPSockets()))
+    }
+
+    @Test func aWaitingConnectionBecomesReadyWhenItsLinkComesUp() async throws {
+        try await NetworkNamespace.with { namespace in
+            // 10.88.0.5 is on va's subnet (vb's is another): reachable exactly while va is up.
+            try await namespace.addVethPair("va", address: "10.88.0.1", peer: "vb", peerAddress: "10.89.0.2")
+            _ = try await namespace.setLink("va", up: false)
+            try await Self.withLoop(in: namespace) { environment in
+                let port: UInt16 = 47_901
+                ClientEstablishment.retryDelaysForTesting.withLock { $0[port] = [.seconds(3600)] }
+                defer { _ = ClientEstablishment.retryDelaysForTesting.withLock { $0.removeValue(forKey: port) } }
+                let connection = NetworkEnvironment.$current.withValue(environment) {
+                    NetworkConnection(to: .hostPort(host: "10.88.0.5", port: NWEndpoint.Port(rawValue: port)!)) { UDP() }
+                }
+                defer { connection.cancel() }
+                let states = connection.states
+                let observed = Task {
+                    var seen: [NetworkConnectionState] = []
+                    for await state in states {
+                        seen.append(state)
+                        if state == .ready { break }
+                    }
+                    return (seen, ContinuousClock.now)
+                }
+                connection.start()
+                for await state in connection.states {
+                    if case .waiting = state { break }
+                    try #require(state != .ready, "ready while the link was down")
+                }
+                // Any retries the link's own events cause before it is up only wait again.
+                let up = try await namespace.setLink("va", up: true)
+                // Not ready 20 s after the link came up: cancelling ends the states, and the test.
+                let watchdog = Task {
+                    try await Task.sleep(for: .seconds(20))
+                    connection.cancel()
+                }
+                let (seen, ready) = await observed.value
+                watchdog.cancel()
+                print("link up -> ready after \(ready - up) (the retry timer was an hour)")
+                let unreachable = NetworkConnectionState.waiting(.system(call: "connect(10.88.0.5:\(port))", errno: ENETUNREACH))
+                #expect(Array(seen.prefix(3)) == [.setup, .preparing, unreachable], "\(seen)")
+                #expect(seen.last == .ready, "not ready 20 s after the link came up: \(seen)")
+                // Between: only waits for the same reason and retries.
+                #expect(seen.dropFirst(3).dropLast().allSatisfy { $0 == .preparing || $0 == unreachable }, "\(seen)")
+            }
+        }
+    }
+}
