@@ -17,7 +17,7 @@ import BraidIO
 ///   describe.
 enum PathEvaluation {
     /// Linux has no permission reasons; this is what an unstarted monitor reports.
-    static let notStarted = NWPath(status: .unsatisfied, unsatisfiedDescription: "the monitor has not started")
+    static let notStarted = NWPath(status: .unsatisfied, unsatisfiedDescription: "the monitor has not started, or not yet read the kernel's interfaces")
 
     static func path(
         from snapshot: InterfaceSnapshot, required: NWInterface.InterfaceType?, prohibited: [NWInterface.InterfaceType],

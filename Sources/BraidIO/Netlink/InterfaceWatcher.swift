@@ -112,6 +112,17 @@ package final class InterfaceWatcher: LoopHandler {
         fail(error)
     }
 
+    /// Dumps everything again after a loss: at once, or, while a dump runs (netlink allows one
+    /// at a time), when it ends.
+    private func resynchronize() throws {
+        if dumping != nil {
+            dumpInterrupted = true
+        } else {
+            counters.resyncs.add(1, ordering: .relaxed)
+            try startDumps()
+        }
+    }
+
     /// Forgets the table and dumps everything again, links first.
     private func startDumps() throws {
         table.removeAll()
@@ -164,8 +175,7 @@ package final class InterfaceWatcher: LoopHandler {
             case .overrun:
                 // Events were lost: only a fresh dump says what the tables hold now. Whatever
                 // is still queued is read (and superseded) meanwhile.
-                counters.resyncs.add(1, ordering: .relaxed)
-                try startDumps()
+                try resynchronize()
             case .bytes(let count):
                 let result = RouteNetlinkParser.parse(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                 counters.messages.add(result.messages.count, ordering: .relaxed)
@@ -185,8 +195,7 @@ package final class InterfaceWatcher: LoopHandler {
         case .error(let code) where answersDump:
             throw DatapathError.system("netlink dump", code)
         case .overrun:
-            counters.resyncs.add(1, ordering: .relaxed)
-            try startDumps()
+            try resynchronize()
         default:
             table.apply(message.content)
         }
