@@ -48,7 +48,11 @@ package final class InterfaceChanges {
                 fail: { _ in bound.value.watcher = nil })
             made = changes
         }
-        perLoop.withLock { $0[key] = Entry(loop: loop, changes: made.map { LoopBound($0, on: loop) }) }
+        perLoop.withLock { entries in
+            // Entries of loops that are gone go too (their watchers closed with the loop).
+            entries = entries.filter { $0.value.loop != nil }
+            entries[key] = Entry(loop: loop, changes: made.map { LoopBound($0, on: loop) })
+        }
         return made
     }
 

@@ -65,4 +65,52 @@ import Testing
             }
         }
     }
+
+    /// QUIC, with a handshake to finish: the server in one namespace, the client in another,
+    /// joined by a veth pair whose client end is down at first.
+    @Test func aWaitingQUICConnectionConnectsWhenItsLinkComesUp() async throws {
+        try await NetworkNamespace.with { server in
+            try await NetworkNamespace.with { client in
+                try await client.addVethPair("qa", address: "10.90.0.1", peer: "qb", peerAddress: "10.90.0.2", peerNamespace: server)
+                _ = try await client.setLink("qa", up: false)
+                try await Self.withLoop(in: server) { serverEnvironment in
+                    let listener = NetworkListener(for: .hostPort(host: "10.90.0.2", port: .any)) {
+                        QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+                    }
+                    // The listener binds in `run`, on the environment's loop (inside the server's namespace).
+                    let serving = NetworkEnvironment.$current.withValue(serverEnvironment) { Task { try await listener.run(echo) } }
+                    defer { serving.cancel() }
+                    for await state in listener.states {
+                        if state == .ready { break }
+                        if case .failed(let error) = state { throw error }
+                    }
+                    let port = listener.port!
+                    ClientEstablishment.retryDelaysForTesting.withLock { $0[port.rawValue] = [.seconds(3600)] }
+                    defer { _ = ClientEstablishment.retryDelaysForTesting.withLock { $0.removeValue(forKey: port.rawValue) } }
+                    try await Self.withLoop(in: client) { clientEnvironment in
+                        let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                            NetworkConnection(to: .hostPort(host: "10.90.0.2", port: port)) { testClient() }
+                        }
+                        defer { connection.cancel() }
+                        connection.start()
+                        for await state in connection.states {
+                            if case .waiting = state { break }
+                            try #require(state != .ready, "ready while the link was down")
+                        }
+                        let up = try await client.setLink("qa", up: true)
+                        let watchdog = Task {
+                            try await Task.sleep(for: .seconds(20))
+                            connection.cancel()
+                        }
+                        defer { watchdog.cancel() }
+                        let stream = try await connection.openStream()
+                        print("link up -> QUIC connection ready after \(ContinuousClock.now - up) (the retry timer was an hour)")
+                        try await stream.send(Data("through the new path".utf8), endOfStream: true)
+                        let (reply, _) = try await stream.receive(atLeast: 20, atMost: 1024)
+                        #expect(String(decoding: reply, as: UTF8.self) == "through the new path")
+                    }
+                }
+            }
+        }
+    }
 }

@@ -52,15 +52,17 @@ final class NetworkNamespace: Sendable {
         try await Self.ip(["-n", name] + arguments)
     }
 
-    /// A veth pair inside the namespace, both ends up, with `address` and `peerAddress` (/24),
+    /// A veth pair with one end, `name`, in this namespace and the other, `peer`, in
+    /// `peerNamespace` (this one if nil): both up, with `address` and `peerAddress` (/24),
     /// without IPv6 link-local addresses (whose duplicate address detection would send events
     /// while a test wants quiet).
-    func addVethPair(_ name: String, address: String, peer: String, peerAddress: String) async throws {
-        try await ip("link", "add", name, "type", "veth", "peer", "name", peer)
-        for (link, value) in [(name, address), (peer, peerAddress)] {
-            try await ip("link", "set", link, "addrgenmode", "none")
-            try await ip("address", "add", "\(value)/24", "dev", link)
-            try await ip("link", "set", link, "up")
+    func addVethPair(_ name: String, address: String, peer: String, peerAddress: String, peerNamespace: NetworkNamespace? = nil) async throws {
+        let other = peerNamespace ?? self
+        try await ip("link", "add", name, "type", "veth", "peer", "name", peer, "netns", other.name)
+        for (namespace, link, value) in [(self, name, address), (other, peer, peerAddress)] {
+            try await namespace.ip("link", "set", link, "addrgenmode", "none")
+            try await namespace.ip("address", "add", "\(value)/24", "dev", link)
+            try await namespace.ip("link", "set", link, "up")
         }
     }
 
