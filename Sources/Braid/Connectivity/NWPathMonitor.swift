@@ -82,6 +82,7 @@ public final class NWPathMonitor: Sendable {
         }
         watcher?.cancel()
         for stream in streams { stream.finish() }
+        Self.live.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(self)) }
     }
 
     /// The latest path: before `start`, an unsatisfied one.

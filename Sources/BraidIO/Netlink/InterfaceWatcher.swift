@@ -35,6 +35,7 @@ package final class InterfaceWatcher: LoopHandler {
     private let kernelEvents: (() -> Void)?
     private let fail: (DatapathError) -> Void
     private var token: UInt64?
+    private var closed = false
     private var table = InterfaceTable()
     /// Each link's kind, decided once per index and name.
     private var kinds: [Int32: (name: String, kind: LinkKind)] = [:]
@@ -100,9 +101,15 @@ package final class InterfaceWatcher: LoopHandler {
     }
 
     private func stop(_ context: LoopContext) {
-        guard let token else { return }
-        self.token = nil
-        context.deregister(token)
+        if let token { context.deregister(token) }
+        token = nil
+        closeSocket()
+    }
+
+    /// Closes the socket once, registered or not (registering may have failed).
+    private func closeSocket() {
+        guard !closed else { return }
+        closed = true
         socket.close()
         updateCounters()
     }
@@ -159,10 +166,8 @@ package final class InterfaceWatcher: LoopHandler {
     package func timerFired(_ context: LoopContext) {}
 
     package func close(_ context: LoopContext) {
-        guard token != nil else { return }
         token = nil
-        socket.close()
-        updateCounters()
+        closeSocket()
     }
 
     /// Reads until the socket is empty, applying every message.
