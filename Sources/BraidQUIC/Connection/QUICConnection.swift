@@ -70,6 +70,8 @@ public final class QUICConnection {
     // MARK: Datagrams (+Datagrams)
     /// Datagrams queued by `sendDatagram`, not yet in a packet.
     var pendingDatagrams = Deque<(id: UInt64, bytes: [UInt8])>()
+    /// The most datagrams `pendingDatagrams` has held at once (see `largestPendingDatagramCount`).
+    var pendingDatagramHighWater = 0
     /// The ID the next queued datagram gets (its acknowledged/lost events carry it).
     var nextDatagramID: UInt64 = 0
     /// Keeps datagram-only flights from stalling on ngtcp2 0.12.1.
