@@ -20,9 +20,10 @@ extension QUICConnection {
         var ccerr = ccerr
         var info = ngtcp2_pkt_info()
         ngtcp2_path_storage_zero(pathStorage)
-        let written = braid_ngtcp2_conn_write_connection_close(
-            conn, writePath, &info, scratch.baseAddress!.assumingMemoryBound(to: UInt8.self),
-            maxPacketSize, &ccerr, now.nanoseconds)
+        var packet = [UInt8](repeating: 0, count: maxPacketSize)
+        let written = packet.withUnsafeMutableBufferPointer { buffer in
+            braid_ngtcp2_conn_write_connection_close(conn, writePath, &info, buffer.baseAddress!, buffer.count, &ccerr, now.nanoseconds)
+        }
         failAll(reason)
         closeReason = reason
         emit(.connectionClosed(reason))
@@ -31,7 +32,8 @@ extension QUICConnection {
             terminate(reason: reason)
             return
         }
-        closePacket.store(Array(UnsafeRawBufferPointer(rebasing: scratch[0..<written])))
+        packet.removeSubrange(written...)
+        closePacket.store(packet)
         phase = .closing(deadline: now + threePTO)
         logger.debug("closing: \(reason)")
     }

@@ -78,15 +78,20 @@ public final class QUICConnection {
     var datagramProbe: DatagramProbe
 
     // MARK: Packet assembly (+PacketAssembly)
-    /// Packet-assembly area: room for one full GSO batch of maximum-size packets.
-    let scratch: UnsafeMutableRawBufferPointer
+    /// Where a packet that could not join its batch waits for the next one. Allocated the
+    /// first time a packet is held: most connections never need it, and an idle connection
+    /// should not carry packet-sized buffers.
+    var heldPacketStorage: UnsafeMutableRawBufferPointer?
+    /// A whole batch, for `writeTransmits(_:)` callers that give no memory of their own (tests,
+    /// engine benchmarks); the datapath writes into its socket's memory and never allocates it.
+    var batchStorage: UnsafeMutableRawBufferPointer?
     let maxPacketSize: Int
     /// Most packets per batch: what one GSO send may carry.
     public static let maxSegmentsPerBatch = UDPSegmentation.maxSegments
     /// Largest batch in bytes: the UDP payload limit of one IPv4 datagram (65535 - 20 - 8).
     public static let maxBatchBytes = UDPSegmentation.maxBytes
     /// A packet written but not yet emitted because it could not join the previous batch.
-    var heldPacket: (offset: Int, length: Int, path: QUICPath, ecn: ECN)?
+    var heldPacket: (length: Int, path: QUICPath, ecn: ECN)?
     /// Stream-data scatter list handed to ngtcp2 (reused: no allocation per packet).
     let vecs: UnsafeMutableBufferPointer<ngtcp2_vec>
     static let maxVecs = 16
@@ -156,8 +161,6 @@ public final class QUICConnection {
         datagramProbe = DatagramProbe(configuredKeepAlive: transport.keepAliveInterval?.nanosecondsClamped ?? 0)
         connRef = .allocate(capacity: 1)
         pathStorage = .allocate(capacity: 1)
-        // Room for a whole batch of packets as large as path-MTU discovery may grow them.
-        scratch = .allocate(byteCount: Self.maxSegmentsPerBatch * 1500 + 65536, alignment: 16)
         vecs = .allocate(capacity: Self.maxVecs)
         connRef.initialize(to: ngtcp2_crypto_conn_ref(
             get_conn: { ref in
@@ -225,7 +228,8 @@ public final class QUICConnection {
         qlogFile = nil
         connRef.deallocate()
         pathStorage.deallocate()
-        scratch.deallocate()
+        heldPacketStorage?.deallocate()
+        batchStorage?.deallocate()
         vecs.deallocate()
     }
 
