@@ -10,7 +10,7 @@ import Testing
         let port = try await server.listeningPort()
         let client = try PeerProcess.braid([
             "client", "--host", "127.0.0.1", "--port", String(port), "--ca", Fixtures.caFile, "--sni", "localhost", "--json",
-            "--alpn", "perf", "--streams", "4", "--download", "2000000", "--upload", "500000", "--key-update", "--migrate",
+            "--alpn", "perf", "--streams", "4", "--download", "2000000", "--upload", "500000", "--key-update", "--migrate", "--verify-pattern",
         ])
         let report = try await runClient(client)
         let line = try await server.jsonLine { $0["event"] as? String == "closed" }
