@@ -24,9 +24,11 @@ whose application does not read (or reads slowly), or credit may come back befor
 Prints one JSON object: ``limits`` (what the server advertised), ``closed_by`` (``"peer"``:
 the server's CONNECTION_CLOSE; ``"idle_timeout"``; ``"local"``: aioquic closed it itself;
 ``"timeout"``: nothing within --timeout), ``error_code``, ``frame_type`` (null for an
-application close), ``reason``, and ``close_ms`` (from the violating write to the close's
-arrival). Exit status: 0 the server closed the connection, 1 it did not (or an internal
-error), 2 usage, 4 the handshake failed.
+application close), ``reason``, ``close_ms`` (from the violating write to the close's
+arrival) and ``pto_ms`` (the client's probe timeout then, for comparison).
+
+Exit status: 0 the server closed the connection, 1 it did not (or an internal error), 2 usage,
+4 the handshake failed.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ async def run(args: argparse.Namespace) -> int:
             limits = advertised_limits(quic)
             report["limits"] = limits
             violate(quic, args.violate, limits)
+            report["pto_ms"] = round(quic._loss.get_probe_timeout() * 1000, 3)
             sent_at = time.monotonic()
             client.transmit()
             try:
