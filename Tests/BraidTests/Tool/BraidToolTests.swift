@@ -1,5 +1,11 @@
+import Braid
 import BraidPerf
+import Foundation
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The `braid` tool against itself, and its handling of bad input.
 @Suite struct BraidToolTests {
@@ -20,6 +26,51 @@ import Testing
         #expect(report["migrated"] as? Bool == true)
         #expect(line["bytes_uploaded"] as? Int == 2_000_000)
         #expect(line["upload_intact"] as? Bool == true)
+    }
+
+    /// How `braid serve` is started and stopped: SIGTERM, or SIGINT with the server started
+    /// the way a shell starts a background job (SIGINT ignored, which exec keeps).
+    enum Shutdown: String, CaseIterable, Sendable {
+        case sigterm = "SIGTERM"
+        case sigintInBackgroundJob = "SIGINT in a background job"
+    }
+
+    /// A signal shuts the server down gracefully: the client sees the server's close with
+    /// application code 0 (not its own idle timeout of two minutes), and the server exits 0.
+    @Test(arguments: Shutdown.allCases)
+    func signalClosesEveryConnectionWithCodeZeroAndExitsZero(_ shutdown: Shutdown) async throws {
+        let arguments = [
+            "serve", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
+            "--alpn", "echo",
+        ]
+        let server: ChildProcess
+        let signal: Int32
+        switch shutdown {
+        case .sigterm:
+            server = try PeerProcess.braid(arguments)
+            signal = SIGTERM
+        case .sigintInBackgroundJob:
+            server = try ChildProcess("/bin/sh", ["-c", "trap '' INT; exec \"$0\" \"$@\"", try PeerProcess.braidTool] + arguments)
+            signal = SIGINT
+        }
+        let port = try await server.listeningPort()
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(integerLiteral: port))) {
+            testClient().idleTimeout(120_000)
+        }
+        defer { connection.cancel() }
+        let stream = try await connection.openStream()
+        try await stream.send(Data("ping".utf8), endOfStream: false)
+        #expect(try await stream.receive(atLeast: 4, atMost: 4).content == Data("ping".utf8))
+
+        kill(server.pid, signal)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !connection.state.isFinal && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        if case .failed(.peerClosed(code: 0, _)) = connection.state {} else {
+            Issue.record("the client's connection is \(connection.state), not closed by the server with code 0")
+        }
+        let exit = try await server.finish(within: 30)
+        #expect(exit.status == 0, "stderr: \(server.errors)")
+        #expect(server.errors.contains("braid: \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): closing every connection"), "stderr: \(server.errors)")
     }
 
     @Test func badArgumentsAndUnreadableFilesExitWithUsageErrors() async throws {
