@@ -73,6 +73,28 @@ import Glibc
         #expect(server.errors.contains("braid: \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): closing every connection"), "stderr: \(server.errors)")
     }
 
+    /// A second signal during the graceful shutdown exits at once. The server is stopped
+    /// while both signals are sent, so both are pending when it resumes: the second is in its
+    /// signal pipe right behind the first, before any shutdown work can finish. (Two of one
+    /// signal would merge while pending, hence one of each.)
+    @Test func secondSignalExitsAtOnce() async throws {
+        let server = try PeerProcess.braid([
+            "serve", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
+        ])
+        _ = try await server.listeningPort()
+        kill(server.pid, SIGSTOP)
+        kill(server.pid, SIGTERM)
+        kill(server.pid, SIGINT)
+        kill(server.pid, SIGCONT)
+        let exit = try await server.finish(within: 30)
+        // Which one comes first depends on the threads the kernel delivers them to.
+        let firstIsTerm = server.errors.contains("braid: SIGTERM: closing every connection")
+        let (first, second) = firstIsTerm ? ("SIGTERM", SIGINT) : ("SIGINT", SIGTERM)
+        #expect(server.errors.contains("braid: \(first): closing every connection"), "stderr: \(server.errors)")
+        #expect(server.errors.contains("braid: \(second == SIGINT ? "SIGINT" : "SIGTERM") again: exiting at once"), "stderr: \(server.errors)")
+        #expect(exit.status == 128 + second, "stderr: \(server.errors)")
+    }
+
     @Test func badArgumentsAndUnreadableFilesExitWithUsageErrors() async throws {
         let badALPN = try PeerProcess.braid(["client", "--host", "127.0.0.1", "--port", "4433", "--alpn", "gopher"])
         #expect(try await badALPN.finish().status == 64)
