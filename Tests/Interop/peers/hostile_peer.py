@@ -3,7 +3,8 @@
 the server closed the connection.
 
     hostile_peer.py --host H --port P --alpn ALPN (--ca FILE | --insecure) [--sni NAME]
-                    --violate streams|stream-data|connection-data [--timeout 10] [-v]
+                    --violate streams|stream-data|connection-data|stream-state|final-size
+                    [--timeout 10] [-v]
 
 After the handshake the client overrides aioquic's own record of the server's limits (private
 attributes of ``QuicConnection``: aioquic never sends past a limit it knows), then:
@@ -16,7 +17,13 @@ attributes of ``QuicConnection``: aioquic never sends past a limit it knows), th
     FLOW_CONTROL_ERROR, 0x3);
 ``connection-data``
     sends on several streams, each within its own window, more than the connection's window
-    (§4.1: FLOW_CONTROL_ERROR, 0x3).
+    (§4.1: FLOW_CONTROL_ERROR, 0x3);
+``stream-state``
+    sends a STREAM frame on stream 3, the server's own unidirectional stream, which it never
+    opened and could not receive on anyway (§19.8: STREAM_STATE_ERROR, 0x5);
+``final-size``
+    sends 100 bytes on a stream, waits for their acknowledgement, then resets the stream
+    declaring a final size of 10 (§4.5: FINAL_SIZE_ERROR, 0x6).
 
 No stream gets a FIN, so the server has no reason to grant more credit; point it at a server
 whose application does not read (or reads slowly), or credit may come back before the excess.
@@ -46,6 +53,7 @@ from aioquic.asyncio import QuicConnectionProtocol, connect
 from aioquic.quic import events
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
+from aioquic.quic.stream import QuicStream
 
 UNLIMITED = 1 << 60
 
@@ -80,7 +88,24 @@ def advertised_limits(quic: QuicConnection) -> dict[str, int]:
     }
 
 
-def violate(quic: QuicConnection, mode: str, limits: dict[str, int]) -> None:
+async def prepare(client: QuicConnectionProtocol, mode: str, timeout: float) -> Any:
+    """What a violation needs in place first: for final-size, 100 acknowledged bytes."""
+    if mode != "final-size":
+        return None
+    quic = client._quic
+    stream_id = quic.get_next_available_stream_id()
+    quic.send_stream_data(stream_id, bytes(100))
+    client.transmit()
+    sender = quic._streams[stream_id].sender
+    deadline = time.monotonic() + timeout
+    while sender._buffer_start < 100:
+        if time.monotonic() > deadline:
+            raise SystemExit("final-size: the server did not acknowledge the first 100 bytes")
+        await asyncio.sleep(0.005)
+    return stream_id
+
+
+def violate(quic: QuicConnection, mode: str, limits: dict[str, int], prepared: Any) -> None:
     """Queues frames that break `limits`; the caller transmits them."""
     if mode == "streams":
         quic._remote_max_streams_bidi = UNLIMITED
@@ -101,6 +126,15 @@ def violate(quic: QuicConnection, mode: str, limits: dict[str, int]) -> None:
         quic._remote_max_data = UNLIMITED
         for _ in range(needed):
             quic.send_stream_data(quic.get_next_available_stream_id(), bytes(window))
+    elif mode == "stream-state":
+        # aioquic refuses to send on a peer's stream; the stream is slipped into its tables.
+        stream = QuicStream(stream_id=3, max_stream_data_remote=UNLIMITED, readable=False)
+        quic._streams[3] = stream
+        quic._streams_queue.append(stream)
+        stream.sender.write(b"x")
+    elif mode == "final-size":
+        quic.reset_stream(prepared, 0)
+        quic._streams[prepared].sender.highest_offset = 10  # the RESET_STREAM's final size
     else:
         raise SystemExit(f"unknown violation {mode}")
 
@@ -119,7 +153,8 @@ async def run(args: argparse.Namespace) -> int:
             quic = client._quic
             limits = advertised_limits(quic)
             report["limits"] = limits
-            violate(quic, args.violate, limits)
+            prepared = await prepare(client, args.violate, args.timeout)
+            violate(quic, args.violate, limits, prepared)
             report["pto_ms"] = round(quic._loss.get_probe_timeout() * 1000, 3)
             sent_at = time.monotonic()
             client.transmit()
@@ -160,7 +195,7 @@ def main(argv: list[str]) -> int:
     trust = parser.add_mutually_exclusive_group(required=True)
     trust.add_argument("--ca")
     trust.add_argument("--insecure", action="store_true")
-    parser.add_argument("--violate", required=True, choices=["streams", "stream-data", "connection-data"])
+    parser.add_argument("--violate", required=True, choices=["streams", "stream-data", "connection-data", "stream-state", "final-size"])
     parser.add_argument("--timeout", type=float, default=10)
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
