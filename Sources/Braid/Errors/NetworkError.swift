@@ -111,7 +111,7 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
         case .peerClosed(let code, let reason):
             "The peer closed the connection with application error \(code)\(reason.isEmpty ? "" : ": \(reason)")."
         case .protocolError(let code, let reason, let byPeer):
-            "QUIC protocol error 0x\(String(code, radix: 16)) \(byPeer ? "reported by the peer" : "detected locally")\(reason.isEmpty ? "" : ": \(reason)")."
+            "QUIC protocol error \(quicTransportErrorLabel(code)) \(byPeer ? "reported by the peer" : "detected locally")\(reason.isEmpty ? "" : ": \(reason)")."
         case .streamReset(let code):
             "The peer reset the stream with application error code \(code)."
         case .streamStopped(let code):

@@ -286,6 +286,8 @@ public final class QUICConnection {
         case .handshaking, .established:
             break
         }
+        // An empty datagram carries no packet (read_pkt would call it an invalid argument).
+        guard datagram.count > 0 else { return }
         currentTime = now
         datagramProbe.noteActivity(at: now)
         counters.received(bytes: datagram.count)
@@ -326,9 +328,7 @@ public final class QUICConnection {
         case NGTCP2_ERR_HANDSHAKE_TIMEOUT:
             terminate(reason: .handshakeTimeout)
         default:
-            var ccerr = ngtcp2_connection_close_error()
-            ngtcp2_connection_close_error_set_transport_error_liberr(&ccerr, rc, nil, 0)
-            startClosing(ccerr: ccerr, reason: .transportError(code: ccerr.error_code, reason: ngtcp2ErrorName(rc), byPeer: false), now: now)
+            closeOnLibraryError(rc, now: now)
         }
     }
 

@@ -33,6 +33,21 @@ func readmeClient(port: NWEndpoint.Port, caFile: String) async throws -> String 
     return String(decoding: reply, as: UTF8.self)
 }
 
+/// README: a graceful shutdown of a listener.
+func readmeGracefulShutdown(listener: NetworkListener<QUIC>, shutdownRequested: () async -> Void) async throws {
+    let serving = Task {
+        try await listener.run { connection in
+            try await connection.inboundStreams { stream in
+                let (request, _) = try await stream.receive(atLeast: 1, atMost: 65536)
+                try await stream.send(request, endOfStream: true)
+            }
+        }
+    }
+    await shutdownRequested()  // e.g. SIGTERM arrived
+    serving.cancel()           // stop accepting; every connection closes with code 0
+    try await serving.value    // returns once every close is on the wire
+}
+
 /// README: datagrams.
 func readmeDatagrams(_ connection: NetworkConnection<QUIC>) async throws -> Data? {
     try await connection.datagrams.send(Data([1, 2, 3]))
@@ -181,6 +196,42 @@ func readmeUDPEchoServer(port: NWEndpoint.Port) async throws {
         let connection = NetworkConnection(to: echoServer.endpoint) { testClient() }
         defer { connection.cancel() }
         #expect(try await readmeDatagrams(connection) == Data([1, 2, 3]))
+    }
+
+    /// The graceful-shutdown example: a client in the middle of a connection sees the
+    /// listener's close with code 0 once the example's `serving.value` has returned.
+    @Test func gracefulShutdownExampleClosesClientsWithCodeZero() async throws {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+            QUIC(alpn: ["echo"]).identity(
+                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        }
+        let (requests, requestShutdown) = AsyncStream<Void>.makeStream()
+        let server = Task {
+            try await readmeGracefulShutdown(listener: listener) {
+                for await _ in requests { return }
+            }
+        }
+        defer { server.cancel() }
+        for await state in listener.states where state == .ready { break }
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: try #require(listener.port))) {
+            testClient().idleTimeout(120_000)
+        }
+        defer { connection.cancel() }
+        let stream = try await connection.openStream()
+        try await stream.send(Data("ping".utf8), endOfStream: true)
+        #expect(try await stream.receive(atLeast: 4, atMost: 4).content == Data("ping".utf8))
+        // A second stream keeps the handler busy while the shutdown comes.
+        let waiting = try await connection.openStream()
+        try await waiting.send(Data("x".utf8), endOfStream: false)
+
+        requestShutdown.yield()
+        try await server.value
+        #expect(listener.state == .cancelled)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !connection.state.isFinal && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        if case .failed(.peerClosed(code: 0, _)) = connection.state {} else {
+            Issue.record("the client's connection is \(connection.state), not closed by the listener with code 0")
+        }
     }
 
     /// The TLS examples run unchanged against the README's TLS server: www.example.com
