@@ -127,10 +127,13 @@ package final class QUICStreamChannel {
         pull(context)
         // Finished or failed already in all but odd cases; a receive must never wait forever.
         inbox.fail(channel.describe(QUICError.invalidState("the stream closed without an end of stream")))
-        // The engine is done with the stream, so a send side still open was stopped by the peer
-        // (ngtcp2 0.12.1 closes a stream the peer both reset and stopped with one code without
-        // reporting the stop): sends from now on would go nowhere, so they fail instead.
-        outbox.fail(channel.describe(QUICError.streamStopped(streamID: id, code: nil)))
+        // The engine is done with the stream, so a send side still open (not finished by the
+        // application) was stopped by the peer (ngtcp2 0.12.1 closes a stream the peer both
+        // reset and stopped with one code without reporting the stop): sends from now on would
+        // go nowhere, so they fail instead.
+        if canSend && !outbox.isFinished {
+            outbox.fail(channel.describe(QUICError.streamStopped(streamID: id, code: nil)))
+        }
     }
 
     /// The connection ended: every waiting call fails with its reason (receives first get the

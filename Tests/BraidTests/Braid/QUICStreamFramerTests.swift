@@ -247,7 +247,7 @@ import Testing
     }
 
     /// A unidirectional framed stream carries messages one way; the receiving side cannot
-    /// send on it, and the end of the stream ends `messages`.
+    /// send on it, the end of the stream ends `messages`, and the sender cannot send after it.
     @Test(.timeLimit(.minutes(1))) func aUnidirectionalStreamCarriesMessagesOneWay() async throws {
         let (outcomes, outcome) = AsyncStream.makeStream(of: String.self)
         let server = try await RunningListener.start(handler: { connection in
@@ -277,6 +277,10 @@ import Testing
         var iterator = outcomes.makeAsyncIterator()
         let result = await iterator.next()
         #expect(result == "1:5 2:70000 \(NetworkError.streamNotWritable)")
+        // The stream finished and closes once the server has everything: a later send says it
+        // is finished, not stopped.
+        try await Task.sleep(for: .milliseconds(50))
+        await #expect(throws: NetworkError.streamNotWritable) { try await stream.send(Data([1]), type: 3) }
     }
 
     /// A stream takes only a framer over its own `QUICStream`: other stacks throw
