@@ -144,6 +144,32 @@ import Testing
         #expect(await iterator.next() == "done")
     }
 
+    /// A message that does not decode is a typed error naming the type, and the stream goes
+    /// on: the next receive returns the next value.
+    @Test(.timeLimit(.minutes(1))) func aMessageThatDoesNotDecodeOnAStreamIsATypedErrorAndTheStreamGoesOn() async throws {
+        let server = try await RunningListener.start(handler: { connection in
+            try await connection.inboundStreams(prepending: { quicStream in TLV { quicStream } }) { stream in
+                _ = try await stream.receive()
+                try await stream.send(Data("not json".utf8), type: 0)
+                try await stream.send(try JSONEncoder().encode(GameMessage.move(row: 3, column: 4)), type: 0)
+                for try await _ in stream.messages {}
+            }
+        })
+        defer { server.task.cancel() }
+        let connection = Self.client(server)
+        defer { connection.cancel() }
+        let stream = try await connection.openStream { quicStream in Coder(GameMessage.self, using: .json) { quicStream } }
+        try await stream.send(.selectedCharacter("🐨"))
+        do {
+            _ = try await stream.receive()
+            Issue.record("garbage decoded")
+        } catch NetworkError.messageDecodingFailed(let type, let reason) {
+            #expect(type.hasSuffix("GameMessage"))
+            #expect(!reason.isEmpty)
+        }
+        #expect(try await stream.receive().content == .move(row: 3, column: 4))
+    }
+
     /// Sixteen streams at once, each with its own messages (sizes and types of its own): each
     /// stream's echo is its own messages, whole and in order.
     @Test(.timeLimit(.minutes(1))) func concurrentStreamsAreFramedIndependently() async throws {
