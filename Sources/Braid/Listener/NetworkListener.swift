@@ -118,7 +118,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 switch framed.framedLower {
                 case .tls(let tls): group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, deliver: deliver)
                 case .tcp(let tcp): group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, deliver: deliver)
-                case .unsupported(let what): throw NetworkError.unsupported(what + " (listener)")
+                case .quicStream, .unsupported:
+                    throw NetworkError.unsupported((framed.framedLower.unsupportedOnConnections ?? "") + " (listener)")
                 }
             default:
                 throw NetworkError.unsupported("\(ApplicationProtocol.self) listeners; QUIC, TLS, TCP and UDP are implemented")

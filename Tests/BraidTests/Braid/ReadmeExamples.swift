@@ -147,6 +147,36 @@ func readmeTLVServer(port: NWEndpoint.Port, certificate: String, key: String) as
     }
 }
 
+/// README: Coder on a QUIC stream, the client.
+func readmeQUICStreamCoderClient(port: NWEndpoint.Port, caFile: String) async throws -> GameMessage {
+    let connection = NetworkConnection(to: .hostPort(host: "localhost", port: port)) {
+        QUIC(alpn: ["game"]).trust(.certificateAuthorities(file: caFile))
+    }
+    defer { connection.cancel() }
+    let stream = try await connection.openStream { quicStream in
+        Coder(GameMessage.self, using: .json) { quicStream }
+    }
+    try await stream.send(.move(row: 1, column: 2))
+    let reply = try await stream.receive().content
+    return reply
+}
+
+/// README: Coder on QUIC streams, the server.
+func readmeQUICStreamCoderServer(port: NWEndpoint.Port, certificate: String, key: String) async throws {
+    let listener = NetworkListener(port: port) {
+        QUIC(alpn: ["game"]).identity(certificateChainFile: certificate, privateKeyFile: key)
+    }
+    try await listener.run { connection in
+        try await connection.inboundStreams(prepending: { quicStream in
+            Coder(GameMessage.self, using: .json) { quicStream }
+        }) { stream in
+            for try await (message, _) in stream.messages {
+                try await stream.send(message)
+            }
+        }
+    }
+}
+
 /// README: Network.framework's UDP game example.
 func readmeUDPGame(port: NWEndpoint.Port) async throws -> Data {
     let game = NetworkConnection(to: .hostPort(host: "game-server.example.com", port: port)) { UDP() }
@@ -263,6 +293,23 @@ func readmeUDPEchoServer(port: NWEndpoint.Port) async throws {
             #expect(echoed.1 == 0)
             #expect(try await readmeCoderGame(port: port) == .selectedCharacter("🐨"))
         }
+    }
+
+    /// The Coder-on-QUIC-streams examples talk: the client's value comes back from the
+    /// server's inbound stream.
+    @Test(.timeLimit(.minutes(1))) func coderOnQUICStreamExamplesTalk() async throws {
+        // The server example listens on every address of a fixed port; pick a free one first.
+        let probe = try await RunningListener.start(alpn: ["game"], handler: { _ in })
+        let port = try #require(probe.listener.port)
+        probe.task.cancel()
+        _ = try? await probe.task.value
+        let server = Task {
+            try await readmeQUICStreamCoderServer(
+                port: port, certificate: Fixtures.path("server.pem"), key: Fixtures.path("server-key.pem"))
+        }
+        defer { server.cancel() }
+        let reply = try await Self.firstAnswer { try await readmeQUICStreamCoderClient(port: port, caFile: Fixtures.caFile) }
+        #expect(reply == .move(row: 1, column: 2))
     }
 
     /// Runs a README server on a free port with www.example.com resolving to this machine
