@@ -1,4 +1,5 @@
-// Braid benchmarks: `swift run -c release benchmarks [--quick] [--filter S] [--json F] [--html F]`.
+// Braid benchmarks: `swift run -c release benchmarks [--quick] [--filter S] [--json F] [--html F]`,
+// and `benchmarks compare A.json B.json [--html F]` to set two runs side by side.
 // The same binary also plays the client and server roles of each scenario in child processes
 // (`benchmarks role <name> ...`), so every measurement has its two ends in separate processes.
 #if canImport(Glibc)
@@ -11,6 +12,10 @@ enum Entry {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.first == "role" {
             exit(await Roles.run(Array(arguments.dropFirst())))
+        }
+        if arguments.first == "compare" {
+            CompareCommand.main(Array(arguments.dropFirst()))
+            return
         }
         await BenchmarkCommand.main()
     }

@@ -102,11 +102,15 @@ enum Report {
             ("establishment", "ready p50", "Time to ready, p50 (ms)"),
             ("establishment", "first byte p50", "Time to first response byte, p50 (ms)"),
         ]
-        var body = ""
+        var body = "<p>\(legend)</p>\n"
         for chart in charted {
             let rows = results.all.filter { $0.scenario == chart.scenario && $0.metric == chart.metric }
             guard !rows.isEmpty else { continue }
-            body += "<h2>\(escape(chart.title))</h2>\n" + svgBars(rows.map { ($0.config, $0.value) }, unit: rows[0].unit) + "\n"
+            let bars = rows.map { row -> Bar in
+                let spread = spread(of: row, in: results)
+                return Bar(label: row.config, value: row.value, spread: spread, isBaseline: isBaseline(row.config))
+            }
+            body += "<h2>\(escape(chart.title))</h2>\n" + svgBars(bars, unit: rows[0].unit) + "\n"
         }
         body += "<h2>Targets</h2>\n<table>\n" + targets(results).map {
             "<tr><td>\($0.met.map { $0 ? "met" : "missed" } ?? "-")</td><td>\(escape($0.measured))</td><td>\(escape($0.target))</td></tr>"
@@ -119,7 +123,7 @@ enum Report {
         let page = """
             <!doctype html>
             <html><head><meta charset="utf-8"><title>Braid benchmarks</title>
-            <style>body{font:14px sans-serif;margin:2em;max-width:60em} td,th{padding:2px 8px;text-align:left} svg text{font:12px sans-serif}</style>
+            \(style)
             </head><body><h1>Braid benchmarks</h1><p>\(escape(machine))</p>
             \(body)</body></html>
             """
@@ -127,21 +131,60 @@ enum Report {
         emit("wrote \(path)")
     }
 
-    private static func svgBars(_ rows: [(label: String, value: Double)], unit: String) -> String {
-        let barHeight = 22, labelWidth = 300, chartWidth = 420
-        let largest = max(rows.map(\.value).max() ?? 1, 1e-12)
-        var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(labelWidth + chartWidth + 120)\" height=\"\(rows.count * barHeight + 10)\">"
+    static let style = "<style>body{font:14px sans-serif;margin:2em;max-width:70em} td,th{padding:2px 8px;text-align:left} svg text{font:12px sans-serif} .apart{color:#b03030;font-weight:bold}</style>"
+
+    static let legend = "<svg width=\"12\" height=\"12\"><rect width=\"12\" height=\"12\" fill=\"\(braidColour)\"/></svg> Braid "
+        + "<svg width=\"12\" height=\"12\"><rect width=\"12\" height=\"12\" fill=\"\(baselineColour)\"/></svg> baselines (raw sockets, other stacks, the coders alone); "
+        + "a line across a bar is the run's min–max."
+
+    static let braidColour = "#4878a8"
+    static let baselineColour = "#a0a0a0"
+
+    /// What Braid is compared against, rather than Braid itself.
+    static func isBaseline(_ config: String) -> Bool {
+        let lowered = config.lowercased()
+        return ["raw ", "ngtcp2", "picoquic", "quic-go", "jsonencoder", "aioquic"].contains { lowered.hasPrefix($0) }
+    }
+
+    /// A "<metric> median" row's min...max, when the run recorded them.
+    private static func spread(of row: Measurement, in results: Results) -> ClosedRange<Double>? {
+        guard row.metric.hasSuffix(" median") else { return nil }
+        let base = row.metric.dropLast(" median".count)
+        guard let low = results.value(row.scenario, row.config, "\(base) min"), let high = results.value(row.scenario, row.config, "\(base) max")
+        else { return nil }
+        return min(low, high)...max(low, high)
+    }
+
+    struct Bar {
+        var label: String
+        var value: Double
+        var spread: ClosedRange<Double>?
+        var isBaseline: Bool
+    }
+
+    /// Horizontal bars, Braid's and the baselines' in their own colours, each with its min–max.
+    static func svgBars(_ rows: [Bar], unit: String) -> String {
+        let barHeight = 22, labelWidth = 320, chartWidth = 420
+        let largest = max(rows.map { $0.spread?.upperBound ?? $0.value }.max() ?? 1, 1e-12)
+        func x(_ value: Double) -> Int { labelWidth + Int(Double(chartWidth) * value / largest) }
+        var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(labelWidth + chartWidth + 180)\" height=\"\(rows.count * barHeight + 10)\">"
         for (index, row) in rows.enumerated() {
             let y = index * barHeight + 5
-            let width = Int(Double(chartWidth) * row.value / largest)
+            let width = max(x(row.value) - labelWidth, 1)
             svg += "<text x=\"0\" y=\"\(y + 15)\">\(escape(row.label))</text>"
-            svg += "<rect x=\"\(labelWidth)\" y=\"\(y)\" width=\"\(max(width, 1))\" height=\"\(barHeight - 6)\" fill=\"#4878a8\"/>"
-            svg += "<text x=\"\(labelWidth + width + 6)\" y=\"\(y + 15)\">\(format(row.value)) \(escape(unit))</text>"
+            svg += "<rect x=\"\(labelWidth)\" y=\"\(y)\" width=\"\(width)\" height=\"\(barHeight - 6)\" fill=\"\(row.isBaseline ? baselineColour : braidColour)\"/>"
+            var text = "\(format(row.value)) \(escape(unit))"
+            if let spread = row.spread {
+                let middle = y + (barHeight - 6) / 2
+                svg += "<line x1=\"\(x(spread.lowerBound))\" x2=\"\(x(spread.upperBound))\" y1=\"\(middle)\" y2=\"\(middle)\" stroke=\"black\" stroke-width=\"2\"/>"
+                text += " (\(format(spread.lowerBound))–\(format(spread.upperBound)))"
+            }
+            svg += "<text x=\"\(max(x(row.value), x(row.spread?.upperBound ?? 0)) + 6)\" y=\"\(y + 15)\">\(text)</text>"
         }
         return svg + "</svg>"
     }
 
-    private static func escape(_ text: String) -> String {
+    static func escape(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
     }
 }

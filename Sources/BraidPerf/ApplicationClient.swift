@@ -27,6 +27,10 @@ public struct ApplicationClient: Sendable {
         /// Update keys and/or migrate once half the expected bytes are in.
         public var keyUpdate = false
         public var migrate = false
+        /// perf: check every downloaded byte against Braid's pattern. Off by default: the perf
+        /// draft does not define the response bytes, and other perf servers send zeros, so by
+        /// default the client counts and times the bytes only.
+        public var verifyPattern = false
 
         public init(alpn: String) { self.alpn = alpn }
     }
@@ -174,7 +178,7 @@ public struct ApplicationClient: Sendable {
             try await PerfService.sendPattern(count: options.upload, on: stream)
             outcome.sent = options.upload
         }
-        let download = try await PerfService.receivePattern(from: stream, onBytes: progress.add)
+        let download = try await PerfService.receivePattern(from: stream, verify: options.verifyPattern, onBytes: progress.add)
         outcome.received = download.count
         if !download.intact {
             outcome.failure = "perf stream \(stream.streamID): a downloaded byte differs from the pattern"

@@ -30,6 +30,8 @@ struct Client: AsyncParsableCommand {
     var sessionFile: String?
     @Flag(name: .customLong("key-update"), help: "Update the packet keys halfway through the transfer.") var keyUpdate = false
     @Flag(help: "Move to a new local port halfway through the transfer.") var migrate = false
+    @Flag(name: .customLong("verify-pattern"), help: "perf: check every downloaded byte against Braid's pattern (other perf servers send zeros; by default bytes are only counted and timed).")
+    var verifyPattern = false
     @Option(name: .customLong("close-code"), help: "Close with this application error code when done.") var closeCode: UInt64 = 0
     @Option(name: .customLong("close-reason"), help: "Reason sent with the close.") var closeReason = ""
     @Option(help: "Give up after this many seconds.") var timeout = 30.0
@@ -76,6 +78,7 @@ struct Client: AsyncParsableCommand {
         options.datagramSize = datagramSize
         options.keyUpdate = keyUpdate
         options.migrate = migrate
+        options.verifyPattern = verifyPattern
         let run = ApplicationClient(options: options, connection: connection)
         let outcome = await withTaskGroup(of: Result<ApplicationClient.Report, any Error>?.self) { group in
             group.addTask { await Result { try await run.perform() } }

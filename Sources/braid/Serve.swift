@@ -11,6 +11,10 @@ struct Serve: AsyncParsableCommand {
             Prints `listening <port>` once bound. With --json, prints one JSON object per connection \
             when it ends: how it ended (the peer's application error code and reason), its \
             application, streams served, whether uploads were intact and 0-RTT was accepted.
+
+            SIGTERM or SIGINT shuts down gracefully: no new connections, every connection closed \
+            with application error code 0, exit status 0 once the closes are sent. A second \
+            signal, or a shutdown still running after 10 seconds, exits at once.
             """)
 
     @Option(help: "Address to listen on (an IP literal).") var host = "0.0.0.0"
@@ -52,6 +56,12 @@ struct Serve: AsyncParsableCommand {
                 let report = await ApplicationServer.serve(connection)
                 if json, let report { printJSON(report) }
             }
+        }
+        // Cancelling `run` is the listener's graceful shutdown: it stops accepting, closes every
+        // connection with code 0, and returns once the closes are on the socket.
+        try ShutdownSignals.install(gracePeriod: .seconds(10)) { signal in
+            FileHandle.standardError.write(Data("braid: \(ShutdownSignals.name(signal)): closing every connection (again: exit at once)\n".utf8))
+            serving.cancel()
         }
         for await state in listener.states {
             if state == .ready {

@@ -20,8 +20,9 @@ struct ConnectionSnapshot: Sendable {
 final class ConnectionShared: Sendable {
     let states = StateBroadcast()
     let snapshot = Mutex(ConnectionSnapshot())
-    let inboundStreams: AsyncStream<QUIC.Stream>
-    let inboundStreamsContinuation: AsyncStream<QUIC.Stream>.Continuation
+    /// The streams the peer opened, before `inboundStreams` gives each its stack and facade.
+    let inboundStreams: AsyncStream<QUICStreamHandle>
+    let inboundStreamsContinuation: AsyncStream<QUICStreamHandle>.Continuation
     let datagramInbox: DatagramInbox
     let datagramOutbox: DatagramOutbox
     /// The connection's byte stream, for TLS and TCP (nil for QUIC, whose streams have their own).
@@ -218,7 +219,7 @@ final class ConnectionCore: QUICChannelDelegate {
             // Known before ready on a server taking 0-RTT streams.
             shared.snapshot.withLock { $0.negotiatedALPN = alpn }
         }
-        shared.inboundStreamsContinuation.yield(QUIC.Stream(stream))
+        shared.inboundStreamsContinuation.yield(stream)
     }
 
     func channel(_ channel: QUICChannel, usableDatagramSizeChanged size: Int?) {

@@ -27,41 +27,19 @@ public struct NetworkMessages<Element>: AsyncSequence {
 }
 
 extension NetworkConnection {
-    /// Sends one TLV message: header and value in one piece, so messages from concurrent
-    /// senders never interleave.
-    fileprivate func sendMessage(_ content: some Collection<UInt8>, type: UInt32) async throws {
-        guard let end = shared.byteStream else { throw NetworkError.internalError("a framed connection without a byte stream") }
-        let count = content.count
-        guard let length = UInt32(exactly: count) else {
-            throw NetworkError.messageTooLarge(size: count, maximum: TLVFraming.largestEncodableSize)
-        }
-        let bytes = StreamBytes(count: TLVFraming.headerSize + count) { buffer in
-            TLVEncoder.writeHeader(type: type, length: length, into: buffer)
-            let value = UnsafeMutableRawBufferPointer(rebasing: buffer[TLVFraming.headerSize...])
-            let copied: Void? = content.withContiguousStorageIfAvailable { value.copyMemory(from: UnsafeRawBufferPointer($0)) }
-            if copied == nil {
-                for (index, byte) in content.enumerated() { value[index] = byte }
+    /// The connection's messages: its byte stream, framed. A peer that breaks the framing
+    /// fails the connection.
+    fileprivate var messageEnd: MessageEnd {
+        get throws {
+            guard let end = shared.byteStream, let receiver = shared.messageReceiver else {
+                throw NetworkError.internalError("a framed connection without a message receiver")
+            }
+            let core = core, loop = loop
+            return MessageEnd(end: end, receiver: receiver) { error in
+                // The stream has lost its message boundaries: end the connection with the error.
+                loop.execute { context in core.value.failByteStream(error, context: context) }
             }
         }
-        try await end.send(bytes, endOfStream: false, idempotent: false, queued: start)
-    }
-
-    /// The next whole TLV message; nil once the peer finished at a message boundary.
-    fileprivate func receiveMessage() async throws -> TLVMessage? {
-        guard let end = shared.byteStream, let receiver = shared.messageReceiver else {
-            throw NetworkError.internalError("a framed connection without a message receiver")
-        }
-        start()
-        let core = core, loop = loop
-        return try await receiver.receive(from: end) { error in
-            // The stream has lost its message boundaries: end the connection with the error.
-            loop.execute { context in core.value.failByteStream(error, context: context) }
-        }
-    }
-
-    /// The end of the stream, as a receive reports it.
-    fileprivate static var endedBetweenMessages: NetworkError {
-        .unexpectedEndOfStream(received: 0, wanted: TLVFraming.headerSize)
     }
 }
 
@@ -73,7 +51,7 @@ extension NetworkConnection where ApplicationProtocol == TLV {
     /// try await connection.send(Data("e2e4".utf8), type: 2)
     /// ```
     public func send(_ content: some Collection<UInt8>, type: UInt32) async throws {
-        try await sendMessage(content, type: type)
+        try await messageEnd.send(content, type: type, queued: start)
     }
 
     /// The next whole message and its type. Concurrent receives each get a different whole
@@ -86,8 +64,9 @@ extension NetworkConnection where ApplicationProtocol == TLV {
     /// print("type \(metadata.type): \(content.count) bytes")
     /// ```
     public func receive() async throws -> (content: Data, metadata: TLV.Metadata) {
-        guard let message = try await receiveMessage() else { throw Self.endedBetweenMessages }
-        return (message.value, TLV.Metadata(type: message.type))
+        let end = try messageEnd
+        start()
+        return try await end.receiveTLV()
     }
 
     /// Every message received, in order, until the peer finishes the stream.
@@ -99,7 +78,9 @@ extension NetworkConnection where ApplicationProtocol == TLV {
     /// ```
     public var messages: NetworkMessages<(content: Data, metadata: TLV.Metadata)> {
         NetworkMessages { [self] in
-            try await receiveMessage().map { ($0.value, TLV.Metadata(type: $0.type)) }
+            let end = try messageEnd
+            start()
+            return try await end.nextTLV()
         }
     }
 }
@@ -112,13 +93,7 @@ extension NetworkConnection where ApplicationProtocol: CoderProtocol {
     /// try await typed.send("hello")
     /// ```
     public func send(_ value: ApplicationProtocol.Sending) async throws {
-        let data: Data
-        do {
-            data = try CoderFraming.encode(value, using: stack.coder)
-        } catch {
-            throw NetworkError(error)
-        }
-        try await sendMessage(data, type: CoderFraming.messageType)
+        try await messageEnd.send(value: value, using: stack.coder, queued: start)
     }
 
     /// The next value, decoded from one whole message (`metadata.type` is
@@ -130,8 +105,9 @@ extension NetworkConnection where ApplicationProtocol: CoderProtocol {
     /// let message = try await typed.receive().content
     /// ```
     public func receive() async throws -> (content: ApplicationProtocol.Receiving, metadata: TLV.Metadata) {
-        guard let message = try await receiveMessage() else { throw Self.endedBetweenMessages }
-        return (try decode(message), TLV.Metadata(type: message.type))
+        let end = try messageEnd
+        start()
+        return try await end.receiveValue(ApplicationProtocol.Receiving.self, using: stack.coder)
     }
 
     /// Every value received, in order, until the peer finishes the stream. A message that does
@@ -139,16 +115,9 @@ extension NetworkConnection where ApplicationProtocol: CoderProtocol {
     /// stays usable: a new iteration, or `receive()`, goes on with the next message).
     public var messages: NetworkMessages<(content: ApplicationProtocol.Receiving, metadata: TLV.Metadata)> {
         NetworkMessages { [self] in
-            guard let message = try await receiveMessage() else { return nil }
-            return (try decode(message), TLV.Metadata(type: message.type))
-        }
-    }
-
-    private func decode(_ message: TLVMessage) throws -> ApplicationProtocol.Receiving {
-        do {
-            return try CoderFraming.decode(ApplicationProtocol.Receiving.self, from: message, using: stack.coder)
-        } catch {
-            throw NetworkError(error)
+            let end = try messageEnd
+            start()
+            return try await end.nextValue(ApplicationProtocol.Receiving.self, using: stack.coder)
         }
     }
 }

@@ -143,8 +143,8 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
             switch framed.framedLower {
             case .tls(let stack): (tls, tcp) = (stack, stack.tcp)
             case .tcp(let stack): (tls, tcp) = (nil, stack)
-            case .unsupported(let what):
-                fail(.unsupported(what))
+            case .quicStream, .unsupported:
+                fail(.unsupported(framed.framedLower.unsupportedOnConnections ?? ""))
                 return
             }
         default:

@@ -64,15 +64,45 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
     /// let stream = try await connection.openStream(directionality: .unidirectional)
     /// try await stream.send(Data("log line".utf8), endOfStream: true)
     /// ```
-    public func openStream(directionality: QUIC.Directionality = .bidirectional) async throws -> QUIC.Stream {
+    public func openStream(directionality: QUICStream.Directionality = .bidirectional) async throws -> QUIC.Stream<QUICStream> {
+        QUIC.Stream(try await openStreamHandle(directionality), stack: QUICStream())
+    }
+
+    /// Opens a stream with a framer on it, as Network.framework's
+    /// `openStream(directionality:_:)`: the closure gets the stream's `QUICStream` and puts
+    /// `TLV` or `Coder` on it, and the stream sends and receives whole messages.
+    ///
+    /// ```swift
+    /// let stream = try await connection.openStream { quicStream in
+    ///     Coder(String.self, using: .json) { quicStream }
+    /// }
+    /// try await stream.send("hello")
+    /// let reply = try await stream.receive().content
+    /// ```
+    ///
+    /// The stream's messages are framed as on a TLS or TCP connection (`TLVFraming`), with the
+    /// framer's `maximumMessageSize`. A peer announcing more makes the receive throw
+    /// `NetworkError.messageTooLarge`, and the stream, not the connection, ends: it is reset
+    /// and stopped with `QUICStream.messageTooLargeErrorCode`, and its later calls throw the
+    /// same error. A stack other than a framer over the closure's `QUICStream` (or the
+    /// `QUICStream` itself) throws `NetworkError.unsupported` before a stream is opened.
+    public func openStream<NewApplicationProtocol: NetworkProtocol>(
+        directionality: QUICStream.Directionality = .bidirectional,
+        @ProtocolStackBuilder _ prepending: (QUICStream) -> NewApplicationProtocol
+    ) async throws -> QUIC.Stream<NewApplicationProtocol> {
+        let stack = prepending(QUICStream())
+        try QUIC.Stream<NewApplicationProtocol>.validate(stack)
+        return QUIC.Stream(try await openStreamHandle(directionality), stack: stack)
+    }
+
+    private func openStreamHandle(_ directionality: QUICStream.Directionality) async throws -> QUICStreamHandle {
         start()
         let core = core
-        let handle = try await NetworkError.mapping {
+        return try await NetworkError.mapping {
             try await Completion<QUICStreamHandle>.wait(on: loop) { context, completion in
                 core.value.channel.openStream(bidirectional: directionality == .bidirectional, context: context, completion: completion)
             }
         }
-        return QUIC.Stream(handle)
     }
 
     /// Calls `handler` for every stream the peer opens, each in its own child task, until the
@@ -85,10 +115,36 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
     ///     try await stream.send(request, endOfStream: true)
     /// }
     /// ```
-    public func inboundStreams(_ handler: @escaping @Sendable (QUIC.Stream) async throws -> Void) async throws {
+    public func inboundStreams(_ handler: @escaping @Sendable (QUIC.Stream<QUICStream>) async throws -> Void) async throws {
+        try await inboundStreams(prepending: { $0 }, handler)
+    }
+
+    /// Like `inboundStreams(_:)`, with a framer on every stream the peer opens, as
+    /// Network.framework's `inboundStreams(prepending:_:)`: the closure gets each stream's
+    /// `QUICStream` and puts `TLV` or `Coder` on it, and `handler` gets a stream of whole
+    /// messages.
+    ///
+    /// ```swift
+    /// try await connection.inboundStreams(prepending: { quicStream in TLV { quicStream } }) { stream in
+    ///     for try await (content, metadata) in stream.messages {
+    ///         try await stream.send(content, type: metadata.type)
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Framing, limits and errors are those of `openStream(directionality:_:)`. A stack other
+    /// than a framer over the closure's `QUICStream` throws `NetworkError.unsupported` at once.
+    public func inboundStreams<NewApplicationProtocol: NetworkProtocol>(
+        @ProtocolStackBuilder prepending: @escaping (QUICStream) -> NewApplicationProtocol,
+        _ handler: @escaping @Sendable (QUIC.Stream<NewApplicationProtocol>) async throws -> Void
+    ) async throws {
+        // Every stream gets the same stack: a value, made once.
+        let stack = prepending(QUICStream())
+        try QUIC.Stream<NewApplicationProtocol>.validate(stack)
         start()
         try await withThrowingDiscardingTaskGroup { group in
-            for await stream in shared.inboundStreams {
+            for await handle in shared.inboundStreams {
+                let stream = QUIC.Stream(handle, stack: stack)
                 group.addTask { try await handler(stream) }
             }
         }
@@ -149,7 +205,10 @@ extension ConnectionCore {
 
 extension QUIC {
     /// A QUIC stream: an ordered, reliable byte stream within a connection, in one or both
-    /// directions. It ends with its connection.
+    /// directions. It ends with its connection. A plain stream (`QUIC.Stream<QUICStream>`,
+    /// from `openStream()` and `inboundStreams { }`) sends and receives bytes; a stream with a
+    /// framer (`QUIC.Stream<TLV>`, `QUIC.Stream<Coder<...>>`, from `openStream { }` and
+    /// `inboundStreams(prepending:)`) sends and receives whole messages.
     ///
     /// ```swift
     /// try await stream.send(UInt32(5))                    // network byte order
@@ -157,10 +216,14 @@ extension QUIC {
     /// let length = try await stream.receive(as: UInt32.self).content
     /// let (body, metadata) = try await stream.receive(exactly: Int(length))
     /// ```
-    public final class Stream: Sendable {
+    public final class Stream<ApplicationProtocol: NetworkProtocol>: Sendable {
         let bound: LoopBound<QUICStreamChannel>
         /// What the application's tasks send into and receive from.
         let end: ByteStreamEnd
+        /// The stream's stack: `QUICStream`, or a framer on it.
+        let stack: ApplicationProtocol
+        /// The message decoder of a framed stream (nil for a plain one).
+        let messageReceiver: MessageReceiver?
         /// The QUIC stream ID (RFC 9000 §2.1).
         public let streamID: Int64
         /// Whether both sides send on the stream, or only its initiator.
@@ -168,76 +231,31 @@ extension QUIC {
         /// Whether this side or the peer opened the stream.
         public let initiator: Initiator
 
-        /// The facade of a stream whose loop made `handle`.
-        init(_ handle: QUICStreamHandle) {
+        /// The facade of a stream whose loop made `handle`, with `stack` on it (checked by
+        /// `validate`).
+        init(_ handle: QUICStreamHandle, stack: ApplicationProtocol) {
             let bound = handle.channel
             self.bound = bound
+            self.stack = stack
             end = ByteStreamEnd(
                 inbox: handle.inbox, outbox: handle.outbox,
                 postPump: { bound.loop.execute { context in bound.value.pump(context) } },
                 postCreditPass: { bound.loop.execute { context in bound.value.returnConsumedCredit(context) } })
+            messageReceiver = (stack as? any MessageFramedStack).map { MessageReceiver(maximumMessageSize: $0.maximumMessageSize) }
             streamID = handle.id
             directionality = handle.isBidirectional ? .bidirectional : .unidirectional
             initiator = handle.locallyInitiated ? .local : .remote
         }
 
-        private var loop: EventLoop { bound.loop }
-
-        // MARK: Sending
-
-        /// Sends `content`; with `endOfStream`, finishes the stream (FIN) after it. Returns once
-        /// the stream has taken all of it: at once for up to 64 KiB that fit under the stream's
-        /// bound (`streamSendBufferLimit`), else once the engine has the bytes, waiting for
-        /// acknowledgements at the bound. Before the handshake completes it waits too: use
-        /// `sendIdempotent` for data that may go in 0-RTT.
-        public func send<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
-        where Content.Element == UInt8 {
-            try await send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: false)
+        /// Throws `unsupported` unless `stack` is the stream itself or a framer on it.
+        static func validate(_ stack: ApplicationProtocol) throws {
+            if stack is QUICStream { return }
+            if let framed = stack as? any MessageFramedStack, case .quicStream = framed.framedLower { return }
+            throw NetworkError.unsupported(
+                "\(ApplicationProtocol.self) prepended to a QUIC stream; a framer on the stream is implemented: openStream { stream in TLV { stream } }")
         }
 
-        /// Sends an integer in network byte order.
-        public func send<Integer: FixedWidthInteger & Sendable>(_ value: Integer) async throws {
-            try await send(ByteStreamEnd.bytes(of: value), endOfStream: false, idempotent: false)
-        }
-
-        /// Like `send`, but the bytes may travel in 0-RTT on a resumed connection. An attacker
-        /// can replay 0-RTT data, so send only requests that are safe to repeat.
-        public func sendIdempotent<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
-        where Content.Element == UInt8 {
-            try await send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: true)
-        }
-
-        private func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) async throws {
-            guard directionality == .bidirectional || initiator == .local else { throw NetworkError.streamNotWritable }
-            try await end.send(bytes, endOfStream: endOfStream, idempotent: idempotent)
-        }
-
-        // MARK: Receiving
-
-        /// Exactly `count` bytes; throws `unexpectedEndOfStream` if the stream ends first.
-        public func receive(exactly count: Int) async throws -> (content: Data, metadata: StreamMetadata) {
-            try await readableEnd().receive(exactly: count)
-        }
-
-        /// Between `minimum` and `maximum` bytes; fewer than `minimum` only at the end of the
-        /// stream (`metadata.isEndOfStream`, possibly with empty content).
-        public func receive(atLeast minimum: Int = 1, atMost maximum: Int) async throws -> (content: Data, metadata: StreamMetadata) {
-            try await readableEnd().receive(atLeast: minimum, atMost: maximum)
-        }
-
-        /// An integer sent in network byte order, with the receive's metadata (Apple's shape:
-        /// `try await stream.receive(as: UInt32.self).content`).
-        public func receive<Integer: FixedWidthInteger & Sendable>(
-            as type: Integer.Type
-        ) async throws -> (content: Integer, metadata: StreamMetadata) {
-            try await readableEnd().receive(as: type)
-        }
-
-        /// The stream's end, if this side may read it.
-        private func readableEnd() throws -> ByteStreamEnd {
-            guard directionality == .bidirectional || initiator == .remote else { throw NetworkError.streamNotReadable }
-            return end
-        }
+        var loop: EventLoop { bound.loop }
 
         // MARK: Aborting
 
@@ -256,8 +274,75 @@ extension QUIC {
                 do { try bound.value.stopSending(code: code, context: context) } catch { throw NetworkError(error) }
             }
         }
+
+        // MARK: Direction checks
+
+        /// The stream's end for sending, if this side may send on it.
+        func writableEnd() throws -> ByteStreamEnd {
+            guard directionality == .bidirectional || initiator == .local else { throw NetworkError.streamNotWritable }
+            return end
+        }
+
+        /// The stream's end for receiving, if this side may read it.
+        func readableEnd() throws -> ByteStreamEnd {
+            guard directionality == .bidirectional || initiator == .remote else { throw NetworkError.streamNotReadable }
+            return end
+        }
+    }
+}
+
+extension QUIC.Stream where ApplicationProtocol == QUICStream {
+    // MARK: Sending
+
+    /// Sends `content`; with `endOfStream`, finishes the stream (FIN) after it. Returns once
+    /// the stream has taken all of it: at once for up to 64 KiB that fit under the stream's
+    /// bound (`streamSendBufferLimit`), else once the engine has the bytes, waiting for
+    /// acknowledgements at the bound. Before the handshake completes it waits too: use
+    /// `sendIdempotent` for data that may go in 0-RTT.
+    public func send<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
+    where Content.Element == UInt8 {
+        try await send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: false)
     }
 
+    /// Sends an integer in network byte order.
+    public func send<Integer: FixedWidthInteger & Sendable>(_ value: Integer) async throws {
+        try await send(ByteStreamEnd.bytes(of: value), endOfStream: false, idempotent: false)
+    }
+
+    /// Like `send`, but the bytes may travel in 0-RTT on a resumed connection. An attacker
+    /// can replay 0-RTT data, so send only requests that are safe to repeat.
+    public func sendIdempotent<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
+    where Content.Element == UInt8 {
+        try await send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: true)
+    }
+
+    private func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) async throws {
+        try await writableEnd().send(bytes, endOfStream: endOfStream, idempotent: idempotent)
+    }
+
+    // MARK: Receiving
+
+    /// Exactly `count` bytes; throws `unexpectedEndOfStream` if the stream ends first.
+    public func receive(exactly count: Int) async throws -> (content: Data, metadata: StreamMetadata) {
+        try await readableEnd().receive(exactly: count)
+    }
+
+    /// Between `minimum` and `maximum` bytes; fewer than `minimum` only at the end of the
+    /// stream (`metadata.isEndOfStream`, possibly with empty content).
+    public func receive(atLeast minimum: Int = 1, atMost maximum: Int) async throws -> (content: Data, metadata: StreamMetadata) {
+        try await readableEnd().receive(atLeast: minimum, atMost: maximum)
+    }
+
+    /// An integer sent in network byte order, with the receive's metadata (Apple's shape:
+    /// `try await stream.receive(as: UInt32.self).content`).
+    public func receive<Integer: FixedWidthInteger & Sendable>(
+        as type: Integer.Type
+    ) async throws -> (content: Integer, metadata: StreamMetadata) {
+        try await readableEnd().receive(as: type)
+    }
+}
+
+extension QUIC {
     /// The RFC 9221 datagrams of a connection: unreliable, unordered messages that each fit in
     /// one packet (`usableDatagramFrameSize`).
     ///

@@ -111,7 +111,7 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
         case .peerClosed(let code, let reason):
             "The peer closed the connection with application error \(code)\(reason.isEmpty ? "" : ": \(reason)")."
         case .protocolError(let code, let reason, let byPeer):
-            "QUIC protocol error 0x\(String(code, radix: 16)) \(byPeer ? "reported by the peer" : "detected locally")\(reason.isEmpty ? "" : ": \(reason)")."
+            "QUIC protocol error \(quicTransportErrorLabel(code)) \(byPeer ? "reported by the peer" : "detected locally")\(reason.isEmpty ? "" : ": \(reason)")."
         case .streamReset(let code):
             "The peer reset the stream with application error code \(code)."
         case .streamStopped(let code):
@@ -151,7 +151,7 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
         case .internalError(let what):
             "Internal QUIC error: \(what)."
         case .messageTooLarge(let size, let maximum):
-            "A \(size)-byte message exceeds the maximum of \(maximum) bytes. If the peer is trusted, raise maximumMessageSize on the receiving stack (TLV or Coder); otherwise the peer is misbehaving, and the connection was closed."
+            "A \(size)-byte message exceeds the maximum of \(maximum) bytes. If the peer is trusted, raise maximumMessageSize on the receiving stack (TLV or Coder); otherwise the peer is misbehaving, and the connection (for a framer on a QUIC stream: the stream) was closed."
         case .messageDecodingFailed(let type, let reason):
             "A received message could not be decoded as \(type): \(reason). Check that both ends send the same type with the same coder; the message was skipped and the connection is still usable."
         case .messageEncodingFailed(let type, let reason):

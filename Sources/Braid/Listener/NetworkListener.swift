@@ -17,8 +17,9 @@ import Synchronization
 /// ```
 ///
 /// Each connection's handler runs in its own child task; when it returns, the connection
-/// closes. Cancelling the task that called `run` cancels every handler, closes every
-/// connection and the socket(s), and `run` returns once the closes have been sent.
+/// closes. Cancelling the task that called `run` is the graceful shutdown: it stops accepting,
+/// cancels every handler, closes every connection (QUIC: application error code 0) and the
+/// socket(s), and `run` returns once the closes have been sent.
 public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendable {
     /// The listener's states: `NetworkConnectionState`, with the same cases as a connection's.
     public typealias State = NetworkConnectionState
@@ -117,7 +118,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 switch framed.framedLower {
                 case .tls(let tls): group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, deliver: deliver)
                 case .tcp(let tcp): group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, deliver: deliver)
-                case .unsupported(let what): throw NetworkError.unsupported(what + " (listener)")
+                case .quicStream, .unsupported:
+                    throw NetworkError.unsupported((framed.framedLower.unsupportedOnConnections ?? "") + " (listener)")
                 }
             default:
                 throw NetworkError.unsupported("\(ApplicationProtocol.self) listeners; QUIC, TLS, TCP and UDP are implemented")

@@ -28,8 +28,10 @@ public protocol CoderProtocol: NetworkProtocol {
 /// type and the decoder's reason, and the connection stays usable: that message is
 /// consumed whole, and the next `receive()` returns the next one.
 ///
-/// `Coder` over `TLS` and `TCP` is implemented; over `UDP` (one message per datagram) and on
-/// a QUIC stream, a connection fails with `NetworkError.unsupported`.
+/// `Coder` over `TLS` and `TCP` is implemented, and on QUIC streams
+/// (`openStream { quicStream in Coder(T.self, using: .json) { quicStream } }` and
+/// `inboundStreams(prepending:_:)`, see `QUICStream`). Over `UDP` (one message per datagram) it
+/// is not implemented yet: a connection or listener fails with `NetworkError.unsupported`.
 public struct Coder<Sending: Encodable, Receiving: Decodable, CoderType: NetworkCoder>: CoderProtocol, MessageFramedStack {
     /// The format values travel in.
     public let coder: CoderType
@@ -64,7 +66,7 @@ public struct Coder<Sending: Encodable, Receiving: Decodable, CoderType: Network
     }
 
     /// Accepts encoded values of at most `bytes` bytes from the peer; a larger one fails the
-    /// connection with `NetworkError.messageTooLarge`.
+    /// connection (on a QUIC stream: the stream) with `NetworkError.messageTooLarge`.
     public func maximumMessageSize(_ bytes: Int) -> Coder {
         var copy = self
         copy.maximumMessageSize = min(max(0, bytes), TLVFraming.largestEncodableSize)

@@ -1,17 +1,22 @@
 @_exported import BraidFramers
 
-/// A protocol a message framer (`TLV`, `Coder`) can run over: `TLS` and `TCP` (implemented),
-/// `UDP` (not yet: a connection fails on start with `NetworkError.unsupported`).
+/// A protocol a message framer (`TLV`, `Coder`) can run over: `TLS` and `TCP` on a
+/// connection, `QUICStream` on a QUIC stream (`openStream { stream in TLV { stream } }`), and
+/// `UDP` (not implemented: TLV is a byte-stream framer, and a connection or listener over UDP
+/// fails on start with `NetworkError.unsupported`).
 public protocol FramerLowerProtocol: NetworkProtocol {}
 
 extension TLS: FramerLowerProtocol {}
 extension TCP: FramerLowerProtocol {}
 extension UDP: FramerLowerProtocol {}
+extension QUICStream: FramerLowerProtocol {}
 
 /// The stack under a framer, by kind.
 enum FramedLower: Sendable {
     case tls(TLS)
     case tcp(TCP)
+    /// A QUIC stream's framer, from the closure of `openStream` or `inboundStreams`.
+    case quicStream
     /// Not implemented: what the connection or listener fails with.
     case unsupported(String)
 
@@ -19,7 +24,19 @@ enum FramedLower: Sendable {
         switch lower {
         case let tls as TLS: self = .tls(tls)
         case let tcp as TCP: self = .tcp(tcp)
-        default: self = .unsupported("\(framer) over \(type(of: lower)); TLS and TCP are implemented")
+        case is QUICStream: self = .quicStream
+        default:
+            self = .unsupported(
+                "\(framer) over \(type(of: lower)) (not implemented: \(framer) frames a byte stream, over TLS, TCP or a QUIC stream)")
+        }
+    }
+
+    /// Why a connection or listener cannot run this stack (nil: TLS and TCP can).
+    var unsupportedOnConnections: String? {
+        switch self {
+        case .tls, .tcp: nil
+        case .quicStream: "a framer on a QUICStream as a connection's stack: prepend it to a stream with openStream { stream in TLV { stream } } or inboundStreams(prepending:)"
+        case .unsupported(let what): what
         }
     }
 
@@ -28,7 +45,7 @@ enum FramedLower: Sendable {
         switch self {
         case .tls(let tls): tls.tcp
         case .tcp(let tcp): tcp
-        case .unsupported: TCP()
+        case .quicStream, .unsupported: TCP()
         }
     }
 
@@ -59,8 +76,11 @@ protocol MessageFramedStack: NetworkProtocol {
 /// (16 MiB by default) fails the connection with `NetworkError.messageTooLarge` before Braid
 /// holds more than the bytes that actually arrived.
 ///
-/// `TLV { TLS() }` and `TLV { TCP() }` are implemented; over `UDP`, and on a QUIC stream,
-/// a connection fails with `NetworkError.unsupported`.
+/// `TLV { TLS() }` and `TLV { TCP() }` are implemented on connections, and `TLV { quicStream }`
+/// on QUIC streams (`openStream { quicStream in TLV { quicStream } }` and
+/// `inboundStreams(prepending:_:)`, see `QUICStream`), where a hostile length ends that stream
+/// rather than the connection. Over `UDP` a connection or listener fails with
+/// `NetworkError.unsupported`: TLV frames a byte stream.
 public struct TLV: NetworkProtocol, MessageFramedStack {
     /// What a received message carries besides its content.
     public struct Metadata: Sendable, Hashable {
@@ -74,13 +94,15 @@ public struct TLV: NetworkProtocol, MessageFramedStack {
     /// The largest message value accepted from the peer, in bytes (default 16 MiB).
     public private(set) var maximumMessageSize = TLVFraming.defaultMaximumMessageSize
 
-    /// TLV over the stack the builder returns: `TLV { TLS() }` or `TLV { TCP() }`.
+    /// TLV over the stack the builder returns: `TLV { TLS() }` or `TLV { TCP() }`, or
+    /// `TLV { quicStream }` in the closure of `openStream` and `inboundStreams(prepending:_:)`.
     public init<Lower: FramerLowerProtocol>(@ProtocolStackBuilder _ lower: () -> Lower) {
         framedLower = FramedLower(lower(), framer: "TLV")
     }
 
     /// Accepts messages of at most `bytes` bytes (0 to UInt32.max) from the peer; a larger
-    /// one fails the connection with `NetworkError.messageTooLarge`.
+    /// one fails the connection (on a QUIC stream: the stream) with
+    /// `NetworkError.messageTooLarge`.
     ///
     /// ```swift
     /// let stack = TLV { TCP() }.maximumMessageSize(64 * 1024)

@@ -35,6 +35,8 @@ package final class DatagramOutbox: Sendable {
         var failure: (any Error)?
         /// Senders waiting for room (a cancelled one stays until the next wake, as a no-op).
         var roomWaiters: [Completion<Void>] = []
+        /// The most datagrams `queue` has held at once.
+        var highWater = 0
     }
 
     package let limit: Int
@@ -47,6 +49,9 @@ package final class DatagramOutbox: Sendable {
     /// Datagrams queued and not yet taken by the loop.
     package var count: Int { state.withLock { $0.queue.count } }
 
+    /// The most datagrams queued here at once, over the connection's life.
+    package var largestCount: Int { state.withLock { $0.highWater } }
+
     /// Senders waiting for room (cancelled ones included until the next wake).
     package var roomWaiterCount: Int { state.withLock { $0.roomWaiters.count } }
 
@@ -57,6 +62,7 @@ package final class DatagramOutbox: Sendable {
             guard let maximum = state.maximumSize, datagram.count <= maximum else { return .needsLoop }
             guard state.queue.count < limit else { return .full }
             state.queue.append(datagram)
+            state.highWater = max(state.highWater, state.queue.count)
             if state.drainPending { return .queued }
             state.drainPending = true
             return .queuedDrainNeeded

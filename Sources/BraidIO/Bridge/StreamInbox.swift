@@ -228,7 +228,10 @@ package final class StreamInbox: Sendable {
     /// that already ended keeps its first end.
     package func fail(_ error: any Error) {
         let claims = state.withLock { state -> [(Completion<Delivery>.Claim, Result<Delivery, any Error>)] in
-            if state.error == nil { state.error = error }
+            // A finished stream stays finished: its reader sees the end of the stream, not a
+            // failure that came after it (a peer-opened unidirectional stream is retired, and
+            // its inbox failed, once its FIN is read).
+            if !state.isEnded { state.error = error }
             return Self.satisfyWaiters(&state)
         }
         for (claim, result) in claims { claim.resume(result) }

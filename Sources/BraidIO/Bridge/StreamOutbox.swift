@@ -167,6 +167,10 @@ package final class StreamOutbox: Sendable {
     /// True when nothing is queued (every send handed on, or dropped).
     package var isEmpty: Bool { state.withLock { $0.queue.isEmpty } }
 
+    /// Whether the end of the stream is queued (or already handed on): sends throw
+    /// `notWritable` from then on.
+    package var isFinished: Bool { state.withLock { $0.endOfStreamQueued } }
+
     /// The stream takes no more sends (later ones fail with `error`), and the senders still
     /// waiting fail with `error`; what was already accepted (sends that returned) stays queued
     /// for the loop to hand on. For a graceful close: bytes the application was told are sent

@@ -28,6 +28,8 @@ package final class QUICStreamChannel {
     let inbox = StreamInbox()
     let outbox: StreamOutbox
     static let sendChunk = 64 * 1024
+    /// Set by `abort`, which acts once.
+    private var aborted = false
 
     init(id: Int64, channel: QUICChannel, locallyInitiated: Bool, sendLimit: Int, open: Bool) {
         self.id = id
@@ -125,6 +127,13 @@ package final class QUICStreamChannel {
         pull(context)
         // Finished or failed already in all but odd cases; a receive must never wait forever.
         inbox.fail(channel.describe(QUICError.invalidState("the stream closed without an end of stream")))
+        // The engine is done with the stream, so a send side still open (not finished by the
+        // application) was stopped by the peer (ngtcp2 0.12.1 closes a stream the peer both
+        // reset and stopped with one code without reporting the stop): sends from now on would
+        // go nowhere, so they fail instead.
+        if canSend && !outbox.isFinished {
+            outbox.fail(channel.describe(QUICError.streamStopped(streamID: id, code: nil)))
+        }
     }
 
     /// The connection ended: every waiting call fails with its reason (receives first get the
@@ -145,6 +154,24 @@ package final class QUICStreamChannel {
         do { try channel.engine?.stopSending(streamID: id, applicationErrorCode: code) } catch { throw channel.describe(error) }
         inbox.fail(channel.describe(QUICError.invalidState("receiving was stopped locally")))
         channel.transmit(context)
+    }
+
+    /// The application gives the stream up, both ways at once: a framer whose peer announced a
+    /// message over its maximum has lost the message boundaries. STOP_SENDING and RESET_STREAM
+    /// with `code` (for the directions the stream has), and every call on the stream fails with
+    /// `error` from now on. Acts once; the connection and its other streams go on.
+    package func abort(code: UInt64, error: any Error, context: LoopContext) {
+        guard !aborted else { return }
+        aborted = true
+        if let connection = channel.engine {
+            // A direction that already ended (the peer's FIN read, or ours acknowledged) has
+            // nothing left to stop, and the engine refuses it: the other direction still goes.
+            if canReceive { try? connection.stopSending(streamID: id, applicationErrorCode: code) }
+            if canSend { try? connection.resetStream(streamID: id, applicationErrorCode: code) }
+            channel.transmit(context)
+        }
+        inbox.fail(error)
+        outbox.fail(error)
     }
 
     /// A stream opened for a call that was cancelled before it got the stream.

@@ -37,16 +37,12 @@ public final class UDPSocket {
     private let isIPv6: Bool
     private let answersFromPacketAddress: Bool
 
-    // Receive side: `receiveSlots` slots of one message each.
+    // Receive side: `receiveSlots` slots of one message each, in an area taken from
+    // `UDPMessageAreaPool` for the duration of each receive.
     private let receiveSlots: Int
     private let receiveSlotBytes: Int
-    private let rxData: UnsafeMutableRawBufferPointer
-    private let rxMessages: UnsafeMutablePointer<braid_mmsghdr>
-    private let rxIovecs: UnsafeMutablePointer<iovec>
-    private let rxNames: UnsafeMutablePointer<sockaddr_storage>
-    private let rxControl: UnsafeMutableRawPointer
 
-    // Send side: queued batches, written or copied into `txData`.
+    // Send side: queued batches, written or copied into the send area's slots.
     private struct Pending {
         var offset: Int
         var length: Int
@@ -55,14 +51,11 @@ public final class UDPSocket {
         var sentBytes = 0
     }
     private let maxPendingBatches: Int
-    /// Batch `i` lives in slot `i` of `txData`.
+    /// Batch `i` lives in slot `i` of `sendArea`.
     private var pending: [Pending] = []
-    private let txData: UnsafeMutableRawBufferPointer
+    /// Held from the first queued batch until the queue is flushed empty (nil while idle).
+    private var sendArea: UDPMessageArea?
     private let maxMessages: Int
-    private let txMessages: UnsafeMutablePointer<braid_mmsghdr>
-    private let txIovecs: UnsafeMutablePointer<iovec>
-    private let txNames: UnsafeMutablePointer<sockaddr_storage>
-    private let txControl: UnsafeMutableRawPointer
     /// For each built message: its batch, its byte count, and its segment count (>1: GSO).
     private var txMessageBatch: [Int] = []
     private var txMessageBytes: [Int] = []
@@ -144,19 +137,9 @@ public final class UDPSocket {
 
         self.receiveSlots = max(1, receiveSlots)
         receiveSlotBytes = Self.segmentSlotBytes
-        rxData = .allocate(byteCount: self.receiveSlots * receiveSlotBytes, alignment: 64)
-        rxMessages = .allocate(capacity: self.receiveSlots)
-        rxIovecs = .allocate(capacity: self.receiveSlots)
-        rxNames = .allocate(capacity: self.receiveSlots)
-        rxControl = .allocate(byteCount: self.receiveSlots * Int(BRAID_UDP_CMSG_CAPACITY), alignment: 16)
 
         maxPendingBatches = max(1, sendBatches)
-        txData = .allocate(byteCount: maxPendingBatches * Self.segmentSlotBytes, alignment: 64)
         maxMessages = maxPendingBatches * UDPSegmentation.maxSegments
-        txMessages = .allocate(capacity: maxMessages)
-        txIovecs = .allocate(capacity: maxMessages)
-        txNames = .allocate(capacity: maxMessages)
-        txControl = .allocate(byteCount: maxMessages * Int(BRAID_UDP_CMSG_CAPACITY), alignment: 16)
         pending.reserveCapacity(maxPendingBatches)
         txMessageBatch.reserveCapacity(maxMessages)
         txMessageBytes.reserveCapacity(maxMessages)
@@ -165,16 +148,7 @@ public final class UDPSocket {
 
     deinit {
         close()
-        rxData.deallocate()
-        rxMessages.deallocate()
-        rxIovecs.deallocate()
-        rxNames.deallocate()
-        rxControl.deallocate()
-        txData.deallocate()
-        txMessages.deallocate()
-        txIovecs.deallocate()
-        txNames.deallocate()
-        txControl.deallocate()
+        if let sendArea { UDPMessageAreaPool.give(sendArea) }
     }
 
     private var isOpen = true
@@ -251,14 +225,17 @@ public final class UDPSocket {
     public func receive(_ body: (UnsafeRawBufferPointer, DatagramMetadata) -> Void) -> Bool {
         // A closed socket's descriptor number may already belong to another file.
         guard isOpen else { return false }
+        let area = UDPMessageAreaPool.take(slots: receiveSlots, slotBytes: receiveSlotBytes, messages: receiveSlots)
+        defer { UDPMessageAreaPool.give(area) }
+        let rxMessages = area.messages
         let slots = batching.multiMessage ? receiveSlots : 1
         for index in 0..<slots {
-            rxIovecs[index] = iovec(iov_base: rxData.baseAddress! + index * receiveSlotBytes, iov_len: receiveSlotBytes)
+            area.iovecs[index] = iovec(iov_base: area.slot(index), iov_len: receiveSlotBytes)
             rxMessages[index] = braid_mmsghdr(
                 msg_hdr: msghdr(
-                    msg_name: UnsafeMutableRawPointer(rxNames + index), msg_namelen: socklen_t(MemoryLayout<sockaddr_storage>.size),
-                    msg_iov: rxIovecs + index, msg_iovlen: 1,
-                    msg_control: rxControl + index * Int(BRAID_UDP_CMSG_CAPACITY), msg_controllen: Int(BRAID_UDP_CMSG_CAPACITY),
+                    msg_name: UnsafeMutableRawPointer(area.names + index), msg_namelen: socklen_t(MemoryLayout<sockaddr_storage>.size),
+                    msg_iov: area.iovecs + index, msg_iovlen: 1,
+                    msg_control: area.control + index * Int(BRAID_UDP_CMSG_CAPACITY), msg_controllen: Int(BRAID_UDP_CMSG_CAPACITY),
                     msg_flags: 0),
                 msg_len: 0)
         }
@@ -291,9 +268,9 @@ public final class UDPSocket {
                 local = SocketAddress(storage: meta.destination).withPort(localAddress.port)
             }
             let ecn = ECN(bits: UInt32(meta.ecn))
-            let metadata = DatagramMetadata(remote: SocketAddress(storage: rxNames[index]), local: local, ecn: ecn)
+            let metadata = DatagramMetadata(remote: SocketAddress(storage: area.names[index]), local: local, ecn: ecn)
             let segmentSize = meta.gro_segment_size > 0 ? Int(meta.gro_segment_size) : length
-            let data = UnsafeRawBufferPointer(start: rxData.baseAddress! + index * receiveSlotBytes, count: length)
+            let data = UnsafeRawBufferPointer(start: area.slot(index), count: length)
             var segments = 0
             UDPSegmentation.forEachSegment(of: data, segmentSize: segmentSize) { datagram in
                 segments += 1
@@ -315,6 +292,8 @@ public final class UDPSocket {
     /// Room for another batch before a flush is needed.
     public var canEnqueue: Bool { pending.count < maxPendingBatches }
     public var hasPending: Bool { !pending.isEmpty }
+    /// Whether the socket holds send memory now (only while batches wait to be flushed).
+    package var holdsSendArea: Bool { sendArea != nil }
 
     /// Copies one batch (datagrams of `segmentSize` bytes, the last may be shorter, all to and
     /// from the same addresses) into the send queue. Call only when `canEnqueue`.
@@ -329,14 +308,15 @@ public final class UDPSocket {
     /// that produce packets in place; nil when the queue needs a flush first.
     public var freeSlot: UnsafeMutableRawBufferPointer? {
         guard canEnqueue else { return nil }
-        let offset = pending.count * Self.segmentSlotBytes
-        return UnsafeMutableRawBufferPointer(rebasing: txData[offset..<offset + Self.segmentSlotBytes])
+        let area = sendArea ?? UDPMessageAreaPool.take(slots: maxPendingBatches, slotBytes: Self.segmentSlotBytes, messages: maxMessages)
+        sendArea = area
+        return UnsafeMutableRawBufferPointer(start: area.slot(pending.count), count: Self.segmentSlotBytes)
     }
 
     /// Queues the batch written into `freeSlot`: its first `length` bytes, datagrams of
     /// `segmentSize` bytes (the last may be shorter).
     public func commitSlot(_ metadata: DatagramMetadata, segmentSize: Int, length: Int) {
-        precondition(canEnqueue && length <= Self.segmentSlotBytes)
+        precondition(canEnqueue && sendArea != nil && length <= Self.segmentSlotBytes)
         let offset = pending.count * Self.segmentSlotBytes
         pending.append(Pending(offset: offset, length: length, segmentSize: max(segmentSize, 1), metadata: metadata))
     }
@@ -345,8 +325,17 @@ public final class UDPSocket {
     /// stays queued; call again once the socket is writable.
     @discardableResult
     public func flush() -> Bool {
+        defer {
+            // Nothing queued: the area goes back for whichever socket sends next.
+            if pending.isEmpty, let area = sendArea {
+                sendArea = nil
+                UDPMessageAreaPool.give(area)
+            }
+        }
+        guard let area = sendArea else { return true }
+        let txMessages = area.messages
         while !pending.isEmpty {
-            buildMessages()
+            buildMessages(in: area)
             var next = 0
             var rebuild = false
             while next < txMessageBatch.count {
@@ -422,7 +411,8 @@ public final class UDPSocket {
             guard batch.sentBytes < batch.length else { continue }
             let slot = kept * Self.segmentSlotBytes
             let remaining = batch.length - batch.sentBytes
-            memmove(txData.baseAddress! + slot, txData.baseAddress! + batch.offset + batch.sentBytes, remaining)
+            let data = sendArea!.data.baseAddress!
+            memmove(data + slot, data + batch.offset + batch.sentBytes, remaining)
             batch.offset = slot
             batch.length = remaining
             batch.sentBytes = 0
@@ -433,7 +423,7 @@ public final class UDPSocket {
     }
 
     /// Lays the queued batches out as messages: one per batch with GSO, one per datagram without.
-    private func buildMessages() {
+    private func buildMessages(in area: UDPMessageArea) {
         txMessageBatch.removeAll(keepingCapacity: true)
         txMessageBytes.removeAll(keepingCapacity: true)
         txMessageSegments.removeAll(keepingCapacity: true)
@@ -445,7 +435,7 @@ public final class UDPSocket {
             while offset < batch.length {
                 let length = useGSO ? batch.length : min(batch.segmentSize, batch.length - offset)
                 fillMessage(
-                    message, data: txData.baseAddress! + batch.offset + offset, length: length,
+                    message, in: area, data: area.data.baseAddress! + batch.offset + offset, length: length,
                     segmentSize: useGSO ? batch.segmentSize : 0, batch: batch)
                 txMessageBatch.append(batchIndex)
                 txMessageBytes.append(length)
@@ -456,22 +446,24 @@ public final class UDPSocket {
         }
     }
 
-    private func fillMessage(_ index: Int, data: UnsafeMutableRawPointer, length: Int, segmentSize: Int, batch: Pending) {
-        txIovecs[index] = iovec(iov_base: data, iov_len: length)
+    private func fillMessage(
+        _ index: Int, in area: UDPMessageArea, data: UnsafeMutableRawPointer, length: Int, segmentSize: Int, batch: Pending
+    ) {
+        area.iovecs[index] = iovec(iov_base: data, iov_len: length)
         batch.metadata.remote.withSockAddr { address, addressLength in
-            UnsafeMutableRawPointer(txNames + index).copyMemory(from: address, byteCount: addressLength)
+            UnsafeMutableRawPointer(area.names + index).copyMemory(from: address, byteCount: addressLength)
         }
-        let control = txControl + index * Int(BRAID_UDP_CMSG_CAPACITY)
+        let control = area.control + index * Int(BRAID_UDP_CMSG_CAPACITY)
         let withSource = answersFromPacketAddress && !batch.metadata.local.isWildcard
         let controlLength = batch.metadata.local.withSockAddr { source, _ in
             braid_udp_build_cmsg(
                 control, Int(BRAID_UDP_CMSG_CAPACITY), isIPv6 ? 1 : 0, UInt16(segmentSize), batch.metadata.ecn.rawValue,
                 withSource ? source : nil)
         }
-        txMessages[index] = braid_mmsghdr(
+        area.messages[index] = braid_mmsghdr(
             msg_hdr: msghdr(
-                msg_name: UnsafeMutableRawPointer(txNames + index), msg_namelen: socklen_t(batch.metadata.remote.length),
-                msg_iov: txIovecs + index, msg_iovlen: 1,
+                msg_name: UnsafeMutableRawPointer(area.names + index), msg_namelen: socklen_t(batch.metadata.remote.length),
+                msg_iov: area.iovecs + index, msg_iovlen: 1,
                 msg_control: controlLength > 0 ? control : nil, msg_controllen: controlLength,
                 msg_flags: 0),
             msg_len: 0)

@@ -20,9 +20,10 @@ extension QUICConnection {
         var ccerr = ccerr
         var info = ngtcp2_pkt_info()
         ngtcp2_path_storage_zero(pathStorage)
-        let written = braid_ngtcp2_conn_write_connection_close(
-            conn, writePath, &info, scratch.baseAddress!.assumingMemoryBound(to: UInt8.self),
-            maxPacketSize, &ccerr, now.nanoseconds)
+        var packet = [UInt8](repeating: 0, count: maxPacketSize)
+        let written = packet.withUnsafeMutableBufferPointer { buffer in
+            braid_ngtcp2_conn_write_connection_close(conn, writePath, &info, buffer.baseAddress!, buffer.count, &ccerr, now.nanoseconds)
+        }
         failAll(reason)
         closeReason = reason
         emit(.connectionClosed(reason))
@@ -31,7 +32,8 @@ extension QUICConnection {
             terminate(reason: reason)
             return
         }
-        closePacket.store(Array(UnsafeRawBufferPointer(rebasing: scratch[0..<written])))
+        packet.removeSubrange(written...)
+        closePacket.store(packet)
         phase = .closing(deadline: now + threePTO)
         logger.debug("closing: \(reason)")
     }
@@ -93,12 +95,43 @@ extension QUICConnection {
         case NGTCP2_ERR_RECV_VERSION_NEGOTIATION:
             terminate(reason: .versionNegotiationFailed)
         default:
-            guard ngtcp2_err_is_fatal(rc) != 0 else { return }
+            // Every other error is the peer's violation (or our failure) and ends the
+            // connection, fatal or not: ngtcp2 0.12.1 leaves closing to us, and a connection it
+            // refused a packet of is not safe to keep serving (RFC 9000 §10.2).
+            closeOnLibraryError(rc, now: now)
+        }
+    }
+
+    /// Closes with the transport error code ngtcp2 maps `rc` to, and a reason phrase that says
+    /// what the peer did, for the peer's CONNECTION_CLOSE and our own `QUICError`.
+    func closeOnLibraryError(_ rc: Int32, now: QUICInstant) {
+        let phrase = Self.violationPhrase(rc)
+        let bytes = Array(phrase.utf8)
+        bytes.withUnsafeBufferPointer {
             var ccerr = ngtcp2_connection_close_error()
-            ngtcp2_connection_close_error_set_transport_error_liberr(&ccerr, rc, nil, 0)
-            startClosing(
-                ccerr: ccerr,
-                reason: .transportError(code: ccerr.error_code, reason: ngtcp2ErrorName(rc), byPeer: false), now: now)
+            ngtcp2_connection_close_error_set_transport_error_liberr(
+                &ccerr, rc, UnsafeMutablePointer(mutating: $0.baseAddress), $0.count)
+            startClosing(ccerr: ccerr, reason: .transportError(code: ccerr.error_code, reason: phrase, byPeer: false), now: now)
+        }
+    }
+
+    /// What ngtcp2's error says the peer did, as the reason phrase of our CONNECTION_CLOSE.
+    static func violationPhrase(_ rc: Int32) -> String {
+        switch rc {
+        case NGTCP2_ERR_STREAM_LIMIT: "the peer opened more streams than the limit we advertised"
+        case NGTCP2_ERR_FLOW_CONTROL: "the peer sent data past the stream's or the connection's flow-control limit"
+        case NGTCP2_ERR_FINAL_SIZE: "the peer changed a stream's final size or sent data past it"
+        case NGTCP2_ERR_STREAM_STATE: "the peer sent a frame for a stream in a state that forbids it"
+        case NGTCP2_ERR_FRAME_ENCODING: "the peer sent a malformed frame"
+        case NGTCP2_ERR_ACK_FRAME: "the peer sent an invalid ACK frame"
+        case NGTCP2_ERR_TRANSPORT_PARAM, NGTCP2_ERR_MALFORMED_TRANSPORT_PARAM, NGTCP2_ERR_REQUIRED_TRANSPORT_PARAM:
+            "the peer's transport parameters are invalid"
+        case NGTCP2_ERR_CONNECTION_ID_LIMIT: "the peer issued more connection IDs than our limit"
+        case NGTCP2_ERR_CRYPTO_BUFFER_EXCEEDED: "the peer sent more CRYPTO data than we buffer"
+        case NGTCP2_ERR_AEAD_LIMIT_REACHED: "too many packets failed authentication (AEAD limit)"
+        case NGTCP2_ERR_NO_VIABLE_PATH: "no usable network path"
+        case NGTCP2_ERR_PROTO: "the peer violated the protocol"
+        default: ngtcp2ErrorName(rc)
         }
     }
 
@@ -134,9 +167,7 @@ extension QUICConnection {
         case NGTCP2_ERR_CLOSING:
             break
         default:
-            var ccerr = ngtcp2_connection_close_error()
-            ngtcp2_connection_close_error_set_transport_error_liberr(&ccerr, rc, nil, 0)
-            startClosing(ccerr: ccerr, reason: .transportError(code: ccerr.error_code, reason: ngtcp2ErrorName(rc), byPeer: false), now: now)
+            closeOnLibraryError(rc, now: now)
         }
     }
 }

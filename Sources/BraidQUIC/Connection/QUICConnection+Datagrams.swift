@@ -35,11 +35,16 @@ extension QUICConnection {
         // One memcpy when the bytes are contiguous (Data, arrays), not a generic copy loop.
         let copy = bytes.withContiguousStorageIfAvailable { Array($0) } ?? Array(bytes)
         pendingDatagrams.append((id, copy))
+        pendingDatagramHighWater = max(pendingDatagramHighWater, pendingDatagrams.count)
         return id
     }
 
     /// Datagrams queued by `sendDatagram` and not yet written into a packet.
     public var pendingDatagramCount: Int { pendingDatagrams.count }
+
+    /// The most datagrams that have waited in the queue at once, over the connection's life:
+    /// shows whether a sender's bound on the queue held (a sampled count can miss the peak).
+    public var largestPendingDatagramCount: Int { pendingDatagramHighWater }
 
     // MARK: - Datagram probe (see `DatagramProbe`)
 

@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// Output: packets written by ngtcp2 into GSO batches (same path, ECN and size, the last one
-/// may be shorter), straight into the caller's memory or our scratch area.
+/// may be shorter), straight into the caller's memory (or, for callers that give none, a batch buffer of its own).
 extension QUICConnection {
     /// Writes every packet that may go out now into batches and hands each batch to `sink`:
     /// (path, ECN, segment size, bytes). The bytes are valid only during the call.
@@ -13,9 +13,10 @@ extension QUICConnection {
         now: QUICInstant, maxSegments: Int = QUICConnection.maxSegmentsPerBatch, maxBatches: Int = .max,
         _ sink: (QUICPath, ECN, Int, UnsafeRawBufferPointer) -> Void
     ) {
-        let scratch = scratch
-        writeTransmits(now: now, maxSegments: maxSegments, maxBatches: maxBatches, into: { scratch }) { path, ecn, segmentSize, length in
-            sink(path, ecn, segmentSize, UnsafeRawBufferPointer(rebasing: scratch[0..<length]))
+        let batch = batchStorage ?? .allocate(byteCount: Self.maxBatchBytes + maxPacketSize, alignment: 16)
+        batchStorage = batch
+        writeTransmits(now: now, maxSegments: maxSegments, maxBatches: maxBatches, into: { batch }) { path, ecn, segmentSize, length in
+            sink(path, ecn, segmentSize, UnsafeRawBufferPointer(rebasing: batch[0..<length]))
         }
     }
 
@@ -56,9 +57,9 @@ extension QUICConnection {
             var count = 0
             var batchPath: QUICPath?
             var batchECN = ECN.notECT
-            if let held = heldPacket {
-                // The held packet starts this batch (memmove: it may already be in `buffer`).
-                memmove(buffer.baseAddress!, scratch.baseAddress! + held.offset, held.length)
+            if let held = heldPacket, let storage = heldPacketStorage {
+                // The held packet starts this batch.
+                buffer.baseAddress!.copyMemory(from: storage.baseAddress!, byteCount: held.length)
                 heldPacket = nil
                 length = held.length
                 segmentSize = held.length
@@ -74,14 +75,9 @@ extension QUICConnection {
                 guard let packet = writePacket(into: buffer.baseAddress! + length, capacity: room, now: now) else { break }
                 budget -= 1
                 if count > 0 && (packet.path != batchPath || packet.ecn != batchECN || packet.length > segmentSize) {
-                    // It starts the next batch. Past this batch's bytes in our own scratch
-                    // memory it can stay; in the caller's memory it is kept aside.
-                    if buffer.baseAddress == scratch.baseAddress {
-                        heldPacket = (length, packet.length, packet.path, packet.ecn)
-                    } else {
-                        scratch.baseAddress!.copyMemory(from: buffer.baseAddress! + length, byteCount: packet.length)
-                        heldPacket = (0, packet.length, packet.path, packet.ecn)
-                    }
+                    // It starts the next batch, which may be written into other memory: it
+                    // waits aside (a copy of one packet, only where a batch breaks).
+                    holdPacket(from: buffer.baseAddress! + length, packet)
                     batchClosed = true
                     break
                 }
@@ -110,6 +106,17 @@ extension QUICConnection {
             if isEstablished { ngtcp2_conn_update_pkt_tx_time(conn, now.nanoseconds) }
             updateDatagramProbe()
         }
+    }
+
+    private func holdPacket(from bytes: UnsafeRawPointer, _ packet: (length: Int, path: QUICPath, ecn: ECN)) {
+        if let storage = heldPacketStorage, storage.count < packet.length {
+            storage.deallocate()
+            heldPacketStorage = nil
+        }
+        let storage = heldPacketStorage ?? .allocate(byteCount: max(maxPacketSize, packet.length), alignment: 16)
+        heldPacketStorage = storage
+        storage.baseAddress!.copyMemory(from: bytes, byteCount: packet.length)
+        heldPacket = (packet.length, packet.path, packet.ecn)
     }
 
     /// Convenience for tests and simple owners: the batches `writeTransmits` produces, copied.

@@ -70,21 +70,28 @@ public final class QUICConnection {
     // MARK: Datagrams (+Datagrams)
     /// Datagrams queued by `sendDatagram`, not yet in a packet.
     var pendingDatagrams = Deque<(id: UInt64, bytes: [UInt8])>()
+    /// The most datagrams `pendingDatagrams` has held at once (see `largestPendingDatagramCount`).
+    var pendingDatagramHighWater = 0
     /// The ID the next queued datagram gets (its acknowledged/lost events carry it).
     var nextDatagramID: UInt64 = 0
     /// Keeps datagram-only flights from stalling on ngtcp2 0.12.1.
     var datagramProbe: DatagramProbe
 
     // MARK: Packet assembly (+PacketAssembly)
-    /// Packet-assembly area: room for one full GSO batch of maximum-size packets.
-    let scratch: UnsafeMutableRawBufferPointer
+    /// Where a packet that could not join its batch waits for the next one. Allocated the
+    /// first time a packet is held: most connections never need it, and an idle connection
+    /// should not carry packet-sized buffers.
+    var heldPacketStorage: UnsafeMutableRawBufferPointer?
+    /// A whole batch, for `writeTransmits(_:)` callers that give no memory of their own (tests,
+    /// engine benchmarks); the datapath writes into its socket's memory and never allocates it.
+    var batchStorage: UnsafeMutableRawBufferPointer?
     let maxPacketSize: Int
     /// Most packets per batch: what one GSO send may carry.
     public static let maxSegmentsPerBatch = UDPSegmentation.maxSegments
     /// Largest batch in bytes: the UDP payload limit of one IPv4 datagram (65535 - 20 - 8).
     public static let maxBatchBytes = UDPSegmentation.maxBytes
     /// A packet written but not yet emitted because it could not join the previous batch.
-    var heldPacket: (offset: Int, length: Int, path: QUICPath, ecn: ECN)?
+    var heldPacket: (length: Int, path: QUICPath, ecn: ECN)?
     /// Stream-data scatter list handed to ngtcp2 (reused: no allocation per packet).
     let vecs: UnsafeMutableBufferPointer<ngtcp2_vec>
     static let maxVecs = 16
@@ -154,8 +161,6 @@ public final class QUICConnection {
         datagramProbe = DatagramProbe(configuredKeepAlive: transport.keepAliveInterval?.nanosecondsClamped ?? 0)
         connRef = .allocate(capacity: 1)
         pathStorage = .allocate(capacity: 1)
-        // Room for a whole batch of packets as large as path-MTU discovery may grow them.
-        scratch = .allocate(byteCount: Self.maxSegmentsPerBatch * 1500 + 65536, alignment: 16)
         vecs = .allocate(capacity: Self.maxVecs)
         connRef.initialize(to: ngtcp2_crypto_conn_ref(
             get_conn: { ref in
@@ -223,7 +228,8 @@ public final class QUICConnection {
         qlogFile = nil
         connRef.deallocate()
         pathStorage.deallocate()
-        scratch.deallocate()
+        heldPacketStorage?.deallocate()
+        batchStorage?.deallocate()
         vecs.deallocate()
     }
 
@@ -280,6 +286,8 @@ public final class QUICConnection {
         case .handshaking, .established:
             break
         }
+        // An empty datagram carries no packet (read_pkt would call it an invalid argument).
+        guard datagram.count > 0 else { return }
         currentTime = now
         datagramProbe.noteActivity(at: now)
         counters.received(bytes: datagram.count)
@@ -320,9 +328,7 @@ public final class QUICConnection {
         case NGTCP2_ERR_HANDSHAKE_TIMEOUT:
             terminate(reason: .handshakeTimeout)
         default:
-            var ccerr = ngtcp2_connection_close_error()
-            ngtcp2_connection_close_error_set_transport_error_liberr(&ccerr, rc, nil, 0)
-            startClosing(ccerr: ccerr, reason: .transportError(code: ccerr.error_code, reason: ngtcp2ErrorName(rc), byPeer: false), now: now)
+            closeOnLibraryError(rc, now: now)
         }
     }
 

@@ -58,7 +58,7 @@ public enum QUICError: Error, Sendable, Hashable, CustomStringConvertible {
         case .tls(let message):
             "TLS failed: \(message)"
         case .transportError(let code, let reason, let byPeer):
-            "QUIC transport error 0x\(String(code, radix: 16)) \(byPeer ? "from the peer" : "detected locally")\(reason.isEmpty ? "" : ": \(reason)")."
+            "QUIC transport error \(quicTransportErrorLabel(code)) \(byPeer ? "from the peer" : "detected locally")\(reason.isEmpty ? "" : ": \(reason)")."
         case .applicationClosed(let code, let reason):
             "The peer closed the connection with application error \(code)\(reason.isEmpty ? "" : ": \(reason)")."
         case .closedLocally(let code, let reason):

@@ -236,7 +236,9 @@ import Testing
             #expect(what.contains("Coder over UDP"))
         }
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TLV { UDP() } }
-        await #expect(throws: NetworkError.unsupported("TLV over UDP; TLS and TCP are implemented (listener)")) {
+        await #expect(
+            throws: NetworkError.unsupported("TLV over UDP (not implemented: TLV frames a byte stream, over TLS, TCP or a QUIC stream) (listener)")
+        ) {
             try await listener.run { _ in }
         }
     }

@@ -33,6 +33,21 @@ func readmeClient(port: NWEndpoint.Port, caFile: String) async throws -> String 
     return String(decoding: reply, as: UTF8.self)
 }
 
+/// README: a graceful shutdown of a listener.
+func readmeGracefulShutdown(listener: NetworkListener<QUIC>, shutdownRequested: () async -> Void) async throws {
+    let serving = Task {
+        try await listener.run { connection in
+            try await connection.inboundStreams { stream in
+                let (request, _) = try await stream.receive(atLeast: 1, atMost: 65536)
+                try await stream.send(request, endOfStream: true)
+            }
+        }
+    }
+    await shutdownRequested()  // e.g. SIGTERM arrived
+    serving.cancel()           // stop accepting; every connection closes with code 0
+    try await serving.value    // returns once every close is on the wire
+}
+
 /// README: datagrams.
 func readmeDatagrams(_ connection: NetworkConnection<QUIC>) async throws -> Data? {
     try await connection.datagrams.send(Data([1, 2, 3]))
@@ -157,6 +172,36 @@ func readmeTLVServer(port: NWEndpoint.Port, certificate: String, key: String) as
     }
 }
 
+/// README: Coder on a QUIC stream, the client.
+func readmeQUICStreamCoderClient(port: NWEndpoint.Port, caFile: String) async throws -> GameMessage {
+    let connection = NetworkConnection(to: .hostPort(host: "localhost", port: port)) {
+        QUIC(alpn: ["game"]).trust(.certificateAuthorities(file: caFile))
+    }
+    defer { connection.cancel() }
+    let stream = try await connection.openStream { quicStream in
+        Coder(GameMessage.self, using: .json) { quicStream }
+    }
+    try await stream.send(.move(row: 1, column: 2))
+    let reply = try await stream.receive().content
+    return reply
+}
+
+/// README: Coder on QUIC streams, the server.
+func readmeQUICStreamCoderServer(port: NWEndpoint.Port, certificate: String, key: String) async throws {
+    let listener = NetworkListener(port: port) {
+        QUIC(alpn: ["game"]).identity(certificateChainFile: certificate, privateKeyFile: key)
+    }
+    try await listener.run { connection in
+        try await connection.inboundStreams(prepending: { quicStream in
+            Coder(GameMessage.self, using: .json) { quicStream }
+        }) { stream in
+            for try await (message, _) in stream.messages {
+                try await stream.send(message)
+            }
+        }
+    }
+}
+
 /// README: Network.framework's UDP game example.
 func readmeUDPGame(port: NWEndpoint.Port) async throws -> Data {
     let game = NetworkConnection(to: .hostPort(host: "game-server.example.com", port: port)) { UDP() }
@@ -208,6 +253,42 @@ func readmeUDPEchoServer(port: NWEndpoint.Port) async throws {
         #expect(try await readmeDatagrams(connection) == Data([1, 2, 3]))
     }
 
+    /// The graceful-shutdown example: a client in the middle of a connection sees the
+    /// listener's close with code 0 once the example's `serving.value` has returned.
+    @Test func gracefulShutdownExampleClosesClientsWithCodeZero() async throws {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+            QUIC(alpn: ["echo"]).identity(
+                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        }
+        let (requests, requestShutdown) = AsyncStream<Void>.makeStream()
+        let server = Task {
+            try await readmeGracefulShutdown(listener: listener) {
+                for await _ in requests { return }
+            }
+        }
+        defer { server.cancel() }
+        for await state in listener.states where state == .ready { break }
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: try #require(listener.port))) {
+            testClient().idleTimeout(120_000)
+        }
+        defer { connection.cancel() }
+        let stream = try await connection.openStream()
+        try await stream.send(Data("ping".utf8), endOfStream: true)
+        #expect(try await stream.receive(atLeast: 4, atMost: 4).content == Data("ping".utf8))
+        // A second stream keeps the handler busy while the shutdown comes.
+        let waiting = try await connection.openStream()
+        try await waiting.send(Data("x".utf8), endOfStream: false)
+
+        requestShutdown.yield()
+        try await server.value
+        #expect(listener.state == .cancelled)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !connection.state.isFinal && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        if case .failed(.peerClosed(code: 0, _)) = connection.state {} else {
+            Issue.record("the client's connection is \(connection.state), not closed by the listener with code 0")
+        }
+    }
+
     /// The TLS examples run unchanged against the README's TLS server: www.example.com
     /// resolves to this machine, the test CA stands in for the system store, and the first
     /// connect finds no route once, so the states example sees `waiting` before `ready`.
@@ -237,6 +318,23 @@ func readmeUDPEchoServer(port: NWEndpoint.Port) async throws {
             #expect(echoed.1 == 0)
             #expect(try await readmeCoderGame(port: port) == .selectedCharacter("🐨"))
         }
+    }
+
+    /// The Coder-on-QUIC-streams examples talk: the client's value comes back from the
+    /// server's inbound stream.
+    @Test(.timeLimit(.minutes(1))) func coderOnQUICStreamExamplesTalk() async throws {
+        // The server example listens on every address of a fixed port; pick a free one first.
+        let probe = try await RunningListener.start(alpn: ["game"], handler: { _ in })
+        let port = try #require(probe.listener.port)
+        probe.task.cancel()
+        _ = try? await probe.task.value
+        let server = Task {
+            try await readmeQUICStreamCoderServer(
+                port: port, certificate: Fixtures.path("server.pem"), key: Fixtures.path("server-key.pem"))
+        }
+        defer { server.cancel() }
+        let reply = try await Self.firstAnswer { try await readmeQUICStreamCoderClient(port: port, caFile: Fixtures.caFile) }
+        #expect(reply == .move(row: 1, column: 2))
     }
 
     /// Runs a README server on a free port with www.example.com resolving to this machine

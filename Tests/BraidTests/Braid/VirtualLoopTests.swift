@@ -122,8 +122,8 @@ import Testing
     }
 
     /// The server connection's inbound streams as an async sequence.
-    private static func streams(of server: NetworkConnection<QUIC>) -> AsyncStream<QUIC.Stream> {
-        server.shared.inboundStreams
+    private static func streams(of server: NetworkConnection<QUIC>) -> AsyncMapSequence<AsyncStream<QUICStreamHandle>, QUIC.Stream<QUICStream>> {
+        server.shared.inboundStreams.map { QUIC.Stream($0, stack: QUICStream()) }
     }
 }
 

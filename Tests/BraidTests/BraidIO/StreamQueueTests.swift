@@ -103,6 +103,19 @@ import Testing
         await #expect(throws: NetworkError.streamReset(code: 9)) { try await inbox.receive(request(1, 10)) {} }
     }
 
+    /// A stream that finished stays finished when a failure comes after its end (a peer's
+    /// unidirectional stream is retired, and its inbox failed, once its FIN is read): the
+    /// reader gets the bytes, then the end of the stream, never the failure.
+    @Test func aFailureAfterTheEndKeepsTheEnd() async throws {
+        let inbox = StreamInbox()
+        fill(inbox, [1, 2], end: .finished)
+        inbox.fail(NetworkError.invalidState("closed"))
+        let rest = try await inbox.receive(request(1, 10)) {}
+        #expect(rest.content == Data([1, 2]) && rest.endOfStream)
+        let after = try await inbox.receive(request(1, 10)) {}
+        #expect(after.content.isEmpty && after.endOfStream)
+    }
+
     /// Consumed credit goes back in batches, or once the reader has caught up.
     @Test(.timeLimit(.minutes(1))) func consumedCreditIsClaimedInBatches() async throws {
         let inbox = StreamInbox()

@@ -1,5 +1,6 @@
 import BraidIO
 import BraidQUIC
+import Glibc
 import Testing
 
 /// The UDP socket on its own.
@@ -14,5 +15,40 @@ import Testing
         socket.close()
         #expect(!socket.receive { _, _ in })
         #expect(socket.counters.recvmmsgCalls + socket.counters.recvmsgCalls == callsWhileOpen)
+    }
+
+    /// Sockets share send and receive memory from a pool, holding it only while they use it:
+    /// a queue waiting for its flush keeps its bytes while other sockets send and receive, and
+    /// an idle socket holds none.
+    @Test func queuedBatchesKeepTheirBytesWhileOtherSocketsUseThePool() throws {
+        let receiver = try UDPSocket(bindTo: QUICAddress(ip: "127.0.0.1", port: 0)!)
+        let first = try UDPSocket(bindTo: QUICAddress(ip: "127.0.0.1", port: 0)!)
+        let second = try UDPSocket(bindTo: QUICAddress(ip: "127.0.0.1", port: 0)!)
+        #expect(!first.holdsSendArea)
+        func queue(_ socket: UDPSocket, _ byte: UInt8) {
+            let bytes = [UInt8](repeating: byte, count: 100)
+            bytes.withUnsafeBytes {
+                socket.enqueue(DatagramMetadata(remote: receiver.localAddress, local: socket.localAddress), segmentSize: 100, bytes: $0)
+            }
+        }
+        queue(first, 1)
+        queue(first, 2)
+        #expect(first.holdsSendArea)
+        queue(second, 3)
+        #expect(second.flush())
+        #expect(!second.holdsSendArea)
+        var received: [[UInt8]] = []
+        func drain(until count: Int) {
+            for _ in 0..<1000 where received.count < count {
+                receiver.receive { bytes, _ in received.append(Array(bytes)) }
+                if received.count < count { usleep(1000) }
+            }
+        }
+        drain(until: 1)
+        #expect(first.flush())
+        #expect(!first.holdsSendArea)
+        drain(until: 3)
+        let sorted = received.sorted { $0[0] < $1[0] }
+        #expect(sorted == [[UInt8](repeating: 1, count: 100), [UInt8](repeating: 2, count: 100), [UInt8](repeating: 3, count: 100)])
     }
 }

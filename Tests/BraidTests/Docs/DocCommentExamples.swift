@@ -89,7 +89,7 @@ func docExample_NetworkConnection_migrate(_ connection: NetworkConnection<QUIC>)
     print(connection.localEndpoint!)
 }
 
-func docExample_QUICStream(_ stream: QUIC.Stream) async throws -> (UInt32, Data, Bool) {
+func docExample_QUICStream(_ stream: QUIC.Stream<QUICStream>) async throws -> (UInt32, Data, Bool) {
     try await stream.send(UInt32(5))                    // network byte order
     try await stream.send(Data("hello".utf8), endOfStream: true)
     let length = try await stream.receive(as: UInt32.self).content
@@ -490,6 +490,65 @@ func docExample_Coder_send(_ typed: NetworkConnection<Coder<String, String, Netw
 func docExample_Coder_receive(_ typed: NetworkConnection<Coder<String, String, NetworkJSONCoder>>) async throws -> String {
     let message = try await typed.receive().content
     return message
+}
+
+/// Sources/Braid/Stack/QUICStream.swift
+func docExample_QUICStreamStack(_ connection: NetworkConnection<QUIC>) async throws -> (Data, TLV.Metadata) {
+    let stream = try await connection.openStream { quicStream in
+        TLV { quicStream }
+    }
+    try await stream.send(Data("hello".utf8), type: 1)
+    let (content, metadata) = try await stream.receive()
+    return (content, metadata)
+}
+
+/// Sources/Braid/Connection/QUICConnectionAPI.swift: openStream(directionality:_:)
+func docExample_NetworkConnection_openFramedStream(_ connection: NetworkConnection<QUIC>) async throws -> String {
+    let stream = try await connection.openStream { quicStream in
+        Coder(String.self, using: .json) { quicStream }
+    }
+    try await stream.send("hello")
+    let reply = try await stream.receive().content
+    return reply
+}
+
+/// Sources/Braid/Connection/QUICConnectionAPI.swift: inboundStreams(prepending:_:)
+func docExample_NetworkConnection_inboundFramedStreams(_ connection: NetworkConnection<QUIC>) async throws {
+    try await connection.inboundStreams(prepending: { quicStream in TLV { quicStream } }) { stream in
+        for try await (content, metadata) in stream.messages {
+            try await stream.send(content, type: metadata.type)
+        }
+    }
+}
+
+/// Sources/Braid/Connection/QUIC+StreamMessages.swift
+func docExample_QUICStream_TLV_send(_ connection: NetworkConnection<QUIC>) async throws {
+    let stream = try await connection.openStream { quicStream in TLV { quicStream } }
+    try await stream.send(Data("e2e4".utf8), type: 2)
+    try await stream.send(Data("resign".utf8), type: 3, endOfStream: true)
+}
+
+func docExample_QUICStream_TLV_receive(_ stream: QUIC.Stream<TLV>) async throws {
+    let (content, metadata) = try await stream.receive()
+    print("type \(metadata.type): \(content.count) bytes")
+}
+
+func docExample_QUICStream_TLV_messages(_ stream: QUIC.Stream<TLV>) async throws {
+    for try await (content, metadata) in stream.messages {
+        try await stream.send(content, type: metadata.type)
+    }
+}
+
+func docExample_QUICStream_Coder_send(_ connection: NetworkConnection<QUIC>) async throws {
+    let stream = try await connection.openStream { quicStream in
+        Coder(String.self, using: .json) { quicStream }
+    }
+    try await stream.send("hello", endOfStream: true)
+}
+
+func docExample_QUICStream_Coder_receive(_ stream: QUIC.Stream<Coder<String, String, NetworkJSONCoder>>) async throws -> String {
+    let reply = try await stream.receive().content
+    return reply
 }
 
 // MARK: Connectivity

@@ -38,6 +38,25 @@ import Testing
         #expect(report["bytes_received"] as? Int == 10_000_000)
     }
 
+    /// The perf draft does not define the response bytes; other perf servers send zeros. By
+    /// default `braid client` counts and times them; `--verify-pattern` asks for Braid's pattern.
+    @Test func aPerfServerThatSendsZerosIsMeasuredUnlessThePatternIsRequired() async throws {
+        let direction = InteropDirection.braidClientToAioquicServer
+        let (server, port) = try await direction.startServer(["--zeros"])
+        let common = ["client", "--host", "127.0.0.1", "--port", String(port), "--ca", Fixtures.caFile, "--sni", "localhost", "--json",
+                      "--alpn", "perf", "--download", "1000000"]
+        let counted = try await runClient(try PeerProcess.braid(common))
+        #expect(counted["ok"] as? Bool == true)
+        #expect(counted["bytes_received"] as? Int == 1_000_000)
+        let verifying = try PeerProcess.braid(common + ["--verify-pattern"])
+        let exit = try await verifying.finish(within: 60)
+        await server.stop()
+        #expect(exit.status == 2)
+        let report = try #require(verifying.jsonLines.last)
+        #expect(report["ok"] as? Bool == false)
+        #expect("\(report["failures"] ?? "")".contains("differs from the pattern"), "\(report)")
+    }
+
     @Test(arguments: InteropDirection.allCases)
     func tenMegabyteUpload(_ direction: InteropDirection) async throws {
         let (report, server) = try await run(direction, client: ["--alpn", "perf", "--download", "0", "--upload", "10000000"])

@@ -23,7 +23,7 @@ import Testing
         let connection = NetworkConnection(to: server.endpoint) { braidClient(alpn: ["echo"]) }
         defer { connection.cancel() }
         let line = Array("hello from braid\n".utf8)
-        try await connection.send(line)
+        try await server.diagnosed { try await connection.send(line) }
         if peer == .gnutls {
             // gnutls-serv echoes.
             #expect(Array(try await connection.receive(exactly: line.count).content) == line)
@@ -399,6 +399,18 @@ struct PeerServer {
     let input: InputPipe?
     let port: UInt16
     var endpoint: NWEndpoint { .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(integerLiteral: port)) }
+
+    /// Runs `body`; a failure comes back with the peer's state beside it (whether it still
+    /// runs, what it printed), so a refused connection says whether the peer had gone.
+    func diagnosed<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            throw InteropFailure(
+                "\(error)\n\(process.commandLine) on port \(port): \(process.isRunning ? "running" : "exited")\n"
+                    + "stdout: \(process.output.suffix(2000))\nstderr: \(process.errors.suffix(2000))")
+        }
+    }
 
     /// `send`: bytes tls_peer.py sends each connection. `input`: pattern bytes s_server reads
     /// from its standard input and sends (its input stays open, or it would close the

@@ -24,7 +24,8 @@ enum InteropDirection: String, CaseIterable, CustomTestStringConvertible, Sendab
         let common = ["--host", "127.0.0.1", "--port", String(port), "--ca", Fixtures.caFile, "--sni", "localhost", "--timeout", "60"]
         switch self {
         case .aioquicClientToBraidServer: return try PeerProcess.aioquic(["client"] + common + arguments)
-        case .braidClientToAioquicServer: return try PeerProcess.braid(["client"] + common + ["--json"] + arguments)
+        // Both peers send Braid's pattern, so Braid's client checks every byte as aioquic's does.
+        case .braidClientToAioquicServer: return try PeerProcess.braid(["client"] + common + ["--json", "--verify-pattern"] + arguments)
         }
     }
 }

@@ -69,16 +69,9 @@ enum TLSPeerTools {
     }
 
     private static func listeningPort(pid: pid_t, tables: [String]) -> UInt16? {
-        let fdDirectory = "/proc/\(pid)/fd"
-        guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: fdDirectory) else { return nil }
-        var inodes = Set<String>()
-        for descriptor in descriptors {
-            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDirectory)/\(descriptor)"),
-                target.hasPrefix("socket:[")
-            {
-                inodes.insert(String(target.dropFirst("socket:[".count).dropLast()))
-            }
-        }
+        guard let childSockets = socketInodes(of: "\(pid)") else { return nil }
+        // A socket the test runner has open too was inherited, not opened by the child.
+        let inodes = childSockets.subtracting(socketInodes(of: "self") ?? [])
         for table in tables {
             guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
             for line in text.split(separator: "\n").dropFirst() {
@@ -91,6 +84,21 @@ enum TLSPeerTools {
             }
         }
         return nil
+    }
+
+    /// The inode numbers of the sockets process `pid` ("self" for this one) has open.
+    private static func socketInodes(of pid: String) -> Set<String>? {
+        let fdDirectory = "/proc/\(pid)/fd"
+        guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: fdDirectory) else { return nil }
+        var inodes = Set<String>()
+        for descriptor in descriptors {
+            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDirectory)/\(descriptor)"),
+                target.hasPrefix("socket:[")
+            {
+                inodes.insert(String(target.dropFirst("socket:[".count).dropLast()))
+            }
+        }
+        return inodes
     }
 }
 

@@ -1,5 +1,11 @@
+import Braid
 import BraidPerf
+import Foundation
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The `braid` tool against itself, and its handling of bad input.
 @Suite struct BraidToolTests {
@@ -10,7 +16,7 @@ import Testing
         let port = try await server.listeningPort()
         let client = try PeerProcess.braid([
             "client", "--host", "127.0.0.1", "--port", String(port), "--ca", Fixtures.caFile, "--sni", "localhost", "--json",
-            "--alpn", "perf", "--streams", "4", "--download", "2000000", "--upload", "500000", "--key-update", "--migrate",
+            "--alpn", "perf", "--streams", "4", "--download", "2000000", "--upload", "500000", "--key-update", "--migrate", "--verify-pattern",
         ])
         let report = try await runClient(client)
         let line = try await server.jsonLine { $0["event"] as? String == "closed" }
@@ -20,6 +26,73 @@ import Testing
         #expect(report["migrated"] as? Bool == true)
         #expect(line["bytes_uploaded"] as? Int == 2_000_000)
         #expect(line["upload_intact"] as? Bool == true)
+    }
+
+    /// How `braid serve` is started and stopped: SIGTERM, or SIGINT with the server started
+    /// the way a shell starts a background job (SIGINT ignored, which exec keeps).
+    enum Shutdown: String, CaseIterable, Sendable {
+        case sigterm = "SIGTERM"
+        case sigintInBackgroundJob = "SIGINT in a background job"
+    }
+
+    /// A signal shuts the server down gracefully: the client sees the server's close with
+    /// application code 0 (not its own idle timeout of two minutes), and the server exits 0.
+    @Test(arguments: Shutdown.allCases)
+    func signalClosesEveryConnectionWithCodeZeroAndExitsZero(_ shutdown: Shutdown) async throws {
+        let arguments = [
+            "serve", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
+            "--alpn", "echo",
+        ]
+        let server: ChildProcess
+        let signal: Int32
+        switch shutdown {
+        case .sigterm:
+            server = try PeerProcess.braid(arguments)
+            signal = SIGTERM
+        case .sigintInBackgroundJob:
+            server = try ChildProcess("/bin/sh", ["-c", "trap '' INT; exec \"$0\" \"$@\"", try PeerProcess.braidTool] + arguments)
+            signal = SIGINT
+        }
+        let port = try await server.listeningPort()
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(integerLiteral: port))) {
+            testClient().idleTimeout(120_000)
+        }
+        defer { connection.cancel() }
+        let stream = try await connection.openStream()
+        try await stream.send(Data("ping".utf8), endOfStream: false)
+        #expect(try await stream.receive(atLeast: 4, atMost: 4).content == Data("ping".utf8))
+
+        kill(server.pid, signal)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !connection.state.isFinal && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        if case .failed(.peerClosed(code: 0, _)) = connection.state {} else {
+            Issue.record("the client's connection is \(connection.state), not closed by the server with code 0")
+        }
+        let exit = try await server.finish(within: 30)
+        #expect(exit.status == 0, "stderr: \(server.errors)")
+        #expect(server.errors.contains("braid: \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): closing every connection"), "stderr: \(server.errors)")
+    }
+
+    /// A second signal during the graceful shutdown exits at once. The server is stopped
+    /// while both signals are sent, so both are pending when it resumes: the second is in its
+    /// signal pipe right behind the first, before any shutdown work can finish. (Two of one
+    /// signal would merge while pending, hence one of each.)
+    @Test func secondSignalExitsAtOnce() async throws {
+        let server = try PeerProcess.braid([
+            "serve", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
+        ])
+        _ = try await server.listeningPort()
+        kill(server.pid, SIGSTOP)
+        kill(server.pid, SIGTERM)
+        kill(server.pid, SIGINT)
+        kill(server.pid, SIGCONT)
+        let exit = try await server.finish(within: 30)
+        // Which one comes first depends on the threads the kernel delivers them to.
+        let firstIsTerm = server.errors.contains("braid: SIGTERM: closing every connection")
+        let (first, second) = firstIsTerm ? ("SIGTERM", SIGINT) : ("SIGINT", SIGTERM)
+        #expect(server.errors.contains("braid: \(first): closing every connection"), "stderr: \(server.errors)")
+        #expect(server.errors.contains("braid: \(second == SIGINT ? "SIGINT" : "SIGTERM") again: exiting at once"), "stderr: \(server.errors)")
+        #expect(exit.status == 128 + second, "stderr: \(server.errors)")
     }
 
     @Test func badArgumentsAndUnreadableFilesExitWithUsageErrors() async throws {

@@ -12,14 +12,15 @@ FIN answers with exactly that many bytes and FIN.
 and every DATAGRAM frame (RFC 9221) is echoed.
 
 Payload byte ``i`` of every response, upload and echo stream is ``pattern(i)`` below, and
-receivers check every byte. Echo datagrams carry a 4-byte big-endian sequence number
+receivers check every byte. With ``--zeros`` the server's perf responses are zero bytes
+instead, as other perf servers send them. Echo datagrams carry a 4-byte big-endian sequence number
 followed by ``pattern(0)``, ``pattern(1)``, ...
 
 Server
 ------
     aioquic_peer.py server --host 127.0.0.1 --port 0 --cert server.pem --key server-key.pem
                            [--retry] [--alpn perf,echo] [--max-datagram-frame-size 65535]
-                           [--idle-timeout S] [--log-key-updates] [-v]
+                           [--idle-timeout S] [--log-key-updates] [--zeros] [-v]
 
 Prints ``listening <port>`` as its first stdout line, then one JSON line per connection that
 ends, and runs until SIGTERM/SIGINT. Session tickets (kept in memory, each usable once) and
@@ -244,6 +245,7 @@ def enlarge_buffers(transport: asyncio.BaseTransport) -> None:
 class ServerOptions:
     max_response: int
     key_updates: KeyUpdateLogger | None
+    zeros: bool = False
 
 
 @dataclass
@@ -347,7 +349,8 @@ class ServerConnection(QuicConnectionProtocol):
             self._quic.reset_stream(stream_id, STREAM_ERROR_BAD_REQUEST)
             return
         # Queued whole: aioquic has no "writable" signal, so a response costs its size in memory.
-        self._quic.send_stream_data(stream_id, pattern(0, size), end_stream=True)
+        body = bytes(size) if self.options.zeros else pattern(0, size)
+        self._quic.send_stream_data(stream_id, body, end_stream=True)
         self.bytes_sent += size
         self.streams_ok += 1
 
@@ -420,7 +423,7 @@ async def run_server(args: argparse.Namespace) -> int:
     configuration.load_cert_chain(args.cert, args.key)
     key_updates = KeyUpdateLogger() if args.log_key_updates else None
     configuration.quic_logger = key_updates
-    options = ServerOptions(max_response=args.max_response, key_updates=key_updates)
+    options = ServerOptions(max_response=args.max_response, key_updates=key_updates, zeros=args.zeros)
     tickets = TicketStore()
 
     loop = asyncio.get_running_loop()
@@ -970,6 +973,10 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     server.add_argument(
         "--max-response", type=int, default=1 << 31,
         help="largest perf response served (responses are buffered whole)",
+    )
+    server.add_argument(
+        "--zeros", action="store_true",
+        help="perf responses are zero bytes, as other perf servers send, instead of the pattern",
     )
     server.add_argument(
         "--log-key-updates", action="store_true",

@@ -1,0 +1,87 @@
+import BraidIO
+import Foundation
+
+/// The message side of one framed byte stream (`TLV`, `Coder`): a TLS or TCP connection's, or
+/// a QUIC stream's. `NetworkConnection` and `QUIC.Stream` both send and receive messages
+/// through this one piece of code (and its one `MessageReceiver`); they differ only in what
+/// happens when the peer breaks the framing.
+struct MessageEnd: Sendable {
+    let end: ByteStreamEnd
+    let receiver: MessageReceiver
+    /// Runs when the peer announces a message larger than the maximum, so the stream has lost
+    /// its message boundaries: a connection fails, a QUIC stream is reset and stopped.
+    let lostBoundaries: @Sendable (NetworkError) -> Void
+
+    /// Sends one TLV message: header and value in one piece, so messages from concurrent
+    /// senders never interleave; with `endOfStream`, the stream ends after it. `queued` runs
+    /// once the bytes are queued (see `ByteStreamEnd`).
+    func send(_ content: some Collection<UInt8>, type: UInt32, endOfStream: Bool = false, queued: () -> Void = {}) async throws {
+        let count = content.count
+        guard let length = UInt32(exactly: count) else {
+            throw NetworkError.messageTooLarge(size: count, maximum: TLVFraming.largestEncodableSize)
+        }
+        let bytes = StreamBytes(count: TLVFraming.headerSize + count) { buffer in
+            TLVEncoder.writeHeader(type: type, length: length, into: buffer)
+            let value = UnsafeMutableRawBufferPointer(rebasing: buffer[TLVFraming.headerSize...])
+            let copied: Void? = content.withContiguousStorageIfAvailable { value.copyMemory(from: UnsafeRawBufferPointer($0)) }
+            if copied == nil {
+                for (index, byte) in content.enumerated() { value[index] = byte }
+            }
+        }
+        try await end.send(bytes, endOfStream: endOfStream, idempotent: false, queued: queued)
+    }
+
+    /// The next whole TLV message; nil once the peer finished at a message boundary.
+    func receive() async throws -> TLVMessage? {
+        try await receiver.receive(from: end, tooLarge: lostBoundaries)
+    }
+
+    /// What a receive throws once the peer finished at a message boundary.
+    static var endedBetweenMessages: NetworkError {
+        .unexpectedEndOfStream(received: 0, wanted: TLVFraming.headerSize)
+    }
+
+    // MARK: TLV's shapes
+
+    /// The next message in `TLV`'s shape; nil once the peer finished at a message boundary.
+    func nextTLV() async throws -> (content: Data, metadata: TLV.Metadata)? {
+        try await receive().map { ($0.value, TLV.Metadata(type: $0.type)) }
+    }
+
+    /// `receive()` of a `TLV` connection or stream.
+    func receiveTLV() async throws -> (content: Data, metadata: TLV.Metadata) {
+        guard let message = try await nextTLV() else { throw Self.endedBetweenMessages }
+        return message
+    }
+
+    // MARK: Coder's shapes
+
+    /// `send(_:)` of a `Coder` connection or stream: `value`, encoded by `coder`, as one
+    /// message of `CoderFraming.messageType`.
+    func send(value: some Encodable, using coder: some NetworkCoder, endOfStream: Bool = false, queued: () -> Void = {}) async throws {
+        let data: Data
+        do {
+            data = try CoderFraming.encode(value, using: coder)
+        } catch {
+            throw NetworkError(error)
+        }
+        try await send(data, type: CoderFraming.messageType, endOfStream: endOfStream, queued: queued)
+    }
+
+    /// The next value, decoded by `coder`; nil once the peer finished at a message boundary.
+    /// A message that does not decode is consumed and throws `messageDecodingFailed`.
+    func nextValue<Value: Decodable>(_ type: Value.Type, using coder: some NetworkCoder) async throws -> (content: Value, metadata: TLV.Metadata)? {
+        guard let message = try await receive() else { return nil }
+        do {
+            return (try CoderFraming.decode(type, from: message, using: coder), TLV.Metadata(type: message.type))
+        } catch {
+            throw NetworkError(error)
+        }
+    }
+
+    /// `receive()` of a `Coder` connection or stream.
+    func receiveValue<Value: Decodable>(_ type: Value.Type, using coder: some NetworkCoder) async throws -> (content: Value, metadata: TLV.Metadata) {
+        guard let value = try await nextValue(type, using: coder) else { throw Self.endedBetweenMessages }
+        return value
+    }
+}

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""A hostile QUIC client on aioquic: it breaks the server's limits on purpose and reports how
+the server closed the connection.
+
+    hostile_peer.py --host H --port P --alpn ALPN (--ca FILE | --insecure) [--sni NAME]
+                    --violate streams|stream-data|connection-data|stream-state|final-size
+                    [--timeout 10] [-v]
+
+After the handshake the client overrides aioquic's own record of the server's limits (private
+attributes of ``QuicConnection``: aioquic never sends past a limit it knows), then:
+
+``streams``
+    opens one bidirectional stream more than the server's MAX_STREAMS allows, one byte on
+    each (RFC 9000 §4.6: STREAM_LIMIT_ERROR, 0x4);
+``stream-data``
+    sends 1,000 bytes past the server's initial window of one stream (§4.1:
+    FLOW_CONTROL_ERROR, 0x3);
+``connection-data``
+    sends on several streams, each within its own window, more than the connection's window
+    (§4.1: FLOW_CONTROL_ERROR, 0x3);
+``stream-state``
+    sends a STREAM frame on stream 3, the server's own unidirectional stream, which it never
+    opened and could not receive on anyway (§19.8: STREAM_STATE_ERROR, 0x5);
+``final-size``
+    sends 100 bytes on a stream, waits for their acknowledgement, then resets the stream
+    declaring a final size of 10 (§4.5: FINAL_SIZE_ERROR, 0x6).
+
+No stream gets a FIN, so the server has no reason to grant more credit; point it at a server
+whose application does not read (or reads slowly), or credit may come back before the excess.
+
+Prints one JSON object: ``limits`` (what the server advertised), ``closed_by`` (``"peer"``:
+the server's CONNECTION_CLOSE; ``"idle_timeout"``; ``"local"``: aioquic closed it itself;
+``"timeout"``: nothing within --timeout), ``error_code``, ``frame_type`` (null for an
+application close), ``reason``, ``close_ms`` (from the violating write to the close's
+arrival) and ``pto_ms`` (the client's probe timeout then, for comparison).
+
+Exit status: 0 the server closed the connection, 1 it did not (or an internal error), 2 usage,
+4 the handshake failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import ssl
+import sys
+import time
+from typing import Any
+
+from aioquic.asyncio import QuicConnectionProtocol, connect
+from aioquic.quic import events
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
+from aioquic.quic.stream import QuicStream
+
+UNLIMITED = 1 << 60
+
+# aioquic hands a received CONNECTION_CLOSE and one it sends itself to the application as the
+# same ConnectionTerminated event; wrapping the frame handler tells them apart.
+_received_close = QuicConnection._handle_connection_close_frame
+
+
+def _note_received_close(self: QuicConnection, context: Any, frame_type: int, buf: Any) -> None:
+    self.hostile_close_received_at = time.monotonic()  # type: ignore[attr-defined]
+    _received_close(self, context, frame_type, buf)
+
+
+QuicConnection._handle_connection_close_frame = _note_received_close  # type: ignore[method-assign]
+
+
+class HostileClient(QuicConnectionProtocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.terminated: asyncio.Future[events.ConnectionTerminated] = asyncio.get_running_loop().create_future()
+
+    def quic_event_received(self, event: events.QuicEvent) -> None:
+        if isinstance(event, events.ConnectionTerminated) and not self.terminated.done():
+            self.terminated.set_result(event)
+
+
+def advertised_limits(quic: QuicConnection) -> dict[str, int]:
+    return {
+        "streams": quic._remote_max_streams_bidi,
+        "stream_window": quic._remote_max_stream_data_bidi_remote,
+        "connection_window": quic._remote_max_data,
+    }
+
+
+async def prepare(client: QuicConnectionProtocol, mode: str, timeout: float) -> Any:
+    """What a violation needs in place first: for final-size, 100 acknowledged bytes."""
+    if mode != "final-size":
+        return None
+    quic = client._quic
+    stream_id = quic.get_next_available_stream_id()
+    quic.send_stream_data(stream_id, bytes(100))
+    client.transmit()
+    sender = quic._streams[stream_id].sender
+    deadline = time.monotonic() + timeout
+    while sender._buffer_start < 100:
+        if time.monotonic() > deadline:
+            raise SystemExit("final-size: the server did not acknowledge the first 100 bytes")
+        await asyncio.sleep(0.005)
+    return stream_id
+
+
+def violate(quic: QuicConnection, mode: str, limits: dict[str, int], prepared: Any) -> None:
+    """Queues frames that break `limits`; the caller transmits them."""
+    if mode == "streams":
+        quic._remote_max_streams_bidi = UNLIMITED
+        for _ in range(limits["streams"] + 1):
+            quic.send_stream_data(quic.get_next_available_stream_id(), b"x")
+    elif mode == "stream-data":
+        quic._remote_max_stream_data_bidi_remote = UNLIMITED
+        quic._remote_max_data = UNLIMITED
+        quic.send_stream_data(quic.get_next_available_stream_id(), bytes(limits["stream_window"] + 1000))
+    elif mode == "connection-data":
+        window = limits["stream_window"]
+        needed = limits["connection_window"] // window + 1
+        if needed > limits["streams"] or window == 0:
+            raise SystemExit(
+                f"connection-data needs {needed} streams of {window} bytes to pass the connection window of "
+                f"{limits['connection_window']}, and the server allows {limits['streams']}: lower its windows"
+            )
+        quic._remote_max_data = UNLIMITED
+        for _ in range(needed):
+            quic.send_stream_data(quic.get_next_available_stream_id(), bytes(window))
+    elif mode == "stream-state":
+        # aioquic refuses to send on a peer's stream; the stream is slipped into its tables.
+        stream = QuicStream(stream_id=3, max_stream_data_remote=UNLIMITED, readable=False)
+        quic._streams[3] = stream
+        quic._streams_queue.append(stream)
+        stream.sender.write(b"x")
+    elif mode == "final-size":
+        quic.reset_stream(prepared, 0)
+        quic._streams[prepared].sender.highest_offset = 10  # the RESET_STREAM's final size
+    else:
+        raise SystemExit(f"unknown violation {mode}")
+
+
+async def run(args: argparse.Namespace) -> int:
+    configuration = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], server_name=args.sni or args.host)
+    configuration.idle_timeout = args.timeout + 5
+    if args.insecure:
+        configuration.verify_mode = ssl.CERT_NONE
+    else:
+        configuration.load_verify_locations(args.ca)
+    report: dict[str, Any] = {"violate": args.violate}
+    try:
+        async with connect(args.host, args.port, configuration=configuration, create_protocol=HostileClient) as client:
+            assert isinstance(client, HostileClient)
+            quic = client._quic
+            limits = advertised_limits(quic)
+            report["limits"] = limits
+            prepared = await prepare(client, args.violate, args.timeout)
+            violate(quic, args.violate, limits, prepared)
+            report["pto_ms"] = round(quic._loss.get_probe_timeout() * 1000, 3)
+            sent_at = time.monotonic()
+            client.transmit()
+            try:
+                event = await asyncio.wait_for(asyncio.shield(client.terminated), args.timeout)
+            except asyncio.TimeoutError:
+                report.update(closed_by="timeout", error_code=None, frame_type=None, reason=None)
+                print(json.dumps(report), flush=True)
+                return 1
+            received_at = getattr(quic, "hostile_close_received_at", None)
+            if received_at is not None:
+                closed_by = "peer"
+            elif event.reason_phrase == "Idle timeout":
+                closed_by = "idle_timeout"
+            else:
+                closed_by = "local"
+            report.update(
+                closed_by=closed_by,
+                error_code=event.error_code,
+                frame_type=event.frame_type,
+                reason=event.reason_phrase,
+                close_ms=None if received_at is None else round((received_at - sent_at) * 1000, 3),
+            )
+    except ConnectionError as error:
+        report.update(closed_by="handshake_failed", error=str(error))
+        print(json.dumps(report), flush=True)
+        return 4
+    print(json.dumps(report), flush=True)
+    return 0 if report["closed_by"] == "peer" else 1
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--alpn", required=True)
+    parser.add_argument("--sni")
+    trust = parser.add_mutually_exclusive_group(required=True)
+    trust.add_argument("--ca")
+    trust.add_argument("--insecure", action="store_true")
+    parser.add_argument("--violate", required=True, choices=["streams", "stream-data", "connection-data", "stream-state", "final-size"])
+    parser.add_argument("--timeout", type=float, default=10)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr)
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
