@@ -60,10 +60,12 @@ public enum NetworkInterfacePolicy {
 
     static var current: Marks { marks.withLock { $0 } }
 
-    private static let marks = Mutex<Marks>(
-        Marks(
-            expensive: names(in: ProcessInfo.processInfo.environment[expensiveInterfacesVariable]),
-            constrained: names(in: ProcessInfo.processInfo.environment[constrainedInterfacesVariable])))
+    private static let marks = Mutex<Marks>(marks(from: ProcessInfo.processInfo.environment))
+
+    /// The marks an environment sets.
+    static func marks(from environment: [String: String]) -> Marks {
+        Marks(expensive: names(in: environment[expensiveInterfacesVariable]), constrained: names(in: environment[constrainedInterfacesVariable]))
+    }
 
     /// The names in a comma- or space-separated list.
     static func names(in list: String?) -> Set<String> {

@@ -116,6 +116,11 @@ import Testing
         #expect(path(twoUplinks, expensive: ["eth0"]).debugDescription.hasSuffix("dns, expensive)"))
         #expect(NetworkInterfacePolicy.names(in: "eth1, wwan*,,usb0") == ["eth1", "wwan*", "usb0"])
         #expect(NetworkInterfacePolicy.names(in: nil).isEmpty)
+        let fromEnvironment = NetworkInterfacePolicy.marks(from: ["BRAID_EXPENSIVE_INTERFACES": "eth1 usb*", "BRAID_CONSTRAINED_INTERFACES": "wlan1", "PATH": "/bin"])
+        #expect(fromEnvironment.expensive == ["eth1", "usb*"] && fromEnvironment.constrained == ["wlan1"])
+        #expect(fromEnvironment.isExpensive("usb3") && !fromEnvironment.isExpensive("eth10") && fromEnvironment.isConstrained("wlan1"))
+        #expect(path(twoUplinks, expensive: fromEnvironment.expensive).isExpensive == false)
+        #expect(path(twoUplinks, expensive: NetworkInterfacePolicy.marks(from: ["BRAID_EXPENSIVE_INTERFACES": "eth0"]).expensive).isExpensive)
     }
 
     @Test func pathsAreEqualByContent() {
