@@ -1,6 +1,7 @@
 import BraidIO
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 @testable import Braid
@@ -20,6 +21,15 @@ import Testing
         return try await body(NetworkEnvironment(loop: loop, sockets: UDPSockets()))
     }
 
+    /// When `connection` became ready, stamped by its state handler on the loop.
+    private static func stampReady<Stack>(_ connection: NetworkConnection<Stack>) -> ReadyStamp {
+        let stamp = ReadyStamp()
+        connection.onStateUpdate { _, state in
+            if state == .ready { stamp.at.withLock { $0 = $0 ?? ContinuousClock.now } }
+        }
+        return stamp
+    }
+
     @Test func aWaitingConnectionBecomesReadyWhenItsLinkComesUp() async throws {
         try await NetworkNamespace.with { namespace in
             // 10.88.0.5 is on va's subnet (vb's is another): reachable exactly while va is up.
@@ -33,6 +43,9 @@ import Testing
                     NetworkConnection(to: .hostPort(host: "10.88.0.5", port: NWEndpoint.Port(rawValue: port)!)) { UDP() }
                 }
                 defer { connection.cancel() }
+                // Stamped on the loop as the state changes, so the latency printed does not
+                // include the wait for a busy task pool.
+                let readyAt = Self.stampReady(connection)
                 let states = connection.states
                 let observed = Task {
                     var seen: [NetworkConnectionState] = []
@@ -40,7 +53,7 @@ import Testing
                         seen.append(state)
                         if state == .ready { break }
                     }
-                    return (seen, ContinuousClock.now)
+                    return seen
                 }
                 connection.start()
                 for await state in connection.states {
@@ -54,9 +67,9 @@ import Testing
                     try await Task.sleep(for: .seconds(20))
                     connection.cancel()
                 }
-                let (seen, ready) = await observed.value
+                let seen = await observed.value
                 watchdog.cancel()
-                print("link up -> ready after \(ready - up) (the retry timer was an hour)")
+                print("link up -> ready after \(await readyAt.latency(since: up)) (the retry timer was an hour)")
                 let unreachable = NetworkConnectionState.waiting(.system(call: "connect(10.88.0.5:\(port))", errno: ENETUNREACH))
                 #expect(Array(seen.prefix(3)) == [.setup, .preparing, unreachable], "\(seen)")
                 #expect(seen.last == .ready, "not ready 20 s after the link came up: \(seen)")
@@ -92,6 +105,7 @@ import Testing
                             NetworkConnection(to: .hostPort(host: "10.90.0.2", port: port)) { testClient() }
                         }
                         defer { connection.cancel() }
+                        let readyAt = Self.stampReady(connection)
                         connection.start()
                         for await state in connection.states {
                             if case .waiting = state { break }
@@ -104,7 +118,7 @@ import Testing
                         }
                         defer { watchdog.cancel() }
                         let stream = try await connection.openStream()
-                        print("link up -> QUIC connection ready after \(ContinuousClock.now - up) (the retry timer was an hour)")
+                        print("link up -> QUIC connection ready after \(await readyAt.latency(since: up)) (the retry timer was an hour)")
                         try await stream.send(Data("through the new path".utf8), endOfStream: true)
                         let (reply, _) = try await stream.receive(atLeast: 20, atMost: 1024)
                         #expect(String(decoding: reply, as: UTF8.self) == "through the new path")
@@ -112,5 +126,17 @@ import Testing
                 }
             }
         }
+    }
+}
+
+/// When a connection became ready.
+final class ReadyStamp: Sendable {
+    let at = Mutex<ContinuousClock.Instant?>(nil)
+
+    /// The time from `start` to ready, as text. The states stream can deliver `ready` before
+    /// the loop has called the state handler, so this waits a little for the stamp.
+    func latency(since start: ContinuousClock.Instant) async -> String {
+        for _ in 0..<500 where at.withLock({ $0 == nil }) { try? await Task.sleep(for: .milliseconds(2)) }
+        return at.withLock { $0.map { "\($0 - start)" } } ?? "unknown (no ready stamp)"
     }
 }
