@@ -133,6 +133,27 @@ import Testing
         }
     }
 
+    @Test func anIPv6OnlyUplinkSupportsIPv6Only() async throws {
+        try await NetworkNamespace.with { namespace in
+            try await namespace.addVethPair("v6a", address: "10.80.0.1", peer: "v6b", peerAddress: "10.80.0.2")
+            // Past duplicate address detection at once (nodad), so the address is usable.
+            try await namespace.ip("address", "add", "2001:db8:80::1/64", "dev", "v6a", "nodad")
+            // A gateway on v6a's link that is not an address of this namespace (IPv6 refuses those).
+            try await namespace.ip("-6", "route", "add", "default", "via", "2001:db8:80::99", "dev", "v6a")
+            let monitor = NWPathMonitor()
+            defer { monitor.cancel() }
+            let recorder = try await Self.start(monitor, in: namespace)
+            let first = try await recorder.next { $0.status == .satisfied }
+            #expect(first.path.supportsIPv6 && !first.path.supportsIPv4, "\(first.path)")
+            #expect(first.path.gateways == [.hostPort(host: "2001:db8:80::99", port: .any)])
+            #expect(first.path.availableInterfaces.map(\.name) == ["v6a"])
+            // An IPv4 default route as well: both families.
+            try await namespace.ip("route", "add", "default", "via", "10.80.0.2", "dev", "v6a")
+            let both = try await recorder.next(after: first) { $0.supportsIPv4 }
+            #expect(both.path.supportsIPv6 && both.path.gateways.count == 2)
+        }
+    }
+
     @Test func anIdleMonitorMakesNoSystemCalls() async throws {
         try await Self.withUplink { namespace in
             let monitor = NWPathMonitor()
