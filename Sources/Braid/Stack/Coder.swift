@@ -10,7 +10,7 @@ public protocol CoderProtocol: NetworkProtocol {
     var coder: CoderType { get }
 }
 
-/// Codable values over a byte stream, as Network.framework's `Coder`: `send(_:)` takes a
+/// Codable values over a byte stream or UDP, as Network.framework's `Coder`: `send(_:)` takes a
 /// `Sending` value, `receive()` returns a `Receiving` one.
 ///
 /// ```swift
@@ -21,12 +21,13 @@ public protocol CoderProtocol: NetworkProtocol {
 /// let message = try await typed.receive().content
 /// ```
 ///
-/// Each value, encoded by `coder` (`.json`, `.propertyList`, or any `NetworkCoder`), travels
-/// as the value of one TLV message of type `CoderFraming.messageType` (0), so a peer using
-/// `TLV` can read and write them too; `maximumMessageSize` bounds it as for `TLV`. A message
-/// that does not decode as `Receiving` throws `NetworkError.messageDecodingFailed`, naming the
-/// type and the decoder's reason, and the connection stays usable: that message is
-/// consumed whole, and the next `receive()` returns the next one.
+/// On a byte stream, each value, encoded by `coder` (`.json`, `.propertyList`, or any
+/// `NetworkCoder`), travels as the value of one TLV message of type
+/// `CoderFraming.messageType` (0), so a peer using `TLV` can read and write them too;
+/// `maximumMessageSize` bounds it as for `TLV`. A message that does not decode as `Receiving`
+/// throws `NetworkError.messageDecodingFailed`, naming the type and the decoder's reason, and
+/// the connection stays usable: that message is consumed whole, and the next `receive()`
+/// returns the next one.
 ///
 /// `Coder` over `TLS` and `TCP` is implemented, and on QUIC streams
 /// (`openStream { quicStream in Coder(T.self, using: .json) { quicStream } }` and
