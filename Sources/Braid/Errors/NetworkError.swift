@@ -80,8 +80,9 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
     /// An unexpected failure inside the QUIC engine.
     case internalError(String)
     /// A framed connection's (`TLV`, `Coder`) peer announced a message of `size` bytes, more
-    /// than the `maximum` this side accepts (`maximumMessageSize`); the connection failed. On
-    /// a send: the message is larger than a TLV header can announce.
+    /// than the `maximum` this side accepts (`maximumMessageSize`); the connection failed
+    /// (`Coder` over UDP: the datagram was dropped and the connection goes on). On a send: the
+    /// message is larger than a TLV header can announce.
     case messageTooLarge(size: Int, maximum: Int)
     /// A `Coder` connection received a message that is not a `type`; `reason` is the
     /// decoder's. The message was consumed; the connection stays usable.
@@ -151,7 +152,7 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
         case .internalError(let what):
             "Internal QUIC error: \(what)."
         case .messageTooLarge(let size, let maximum):
-            "A \(size)-byte message exceeds the maximum of \(maximum) bytes. If the peer is trusted, raise maximumMessageSize on the receiving stack (TLV or Coder); otherwise the peer is misbehaving, and the connection (for a framer on a QUIC stream: the stream) was closed."
+            "A \(size)-byte message exceeds the maximum of \(maximum) bytes. If the peer is trusted, raise maximumMessageSize on the receiving stack (TLV or Coder); otherwise the peer is misbehaving, and the connection (for a framer on a QUIC stream: the stream) was closed (for Coder over UDP: the datagram was dropped, and the connection is still usable)."
         case .messageDecodingFailed(let type, let reason):
             "A received message could not be decoded as \(type): \(reason). Check that both ends send the same type with the same coder; the message was skipped and the connection is still usable."
         case .messageEncodingFailed(let type, let reason):

@@ -38,7 +38,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
 
     /// A listener on `endpoint` (a name resolves to its first address; nil: every IPv4 address,
     /// port chosen by the system) with these parameters. Nothing binds until `run`. QUIC, TLS,
-    /// TCP and UDP are implemented: `run` throws `NetworkError.unsupported` for other stacks.
+    /// TCP and UDP are implemented, with `TLV` and `Coder` over TLS and TCP and `Coder` over
+    /// UDP: `run` throws `NetworkError.unsupported` for other stacks.
     public init(for endpoint: NWEndpoint? = nil, using parameters: NetworkParameters<ApplicationProtocol>) {
         localEndpoint = endpoint
         self.parameters = parameters
@@ -118,6 +119,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 switch framed.framedLower {
                 case .tls(let tls): group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, deliver: deliver)
                 case .tcp(let tcp): group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, deliver: deliver)
+                case .udp(let udp): group = try await startUDP(udp, bindTo: address, deliver: deliver)
                 case .quicStream, .unsupported:
                     throw NetworkError.unsupported((framed.framedLower.unsupportedOnConnections ?? "") + " (listener)")
                 }

@@ -467,6 +467,15 @@ func docExample_Coder() async throws -> String {
     return message
 }
 
+func docExample_Coder_UDP() async throws -> [Int] {
+    let position = NetworkConnection(to: .hostPort(host: "game-server.example.com", port: 9000)) {
+        Coder([Int].self, using: .json) { UDP() }
+    }
+    try await position.send([100, 50])
+    let update = try await position.receive().content
+    return update
+}
+
 /// Sources/Braid/Connection/MessageConnectionAPI.swift
 func docExample_TLV_send(_ connection: NetworkConnection<TLV>) async throws {
     try await connection.send(Data("e2e4".utf8), type: 2)
