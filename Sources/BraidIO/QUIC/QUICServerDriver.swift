@@ -161,10 +161,21 @@ public final class QUICServerDriver: LoopHandler {
                 }
             }
             if !got { break }
+            markEvicted()
             serviceDirty(context)
         }
         serviceDirty(context)
     }
+
+    /// Idle connections the endpoint closed to make room are written like any it was given.
+    private func markEvicted() {
+        for connection in endpoint.pollEvictedConnections() {
+            if let slot = slots[ObjectIdentifier(connection)] { markDirty(slot) }
+        }
+    }
+
+    /// The endpoint's live counts and counters.
+    public var statistics: QUICServerStatistics { endpoint.statistics }
 
     public func writable(_ context: LoopContext) {
         guard socket.flush() else { return }

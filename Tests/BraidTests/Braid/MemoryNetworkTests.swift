@@ -27,6 +27,15 @@ import Testing
             handler: @escaping @Sendable (NetworkConnection<QUIC>) async throws -> Void = echo,
             _ body: @escaping @Sendable (NWEndpoint) async throws -> T
         ) async throws -> T {
+            try await run(limit: limit, configure: configure, handler: handler) { endpoint, _ in try await body(endpoint) }
+        }
+
+        /// As above, with the listener for `body` too.
+        func run<T: Sendable>(
+            limit: Duration = .seconds(30), configure: @escaping @Sendable (QUIC) -> QUIC = { $0 },
+            handler: @escaping @Sendable (NetworkConnection<QUIC>) async throws -> Void = echo,
+            withListener body: @escaping @Sendable (NWEndpoint, NetworkListener<QUIC>) async throws -> T
+        ) async throws -> T {
             let endpoint = endpoint
             return try await NetworkEnvironment.$current.withValue(network.environment) {
                 let listener = NetworkListener(for: endpoint) {
@@ -37,7 +46,7 @@ import Testing
                 defer { serving.cancel() }
                 return try await loop.drive(limit: limit) {
                     for await state in listener.states where state == .ready { break }
-                    return try await body(endpoint)
+                    return try await body(endpoint, listener)
                 }
             }
         }
@@ -128,5 +137,37 @@ import Testing
         }
         #expect(reply == Data("again".utf8))
         #expect(early)
+    }
+
+    /// A listener's live counts follow its connections, and a client over its address's limit
+    /// is refused with an error that says the server is busy.
+    @Test(.timeLimit(.minutes(1))) func aBusyListenerSaysSo() async throws {
+        let world = try World()
+        try await world.run(configure: { $0.newConnectionLimitPerAddress(2) }) { endpoint, listener in
+            let held = [NetworkConnection(to: endpoint) { testClient() }, NetworkConnection(to: endpoint) { testClient() }]
+            defer { for connection in held { connection.cancel() } }
+            for connection in held {
+                let stream = try await connection.openStream()
+                try await stream.send(Data([1]), endOfStream: false)
+                _ = try await stream.receive(atLeast: 1, atMost: 1)
+            }
+            let statistics = try #require(await listener.statistics)
+            #expect(statistics.connections == 2)
+            #expect(statistics.halfOpenHandshakes == 0)
+            #expect(statistics.streams == 2)
+            let refused = NetworkConnection(to: endpoint) { testClient() }
+            do {
+                _ = try await refused.openStream()
+                Issue.record("a third connection from the same address was served")
+            } catch let error as NetworkError {
+                guard case .serverBusy(_, let reason) = error else {
+                    Issue.record("expected serverBusy, got \(error)")
+                    return
+                }
+                #expect(reason == "server busy: too many connections from this address")
+                #expect(error.description.contains("is busy and refused the connection"))
+            }
+            #expect(await listener.statistics?.refusedConnections == 1)
+        }
     }
 }
