@@ -33,7 +33,7 @@ import Testing
         /// As above, with the listener for `body` too.
         func run<T: Sendable>(
             limit: Duration = .seconds(30), configure: @escaping @Sendable (QUIC) -> QUIC = { $0 },
-            handler: @escaping @Sendable (NetworkConnection<QUIC>) async throws -> Void = echo,
+            handler: @escaping @Sendable (NetworkConnection<QUIC>) async throws -> Void = echo, connectionLimit: Int = 10_000,
             withListener body: @escaping @Sendable (NWEndpoint, NetworkListener<QUIC>) async throws -> T
         ) async throws -> T {
             let endpoint = endpoint
@@ -42,6 +42,7 @@ import Testing
                     configure(QUIC(alpn: ["echo"]).identity(
                         certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem")))
                 }
+                listener.newConnectionLimit = connectionLimit
                 let serving = Task { try await listener.run(handler) }
                 defer { serving.cancel() }
                 return try await loop.drive(limit: limit) {
@@ -168,6 +169,42 @@ import Testing
                 #expect(error.description.contains("is busy and refused the connection"))
             }
             #expect(await listener.statistics?.refusedConnections == 1)
+        }
+    }
+
+    /// At `newConnectionLimit` a new client takes the place of the connection idle longest,
+    /// whose client learns that the server was busy; a client arriving while the only
+    /// connection has a stream open is refused as busy.
+    @Test(.timeLimit(.minutes(1))) func aFullListenerEvictsTheIdleConnection() async throws {
+        let world = try World()
+        try await world.run(connectionLimit: 1) { endpoint, listener in
+            let idle = NetworkConnection(to: endpoint) { testClient() }
+            defer { idle.cancel() }
+            #expect(try await echoOnConcurrentStreams(idle, count: 1) == 1)
+            // Every stream finished: the connection is idle.
+            try await Task.sleep(for: .milliseconds(50))
+            let newcomer = NetworkConnection(to: endpoint) { testClient() }
+            defer { newcomer.cancel() }
+            let held = try await newcomer.openStream()
+            try await held.send(Data([7]), endOfStream: false)
+            _ = try await held.receive(atLeast: 1, atMost: 1)
+            for await state in idle.states {
+                guard case .failed(let error) = state else { continue }
+                guard case .serverBusy(_, let reason) = error else {
+                    Issue.record("the evicted connection failed with \(error), not serverBusy")
+                    break
+                }
+                #expect(reason == "server busy: idle connection closed to make room")
+                #expect(error.description.contains("closed this idle connection"), "\(error)")
+                break
+            }
+            #expect(await listener.statistics?.evictedConnections == 1)
+
+            // The newcomer's stream is open: nothing is idle, so the next client is refused.
+            let refused = NetworkConnection(to: endpoint) { testClient() }
+            await #expect(throws: NetworkError.serverBusy(endpoint: endpoint.description, reason: "server busy: connection limit reached")) {
+                _ = try await refused.openStream()
+            }
         }
     }
 }
