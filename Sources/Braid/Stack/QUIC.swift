@@ -146,10 +146,11 @@ public struct QUIC: NetworkProtocol {
     /// while `automaticRetryThreshold` handshakes are half-open (a flood of Initials that never
     /// complete), or while the connection table is full; it stops once the flood ends.
     public func retry(_ enabled: Bool) -> QUIC { with { $0.retryEnabled = enabled } }
-    /// Listener: most connections from one IP address, any port (default 1,000; 0: no limit),
-    /// so one address cannot take the whole table. Counted are connections whose address is
-    /// proven (a completed handshake or a Retry token). Further clients from that address are
-    /// refused; they see `NetworkError.serverBusy`. Per server loop, like `newConnectionLimit`.
+    /// Listener: most connections from one IP address, any port, IPv6 by /64 prefix (default
+    /// 1,000; 0: no limit), so one address cannot take the whole table. Counted are connections
+    /// whose address is proven (a completed handshake or a Retry token). Further clients from
+    /// that address are refused; they see `NetworkError.serverBusy`. Per server loop, like
+    /// `newConnectionLimit`.
     public func newConnectionLimitPerAddress(_ count: Int) -> QUIC { with { $0.newConnectionLimitPerAddress = count } }
     /// Listener: half-open handshakes at which Retry turns on by itself (default 250 per server
     /// loop); see `retry(_:)`.

@@ -100,7 +100,8 @@ public struct QUICServerConfiguration: Sendable {
     /// "server busy: connection limit reached". With `retry == .automatic` a client must pass
     /// Retry before it can take an idle connection's place, so spoofed Initials evict nobody.
     public var maxConnections = 10_000
-    /// Maximum connections from one IP address (any port). Counted are connections whose
+    /// Maximum connections from one IP address (any port; IPv6: one /64 prefix, the network a
+    /// subscriber gets). Counted are connections whose
     /// address is proven: by a Retry or NEW_TOKEN token, or by a completed handshake (so
     /// Initials spoofing someone's address cannot lock that address out). Further clients from
     /// the address are refused with CONNECTION_REFUSED, "server busy: too many connections from

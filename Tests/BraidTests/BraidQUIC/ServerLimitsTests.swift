@@ -230,4 +230,15 @@ import Testing
         let client = try network.connect(Fixtures.client())
         #expect(network.run { client.isEstablished })
     }
+
+    /// Addresses are counted by IP without the port; IPv6 by its /64, except IPv4-mapped ones.
+    @Test func addressesAreCountedByIPAndIPv6Prefix() {
+        func key(_ ip: String, _ port: UInt16) -> QUICAddress { QUICServerEndpoint.clientKey(QUICAddress(ip: ip, port: port)!) }
+        #expect(key("192.0.2.1", 1000) == key("192.0.2.1", 2000))
+        #expect(key("192.0.2.1", 1000) != key("192.0.2.2", 1000))
+        #expect(key("2001:db8:1:2::1", 1000) == key("2001:db8:1:2:ffff::9", 2000))
+        #expect(key("2001:db8:1:2::1", 1000) != key("2001:db8:1:3::1", 1000))
+        #expect(key("::ffff:192.0.2.1", 1000) == key("::ffff:192.0.2.1", 2000))
+        #expect(key("::ffff:192.0.2.1", 1000) != key("::ffff:192.0.2.2", 1000))
+    }
 }
