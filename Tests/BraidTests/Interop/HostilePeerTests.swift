@@ -83,26 +83,26 @@ import Testing
         #expect(try await echoOnConcurrentStreams(connection, count: 4) == 4)
     }
 
-    /// A flood of decryptable Initials (aioquic's real ClientHellos, fresh connection IDs, 16
-    /// ports) that never complete: the listener holds at most the Retry threshold of half-open
+    /// A flood of 300 decryptable Initials (aioquic's real ClientHellos, fresh connection IDs,
+    /// 16 ports) that never complete: the listener holds at most the Retry threshold of half-open
     /// handshakes and answers the rest with Retry, a legitimate client is served during the
     /// flood (paying the Retry round trip), and once the flood's handshakes time out every
     /// count is back to zero and Retry is off again.
     @Test func handshakeFloodTurnsRetryOnThenOff() async throws {
         let server = try await RunningListener.start(configure: {
-            $0.automaticRetryThreshold(50).halfOpenHandshakeLimit(100).handshakeTimeout(.seconds(5))
+            $0.automaticRetryThreshold(50).halfOpenHandshakeLimit(100).handshakeTimeout(.seconds(6))
         })
         defer { server.task.cancel() }
         let flood = try PeerProcess.hostile([
             "--host", "127.0.0.1", "--port", String(server.listener.port!.rawValue), "--alpn", "echo",
-            "--ca", Fixtures.caFile, "--sni", "localhost", "--flood", "400",
+            "--ca", Fixtures.caFile, "--sni", "localhost", "--flood", "300",
         ])
         let report = try await runClient(flood, within: 60)
-        #expect(report["datagrams"] as? Int ?? 0 >= 400, "\(report)")
+        #expect(report["datagrams"] as? Int ?? 0 >= 300, "\(report)")
         let during = try #require(await server.listener.statistics)
         #expect(during.halfOpenHandshakes > 0 && during.halfOpenHandshakes <= 50, "\(during)")
         #expect(during.isRetryActive, "\(during)")
-        #expect(during.retriesSent >= 300, "\(during)")
+        #expect(during.retriesSent >= 200, "\(during)")
         #expect(report["retries"] as? Int ?? 0 > 0, "the flood saw no Retry: \(report)")
 
         let legitimate = NetworkConnection(to: server.endpoint) { testClient() }
@@ -112,7 +112,8 @@ import Testing
         #expect(served.retriesSent > during.retriesSent, "the legitimate client did not pay a Retry: \(served)")
         #expect(served.halfOpenHandshakes <= 50, "\(served)")
 
-        // The flood's handshakes end at the handshake timeout (5 s); bounded wait, no timing asserted.
+        // The flood's handshakes end at the handshake timeout (6 s, well past the 1-3 s the
+        // flood takes to send); a bounded wait, no timing asserted.
         let deadline = ContinuousClock.now + .seconds(30)
         var after = served
         while after.halfOpenHandshakes > 0 || after.connections > 0, ContinuousClock.now < deadline {
