@@ -15,6 +15,8 @@ import Synchronization
 /// returned connection's packets, and sends `pollEndpointTransmits()` for the endpoint's own.
 /// After driving a connection any other way (timers, writes, application calls) it calls
 /// `applyRoutingChanges(of:)`, so the routing table follows the connection's IDs and its end.
+/// After each batch of datagrams it also writes `pollEvictedConnections()`: idle connections
+/// the endpoint closed to make room for a new client (see `QUICServerConfiguration`'s limits).
 ///
 /// ```swift
 /// let endpoint = try QUICServerEndpoint(configuration: .init(
@@ -48,7 +50,7 @@ public final class QUICServerEndpoint {
     private var halfOpen = 0
     /// Connections evicted (closing, not yet terminated): they no longer take a place.
     private var evicting = 0
-    /// Connections evicted since `evictedSinceLastPoll` was last read, for the owner to write.
+    /// Connections evicted since `pollEvictedConnections()` was last called, for the owner to write.
     private var evictedSinceLastPoll: [QUICConnection] = []
     private var outgoing = Deque<Transmit>()
     /// Stateless resets sent in the current one-second window (they are rate limited).
