@@ -164,6 +164,17 @@ func docExample_NetworkListener_socketStatistics(_ listener: NetworkListener<QUI
     if let sockets = await listener.socketStatistics { print(sockets.sendmmsgCalls) }
 }
 
+func docExample_NetworkListener_statistics(_ listener: NetworkListener<QUIC>) async {
+    if let now = await listener.statistics { print(now.connections, now.halfOpenHandshakes) }
+}
+
+/// Sources/Braid/Listener/ListenerStatistics.swift
+func docExample_ListenerStatistics(_ listener: NetworkListener<QUIC>) async {
+    if let now = await listener.statistics {
+        print("\(now.connections) connections, \(now.halfOpenHandshakes) handshakes in progress")
+    }
+}
+
 /// Sources/Braid/Stack/ProtocolStack.swift (single expressions: returned, so none is unused)
 func docExample_IP() -> QUIC {
     QUIC(alpn: ["echo"]) { UDP { IP().version(.v6) } }
