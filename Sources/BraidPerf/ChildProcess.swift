@@ -28,8 +28,6 @@ public final class ChildProcess: Sendable {
 
     public let pid: pid_t
     public let commandLine: String
-    /// The name the kernel gives the child once it runs `executable` (its first 15 bytes).
-    private let executedName: String
     private let exit = Mutex<Exit?>(nil)
     private let outputFile: URL
     private let errorFile: URL
@@ -44,7 +42,6 @@ public final class ChildProcess: Sendable {
         outputFile = directory.appendingPathComponent("stdout")
         errorFile = directory.appendingPathComponent("stderr")
         commandLine = ([executable] + arguments).joined(separator: " ")
-        executedName = String(decoding: Array(URL(fileURLWithPath: executable).lastPathComponent.utf8.prefix(15)), as: UTF8.self)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -64,19 +61,24 @@ public final class ChildProcess: Sendable {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
+        _ = ExecMarker.shared  // before the first spawn, so every child starts with it (`hasExecuted`)
         var child: pid_t = 0
         let rc = posix_spawnp(&child, executable, &actions, &attributes, argv, environ)
         guard rc == 0 else { throw ApplicationFailure("cannot start \(commandLine): \(String(cString: strerror(rc)))") }
         pid = child
     }
 
-    /// Whether the child has finished exec'ing its executable. posix_spawn returns once the
-    /// child has left the parent's memory, which the kernel does before it closes the
-    /// close-on-exec descriptors; until the kernel renames the child (after that close), the
-    /// child's descriptor table is still a copy of the parent's.
+    /// Whether the child has finished exec'ing its executable, so its descriptor table is its
+    /// own. posix_spawn returns once the child has left the parent's memory, which the kernel
+    /// does before it closes the close-on-exec descriptors; until then the child's table is a
+    /// copy of the parent's, with sockets the parent may have closed since (they stay open, and
+    /// listening, in the copy). The kernel closes close-on-exec descriptors in ascending order,
+    /// so the child is past that once `ExecMarker`'s descriptor, the highest this process
+    /// holds, is gone from its table. (The child's name changes too early to tell.)
     public var hasExecuted: Bool {
-        guard let name = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8) else { return false }
-        return name.trimmingCharacters(in: .newlines) == executedName
+        guard let marker = ExecMarker.shared else { return true }
+        let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(marker.descriptor)")
+        return target != marker.target
     }
 
     deinit {
@@ -178,4 +180,29 @@ public func freeUDPPort() throws -> UInt16 {
     }
     guard bound else { throw ApplicationFailure("cannot find a free UDP port") }
     return UInt16(bigEndian: address.sin_port)
+}
+
+/// A close-on-exec descriptor at the top of this process's descriptor range, kept open for the
+/// process's life: a child whose table still holds it has not finished its exec (see
+/// `ChildProcess.hasExecuted`).
+struct ExecMarker: Sendable {
+    let descriptor: Int32
+    /// What /proc shows the descriptor pointing at (a deleted temporary file of this process).
+    let target: String
+
+    static let shared: ExecMarker? = {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("braid-exec-marker-\(getpid())-\(UUID().uuidString)").path
+        let opened = open(path, O_CREAT | O_RDONLY | O_CLOEXEC, 0o600)
+        guard opened >= 0 else { return nil }
+        unlink(path)
+        defer { close(opened) }
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        // Near the top of the allowed range, below anything a busy test run reaches.
+        let highest = Int32(clamping: min(limit.rlim_cur, 65536)) - 1
+        let descriptor = fcntl(opened, F_DUPFD_CLOEXEC, max(highest - 8, 3))
+        guard descriptor >= 0, let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)")
+        else { return nil }
+        return ExecMarker(descriptor: descriptor, target: target)
+    }()
 }

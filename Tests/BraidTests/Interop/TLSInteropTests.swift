@@ -23,10 +23,12 @@ import Testing
         let connection = NetworkConnection(to: server.endpoint) { braidClient(alpn: ["echo"]) }
         defer { connection.cancel() }
         let line = Array("hello from braid\n".utf8)
-        try await server.diagnosed { try await connection.send(line) }
-        if peer == .gnutls {
-            // gnutls-serv echoes.
-            #expect(Array(try await connection.receive(exactly: line.count).content) == line)
+        try await server.diagnosed {
+            try await connection.send(line)
+            if peer == .gnutls {
+                // gnutls-serv echoes.
+                #expect(Array(try await connection.receive(exactly: line.count).content) == line)
+            }
         }
         #expect(connection.negotiatedALPN == "echo")
         await connection.close()
@@ -406,8 +408,12 @@ struct PeerServer {
         do {
             return try await body()
         } catch {
+            let sockets = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8))?
+                .split(separator: "\n").filter { $0.contains(String(format: ":%04X ", port)) }.joined(separator: "\n") ?? ""
             throw InteropFailure(
                 "\(error)\n\(process.commandLine) on port \(port): \(process.isRunning ? "running" : "exited")\n"
+                    + "its descriptors: \(TLSPeerTools.describeDescriptors(of: process.pid))\n"
+                    + "/proc/net/tcp lines for the port:\n\(sockets)\n"
                     + "stdout: \(process.output.suffix(2000))\nstderr: \(process.errors.suffix(2000))")
         }
     }

@@ -60,7 +60,7 @@ enum TLSPeerTools {
         while Date() < deadline {
             let tables = Date().timeIntervalSince(started) < 1 ? ["/proc/net/tcp"] : ["/proc/net/tcp", "/proc/net/tcp6"]
             // Before the exec completes, the child's descriptors include the test runner's
-            // listeners (other tests', closed later): they must not be taken for the child's.
+            // listeners (other tests', closed since in the runner but alive in the copy).
             if child.hasExecuted, let port = listeningPort(pid: child.pid, tables: tables) { return port }
             guard child.isRunning else { break }
             try await Task.sleep(for: .milliseconds(20))
@@ -84,6 +84,16 @@ enum TLSPeerTools {
             }
         }
         return nil
+    }
+
+    /// Diagnostics: what process `pid` has open, and its name.
+    static func describeDescriptors(of pid: pid_t) -> String {
+        let fdDirectory = "/proc/\(pid)/fd"
+        let comm = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?.trimmingCharacters(in: .newlines) ?? "?"
+        let targets = ((try? FileManager.default.contentsOfDirectory(atPath: fdDirectory)) ?? []).sorted().map { descriptor in
+            "\(descriptor)=\((try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDirectory)/\(descriptor)")) ?? "?")"
+        }
+        return "comm \(comm): " + targets.joined(separator: " ")
     }
 
     /// The inode numbers of the sockets process `pid` ("self" for this one) has open.
