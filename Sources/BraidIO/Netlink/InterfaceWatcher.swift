@@ -193,7 +193,10 @@ package final class InterfaceWatcher: LoopHandler {
     private func handle(_ message: RouteNetlinkMessage) throws {
         let answersDump = dumping != nil && message.sequence == sequence
         if answersDump, message.interrupted { dumpInterrupted = true }
-        if message.sequence == 0 { sawEvent = true }
+        // Anything but an answer to our own dump is an event. Not only sequence 0: the kernel's
+        // notification of a change another process asked for over netlink (`ip route add`)
+        // carries that request's sequence number.
+        if !answersDump { sawEvent = true }
         switch message.content {
         case .done where answersDump:
             try dumpFinished()
