@@ -101,6 +101,11 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         let group: any ListenerGroup
         let incoming: AsyncStream<NetworkConnection<ApplicationProtocol>>
         do {
+            if !parameters.interfaceConstraints.isEmpty {
+                // Not silently dropped: a listener would have to bind each socket to the allowed interfaces.
+                throw NetworkError.unsupported(
+                    "interface parameters (requiredInterfaceType, prohibitedInterfaceTypes, requiredInterface, prohibitedInterfaces, expensivePathsProhibited, constrainedPathsProhibited) on listeners; connections apply them")
+            }
             let address = try await bindAddress()
             let (stream, continuation) = AsyncStream<NetworkConnection<ApplicationProtocol>>.makeStream()
             incoming = stream

@@ -70,6 +70,9 @@ public struct TCPOptions: Sendable, Hashable {
     /// window scale of every accepted connection fits the buffer.
     public var sendBufferSize: Int?
     public var receiveBufferSize: Int?
+    /// The interface a client socket is bound to before it connects (SO_BINDTODEVICE): its
+    /// packets leave only through it. nil: any.
+    public var device: String?
 
     public init(
         noDelay: Bool = false, keepAlive: KeepAlive = KeepAlive(), connectionTimeout: Duration? = nil,
@@ -133,6 +136,10 @@ extension TCPOptions {
         if case .listener(let queue) = role {
             if fastOpen { try set(Int32(IPPROTO_TCP), TCP_FASTOPEN, Int32(clamping: max(queue, 1)), "TCP_FASTOPEN") }
             return skipped
+        }
+        if case .client = role, let device {
+            calls += 1
+            try SocketDevice.bind(fd, to: device)
         }
         if case .client = role, fastOpen {
             try set(Int32(IPPROTO_TCP), TCP_FASTOPEN_CONNECT, 1, "TCP_FASTOPEN_CONNECT")
