@@ -156,6 +156,36 @@ import Testing
         }
     }
 
+    /// TLS too, and a constrained mark (by this test alone: no other test here prohibits
+    /// constrained paths, and the marks are process-wide).
+    @Test func tlsConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
+        try await Self.withNamespaces { client, server in
+            try await Self.addTwoUplinks(client: client, server: server)
+            NetworkInterfacePolicy.constrainedInterfaces.insert("wwan7")
+            defer { NetworkInterfacePolicy.constrainedInterfaces.remove("wwan7") }
+            try await Self.withLoop(in: server) { serverEnvironment in
+                let peers = PeerLog()
+                let (port, serving) = try await Self.serve(testTLSServer(), in: serverEnvironment, peers: peers, echoBytes)
+                defer { serving.cancel() }
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    let stack = testTLSClient()
+                    let cases = Self.cases(stack) + [("constrainedPathsProhibited", .parameters { stack }.constrainedPathsProhibited(true), "10.75.0.1")]
+                    for (what, parameters, expected) in cases {
+                        let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: port), using: parameters)
+                        }
+                        defer { connection.cancel() }
+                        try await connection.send(Data(what.utf8))
+                        let (reply, _) = try await connection.receive(atLeast: what.utf8.count, atMost: 1024)
+                        #expect(String(decoding: reply, as: UTF8.self) == what)
+                        let seen = try await peers.next()
+                        #expect(seen == expected, "\(what): the server saw \(seen)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test func quicConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
         try await Self.withNamespaces { client, server in
             try await Self.addTwoUplinks(client: client, server: server)
