@@ -78,7 +78,7 @@ package final class InterfaceChanges {
     /// Wakes every loop's waiters at once, as if the kernel had sent an event: what counts as
     /// an allowed interface changed without one (`NetworkInterfacePolicy`'s marks).
     package static func wakeAll() {
-        let live = perLoop.withLock { entries in entries.values.compactMap { $0.changes } }
+        let live = perLoop.withLock { entries in entries.values.compactMap { $0.changes }.filter { !$0.loop.isStopped } }
         for changes in live {
             changes.loop.execute { context in changes.value.wake(context) }
         }
