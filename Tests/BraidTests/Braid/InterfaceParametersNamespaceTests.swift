@@ -212,6 +212,51 @@ import Testing
         }
     }
 
+    /// IPv6: the same two uplinks with global addresses (no duplicate address detection, so
+    /// they are usable at once) and IPv6 default routes, the server at 2001:db8:76::9.
+    @Test func ipv6ConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
+        try await Self.withNamespaces { client, server in
+            try await Self.addTwoUplinks(client: client, server: server)
+            try await server.ip("address", "add", "2001:db8:76::9/128", "dev", "lo")
+            for (name, subnet, metric) in [("wwan7", 74, 10), ("ipw2", 75, 20)] {
+                try await client.ip("address", "add", "2001:db8:\(subnet)::1/64", "dev", name, "nodad")
+                try await server.ip("address", "add", "2001:db8:\(subnet)::2/64", "dev", "s\(name)", "nodad")
+                try await client.ip("-6", "route", "add", "default", "via", "2001:db8:\(subnet)::2", "dev", name, "metric", "\(metric)")
+            }
+            try await Self.withLoop(in: server) { serverEnvironment in
+                let peers = PeerLog()
+                let listener = NetworkListener(for: .hostPort(host: "2001:db8:76::9", port: .any)) { UDP() }
+                let serving = NetworkEnvironment.$current.withValue(serverEnvironment) {
+                    Task {
+                        try await listener.run { connection in
+                            peers.record(connection.endpoint)
+                            _ = try await connection.receive()
+                        }
+                    }
+                }
+                defer { serving.cancel() }
+                for await state in listener.states {
+                    if state == .ready { break }
+                    if case .failed(let error) = state { throw error }
+                }
+                let port = listener.port!
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    let expected = ["10.74.0.1": "2001:db8:74::1", "10.75.0.1": "2001:db8:75::1"]
+                    for (what, parameters, v4) in Self.cases(UDP()) {
+                        let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                            NetworkConnection(to: .hostPort(host: "2001:db8:76::9", port: port), using: parameters)
+                        }
+                        defer { connection.cancel() }
+                        try await Self.ready(connection)
+                        try await connection.send(Data(what.utf8))
+                        let seen = try await peers.next()
+                        #expect(seen == expected[v4], "\(what): the server saw \(seen)")
+                    }
+                }
+            }
+        }
+    }
+
     /// The only uplink is marked expensive: the connection waits, naming the constraint, until
     /// an unmarked uplink appears, and then leaves through it.
     @Test func expensivePathsProhibitedWaitsUntilAnInexpensiveUplinkAppears() async throws {
