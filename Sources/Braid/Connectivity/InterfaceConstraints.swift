@@ -12,7 +12,8 @@ import Glibc
 ///   usable address of the remote's family, and the kernel routes the remote through it (the
 ///   source address the kernel picks is one of its addresses), or a default route of that
 ///   family goes through it, or the remote is on one of its subnets. Traffic to 127.0.0.0/8
-///   and ::1 goes through loopback only.
+///   and ::1 goes through loopback only, and to an IPv6 link-local address through the
+///   interface its scope names (`fe80::1%eth0`) only.
 /// - Those are tried in that order (the kernel's own choice first, then default routes by
 ///   metric, then on-link interfaces), and the first one the constraints allow is chosen.
 /// - An interface is not allowed when it is not `requiredInterface` (compared by name), not of
@@ -54,6 +55,10 @@ struct InterfaceConstraints: Sendable, Hashable {
         }
         if Self.isLoopback(target) {
             for interface in live where interface.kind == .loopback { add(interface) }
+        } else if target.count == 16, target[0] == 0xFE, target[1] & 0xC0 == 0x80 {
+            // IPv6 link-local: only the interface its scope names can reach it.
+            let scope = Self.scopeID(of: remote)
+            for interface in live where interface.link.index == scope && scope != 0 { add(interface) }
         } else {
             let usable = live.filter { interface in
                 interface.kind != .loopback && interface.addresses.contains { $0.family == family && $0.isUsable }
@@ -147,6 +152,14 @@ struct InterfaceConstraints: Sendable, Hashable {
                 return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) } }
             }
             return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) } }
+        }
+    }
+
+    /// An IPv6 address's scope (the interface index of a link-local address; 0: none).
+    private static func scopeID(of address: SocketAddress) -> Int32 {
+        guard address.isIPv6 else { return 0 }
+        return address.withSockAddr { pointer, _ in
+            pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int32(bitPattern: $0.pointee.sin6_scope_id) }
         }
     }
 

@@ -112,6 +112,17 @@ import Testing
         #expect(name(choose(InterfaceConstraints(requiredInterfaceType: .wiredEthernet), toward: local, kernelSource: local)) == "none: requiredInterfaceType wiredEthernet (lo is loopback)")
     }
 
+    @Test func aLinkLocalAddressIsReachedThroughItsScopesInterfaceOnly() {
+        var neighbour = SocketAddress(ip: "fe80::1", port: 9)!
+        neighbour.storage.sin6_scope_id = 3
+        let unscoped = SocketAddress(ip: "fe80::1", port: 9)!
+        #expect(name(choose(InterfaceConstraints(expensivePathsProhibited: true), toward: unscoped, kernelSource: .some(nil))) == "none: no interface that is up and running has a route to fe80::1")
+        #expect(name(choose(InterfaceConstraints(prohibitedInterfaceTypes: [.wiredEthernet]), toward: neighbour, kernelSource: .some(nil))) == "wwan0")
+        #expect(
+            name(choose(InterfaceConstraints(expensivePathsProhibited: true), toward: neighbour, kernelSource: .some(nil)))
+                == "none: expensive paths prohibited (wwan0 is expensive)")
+    }
+
     @Test func nothingUpIsNoRoute() {
         var nothing = host
         for index in nothing.interfaces.indices where index > 0 { nothing.interfaces[index].link.flags = 0 }
