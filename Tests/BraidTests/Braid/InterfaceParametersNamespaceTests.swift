@@ -355,6 +355,23 @@ import Testing
         }
     }
 
+    /// On Braid's own loops (the process's namespace): traffic to 127.0.0.1 goes through
+    /// loopback, which is inexpensive, and which no wired-Ethernet requirement allows.
+    @Test func towardLocalhostOnlyLoopbackCounts() async throws {
+        let server = try await RunningListener.start()
+        defer { server.task.cancel() }
+        let inexpensive = NetworkConnection(to: server.endpoint, using: .parameters { testClient() }.expensivePathsProhibited(true))
+        defer { inexpensive.cancel() }
+        let stream = try await inexpensive.openStream()
+        try await stream.send(Data("over lo".utf8), endOfStream: true)
+        #expect(String(decoding: try await stream.receive(atLeast: 7, atMost: 64).content, as: UTF8.self) == "over lo")
+
+        let wired = NetworkConnection(to: server.endpoint, using: .parameters { testClient() }.requiredInterfaceType(.wiredEthernet))
+        defer { wired.cancel() }
+        wired.start()
+        #expect(try await Self.waitingError(wired) == .noAllowedInterface(reason: "requiredInterfaceType wiredEthernet (lo is loopback)"))
+    }
+
     @Test func interfaceParametersNeedTheKernelsInterfaces() async throws {
         // A virtual loop has no interfaces to choose from: a clear error, not a silent ignore.
         let loop = try EventLoop(virtualTimeStartingAt: MonotonicInstant(nanoseconds: 1_000_000_000))
