@@ -15,13 +15,14 @@ public enum CoderFramingError: Error, Sendable, Hashable, CustomStringConvertibl
     }
 }
 
-/// How `Coder` values travel: each value, encoded by the coder, is the value of one TLV
-/// message of type `messageType` (0). A message of another type does not decode.
+/// How `Coder` values travel: over a byte stream, each value, encoded by the coder, is the
+/// value of one TLV message of type `messageType` (0), and a message of another type does not
+/// decode; over UDP, each value, encoded by the coder, is one whole datagram (no header).
 public enum CoderFraming {
     /// The TLV type of every `Coder` message.
     public static let messageType: UInt32 = 0
 
-    /// The TLV message carrying `value`.
+    /// `value`'s bytes: the value of its TLV message, or its whole datagram.
     public static func encode<Value: Encodable, Coder: NetworkCoder>(
         _ value: Value, using coder: Coder
     ) throws(CoderFramingError) -> Data {
@@ -41,8 +42,15 @@ public enum CoderFraming {
                 type: String(reflecting: Value.self),
                 reason: "the message has TLV type \(message.type), but Coder messages have type \(messageType)")
         }
+        return try decode(type, from: message.value, using: coder)
+    }
+
+    /// The value an encoded value's bytes carry: a TLV message's value, or a whole datagram.
+    public static func decode<Value: Decodable, Coder: NetworkCoder>(
+        _ type: Value.Type, from encoded: Data, using coder: Coder
+    ) throws(CoderFramingError) -> Value {
         do {
-            return try coder.makeDecoder().decode(Value.self, from: message.value)
+            return try coder.makeDecoder().decode(Value.self, from: encoded)
         } catch {
             throw .decodingFailed(type: String(reflecting: Value.self), reason: reason(error))
         }

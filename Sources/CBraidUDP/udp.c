@@ -5,6 +5,7 @@
 #include <netinet/udp.h>
 #include <errno.h>
 #include <linux/filter.h>
+#include <malloc.h>
 #include <stdatomic.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
@@ -178,4 +179,8 @@ int braid_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int max, int6
     events[i] = ready[i].events;
   }
   return count;
+}
+
+int braid_malloc_trim(void) {
+    return malloc_trim(0);
 }

@@ -22,7 +22,16 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Certificate chain (PEM).") var cert: String
     @Option(help: "Private key (PEM).") var key: String
     @Option(help: "Application protocols to offer, comma-separated (perf, echo).") var alpn = "perf,echo"
-    @Flag(help: "Validate client addresses with a Retry packet first.") var retry = false
+    @Flag(help: "Validate every client's address with a Retry packet first (without it, Retry turns on by itself under load).")
+    var retry = false
+    @Option(name: .customLong("connection-limit"), help: "Most connections at once, per loop; at the limit the longest-idle one makes room.")
+    var connectionLimit = 10_000
+    @Option(name: .customLong("connection-limit-per-address"), help: "Most connections from one IP address, per loop (0: no limit).")
+    var connectionLimitPerAddress = 1_000
+    @Option(name: .customLong("retry-threshold"), help: "Half-open handshakes at which Retry turns on by itself, per loop.")
+    var retryThreshold = 250
+    @Option(name: .customLong("half-open-limit"), help: "Most half-open handshakes at once, per loop.")
+    var halfOpenLimit = 1_000
     @Option(name: .customLong("qlog-dir"), help: "Write a qlog file per connection into this directory.") var qlogDirectory: String?
     @Option(help: "Event loops (cores) serving connections.") var loops = 1
     @OptionGroup var batching: BatchingFlags
@@ -36,6 +45,9 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--alpn \(alpn): the applications are perf and echo")
         }
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
+        guard connectionLimit >= 1, halfOpenLimit >= 1, connectionLimitPerAddress >= 0, retryThreshold >= 0 else {
+            throw ValidationError("--connection-limit and --half-open-limit must be at least 1, --connection-limit-per-address and --retry-threshold at least 0")
+        }
     }
 
     private var applications: [String] { alpn.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
@@ -44,12 +56,16 @@ struct Serve: AsyncParsableCommand {
         let stack = QUIC(alpn: applications)
             .identity(certificateChainFile: cert, privateKeyFile: key)
             .retry(retry)
+            .newConnectionLimitPerAddress(connectionLimitPerAddress)
+            .automaticRetryThreshold(retryThreshold)
+            .halfOpenHandshakeLimit(halfOpenLimit)
             .earlyDataEnabled(true)
             .maxDatagramFrameSize(65535)
             .qlogDirectory(qlogDirectory)
             .serverLoops(loops)
             .batching(batching.options)
         let listener = NetworkListener(for: .hostPort(host: NWEndpoint.Host(host), port: port)) { stack }
+        listener.newConnectionLimit = connectionLimit
         let json = json
         let serving = Task {
             try await listener.run { connection in

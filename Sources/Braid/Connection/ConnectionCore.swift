@@ -116,11 +116,15 @@ final class ConnectionCore: QUICChannelDelegate {
         channel.delegate = self
     }
 
-    /// The core a connection over `stack` needs: a byte-stream channel for TLS and TCP, a QUIC
-    /// channel otherwise (stacks that are not implemented fail on start either way).
+    /// The core a connection over `stack` needs: a datagram channel for UDP (and `Coder` over
+    /// it), a byte-stream channel for TLS and TCP (and the framers over them), a QUIC channel
+    /// otherwise (stacks that are not implemented fail on start either way).
     static func make(for stack: some NetworkProtocol, loop: EventLoop, endpointDescription: String) -> ConnectionCore {
         switch stack {
         case is UDP:
+            ConnectionCore(loop: loop, endpointDescription: endpointDescription)
+        case let framed as any MessageFramedStack where framed.framedLower.udp != nil:
+            // One message per datagram: a plain UDP connection, the coder on top.
             ConnectionCore(loop: loop, endpointDescription: endpointDescription)
         case let tls as TLS:
             ConnectionCore(loop: loop, endpointDescription: endpointDescription, tcp: tls.tcp, handshakeTimeout: tls.handshakeTimeout)

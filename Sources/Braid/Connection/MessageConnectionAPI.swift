@@ -86,18 +86,23 @@ extension NetworkConnection where ApplicationProtocol == TLV {
 }
 
 extension NetworkConnection where ApplicationProtocol: CoderProtocol {
-    /// Encodes `value` with the stack's coder and sends it as one message. Throws
-    /// `NetworkError.messageEncodingFailed` if the coder cannot encode it.
+    /// Encodes `value` with the stack's coder and sends it as one message (over UDP: one
+    /// datagram). Throws `NetworkError.messageEncodingFailed` if the coder cannot encode it,
+    /// and over UDP `datagramTooLarge` if it encodes larger than a datagram carries.
     ///
     /// ```swift
     /// try await typed.send("hello")
     /// ```
     public func send(_ value: ApplicationProtocol.Sending) async throws {
-        try await messageEnd.send(value: value, using: stack.coder, queued: start)
+        if isOverUDP {
+            try await sendDatagram(MessageEnd.encode(value, using: stack.coder))
+        } else {
+            try await messageEnd.send(value: value, using: stack.coder, queued: start)
+        }
     }
 
-    /// The next value, decoded from one whole message (`metadata.type` is
-    /// `CoderFraming.messageType`). A message that does not decode throws
+    /// The next value, decoded from one whole message (over UDP: one datagram;
+    /// `metadata.type` is `CoderFraming.messageType`). A message that does not decode throws
     /// `NetworkError.messageDecodingFailed` and is consumed: the connection stays usable and
     /// the next `receive()` returns the next value.
     ///
@@ -105,19 +110,35 @@ extension NetworkConnection where ApplicationProtocol: CoderProtocol {
     /// let message = try await typed.receive().content
     /// ```
     public func receive() async throws -> (content: ApplicationProtocol.Receiving, metadata: TLV.Metadata) {
+        if isOverUDP { return try await value(from: receiveDatagram().content) }
         let end = try messageEnd
         start()
         return try await end.receiveValue(ApplicationProtocol.Receiving.self, using: stack.coder)
     }
 
-    /// Every value received, in order, until the peer finishes the stream. A message that does
-    /// not decode ends the iteration with `NetworkError.messageDecodingFailed` (the connection
-    /// stays usable: a new iteration, or `receive()`, goes on with the next message).
+    /// Every value received, in order, until the peer finishes the stream (over UDP: until the
+    /// connection is cancelled). A message that does not decode ends the iteration with
+    /// `NetworkError.messageDecodingFailed` (the connection stays usable: a new iteration, or
+    /// `receive()`, goes on with the next message).
     public var messages: NetworkMessages<(content: ApplicationProtocol.Receiving, metadata: TLV.Metadata)> {
         NetworkMessages { [self] in
+            if isOverUDP { return try await nextDatagramUntilCancelled().map { try value(from: $0.content) } }
             let end = try messageEnd
             start()
             return try await end.nextValue(ApplicationProtocol.Receiving.self, using: stack.coder)
         }
+    }
+
+    /// `Coder` over UDP: one value per datagram, on a UDP connection (else: TLV messages on a
+    /// byte stream).
+    private var isOverUDP: Bool { (stack as? any MessageFramedStack)?.framedLower.udp != nil }
+
+    /// The value one received datagram carries (`Coder` over UDP): `messageTooLarge` beyond
+    /// `maximumMessageSize` (the datagram is dropped, the connection goes on), else decoded as
+    /// a stream's message value is.
+    private func value(from datagram: Data) throws -> (content: ApplicationProtocol.Receiving, metadata: TLV.Metadata) {
+        let maximum = (stack as? any MessageFramedStack)?.maximumMessageSize ?? TLVFraming.defaultMaximumMessageSize
+        guard datagram.count <= maximum else { throw NetworkError.messageTooLarge(size: datagram.count, maximum: maximum) }
+        return (try MessageEnd.decode(ApplicationProtocol.Receiving.self, from: datagram, using: stack.coder), TLV.Metadata(type: CoderFraming.messageType))
     }
 }

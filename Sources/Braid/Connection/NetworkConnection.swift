@@ -124,19 +124,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
             }
             return
         case let udp as UDP:
-            if serviceClass != .bestEffort || multipath != .disabled {
-                fail(.unsupported("serviceClass and multipathServiceType on UDP connections (TCP and TLS stacks apply them)"))
-                return
-            }
-            do { try udp.validateForDatagrams() } catch {
-                fail(NetworkError(error))
-                return
-            }
-            loop.execute { context in
-                let strategy = DatagramEstablishment(core: core.value, udp: udp, sockets: sockets)
-                ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local, constraints: constraints)
-                    .begin(context)
-            }
+            startDatagrams(udp)
             return
         case let stack as TLS:
             (tls, tcp) = (stack, stack.tcp)
@@ -146,6 +134,9 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
             switch framed.framedLower {
             case .tls(let stack): (tls, tcp) = (stack, stack.tcp)
             case .tcp(let stack): (tls, tcp) = (nil, stack)
+            case .udp(let udp):
+                startDatagrams(udp)
+                return
             case .quicStream, .unsupported:
                 fail(.unsupported(framed.framedLower.unsupportedOnConnections ?? ""))
                 return
@@ -167,6 +158,25 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
                 sockets: streamSockets)
             ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local, constraints: constraints)
                     .begin(context)
+        }
+    }
+
+    /// `start()` of a UDP connection, or of `Coder` over UDP: its core has a datagram channel.
+    private func startDatagrams(_ udp: UDP) {
+        if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled {
+            fail(.unsupported("serviceClass and multipathServiceType on UDP connections (TCP and TLS stacks apply them)"))
+            return
+        }
+        do { try udp.validateForDatagrams() } catch {
+            fail(NetworkError(error))
+            return
+        }
+        let endpoint = endpoint, core = core, local = requestedLocalEndpoint, sockets = sockets
+        let constraints = parameters.interfaceConstraints
+        loop.execute { context in
+            let strategy = DatagramEstablishment(core: core.value, udp: udp, sockets: sockets)
+            ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local, constraints: constraints)
+                .begin(context)
         }
     }
 

@@ -28,40 +28,7 @@ extension NetworkConnection where ApplicationProtocol == UDP {
     /// try await game.send(Data("player_position:100,50".utf8))
     /// ```
     public func send<Content: Collection & Sendable>(_ content: Content) async throws where Content.Element == UInt8 {
-        let datagram = Data(content)
-        guard !datagram.isEmpty else { throw NetworkError.unsupported("empty UDP datagrams") }
-        if Task.isCancelled { throw NetworkError.cancelled }
-        let outbox = shared.datagramOutbox
-        try await NetworkError.mapping {
-            while true {
-                switch outbox.offer(datagram) {
-                case .queued:
-                    return
-                case .queuedDrainNeeded:
-                    // Inside `batch`, the batch's end posts the drain.
-                    if shared.batchDepth.load(ordering: .acquiring) == 0 { postDrain() }
-                    return
-                case .full:
-                    // Inside `batch` no drain may be coming yet: make room.
-                    postDrain()
-                    try await outbox.waitForRoom()
-                case .needsLoop:
-                    start()
-                    let core = core
-                    try await Completion<Void>.wait(on: loop) { context, completion in
-                        core.value.datagram.sendDatagram(datagram, context: context, completion: completion)
-                    }
-                    return
-                case .failed(let error):
-                    throw error
-                }
-            }
-        }
-    }
-
-    private func postDrain() {
-        let core = core
-        loop.execute { context in core.value.datagram.sendQueued(context) }
+        try await sendDatagram(Data(content))
     }
 
     /// Runs `body` and sends the datagrams it sends (from any task) together when it returns:
@@ -77,7 +44,7 @@ extension NetworkConnection where ApplicationProtocol == UDP {
     public func batch<Result>(_ body: () async throws -> Result) async rethrows -> Result {
         shared.batchDepth.add(1, ordering: .acquiringAndReleasing)
         defer {
-            if shared.batchDepth.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { postDrain() }
+            if shared.batchDepth.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { postDatagramDrain() }
         }
         return try await body()
     }
@@ -91,8 +58,7 @@ extension NetworkConnection where ApplicationProtocol == UDP {
     /// let (data, _) = try await game.receive()
     /// ```
     public func receive() async throws -> (content: Data, metadata: UDP.Metadata) {
-        guard let datagram = try await nextDatagram() else { throw endError }
-        return datagram
+        try await receiveDatagram()
     }
 
     /// Every datagram received, in arrival order, until the connection is cancelled (the
@@ -104,11 +70,7 @@ extension NetworkConnection where ApplicationProtocol == UDP {
     /// }
     /// ```
     public var messages: NetworkMessages<(content: Data, metadata: UDP.Metadata)> {
-        NetworkMessages { [self] in
-            if let datagram = try await nextDatagram() { return datagram }
-            if case .failed(let error) = state { throw error }
-            return nil
-        }
+        NetworkMessages { [self] in try await nextDatagramUntilCancelled() }
     }
 
     /// The system calls, datagrams and bytes of the connection's socket so far (a listener's
@@ -123,20 +85,5 @@ extension NetworkConnection where ApplicationProtocol == UDP {
             let core = core
             return try? await loop.submit { _ in core.value.datagram.socketCounters }
         }
-    }
-
-    private func nextDatagram() async throws -> (content: Data, metadata: UDP.Metadata)? {
-        guard let inbox = shared.udpInbox else { throw NetworkError.internalError("a UDP connection without a datagram inbox") }
-        start()
-        guard let datagram = try await NetworkError.mapping({ try await inbox.takeFirst() }) else { return nil }
-        let metadata = UDP.Metadata(
-            ecn: datagram.metadata.ecn, remoteEndpoint: NWEndpoint(datagram.metadata.remote),
-            localEndpoint: NWEndpoint(datagram.metadata.local))
-        return (datagram.content, metadata)
-    }
-
-    private var endError: NetworkError {
-        if case .failed(let error) = state { return error }
-        return .cancelled
     }
 }

@@ -56,6 +56,10 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
     case peerReset
     /// Nothing accepts TCP connections at the endpoint (connection refused).
     case connectionRefused(endpoint: String)
+    /// The server is at one of its limits: it refused the connection (QUIC's
+    /// CONNECTION_REFUSED), or closed this idle one to make room for a new client. `reason` is
+    /// the server's, e.g. "server busy: connection limit reached".
+    case serverBusy(endpoint: String, reason: String)
     /// The peer reset the TCP connection (RST): it closed abruptly or crashed.
     case connectionReset
     /// The peer closed the TCP connection without TLS's close_notify: what arrived may have
@@ -86,8 +90,9 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
     /// An unexpected failure inside the QUIC engine.
     case internalError(String)
     /// A framed connection's (`TLV`, `Coder`) peer announced a message of `size` bytes, more
-    /// than the `maximum` this side accepts (`maximumMessageSize`); the connection failed. On
-    /// a send: the message is larger than a TLV header can announce.
+    /// than the `maximum` this side accepts (`maximumMessageSize`); the connection failed
+    /// (`Coder` over UDP: the datagram was dropped and the connection goes on). On a send: the
+    /// message is larger than a TLV header can announce.
     case messageTooLarge(size: Int, maximum: Int)
     /// A `Coder` connection received a message that is not a `type`; `reason` is the
     /// decoder's. The message was consumed; the connection stays usable.
@@ -134,6 +139,8 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             "The peer has no state for this connection any more (stateless reset), e.g. it restarted. Connect again."
         case .connectionRefused(let endpoint):
             "\(endpoint) refused the TCP connection: nothing listens on that port. Check the address and port, and that the server runs."
+        case .serverBusy(let endpoint, let reason):
+            "The server\(endpoint.isEmpty ? "" : " \(endpoint)") is busy and \(reason.contains("idle") ? "closed this idle connection" : "refused the connection")\(reason.isEmpty ? "" : " (\(reason))"). Try again later, or use another server."
         case .connectionReset:
             "The peer reset the TCP connection (RST): it closed abruptly, crashed, or rejected what was sent. Connect again."
         case .tlsFailure(let why):
@@ -159,7 +166,7 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
         case .internalError(let what):
             "Internal QUIC error: \(what)."
         case .messageTooLarge(let size, let maximum):
-            "A \(size)-byte message exceeds the maximum of \(maximum) bytes. If the peer is trusted, raise maximumMessageSize on the receiving stack (TLV or Coder); otherwise the peer is misbehaving, and the connection (for a framer on a QUIC stream: the stream) was closed."
+            "A \(size)-byte message exceeds the maximum of \(maximum) bytes. If the peer is trusted, raise maximumMessageSize on the receiving stack (TLV or Coder); otherwise the peer is misbehaving, and the connection (for a framer on a QUIC stream: the stream) was closed (for Coder over UDP: the datagram was dropped, and the connection is still usable)."
         case .messageDecodingFailed(let type, let reason):
             "A received message could not be decoded as \(type): \(reason). Check that both ends send the same type with the same coder; the message was skipped and the connection is still usable."
         case .messageEncodingFailed(let type, let reason):
@@ -254,6 +261,9 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
         case .peerTLSAlert(let code): self = .handshakeRejectedByPeer(alert: code)
         case .alpnMismatch(let offered): self = .alpnMismatch(offered: offered)
         case .tls(let message): self = .internalError("TLS: \(message)")
+        case .transportError(let code, let reason, true) where code == 0x2 || (code == 0 && reason.hasPrefix("server busy")):
+            // CONNECTION_REFUSED, or an idle connection the server evicted (see QUICServerConfiguration).
+            self = .serverBusy(endpoint: endpoint, reason: reason)
         case .transportError(let code, let reason, let byPeer): self = .protocolError(code: code, reason: reason, byPeer: byPeer)
         case .applicationClosed(let code, let reason): self = .peerClosed(code: code, reason: reason)
         case .closedLocally: self = .cancelled

@@ -29,6 +29,13 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
         if let existing = channels[key] {
             channel = existing
         } else {
+            switch event {
+            case .connectionClosed, .terminated:
+                // A handshake that ended before anything reached the application (abandoned,
+                // refused, timed out): nobody is told, and no connection object is made for it.
+                return
+            default: break
+            }
             let inbound = NetworkConnection<ApplicationProtocol>.running(
                 connection, transport: QUICServerConnectionTransport(driver: driver, connection: connection),
                 peer: NWEndpoint(connection.path.remote), stack: stack, configuration: transport, context: context)

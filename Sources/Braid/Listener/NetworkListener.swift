@@ -38,7 +38,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
 
     /// A listener on `endpoint` (a name resolves to its first address; nil: every IPv4 address,
     /// port chosen by the system) with these parameters. Nothing binds until `run`. QUIC, TLS,
-    /// TCP and UDP are implemented: `run` throws `NetworkError.unsupported` for other stacks.
+    /// TCP and UDP are implemented, with `TLV` and `Coder` over TLS and TCP and `Coder` over
+    /// UDP: `run` throws `NetworkError.unsupported` for other stacks.
     public init(for endpoint: NWEndpoint? = nil, using parameters: NetworkParameters<ApplicationProtocol>) {
         localEndpoint = endpoint
         self.parameters = parameters
@@ -74,6 +75,20 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         }
     }
 
+    /// A QUIC listener's live counts (connections, half-open handshakes, streams, buffered
+    /// bytes) and what it refused so far, over all its loops; nil unless running, and for TLS,
+    /// TCP and UDP listeners.
+    ///
+    /// ```swift
+    /// if let now = await listener.statistics { print(now.connections, now.halfOpenHandshakes) }
+    /// ```
+    public var statistics: ListenerStatistics? {
+        get async {
+            guard let group = group.withLock({ $0 }) as? QUICServerGroup else { return nil }
+            return await ListenerStatistics(summing: group)
+        }
+    }
+
     /// The port listened on, once `ready`.
     public var port: NWEndpoint.Port? { boundPort.withLock { $0 } }
 
@@ -83,9 +98,12 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// The current state, then every change, ending after `failed` or `cancelled`.
     public var states: AsyncStream<State> { broadcast.stream() }
 
-    /// Most connections at once; further clients are refused (QUIC: CONNECTION_REFUSED; TLS and
-    /// TCP: the accepted connection is reset at once; UDP: a new peer's datagrams are dropped
-    /// until a place frees up). Set before `run`.
+    /// Most connections at once (default 10,000); further clients are refused (QUIC: per
+    /// server loop, handshakes in progress included; a new client takes the place of the
+    /// connection idle longest, one without streams, and is refused with CONNECTION_REFUSED,
+    /// `NetworkError.serverBusy` on a Braid client, when none is idle; TLS and TCP: the accepted
+    /// connection is reset at once; UDP: a new peer's datagrams are dropped until a place frees
+    /// up). Set before `run`.
     public var newConnectionLimit: Int {
         get { limit.withLock { $0 } }
         set { limit.withLock { $0 = newValue } }
@@ -123,6 +141,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 switch framed.framedLower {
                 case .tls(let tls): group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, deliver: deliver)
                 case .tcp(let tcp): group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, deliver: deliver)
+                case .udp(let udp): group = try await startUDP(udp, bindTo: address, deliver: deliver)
                 case .quicStream, .unsupported:
                     throw NetworkError.unsupported((framed.framedLower.unsupportedOnConnections ?? "") + " (listener)")
                 }

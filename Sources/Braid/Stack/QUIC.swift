@@ -46,8 +46,17 @@ public struct QUIC: NetworkProtocol {
     public private(set) var sessionCache: SessionCache?
     /// Listener: accept 0-RTT data from resuming clients (guarded by a replay filter).
     public private(set) var earlyDataEnabled = true
-    /// Listener: make every new client prove its address with a Retry round trip first.
+    /// Listener: make every new client prove its address with a Retry round trip first (when
+    /// false, Retry is used only under load: see `retry(_:)`).
     public private(set) var retryEnabled = false
+    /// Listener: most connections from one IP address (0: no limit); see
+    /// `newConnectionLimitPerAddress(_:)`.
+    public private(set) var newConnectionLimitPerAddress = 1_000
+    /// Listener: half-open handshakes at which Retry turns on by itself; see
+    /// `automaticRetryThreshold(_:)`.
+    public private(set) var automaticRetryThreshold = 250
+    /// Listener: most half-open handshakes at once; see `halfOpenHandshakeLimit(_:)`.
+    public private(set) var halfOpenHandshakeLimit = 1_000
     /// Listener: how many event loops (cores) serve connections.
     public private(set) var serverLoops = 1
 
@@ -132,8 +141,23 @@ public struct QUIC: NetworkProtocol {
     public func serverLoops(_ count: Int) -> QUIC { with { $0.serverLoops = count } }
     /// Listener: accept 0-RTT data (default true).
     public func earlyDataEnabled(_ enabled: Bool) -> QUIC { with { $0.earlyDataEnabled = enabled } }
-    /// Listener: validate every client's address with a Retry first (default false).
+    /// Listener: validate every client's address with a Retry first (default false). When
+    /// false, the listener still sends Retry by itself under load, to clients without a token:
+    /// while `automaticRetryThreshold` handshakes are half-open (a flood of Initials that never
+    /// complete), or while the connection table is full; it stops once the flood ends.
     public func retry(_ enabled: Bool) -> QUIC { with { $0.retryEnabled = enabled } }
+    /// Listener: most connections from one IP address, any port, IPv6 by /64 prefix (default
+    /// 1,000; 0: no limit), so one address cannot take the whole table. Counted are connections
+    /// whose address is proven (a completed handshake or a Retry token). Further clients from
+    /// that address are refused; they see `NetworkError.serverBusy`. Per server loop, like
+    /// `newConnectionLimit`.
+    public func newConnectionLimitPerAddress(_ count: Int) -> QUIC { with { $0.newConnectionLimitPerAddress = count } }
+    /// Listener: half-open handshakes at which Retry turns on by itself (default 250 per server
+    /// loop); see `retry(_:)`.
+    public func automaticRetryThreshold(_ count: Int) -> QUIC { with { $0.automaticRetryThreshold = count } }
+    /// Listener: most half-open handshakes at once, whatever the Retry setting (default 1,000
+    /// per server loop); further clients are refused (`NetworkError.serverBusy`).
+    public func halfOpenHandshakeLimit(_ count: Int) -> QUIC { with { $0.halfOpenHandshakeLimit = count } }
 
     // MARK: TLS
 
@@ -204,7 +228,14 @@ public struct QUIC: NetworkProtocol {
             alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
         configuration.transport = transport
         configuration.earlyDataEnabled = earlyDataEnabled
-        configuration.retry = retryEnabled ? .always : .never
+        configuration.retry = retryEnabled ? .always : .automatic
+        guard newConnectionLimitPerAddress >= 0, automaticRetryThreshold >= 0, halfOpenHandshakeLimit > 0 else {
+            throw NetworkError.invalidConfiguration(
+                "newConnectionLimitPerAddress and automaticRetryThreshold must be 0 or more, halfOpenHandshakeLimit more than 0")
+        }
+        configuration.maxConnectionsPerAddress = newConnectionLimitPerAddress
+        configuration.retryThreshold = automaticRetryThreshold
+        configuration.maxHalfOpenConnections = halfOpenHandshakeLimit
         return configuration
     }
 

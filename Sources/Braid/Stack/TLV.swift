@@ -2,8 +2,9 @@
 
 /// A protocol a message framer (`TLV`, `Coder`) can run over: `TLS` and `TCP` on a
 /// connection, `QUICStream` on a QUIC stream (`openStream { stream in TLV { stream } }`), and
-/// `UDP` (not implemented: TLV is a byte-stream framer, and a connection or listener over UDP
-/// fails on start with `NetworkError.unsupported`).
+/// `UDP` for `Coder` (one value per datagram). `TLV { UDP() }` is not implemented (TLV frames
+/// a byte stream): a connection or listener over it fails on start with
+/// `NetworkError.unsupported`.
 public protocol FramerLowerProtocol: NetworkProtocol {}
 
 extension TLS: FramerLowerProtocol {}
@@ -17,24 +18,30 @@ enum FramedLower: Sendable {
     case tcp(TCP)
     /// A QUIC stream's framer, from the closure of `openStream` or `inboundStreams`.
     case quicStream
+    /// One message per datagram (`Coder { UDP() }`): a UDP connection, no framing bytes.
+    case udp(UDP)
     /// Not implemented: what the connection or listener fails with.
     case unsupported(String)
 
-    init(_ lower: some FramerLowerProtocol, framer: String) {
+    /// `framer` over `lower`; `oneMessagePerDatagram`: the framer can run over UDP, each
+    /// message one datagram (`Coder`; `TLV` frames a byte stream, and cannot).
+    init(_ lower: some FramerLowerProtocol, framer: String, oneMessagePerDatagram: Bool) {
         switch lower {
         case let tls as TLS: self = .tls(tls)
         case let tcp as TCP: self = .tcp(tcp)
         case is QUICStream: self = .quicStream
+        case let udp as UDP where oneMessagePerDatagram: self = .udp(udp)
         default:
             self = .unsupported(
-                "\(framer) over \(type(of: lower)) (not implemented: \(framer) frames a byte stream, over TLS, TCP or a QUIC stream)")
+                "\(framer) over \(type(of: lower)) (not implemented: \(framer) frames a byte stream, over TLS, TCP or a QUIC stream; "
+                    + "for one message per datagram use Coder { UDP() }, or UDP() itself)")
         }
     }
 
-    /// Why a connection or listener cannot run this stack (nil: TLS and TCP can).
+    /// Why a connection or listener cannot run this stack (nil: TLS, TCP and UDP can).
     var unsupportedOnConnections: String? {
         switch self {
-        case .tls, .tcp: nil
+        case .tls, .tcp, .udp: nil
         case .quicStream: "a framer on a QUICStream as a connection's stack: prepend it to a stream with openStream { stream in TLV { stream } } or inboundStreams(prepending:)"
         case .unsupported(let what): what
         }
@@ -45,17 +52,23 @@ enum FramedLower: Sendable {
         switch self {
         case .tls(let tls): tls.tcp
         case .tcp(let tcp): tcp
-        case .quicStream, .unsupported: TCP()
+        case .quicStream, .udp, .unsupported: TCP()
         }
     }
 
     var tls: TLS? {
         if case .tls(let tls) = self { tls } else { nil }
     }
+
+    /// The UDP options of a framer that sends one message per datagram.
+    var udp: UDP? {
+        if case .udp(let udp) = self { udp } else { nil }
+    }
 }
 
-/// A stack whose connections carry whole messages over a byte stream: `TLV` and `Coder`. The
-/// connection is a byte-stream connection of the lower stack, with a TLV decoder on top.
+/// A stack whose connections carry whole messages: `TLV` and `Coder`. The connection is a
+/// byte-stream connection of the lower stack, with a TLV decoder on top, or (`Coder` over
+/// `UDP`) a UDP connection, one message per datagram.
 protocol MessageFramedStack: NetworkProtocol {
     var framedLower: FramedLower { get }
     var maximumMessageSize: Int { get }
@@ -80,7 +93,8 @@ protocol MessageFramedStack: NetworkProtocol {
 /// on QUIC streams (`openStream { quicStream in TLV { quicStream } }` and
 /// `inboundStreams(prepending:_:)`, see `QUICStream`), where a hostile length ends that stream
 /// rather than the connection. Over `UDP` a connection or listener fails with
-/// `NetworkError.unsupported`: TLV frames a byte stream.
+/// `NetworkError.unsupported`: TLV frames a byte stream (`Coder { UDP() }` sends one value per
+/// datagram, and `UDP()` itself one message per datagram).
 public struct TLV: NetworkProtocol, MessageFramedStack {
     /// What a received message carries besides its content.
     public struct Metadata: Sendable, Hashable {
@@ -97,7 +111,7 @@ public struct TLV: NetworkProtocol, MessageFramedStack {
     /// TLV over the stack the builder returns: `TLV { TLS() }` or `TLV { TCP() }`, or
     /// `TLV { quicStream }` in the closure of `openStream` and `inboundStreams(prepending:_:)`.
     public init<Lower: FramerLowerProtocol>(@ProtocolStackBuilder _ lower: () -> Lower) {
-        framedLower = FramedLower(lower(), framer: "TLV")
+        framedLower = FramedLower(lower(), framer: "TLV", oneMessagePerDatagram: false)
     }
 
     /// Accepts messages of at most `bytes` bytes (0 to UInt32.max) from the peer; a larger

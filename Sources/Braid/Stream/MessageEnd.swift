@@ -2,7 +2,8 @@ import BraidIO
 import Foundation
 
 /// The message side of one framed byte stream (`TLV`, `Coder`): a TLS or TCP connection's, or
-/// a QUIC stream's. `NetworkConnection` and `QUIC.Stream` both send and receive messages
+/// a QUIC stream's. (`Coder` over UDP has no byte stream: it encodes and decodes with
+/// `encode` and `decode` here, one value per datagram.) `NetworkConnection` and `QUIC.Stream` both send and receive messages
 /// through this one piece of code (and its one `MessageReceiver`); they differ only in what
 /// happens when the peer breaks the framing.
 struct MessageEnd: Sendable {
@@ -59,13 +60,7 @@ struct MessageEnd: Sendable {
     /// `send(_:)` of a `Coder` connection or stream: `value`, encoded by `coder`, as one
     /// message of `CoderFraming.messageType`.
     func send(value: some Encodable, using coder: some NetworkCoder, endOfStream: Bool = false, queued: () -> Void = {}) async throws {
-        let data: Data
-        do {
-            data = try CoderFraming.encode(value, using: coder)
-        } catch {
-            throw NetworkError(error)
-        }
-        try await send(data, type: CoderFraming.messageType, endOfStream: endOfStream, queued: queued)
+        try await send(Self.encode(value, using: coder), type: CoderFraming.messageType, endOfStream: endOfStream, queued: queued)
     }
 
     /// The next value, decoded by `coder`; nil once the peer finished at a message boundary.
@@ -74,6 +69,26 @@ struct MessageEnd: Sendable {
         guard let message = try await receive() else { return nil }
         do {
             return (try CoderFraming.decode(type, from: message, using: coder), TLV.Metadata(type: message.type))
+        } catch {
+            throw NetworkError(error)
+        }
+    }
+
+    /// `value` encoded by `coder`, or `messageEncodingFailed`: a message's value, or (`Coder`
+    /// over UDP) a whole datagram.
+    static func encode(_ value: some Encodable, using coder: some NetworkCoder) throws -> Data {
+        do {
+            return try CoderFraming.encode(value, using: coder)
+        } catch {
+            throw NetworkError(error)
+        }
+    }
+
+    /// A value decoded by `coder` from bare encoded bytes (`Coder` over UDP: a whole
+    /// datagram), or `messageDecodingFailed` naming the type and the decoder's reason.
+    static func decode<Value: Decodable>(_ type: Value.Type, from encoded: Data, using coder: some NetworkCoder) throws -> Value {
+        do {
+            return try CoderFraming.decode(type, from: encoded, using: coder)
         } catch {
             throw NetworkError(error)
         }

@@ -22,6 +22,7 @@ public final class QUICServerDriver: LoopHandler {
     private var writeBlocked = false
     private var isServicing = false
     private var isClosed = false
+    private var heapTrim = HeapTrimPolicy()
 
     /// A server connection's timer registration.
     final class ServerConnectionTimer: LoopHandler {
@@ -137,6 +138,7 @@ public final class QUICServerDriver: LoopHandler {
         if slot.connection.isTerminated {
             context.deregister(slot.timerToken)
             slots.removeValue(forKey: ObjectIdentifier(slot.connection))
+            heapTrim.connectionsChanged(to: slots.count)
         } else {
             context.setTimer(slot.timerToken, at: slot.connection.nextDeadline)
         }
@@ -157,14 +159,26 @@ public final class QUICServerDriver: LoopHandler {
                     let slot = ServerConnectionTimer(connection: connection, server: self)
                     slot.timerToken = context.registerTimer(slot)
                     slots[key] = slot
+                    heapTrim.connectionsChanged(to: slots.count)
                     markDirty(slot)
                 }
             }
             if !got { break }
+            markEvicted()
             serviceDirty(context)
         }
         serviceDirty(context)
     }
+
+    /// Idle connections the endpoint closed to make room are written like any it was given.
+    private func markEvicted() {
+        for connection in endpoint.pollEvictedConnections() {
+            if let slot = slots[ObjectIdentifier(connection)] { markDirty(slot) }
+        }
+    }
+
+    /// The endpoint's live counts and counters.
+    public var statistics: QUICServerStatistics { endpoint.statistics }
 
     public func writable(_ context: LoopContext) {
         guard socket.flush() else { return }

@@ -75,6 +75,11 @@ public enum QUICRetryPolicy: Sendable, Hashable {
     case never
     /// Send Retry to every client that has no valid token.
     case always
+    /// Send Retry only under load: to clients without a valid token while at least
+    /// `QUICServerConfiguration.retryThreshold` handshakes are half-open, or while the
+    /// connection table is full. Retry stops by itself once the half-open handshakes (which a
+    /// flood of spoofed Initials leaves behind until the handshake timeout) fall below it.
+    case automatic
 }
 
 /// A server endpoint's configuration.
@@ -85,11 +90,33 @@ public struct QUICServerConfiguration: Sendable {
     public var certificateChainFile: String
     public var privateKeyFile: String
     public var transport = QUICTransportConfiguration()
-    public var retry: QUICRetryPolicy = .never
+    public var retry: QUICRetryPolicy = .automatic
     /// Accept 0-RTT data from resuming clients (with a replay filter).
     public var earlyDataEnabled = true
-    /// Maximum simultaneous connections; further Initials are refused with CONNECTION_REFUSED.
+    /// Maximum simultaneous connections (half-open ones included). At the limit a new client
+    /// takes the place of the connection idle longest (no streams, longest without a packet),
+    /// which is closed with NO_ERROR and the reason "server busy: idle connection closed to make
+    /// room"; with no idle connection, it is refused with CONNECTION_REFUSED and the reason
+    /// "server busy: connection limit reached". With `retry == .automatic` a client must pass
+    /// Retry before it can take an idle connection's place, so spoofed Initials evict nobody.
     public var maxConnections = 10_000
+    /// Maximum connections from one IP address (any port; IPv6: one /64 prefix, the network a
+    /// subscriber gets). Counted are connections whose
+    /// address is proven: by a Retry or NEW_TOKEN token, or by a completed handshake (so
+    /// Initials spoofing someone's address cannot lock that address out). Further clients from
+    /// the address are refused with CONNECTION_REFUSED, "server busy: too many connections from
+    /// this address". 0 means no limit.
+    public var maxConnectionsPerAddress = 1_000
+    /// Half-open handshakes (connections whose handshake has not completed) at which
+    /// `.automatic` Retry turns on.
+    public var retryThreshold = 250
+    /// Most half-open handshakes at once, whatever the Retry policy: further clients are
+    /// refused with CONNECTION_REFUSED, "server busy: too many handshakes in progress". Each
+    /// half-open handshake holds about 110 KiB of heap (ngtcp2's connection and handshake
+    /// buffers, about 80 KiB, and GnuTLS's session, about 25 KiB), so the default bounds them
+    /// to about 110 MiB, and `retryThreshold` keeps a flood from spoofed addresses to about
+    /// 27 MiB.
+    public var maxHalfOpenConnections = 1_000
     /// How long NEW_TOKEN tokens and Retry tokens stay valid.
     public var tokenLifetime: Duration = .seconds(3600)
     public var retryTokenLifetime: Duration = .seconds(10)

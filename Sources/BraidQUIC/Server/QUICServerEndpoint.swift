@@ -15,6 +15,8 @@ import Synchronization
 /// returned connection's packets, and sends `pollEndpointTransmits()` for the endpoint's own.
 /// After driving a connection any other way (timers, writes, application calls) it calls
 /// `applyRoutingChanges(of:)`, so the routing table follows the connection's IDs and its end.
+/// After each batch of datagrams it also writes `pollEvictedConnections()`: idle connections
+/// the endpoint closed to make room for a new client (see `QUICServerConfiguration`'s limits).
 ///
 /// ```swift
 /// let endpoint = try QUICServerEndpoint(configuration: .init(
@@ -40,25 +42,89 @@ public final class QUICServerEndpoint {
     var logger = Logger(label: "braid.quic.server")
 
     private var routes: [ConnectionID: QUICConnection] = [:]
-    private var routedIDs: [ObjectIdentifier: Set<ConnectionID>] = [:]
+    /// Every live connection: its routed IDs and what the limits count it as.
+    private var admitted: [ObjectIdentifier: Admission] = [:]
+    /// Connections per client IP address (port 0), counting those whose address is proven.
+    private var perAddress: [SocketAddress: Int] = [:]
+    /// Live connections whose handshake has not completed.
+    private var halfOpen = 0
+    /// Connections evicted (closing, not yet terminated): they no longer take a place.
+    private var evicting = 0
+    /// Connections evicted since `pollEvictedConnections()` was last called, for the owner to write.
+    private var evictedSinceLastPoll: [QUICConnection] = []
     private var outgoing = Deque<Transmit>()
     /// Stateless resets sent in the current one-second window (they are rate limited).
     private var resetWindow: (start: QUICInstant, count: Int) = (QUICInstant(nanoseconds: 0), 0)
     static let maxResetsPerSecond = 100
 
+    /// What the endpoint keeps about one live connection.
+    private struct Admission {
+        let connection: QUICConnection
+        var ids: Set<ConnectionID> = []
+        /// The client's IP address, port 0 (the key of `perAddress`).
+        let address: SocketAddress
+        var isHalfOpen = true
+        /// Counted in `perAddress` (its address is proven).
+        var countsForAddress: Bool
+        var isEvicted = false
+    }
+
     /// Live connections: a connection stops counting once its termination is applied (by
     /// `receive` or `applyRoutingChanges(of:)`).
-    public var connectionCount: Int { routedIDs.count }
+    public var connectionCount: Int { admitted.count }
+
+    /// Live connections whose handshake has not completed.
+    public var halfOpenCount: Int { halfOpen }
+
+    /// Whether a client without a token gets a Retry now (`.always`, or `.automatic` under load).
+    public var isRetryActive: Bool {
+        switch configuration.retry {
+        case .never: false
+        case .always: true
+        case .automatic: halfOpen >= configuration.retryThreshold || isFull
+        }
+    }
+
+    /// Every place in the connection table is taken (evicted connections no longer count).
+    private var isFull: Bool { admitted.count - evicting >= configuration.maxConnections }
 
     /// Connection IDs routed to a connection now (tests check that a connection's go with it).
     var routeCount: Int { routes.count }
+    /// The places the endpoint's tables hold (tests check they do not grow round after round).
+    var tableCapacity: Int { routes.capacity + admitted.capacity + perAddress.capacity }
 
     /// Counters of what the endpoint answered itself.
     public private(set) var versionNegotiationsSent = 0
     public private(set) var retriesSent = 0
     public private(set) var statelessResetsSent = 0
     public private(set) var refusedConnections = 0
+    public private(set) var evictedConnections = 0
     public private(set) var droppedDatagrams = 0
+
+    /// Live counts and counters: connections, half-open handshakes, streams and buffered bytes
+    /// (summed over the connections, so call it for a snapshot, not per packet).
+    public var statistics: QUICServerStatistics {
+        var streams = 0
+        var buffered = 0
+        for admission in admitted.values {
+            streams += admission.connection.streamCount
+            buffered += admission.connection.bufferedBytes
+        }
+        return QUICServerStatistics(
+            connections: admitted.count, halfOpenConnections: halfOpen, streams: streams, bufferedBytes: buffered,
+            isRetryActive: isRetryActive, retriesSent: retriesSent, refusedConnections: refusedConnections,
+            evictedConnections: evictedConnections, statelessResetsSent: statelessResetsSent,
+            versionNegotiationsSent: versionNegotiationsSent, droppedDatagrams: droppedDatagrams)
+    }
+
+    /// Connections the endpoint closed by itself since the last call (idle ones evicted to make
+    /// room): the owner writes their CONNECTION_CLOSE and delivers their events, as after
+    /// driving them.
+    public func pollEvictedConnections() -> [QUICConnection] {
+        guard !evictedSinceLastPoll.isEmpty else { return [] }
+        defer { evictedSinceLastPoll.removeAll() }
+        return evictedSinceLastPoll
+    }
 
     /// - Parameters:
     ///   - keys: secrets shared by every endpoint of one server; nil makes new ones from
@@ -130,9 +196,11 @@ public final class QUICServerEndpoint {
             droppedDatagrams += 1
             return nil
         }
-        if connectionCount >= configuration.maxConnections {
-            refusedConnections += 1
-            sendStatelessClose(header, errorCode: UInt64(NGTCP2_CONNECTION_REFUSED), path: path)
+        let address = Self.clientKey(path.remote)
+        if configuration.maxConnectionsPerAddress > 0, let count = perAddress[address],
+            count >= configuration.maxConnectionsPerAddress
+        {
+            refuse(header, reason: "server busy: too many connections from this address", path: path)
             return nil
         }
         var originalDCID: ngtcp2_cid?
@@ -165,9 +233,22 @@ public final class QUICServerEndpoint {
                 }
             }
         }
-        if configuration.retry == .always && !validatedToken {
+        if isRetryActive && !validatedToken {
+            // Address validation first: an Initial from a spoofed address never comes back, so it
+            // costs a Retry packet and no state.
             sendRetry(header, datagramLength: datagram.count, path: path, now: now)
             return nil
+        }
+        if halfOpen >= configuration.maxHalfOpenConnections {
+            refuse(header, reason: "server busy: too many handshakes in progress", path: path)
+            return nil
+        }
+        if isFull {
+            guard let idle = longestIdleConnection() else {
+                refuse(header, reason: "server busy: connection limit reached", path: path)
+                return nil
+            }
+            evict(idle, now: now)
         }
 
         let transport = configuration.transport
@@ -224,6 +305,7 @@ public final class QUICServerEndpoint {
             droppedDatagrams += 1
             return nil
         }
+        admit(connection, address: address, addressProven: validatedToken)
         route(ConnectionID(header.dcid), to: connection)
         route(sourceCID, to: connection)
         applyRoutingChanges(of: connection)
@@ -239,12 +321,14 @@ public final class QUICServerEndpoint {
     /// `writeTransmits`, `close` and other application calls), before the next `receive`.
     /// Cheap when nothing changed. A connection this endpoint does not route is left untouched.
     public func applyRoutingChanges(of connection: QUICConnection) {
-        guard !connection.routingChanges.isEmpty, routedIDs[ObjectIdentifier(connection)] != nil else { return }
+        let key = ObjectIdentifier(connection)
+        guard !connection.routingChanges.isEmpty, admitted[key] != nil else { return }
         var terminated = false
         for change in connection.routingChanges {
             switch change {
             case .issued(let id): route(id, to: connection)
             case .retired(let id): unroute(id, of: connection)
+            case .handshakeCompleted: handshakeCompleted(key)
             case .terminated: terminated = true
             }
         }
@@ -253,21 +337,104 @@ public final class QUICServerEndpoint {
         if terminated { forget(connection) }
     }
 
+    /// What `maxConnectionsPerAddress` counts by: the IP address without the port; for IPv6,
+    /// its /64 prefix (one subscriber's network, whose 2^64 addresses cost an attacker nothing),
+    /// except IPv4-mapped addresses (a dual-stack socket's IPv4 clients), kept whole.
+    static func clientKey(_ address: SocketAddress) -> SocketAddress {
+        var key = address.withPort(0)
+        guard key.isIPv6 else { return key }
+        key.storage.sin6_flowinfo = 0
+        key.storage.sin6_scope_id = 0
+        withUnsafeMutableBytes(of: &key.storage.sin6_addr) { bytes in
+            let mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
+            if !mapped { for index in 8..<16 { bytes[index] = 0 } }
+        }
+        return key
+    }
+
+    private func admit(_ connection: QUICConnection, address: SocketAddress, addressProven: Bool) {
+        admitted[ObjectIdentifier(connection)] = Admission(connection: connection, address: address, countsForAddress: addressProven)
+        halfOpen += 1
+        if addressProven { perAddress[address, default: 0] += 1 }
+    }
+
+    private func handshakeCompleted(_ key: ObjectIdentifier) {
+        guard var admission = admitted[key], admission.isHalfOpen else { return }
+        admission.isHalfOpen = false
+        halfOpen -= 1
+        if !admission.countsForAddress {
+            // Completing the handshake proved the address.
+            admission.countsForAddress = true
+            perAddress[admission.address, default: 0] += 1
+        }
+        admitted[key] = admission
+    }
+
     private func route(_ id: ConnectionID, to connection: QUICConnection) {
         routes[id] = connection
-        routedIDs[ObjectIdentifier(connection), default: []].insert(id)
+        admitted[ObjectIdentifier(connection)]?.ids.insert(id)
     }
 
     private func unroute(_ id: ConnectionID, of connection: QUICConnection) {
         if routes[id] === connection { routes[id] = nil }
-        routedIDs[ObjectIdentifier(connection)]?.remove(id)
+        admitted[ObjectIdentifier(connection)]?.ids.remove(id)
     }
 
-    /// Drops every route to a terminated connection.
+    /// Drops every route to a terminated connection and its place in every count.
     private func forget(_ connection: QUICConnection) {
-        for id in routedIDs.removeValue(forKey: ObjectIdentifier(connection)) ?? [] where routes[id] === connection {
+        guard let admission = admitted.removeValue(forKey: ObjectIdentifier(connection)) else { return }
+        for id in admission.ids where routes[id] === connection {
             routes[id] = nil
         }
+        if admission.isHalfOpen { halfOpen -= 1 }
+        if admission.isEvicted { evicting -= 1 }
+        if admission.countsForAddress {
+            let left = (perAddress[admission.address] ?? 1) - 1
+            perAddress[admission.address] = left > 0 ? left : nil
+        }
+        releaseSpareCapacity()
+    }
+
+    /// Dictionaries keep their largest capacity: after a flood the tables would stay at their
+    /// peak. Once they are mostly empty they are copied into tables of the size they need.
+    private func releaseSpareCapacity() {
+        if routes.capacity > 1024 && routes.count < routes.capacity / 8 { routes = Dictionary(uniqueKeysWithValues: routes.map { $0 }) }
+        if admitted.capacity > 1024 && admitted.count < admitted.capacity / 8 {
+            admitted = Dictionary(uniqueKeysWithValues: admitted.map { $0 })
+        }
+        if perAddress.capacity > 1024 && perAddress.count < perAddress.capacity / 8 {
+            perAddress = Dictionary(uniqueKeysWithValues: perAddress.map { $0 })
+        }
+    }
+
+    // MARK: Limits
+
+    /// The established connection without streams that has gone longest without a packet
+    /// from its peer, if any: the one a new client may replace when the table is full.
+    private func longestIdleConnection() -> QUICConnection? {
+        var best: QUICConnection?
+        for admission in admitted.values where !admission.isHalfOpen && !admission.isEvicted {
+            let connection = admission.connection
+            guard connection.isEstablished, connection.streamCount == 0 else { continue }
+            if best.map({ connection.lastReceiveTime < $0.lastReceiveTime }) ?? true { best = connection }
+        }
+        return best
+    }
+
+    private func evict(_ connection: QUICConnection, now: QUICInstant) {
+        let key = ObjectIdentifier(connection)
+        admitted[key]?.isEvicted = true
+        evicting += 1
+        evictedConnections += 1
+        connection.evict(reason: "server busy: idle connection closed to make room", now: now)
+        evictedSinceLastPoll.append(connection)
+        applyRoutingChanges(of: connection)
+    }
+
+    /// Refuses a new client statelessly: CONNECTION_REFUSED with a reason that says why.
+    private func refuse(_ header: ngtcp2_pkt_hd, reason: String, path: QUICPath) {
+        refusedConnections += 1
+        sendStatelessClose(header, errorCode: UInt64(NGTCP2_CONNECTION_REFUSED), reason: reason, path: path)
     }
 
     // MARK: Endpoint-level packets
@@ -311,11 +478,14 @@ public final class QUICServerEndpoint {
         buffer.withUnsafeBytes { enqueue(UnsafeRawBufferPointer(rebasing: $0[0..<length]), path: path) }
     }
 
-    private func sendStatelessClose(_ header: ngtcp2_pkt_hd, errorCode: UInt64, path: QUICPath) {
+    private func sendStatelessClose(_ header: ngtcp2_pkt_hd, errorCode: UInt64, reason: String = "", path: QUICPath) {
         var header = header
         var buffer = [UInt8](repeating: 0, count: 1200)
-        let length = ngtcp2_crypto_write_connection_close(
-            &buffer, buffer.count, header.version, &header.scid, &header.dcid, errorCode, nil, 0)
+        let reasonBytes = Array(reason.utf8)
+        let length = reasonBytes.withUnsafeBufferPointer { reason in
+            ngtcp2_crypto_write_connection_close(
+                &buffer, buffer.count, header.version, &header.scid, &header.dcid, errorCode, reason.baseAddress, reason.count)
+        }
         guard length > 0 else { return }
         buffer.withUnsafeBytes { enqueue(UnsafeRawBufferPointer(rebasing: $0[0..<length]), path: path) }
     }

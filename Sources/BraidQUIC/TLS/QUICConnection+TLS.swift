@@ -113,6 +113,8 @@ extension QUICConnection {
         }
         phase = .established
         emit(.handshakeCompleted)
+        // The endpoint stops counting it as a half-open handshake.
+        recordRoutingChange(.handshakeCompleted)
         return 0
     }
 

@@ -80,4 +80,10 @@ int braid_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token);
 /// `events` with up to `max` ready entries; returns their count or -1 with errno.
 int braid_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int max, int64_t timeout_ns);
 
+// MARK: heap
+
+/// malloc_trim(0): returns the free memory of every malloc arena to the system (glibc keeps
+/// it otherwise). Returns 1 if memory was released.
+int braid_malloc_trim(void);
+
 #endif

@@ -97,7 +97,8 @@ import Testing
             let connection = NetworkConnection(to: server.endpoint) { TCP() }
             defer { connection.cancel() }
             try await connection.send(Data([UInt8(index)]), endOfStream: true)
-            #expect(try await receiveAll(connection) == [UInt8(index)])
+            let echoed = try await receiveAll(connection)
+            #expect(echoed == [UInt8(index)], "connection \(index) got \(echoed)")
         }
         #expect(loopsSeen.withLock { $0.count } == 2)
     }

@@ -224,21 +224,18 @@ import Testing
         #expect(received == [Data([0]), Data([1]), Data([2])])
     }
 
-    /// Coder over UDP and TLV over UDP are not implemented: a connection and a listener fail
-    /// with `unsupported`.
-    @Test func framersOverUDPAreUnsupported() async throws {
-        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 9)) { Coder(String.self, using: .json) { UDP() } }
+    /// TLV over UDP is not implemented (TLV frames a byte stream; `Coder { UDP() }` sends one
+    /// value per datagram): a connection and a listener fail with `unsupported`, saying so.
+    @Test func tlvOverUDPIsUnsupported() async throws {
+        let what = "TLV over UDP (not implemented: TLV frames a byte stream, over TLS, TCP or a QUIC stream; "
+            + "for one message per datagram use Coder { UDP() }, or UDP() itself)"
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 9)) { TLV { UDP() } }
         defer { connection.cancel() }
-        do {
-            try await connection.send("hello")
-            Issue.record("sent over an unsupported stack")
-        } catch NetworkError.unsupported(let what) {
-            #expect(what.contains("Coder over UDP"))
+        await #expect(throws: NetworkError.unsupported(what)) {
+            try await connection.send(Data("hello".utf8), type: 1)
         }
-        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TLV { UDP() } }
-        await #expect(
-            throws: NetworkError.unsupported("TLV over UDP (not implemented: TLV frames a byte stream, over TLS, TCP or a QUIC stream) (listener)")
-        ) {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TLV { UDP { IP().version(.v4) } } }
+        await #expect(throws: NetworkError.unsupported(what + " (listener)")) {
             try await listener.run { _ in }
         }
     }

@@ -27,17 +27,27 @@ import Testing
             handler: @escaping @Sendable (NetworkConnection<QUIC>) async throws -> Void = echo,
             _ body: @escaping @Sendable (NWEndpoint) async throws -> T
         ) async throws -> T {
+            try await run(limit: limit, configure: configure, handler: handler) { endpoint, _ in try await body(endpoint) }
+        }
+
+        /// As above, with the listener for `body` too.
+        func run<T: Sendable>(
+            limit: Duration = .seconds(30), configure: @escaping @Sendable (QUIC) -> QUIC = { $0 },
+            handler: @escaping @Sendable (NetworkConnection<QUIC>) async throws -> Void = echo, connectionLimit: Int = 10_000,
+            withListener body: @escaping @Sendable (NWEndpoint, NetworkListener<QUIC>) async throws -> T
+        ) async throws -> T {
             let endpoint = endpoint
             return try await NetworkEnvironment.$current.withValue(network.environment) {
                 let listener = NetworkListener(for: endpoint) {
                     configure(QUIC(alpn: ["echo"]).identity(
                         certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem")))
                 }
+                listener.newConnectionLimit = connectionLimit
                 let serving = Task { try await listener.run(handler) }
                 defer { serving.cancel() }
                 return try await loop.drive(limit: limit) {
                     for await state in listener.states where state == .ready { break }
-                    return try await body(endpoint)
+                    return try await body(endpoint, listener)
                 }
             }
         }
@@ -128,5 +138,73 @@ import Testing
         }
         #expect(reply == Data("again".utf8))
         #expect(early)
+    }
+
+    /// A listener's live counts follow its connections, and a client over its address's limit
+    /// is refused with an error that says the server is busy.
+    @Test(.timeLimit(.minutes(1))) func aBusyListenerSaysSo() async throws {
+        let world = try World()
+        try await world.run(configure: { $0.newConnectionLimitPerAddress(2) }) { endpoint, listener in
+            let held = [NetworkConnection(to: endpoint) { testClient() }, NetworkConnection(to: endpoint) { testClient() }]
+            defer { for connection in held { connection.cancel() } }
+            for connection in held {
+                let stream = try await connection.openStream()
+                try await stream.send(Data([1]), endOfStream: false)
+                _ = try await stream.receive(atLeast: 1, atMost: 1)
+            }
+            let statistics = try #require(await listener.statistics)
+            #expect(statistics.connections == 2)
+            #expect(statistics.halfOpenHandshakes == 0)
+            #expect(statistics.streams == 2)
+            let refused = NetworkConnection(to: endpoint) { testClient() }
+            do {
+                _ = try await refused.openStream()
+                Issue.record("a third connection from the same address was served")
+            } catch let error as NetworkError {
+                guard case .serverBusy(_, let reason) = error else {
+                    Issue.record("expected serverBusy, got \(error)")
+                    return
+                }
+                #expect(reason == "server busy: too many connections from this address")
+                #expect(error.description.contains("is busy and refused the connection"))
+            }
+            #expect(await listener.statistics?.refusedConnections == 1)
+        }
+    }
+
+    /// At `newConnectionLimit` a new client takes the place of the connection idle longest,
+    /// whose client learns that the server was busy; a client arriving while the only
+    /// connection has a stream open is refused as busy.
+    @Test(.timeLimit(.minutes(1))) func aFullListenerEvictsTheIdleConnection() async throws {
+        let world = try World()
+        try await world.run(connectionLimit: 1) { endpoint, listener in
+            let idle = NetworkConnection(to: endpoint) { testClient() }
+            defer { idle.cancel() }
+            #expect(try await echoOnConcurrentStreams(idle, count: 1) == 1)
+            // Every stream finished: the connection is idle.
+            try await Task.sleep(for: .milliseconds(50))
+            let newcomer = NetworkConnection(to: endpoint) { testClient() }
+            defer { newcomer.cancel() }
+            let held = try await newcomer.openStream()
+            try await held.send(Data([7]), endOfStream: false)
+            _ = try await held.receive(atLeast: 1, atMost: 1)
+            for await state in idle.states {
+                guard case .failed(let error) = state else { continue }
+                guard case .serverBusy(_, let reason) = error else {
+                    Issue.record("the evicted connection failed with \(error), not serverBusy")
+                    break
+                }
+                #expect(reason == "server busy: idle connection closed to make room")
+                #expect(error.description.contains("closed this idle connection"), "\(error)")
+                break
+            }
+            #expect(await listener.statistics?.evictedConnections == 1)
+
+            // The newcomer's stream is open: nothing is idle, so the next client is refused.
+            let refused = NetworkConnection(to: endpoint) { testClient() }
+            await #expect(throws: NetworkError.serverBusy(endpoint: endpoint.description, reason: "server busy: connection limit reached")) {
+                _ = try await refused.openStream()
+            }
+        }
     }
 }

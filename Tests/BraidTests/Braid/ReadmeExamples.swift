@@ -233,6 +233,27 @@ func readmeUDPEchoServer(port: NWEndpoint.Port) async throws {
     }
 }
 
+/// README: Coder over UDP, the client.
+func readmeCoderUDPClient(port: NWEndpoint.Port) async throws -> GameMessage {
+    let position = NetworkConnection(to: .hostPort(host: "game-server.example.com", port: port)) {
+        Coder(GameMessage.self, using: .json) { UDP() }
+    }
+    try await position.send(.move(row: 1, column: 2))
+    let update = try await position.receive().content
+    position.cancel()
+    return update
+}
+
+/// README: Coder over UDP, the server.
+func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
+    let listener = NetworkListener(port: port) { Coder(GameMessage.self, using: .json) { UDP() } }
+    try await listener.run { connection in
+        for try await (message, _) in connection.messages {
+            try await connection.send(message)
+        }
+    }
+}
+
 @Suite(.serialized) struct ReadmeExamples {
     @Test func clientAndServerExamplesTalk() async throws {
         // The server example listens on every address of a fixed port; pick a free one first.
@@ -382,19 +403,34 @@ func readmeUDPEchoServer(port: NWEndpoint.Port) async throws {
     /// Network.framework's UDP example runs unchanged against the README's UDP echo server
     /// (game-server.example.com resolves to this machine).
     @Test(.timeLimit(.minutes(1))) func udpGameExampleRunsUnchanged() async throws {
+        let echoed = try await Self.udpExchange(server: readmeUDPEchoServer, client: readmeUDPGame)
+        #expect(echoed == Data("player_position:100,50".utf8))
+    }
+
+    /// The Coder-over-UDP examples talk: the client's value comes back from the server.
+    @Test(.timeLimit(.minutes(1))) func coderOverUDPExamplesTalk() async throws {
+        let echoed = try await Self.udpExchange(server: readmeCoderUDPServer, client: readmeCoderUDPClient)
+        #expect(echoed == .move(row: 1, column: 2))
+    }
+
+    /// Runs a README UDP server on a free port, with game-server.example.com resolving to this
+    /// machine, and the first answer of the README client within 200 ms, retried.
+    private static func udpExchange<Answer: Sendable>(
+        server: @escaping @Sendable (NWEndpoint.Port) async throws -> Void,
+        client: @escaping @Sendable (NWEndpoint.Port) async throws -> Answer
+    ) async throws -> Answer? {
         let probe = try await RunningUDPEcho.start()
         let port = probe.listener.port!
         probe.task.cancel()
         _ = try? await probe.task.value
-        let server = Task { try await readmeUDPEchoServer(port: port) }
-        defer { server.cancel() }
+        let running = Task { try await server(port) }
+        defer { running.cancel() }
         Resolver.namesForTesting.withLock { $0["game-server.example.com"] = [SocketAddress(ip: "127.0.0.1", port: port.rawValue)!] }
         defer { _ = Resolver.namesForTesting.withLock { $0.removeValue(forKey: "game-server.example.com") } }
-        var echoed: Data?
         // The listener binds asynchronously and UDP drops what reaches no socket: retry briefly.
-        for _ in 0..<50 where echoed == nil {
-            echoed = try? await withThrowingTaskGroup(of: Data?.self) { group in
-                group.addTask { try await readmeUDPGame(port: port) }
+        for _ in 0..<50 {
+            let answer = try? await withThrowingTaskGroup(of: Answer?.self) { group in
+                group.addTask { try await client(port) }
                 group.addTask {
                     try await Task.sleep(for: .milliseconds(200))
                     return nil
@@ -403,7 +439,8 @@ func readmeUDPEchoServer(port: NWEndpoint.Port) async throws {
                 group.cancelAll()
                 return first
             }
+            if let answer { return answer }
         }
-        #expect(echoed == Data("player_position:100,50".utf8))
+        return nil
     }
 }

@@ -164,6 +164,17 @@ func docExample_NetworkListener_socketStatistics(_ listener: NetworkListener<QUI
     if let sockets = await listener.socketStatistics { print(sockets.sendmmsgCalls) }
 }
 
+func docExample_NetworkListener_statistics(_ listener: NetworkListener<QUIC>) async {
+    if let now = await listener.statistics { print(now.connections, now.halfOpenHandshakes) }
+}
+
+/// Sources/Braid/Listener/ListenerStatistics.swift
+func docExample_ListenerStatistics(_ listener: NetworkListener<QUIC>) async {
+    if let now = await listener.statistics {
+        print("\(now.connections) connections, \(now.halfOpenHandshakes) handshakes in progress")
+    }
+}
+
 /// Sources/Braid/Stack/ProtocolStack.swift (single expressions: returned, so none is unused)
 func docExample_IP() -> QUIC {
     QUIC(alpn: ["echo"]) { UDP { IP().version(.v6) } }
@@ -465,6 +476,15 @@ func docExample_Coder() async throws -> String {
     try await typed.send("hello")
     let message = try await typed.receive().content
     return message
+}
+
+func docExample_Coder_UDP() async throws -> [Int] {
+    let position = NetworkConnection(to: .hostPort(host: "game-server.example.com", port: 9000)) {
+        Coder([Int].self, using: .json) { UDP() }
+    }
+    try await position.send([100, 50])
+    let update = try await position.receive().content
+    return update
 }
 
 /// Sources/Braid/Connection/MessageConnectionAPI.swift

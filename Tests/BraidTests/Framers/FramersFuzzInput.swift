@@ -9,7 +9,8 @@ import Foundation
 /// One fuzz input through the TLV decoder and the Coder decode path, checking what must hold
 /// for any bytes: whole messages come out in order and re-encode to exactly the bytes they came
 /// from, the decoder never holds more than it was given, it fails only on a header above the
-/// maximum, and a Coder decode either returns a value or throws `CoderFramingError`.
+/// maximum, and a Coder decode either returns a value or throws `CoderFramingError`. The
+/// stream is also decoded whole as one `Coder`-over-UDP datagram (bare encoded bytes).
 enum FramersFuzzInput {
     /// What the Coder path decodes messages as.
     struct Sample: Codable, Equatable {
@@ -22,6 +23,8 @@ enum FramersFuzzInput {
         var messages = 0
         var decoded = 0
         var decodeErrors = 0
+        /// Decodes of the whole stream as one datagram that returned a value (JSON and plist).
+        var datagramDecoded = 0
         var framingError: TLVFramingError?
     }
 
@@ -59,11 +62,30 @@ enum FramersFuzzInput {
                 }
             }
         }
+        decodeAsDatagram(stream, into: &outcome)
         precondition(Array(stream.prefix(reencoded.count)) == reencoded, "messages do not re-encode to their bytes")
         if outcome.framingError == nil {
             precondition(reencoded.count + decoder.bufferedByteCount == stream.count, "bytes lost or invented")
         }
         return outcome
+    }
+
+    /// `Coder` over UDP: the whole stream as one datagram, no TLV header.
+    private static func decodeAsDatagram(_ stream: [UInt8], into outcome: inout Outcome) {
+        let datagram = Data(stream)
+        for useJSON in [true, false] {
+            do {
+                if useJSON {
+                    _ = try CoderFraming.decode(Sample.self, from: datagram, using: .json)
+                } else {
+                    _ = try CoderFraming.decode(Sample.self, from: datagram, using: .propertyList)
+                }
+                outcome.datagramDecoded += 1
+            } catch {
+                // Typed: only `CoderFramingError`.
+                guard case .decodingFailed = error else { preconditionFailure("a datagram decode failed with \(error)") }
+            }
+        }
     }
 
     private static func decodeAsCoder(_ message: TLVMessage, into outcome: inout Outcome) {

@@ -27,6 +27,7 @@ import Testing
         }
         #expect(try run("three-messages").messages == 3)
         #expect(try run("json-sample").decoded == 1)
+        #expect(try run("json-datagram").datagramDecoded == 1)
         #expect(try run("hostile-4gib").framingError == .messageTooLarge(type: 9, size: UInt64(UInt32.max), maximum: 16 << 20))
         let small = try run("above-small-maximum")
         #expect(small.messages == 1)

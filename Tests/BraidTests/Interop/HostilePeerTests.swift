@@ -82,4 +82,50 @@ import Testing
         defer { connection.cancel() }
         #expect(try await echoOnConcurrentStreams(connection, count: 4) == 4)
     }
+
+    /// A flood of 300 decryptable Initials (aioquic's real ClientHellos, fresh connection IDs,
+    /// 16 ports) that never complete: the listener holds at most the Retry threshold of half-open
+    /// handshakes and answers the rest with Retry, a legitimate client is served during the
+    /// flood (paying the Retry round trip), and once the flood's handshakes time out every
+    /// count is back to zero and Retry is off again.
+    @Test func handshakeFloodTurnsRetryOnThenOff() async throws {
+        let server = try await RunningListener.start(configure: {
+            $0.automaticRetryThreshold(50).halfOpenHandshakeLimit(100).handshakeTimeout(.seconds(6))
+        })
+        defer { server.task.cancel() }
+        let flood = try PeerProcess.hostile([
+            "--host", "127.0.0.1", "--port", String(server.listener.port!.rawValue), "--alpn", "echo",
+            "--ca", Fixtures.caFile, "--sni", "localhost", "--flood", "300",
+        ])
+        let report = try await runClient(flood, within: 60)
+        #expect(report["datagrams"] as? Int ?? 0 >= 300, "\(report)")
+        let during = try #require(await server.listener.statistics)
+        #expect(during.halfOpenHandshakes > 0 && during.halfOpenHandshakes <= 50, "\(during)")
+        #expect(during.isRetryActive, "\(during)")
+        #expect(during.retriesSent >= 200, "\(during)")
+        #expect(report["retries"] as? Int ?? 0 > 0, "the flood saw no Retry: \(report)")
+
+        let legitimate = NetworkConnection(to: server.endpoint) { testClient() }
+        #expect(try await echoOnConcurrentStreams(legitimate, count: 2) == 2)
+        legitimate.cancel()
+        let served = try #require(await server.listener.statistics)
+        #expect(served.retriesSent > during.retriesSent, "the legitimate client did not pay a Retry: \(served)")
+        #expect(served.halfOpenHandshakes <= 50, "\(served)")
+
+        // The flood's handshakes end at the handshake timeout (6 s, well past the 1-3 s the
+        // flood takes to send); a bounded wait, no timing asserted.
+        let deadline = ContinuousClock.now + .seconds(30)
+        var after = served
+        while after.halfOpenHandshakes > 0 || after.connections > 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            after = try #require(await server.listener.statistics)
+        }
+        #expect(after.halfOpenHandshakes == 0 && after.connections == 0, "\(after)")
+        #expect(!after.isRetryActive, "\(after)")
+        #expect(after.streams == 0 && after.bufferedBytes == 0, "\(after)")
+        let later = NetworkConnection(to: server.endpoint) { testClient() }
+        defer { later.cancel() }
+        #expect(try await echoOnConcurrentStreams(later, count: 2) == 2)
+        #expect(await server.listener.statistics?.retriesSent == after.retriesSent, "a client after the flood needed a Retry")
+    }
 }

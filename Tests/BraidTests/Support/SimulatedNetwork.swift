@@ -67,17 +67,21 @@ final class SimulatedNetwork {
         self.server = server
     }
 
-    func newClientPath() -> QUICPath {
+    func newClientPath(ip: String = "127.0.0.2") -> QUICPath {
         defer { nextClientPort += 1 }
-        return QUICPath(local: QUICAddress(ip: "127.0.0.2", port: nextClientPort)!, remote: serverAddress)
+        return QUICPath(local: QUICAddress(ip: ip, port: nextClientPort)!, remote: serverAddress)
     }
+
+    /// Moves the clock without delivering anything (the caller drives what it holds itself).
+    func advance(by duration: Duration) { now = now + duration }
 
     /// Creates a client connection and registers it on the wire.
     @discardableResult
     func connect(
-        _ context: QUICClientContext, serverName: String = "localhost", resumption: QUICResumptionTicket? = nil
+        _ context: QUICClientContext, serverName: String = "localhost", resumption: QUICResumptionTicket? = nil,
+        fromIP ip: String = "127.0.0.2"
     ) throws -> QUICConnection {
-        let path = newClientPath()
+        let path = newClientPath(ip: ip)
         let connection = try context.connect(path: path, serverName: serverName, resumption: resumption, now: now)
         clients[path.local] = connection
         return connection
@@ -91,6 +95,8 @@ final class SimulatedNetwork {
         if let server {
             // Timers, writes and application calls change routes outside `receive`.
             for connection in serverConnections { server.applyRoutingChanges(of: connection) }
+            // Evicted connections are among `serverConnections`, written above.
+            _ = server.pollEvictedConnections()
             for transmit in server.pollEndpointTransmits() { transmitOnWire(transmit) }
         }
     }

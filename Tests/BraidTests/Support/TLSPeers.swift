@@ -54,7 +54,7 @@ enum TLSPeerTools {
     /// The clients connect to 127.0.0.1, so an IPv4 listener is what counts: gnutls-serv opens
     /// an IPv6 and an IPv4 socket, each with its own system-chosen port, and the IPv6 one may
     /// be listening first. An IPv6 socket alone (dual-stack) is taken only after a second.
-    static func listeningPort(of child: ChildProcess, within seconds: Double = 10) async throws -> UInt16 {
+    static func listeningPort(of child: ChildProcess, within seconds: Double = 30) async throws -> UInt16 {
         let started = Date()
         let deadline = started.addingTimeInterval(seconds)
         while Date() < deadline {

@@ -3,8 +3,15 @@
 the server closed the connection.
 
     hostile_peer.py --host H --port P --alpn ALPN (--ca FILE | --insecure) [--sni NAME]
-                    --violate streams|stream-data|connection-data|stream-state|final-size
+                    (--violate streams|stream-data|connection-data|stream-state|final-size
+                     | --flood N [--sockets 16])
                     [--timeout 10] [-v]
+
+``--flood N`` sends the first flight (a real ClientHello in a decryptable Initial) of N new
+connections, each with fresh connection IDs, round-robin from ``--sockets`` UDP sockets (so
+from as many ports), and never answers: every handshake the server starts stays half-open
+until the server gives up on it. It prints one JSON object (``flood``, ``datagrams`` sent,
+``replies`` and ``retries`` among the server's datagrams read meanwhile) and exits 0.
 
 After the handshake the client overrides aioquic's own record of the server's limits (private
 attributes of ``QuicConnection``: aioquic never sends past a limit it knows), then:
@@ -44,6 +51,7 @@ import argparse
 import asyncio
 import json
 import logging
+import socket
 import ssl
 import sys
 import time
@@ -186,6 +194,47 @@ async def run(args: argparse.Namespace) -> int:
     return 0 if report["closed_by"] == "peer" else 1
 
 
+def flood(args: argparse.Namespace) -> int:
+    configuration = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], server_name=args.sni or args.host)
+    address = (args.host, args.port)
+    sockets = []
+    for _ in range(args.sockets):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.setblocking(False)
+        sockets.append(sock)
+    report = {"flood": args.flood, "datagrams": 0, "replies": 0, "retries": 0}
+
+    def drain() -> None:
+        for sock in sockets:
+            while True:
+                try:
+                    data = sock.recv(65536)
+                except (BlockingIOError, ConnectionRefusedError):
+                    break
+                report["replies"] += 1
+                # A Retry: long header, type bits 0b11 (RFC 9000 §17.2.5).
+                if data and data[0] & 0xF0 == 0xF0:
+                    report["retries"] += 1
+
+    for index in range(args.flood):
+        quic = QuicConnection(configuration=configuration)
+        quic.connect(address, now=time.time())
+        for data, _ in quic.datagrams_to_send(now=time.time()):
+            sockets[index % len(sockets)].sendto(data, address)
+            report["datagrams"] += 1
+        if index % 32 == 31:
+            drain()
+    deadline = time.monotonic() + 0.2
+    while time.monotonic() < deadline:
+        drain()
+        time.sleep(0.01)
+    for sock in sockets:
+        sock.close()
+    print(json.dumps(report), flush=True)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", required=True)
@@ -195,11 +244,16 @@ def main(argv: list[str]) -> int:
     trust = parser.add_mutually_exclusive_group(required=True)
     trust.add_argument("--ca")
     trust.add_argument("--insecure", action="store_true")
-    parser.add_argument("--violate", required=True, choices=["streams", "stream-data", "connection-data", "stream-state", "final-size"])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--violate", choices=["streams", "stream-data", "connection-data", "stream-state", "final-size"])
+    mode.add_argument("--flood", type=int, metavar="N")
+    parser.add_argument("--sockets", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=10)
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr)
+    if args.flood is not None:
+        return flood(args)
     return asyncio.run(run(args))
 
 

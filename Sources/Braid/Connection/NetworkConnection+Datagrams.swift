@@ -1,0 +1,75 @@
+import BraidIO
+import Foundation
+
+/// The datagram side of a connection whose core has a datagram channel: `UDP()`, and `Coder`
+/// over UDP (one value per datagram). Both send and receive through this one piece of code.
+extension NetworkConnection {
+    /// Sends `datagram` as one UDP datagram (see `send(_:)` of `NetworkConnection<UDP>`):
+    /// returns once it is queued; `datagramTooLarge` beyond what UDP carries, `unsupported`
+    /// when empty.
+    func sendDatagram(_ datagram: Data) async throws {
+        guard !datagram.isEmpty else { throw NetworkError.unsupported("empty UDP datagrams") }
+        if Task.isCancelled { throw NetworkError.cancelled }
+        let outbox = shared.datagramOutbox
+        try await NetworkError.mapping {
+            while true {
+                switch outbox.offer(datagram) {
+                case .queued:
+                    return
+                case .queuedDrainNeeded:
+                    // Inside `batch`, the batch's end posts the drain.
+                    if shared.batchDepth.load(ordering: .acquiring) == 0 { postDatagramDrain() }
+                    return
+                case .full:
+                    // Inside `batch` no drain may be coming yet: make room.
+                    postDatagramDrain()
+                    try await outbox.waitForRoom()
+                case .needsLoop:
+                    // Before ready, or larger than the outbox allows: the channel decides.
+                    start()
+                    let core = core
+                    try await Completion<Void>.wait(on: loop) { context, completion in
+                        core.value.datagram.sendDatagram(datagram, context: context, completion: completion)
+                    }
+                    return
+                case .failed(let error):
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// Asks the loop for a pass that writes every queued datagram.
+    func postDatagramDrain() {
+        let core = core
+        loop.execute { context in core.value.datagram.sendQueued(context) }
+    }
+
+    /// The next datagram, whole, with its metadata; throws the connection's error once it has
+    /// ended and every datagram was read (`cancelled` after `cancel()`).
+    func receiveDatagram() async throws -> (content: Data, metadata: UDP.Metadata) {
+        guard let datagram = try await nextDatagram() else {
+            if case .failed(let error) = state { throw error }
+            throw NetworkError.cancelled
+        }
+        return datagram
+    }
+
+    /// The next datagram for `messages`: nil once the connection was cancelled and every
+    /// datagram read, the connection's error if it failed.
+    func nextDatagramUntilCancelled() async throws -> (content: Data, metadata: UDP.Metadata)? {
+        if let datagram = try await nextDatagram() { return datagram }
+        if case .failed(let error) = state { throw error }
+        return nil
+    }
+
+    private func nextDatagram() async throws -> (content: Data, metadata: UDP.Metadata)? {
+        guard let inbox = shared.udpInbox else { throw NetworkError.internalError("a UDP connection without a datagram inbox") }
+        start()
+        guard let datagram = try await NetworkError.mapping({ try await inbox.takeFirst() }) else { return nil }
+        let metadata = UDP.Metadata(
+            ecn: datagram.metadata.ecn, remoteEndpoint: NWEndpoint(datagram.metadata.remote),
+            localEndpoint: NWEndpoint(datagram.metadata.local))
+        return (datagram.content, metadata)
+    }
+}

@@ -1,0 +1,35 @@
+import CBraid
+
+/// What a connection holds now, for the server's live counts (`QUICServerStatistics`) and for
+/// choosing which idle connection to evict when the server is full.
+extension QUICConnection {
+    /// Streams the engine tracks (open, or finished but not yet read to the end).
+    public var streamCount: Int { streams.count }
+
+    /// Bytes the engine holds for the application: stream bytes queued and not yet acknowledged,
+    /// stream bytes received and not yet read, and datagrams waiting to be sent. (ngtcp2's own
+    /// buffers, such as out-of-order stream data, are bounded by the windows we advertise.)
+    public var bufferedBytes: Int {
+        var total = 0
+        for stream in streams.values { total += stream.send.unacknowledged + stream.receive.buffered }
+        for datagram in pendingDatagrams { total += datagram.bytes.count }
+        return total
+    }
+
+    /// When the last datagram from the peer arrived (or the connection started).
+    var lastReceiveTime: QUICInstant { currentTime }
+
+    /// Server: closes an idle connection to make room for a new client, with a transport
+    /// CONNECTION_CLOSE of NO_ERROR whose reason says why (RFC 9000 §10.2 allows closing at any
+    /// time). The connection then goes through its closing period like any other close.
+    func evict(reason: String, now: QUICInstant) {
+        guard !isClosed else { return }
+        let bytes = Array(reason.utf8)
+        bytes.withUnsafeBufferPointer {
+            var ccerr = ngtcp2_connection_close_error()
+            ngtcp2_connection_close_error_set_transport_error(
+                &ccerr, UInt64(NGTCP2_NO_ERROR), UnsafeMutablePointer(mutating: $0.baseAddress), $0.count)
+            startClosing(ccerr: ccerr, reason: .transportError(code: 0, reason: reason, byPeer: false), now: now)
+        }
+    }
+}
