@@ -19,8 +19,9 @@
 /// ("expensive paths prohibited (wwan0 is expensive)"), and connects as soon as the kernel
 /// reports an interface, address or route change (or `NetworkInterfacePolicy`'s marks change)
 /// that allows one. They need the kernel's interface list (rtnetlink): on a loop that cannot
-/// watch it the connection fails with `NetworkError.unsupported`; listeners do not take them
-/// yet (`NetworkError.unsupported`).
+/// watch it the connection fails with `NetworkError.unsupported`. A listener takes
+/// `requiredInterface` (its sockets are bound to it, so it accepts only what arrives through
+/// it); the other constraints on a listener are `NetworkError.unsupported` for now.
 ///
 /// ```swift
 /// let metered = NetworkConnection(to: .hostPort(host: "example.com", port: 443), using: .parameters {

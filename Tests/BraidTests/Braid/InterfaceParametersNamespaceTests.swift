@@ -48,10 +48,12 @@ import Testing
     /// Runs a listener on the server's address in `environment` (the server's namespace) that
     /// records where each connection came from; returns the port.
     private static func serve<Stack: NetworkProtocol>(
-        _ stack: Stack, in environment: NetworkEnvironment, peers: PeerLog,
+        _ stack: Stack, in environment: NetworkEnvironment, peers: PeerLog, requiredInterface: NWInterface? = nil,
         _ handler: @escaping @Sendable (NetworkConnection<Stack>) async throws -> Void = { _ in }
     ) async throws -> (port: NWEndpoint.Port, task: Task<Void, any Error>) {
-        let listener = NetworkListener(for: .hostPort(host: .init(service), port: .any), using: .parameters { stack })
+        var parameters = NetworkParameters.parameters { stack }
+        if let requiredInterface { parameters = parameters.requiredInterface(requiredInterface) }
+        let listener = NetworkListener(for: .hostPort(host: .init(service), port: .any), using: parameters)
         let task = NetworkEnvironment.$current.withValue(environment) {
             Task {
                 try await listener.run { connection in
@@ -207,6 +209,60 @@ import Testing
                         let seen = try await peers.next()
                         #expect(seen == expected, "\(what): the server saw \(seen)")
                     }
+                }
+            }
+        }
+    }
+
+    /// A listener with a required interface accepts only what arrives through it: the server's
+    /// end of `ipw2`.
+    @Test func aListenerWithARequiredInterfaceAcceptsOnlyThroughIt() async throws {
+        try await Self.withNamespaces { client, server in
+            try await Self.addTwoUplinks(client: client, server: server)
+            let serverEnd = NWInterface(type: .other, name: "sipw2", index: 0)
+            let ipw2 = NWInterface(type: .other, name: "ipw2", index: 0)
+            try await Self.withLoop(in: server) { serverEnvironment in
+                let tcpPeers = PeerLog(), udpPeers = PeerLog()
+                let (tcpPort, tcpServing) = try await Self.serve(TCP(), in: serverEnvironment, peers: tcpPeers, requiredInterface: serverEnd)
+                defer { tcpServing.cancel() }
+                let (udpPort, udpServing) = try await Self.serve(UDP(), in: serverEnvironment, peers: udpPeers, requiredInterface: serverEnd) { connection in
+                    _ = try await connection.receive()
+                }
+                defer { udpServing.cancel() }
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    // Through wwan7 (the kernel's choice), the TCP listener is not there.
+                    let refused = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                        NetworkConnection(to: .hostPort(host: .init(Self.service), port: tcpPort)) { TCP() }
+                    }
+                    defer { refused.cancel() }
+                    do {
+                        try await Self.ready(refused)
+                        Issue.record("a connection through wwan7 reached a listener bound to sipw2")
+                    } catch NetworkError.connectionRefused {}
+                    let through = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                        NetworkConnection(to: .hostPort(host: .init(Self.service), port: tcpPort), using: .parameters { TCP() }.requiredInterface(ipw2))
+                    }
+                    defer { through.cancel() }
+                    try await Self.ready(through)
+                    #expect(try await tcpPeers.next() == "10.75.0.1")
+
+                    // UDP: the datagram through wwan7 never reaches the listener, the later one
+                    // through ipw2 does.
+                    let (plain, pinned) = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                        (
+                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: udpPort)) { UDP() },
+                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: udpPort), using: .parameters { UDP() }.requiredInterface(ipw2))
+                        )
+                    }
+                    defer {
+                        plain.cancel()
+                        pinned.cancel()
+                    }
+                    try await Self.ready(plain)
+                    try await plain.send(Data("through wwan7".utf8))
+                    try await Self.ready(pinned)
+                    try await pinned.send(Data("through ipw2".utf8))
+                    #expect(try await udpPeers.next() == "10.75.0.1")
                 }
             }
         }
@@ -390,9 +446,14 @@ import Testing
         }
         #expect(what.contains("cannot watch the kernel's interfaces"))
 
-        // Listeners do not take them yet.
+        // Listeners take only requiredInterface.
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any), using: .parameters { UDP() }.requiredInterfaceType(.wiredEthernet))
-        await #expect(throws: NetworkError.self) { try await listener.run { _ in } }
+        do {
+            try await listener.run { _ in }
+            Issue.record("a listener ran with requiredInterfaceType")
+        } catch NetworkError.unsupported(let what) {
+            #expect(what.contains("requiredInterfaceType"))
+        }
     }
 }
 
