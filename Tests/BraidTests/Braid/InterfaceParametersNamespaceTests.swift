@@ -264,6 +264,21 @@ import Testing
                     try await pinned.send(Data("through ipw2".utf8))
                     #expect(try await udpPeers.next() == "10.75.0.1")
                 }
+                // QUIC: a listener bound to sipw2 serves a client that comes through ipw2.
+                let quicPeers = PeerLog()
+                let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+                let (quicPort, quicServing) = try await Self.serve(identity, in: serverEnvironment, peers: quicPeers, requiredInterface: serverEnd, echo)
+                defer { quicServing.cancel() }
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                        NetworkConnection(to: .hostPort(host: .init(Self.service), port: quicPort), using: .parameters { testClient() }.requiredInterface(ipw2))
+                    }
+                    defer { connection.cancel() }
+                    let stream = try await connection.openStream()
+                    try await stream.send(Data("pinned both ends".utf8), endOfStream: true)
+                    #expect(String(decoding: try await stream.receive(atLeast: 16, atMost: 64).content, as: UTF8.self) == "pinned both ends")
+                    #expect(try await quicPeers.next() == "10.75.0.1")
+                }
             }
         }
     }
