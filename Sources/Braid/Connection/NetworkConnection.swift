@@ -109,6 +109,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         shared.states.update(.preparing)
         let endpoint = endpoint, core = core, local = requestedLocalEndpoint, sockets = sockets, streamSockets = streamSockets
         let serviceClass = parameters.serviceClass, multipath = parameters.multipathServiceType
+        let constraints = parameters.interfaceConstraints
         let tls: TLS?, tcp: TCP
         switch stack {
         case let quic as QUIC:
@@ -118,7 +119,8 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
             }
             loop.execute { context in
                 let strategy = QUICEstablishment(core: core.value, quic: quic, endpoint: endpoint, sockets: sockets)
-                ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local).begin(context)
+                ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local, constraints: constraints)
+                    .begin(context)
             }
             return
         case let udp as UDP:
@@ -154,7 +156,8 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
             let strategy = StreamEstablishment(
                 core: core.value, tcp: tcp, tls: tls, endpoint: endpoint, serviceClass: serviceClass, multipath: multipath,
                 sockets: streamSockets)
-            ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local).begin(context)
+            ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local, constraints: constraints)
+                    .begin(context)
         }
     }
 
@@ -169,9 +172,11 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
             return
         }
         let endpoint = endpoint, core = core, local = requestedLocalEndpoint, sockets = sockets
+        let constraints = parameters.interfaceConstraints
         loop.execute { context in
             let strategy = DatagramEstablishment(core: core.value, udp: udp, sockets: sockets)
-            ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local).begin(context)
+            ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local, constraints: constraints)
+                .begin(context)
         }
     }
 

@@ -17,7 +17,11 @@ import Glibc
 /// - while no address is usable (temporary DNS failure, no route), moves the connection to
 ///   `waiting(error)` and tries again as soon as the kernel's links, addresses or routes
 ///   change (`InterfaceChanges`, rtnetlink events on the connection's loop), with a backoff
-///   timer as the fallback, until it works or is cancelled.
+///   timer as the fallback, until it works or is cancelled;
+/// - under interface constraints (`NetworkParameters.expensivePathsProhibited` and the
+///   others), chooses an allowed interface for each address (`InterfaceConstraints`) from the
+///   loop's view of the kernel's interfaces, and the strategy binds the attempt's sockets to
+///   it; with none allowed, the connection waits with `NetworkError.noAllowedInterface`.
 ///
 /// An attempt the strategy commits to at once (QUIC resuming with 0-RTT data) does not race:
 /// it is the connection from the start, so early data is sent once, on one path; later
@@ -37,6 +41,11 @@ final class ClientEstablishment {
     private let strategy: any EstablishmentStrategy
     private let endpoint: NWEndpoint
     let local: LocalBinding?
+    /// The parameters' interface constraints (empty: the kernel's routing decides).
+    private let constraints: InterfaceConstraints
+    /// The interface chosen for each address tried under constraints (its sockets are bound
+    /// to it).
+    private var chosenInterfaces: [SocketAddress: NWInterface] = [:]
     /// Addresses not tried yet in this round, in attempt order.
     private var untried: [SocketAddress] = []
     /// Attempts in flight (several may race).
@@ -51,8 +60,12 @@ final class ClientEstablishment {
     /// While waiting: the signal that retries at the next interface change.
     private var pathWaiter: (changes: InterfaceChanges, token: UInt64)?
 
-    init(core: ConnectionCore, strategy: any EstablishmentStrategy, endpoint: NWEndpoint, local: NWEndpoint? = nil) {
+    init(
+        core: ConnectionCore, strategy: any EstablishmentStrategy, endpoint: NWEndpoint, local: NWEndpoint? = nil,
+        constraints: InterfaceConstraints = InterfaceConstraints()
+    ) {
         self.core = core
+        self.constraints = constraints
         self.strategy = strategy
         self.endpoint = endpoint
         self.local = local.map { endpoint in
@@ -70,6 +83,26 @@ final class ClientEstablishment {
         guard !isOver else { return }
         // Until an attempt wins, ending the connection abandons the attempts.
         strategy.standIn(for: self, context: context)
+        if !constraints.isEmpty {
+            // Choosing an interface needs the loop's view of the kernel's interfaces.
+            guard let changes = InterfaceChanges.on(context), changes.isWatching else {
+                finish(
+                    failing: .unsupported(
+                        "interface parameters (requiredInterfaceType, prohibitedInterfaceTypes, requiredInterface, prohibitedInterfaces, expensivePathsProhibited, constrainedPathsProhibited) on a loop that cannot watch the kernel's interfaces over rtnetlink (a virtual loop, or netlink refused)"
+                    ), context: context)
+                return
+            }
+            guard changes.snapshot != nil else {
+                // The loop's watcher has not read the interfaces yet: begin once it has (or
+                // once it failed, which the check above then reports).
+                let token = changes.whenChanged { [self] context in
+                    pathWaiter = nil
+                    begin(context)
+                }
+                pathWaiter = (changes, token)
+                return
+            }
+        }
         roundGeneration = InterfaceChanges.on(context, creating: false)?.generation
         let endpoint = endpoint, version = strategy.ipVersion, loop = context.loop
         if let literal = Resolver.literalAddresses(for: endpoint) {
@@ -118,6 +151,7 @@ final class ClientEstablishment {
         do {
             // The route lookup fails first when there is no path to this address.
             try Self.checkRoute(to: remote)
+            if !constraints.isEmpty { try chooseInterface(toward: remote, context: context) }
             let (attempt, committed) = try strategy.attempt(remote, alone: attempts.isEmpty, race: self, context: context)
             if committed {
                 adopt(attempt, context: context)
@@ -141,6 +175,26 @@ final class ClientEstablishment {
             failures.append(failure)
             attemptNext(context)
         }
+    }
+
+    /// The interface the constraints allow toward `remote`, for the strategy's sockets
+    /// (`interface(toward:)`); throws `noAllowedInterface` (a path failure: the connection
+    /// waits) when there is none.
+    private func chooseInterface(toward remote: SocketAddress, context: LoopContext) throws {
+        guard let snapshot = InterfaceChanges.on(context, creating: false)?.snapshot else {
+            throw NetworkError.noAllowedInterface(reason: "the kernel's interface list is being read again")
+        }
+        // The kernel's own choice, unconstrained, goes first when it is allowed.
+        let kernelSource = try? UDPSocket.localAddress(toward: remote)
+        switch constraints.choose(toward: remote, in: snapshot, marks: NetworkInterfacePolicy.current, kernelSource: kernelSource) {
+        case .interface(let interface): chosenInterfaces[remote] = interface
+        case .none(let reason): throw NetworkError.noAllowedInterface(reason: reason)
+        }
+    }
+
+    /// The interface an attempt toward `remote` must bind its sockets to (nil: any).
+    func interface(toward remote: SocketAddress) -> NWInterface? {
+        chosenInterfaces[remote]
     }
 
     // MARK: What attempts report
@@ -288,8 +342,10 @@ final class ClientEstablishment {
     /// Errors that mean "no usable path to this address now", as opposed to a peer that
     /// answered wrongly: no route, network down, the local address gone.
     static func isPathFailure(_ error: NetworkError) -> Bool {
+        if case .noAllowedInterface = error { return true }
         guard case .system(_, let code) = error else { return false }
-        return [ENETUNREACH, EHOSTUNREACH, ENETDOWN, EHOSTDOWN, EADDRNOTAVAIL].contains(code)
+        // ENODEV: the interface chosen for the connection went away before its socket was bound.
+        return [ENETUNREACH, EHOSTUNREACH, ENETDOWN, EHOSTDOWN, EADDRNOTAVAIL, ENODEV].contains(code)
     }
 
     /// Tests give the connections to a port their own retry delays (say, an hour, to show

@@ -29,6 +29,8 @@ final class DatagramEstablishment: EstablishmentStrategy {
     func attempt(
         _ remote: SocketAddress, alone: Bool, race: ClientEstablishment, context: LoopContext
     ) throws -> (attempt: any EstablishmentAttempt, committed: Bool) {
+        // Under interface constraints, the socket is bound to the chosen interface.
+        let sockets = try race.interface(toward: remote).map { try self.sockets.boundToDevice($0.name) } ?? self.sockets
         let local: SocketAddress
         if let binding = race.local {
             local = (binding.address ?? SocketAddress(ip: remote.isIPv6 ? "::" : "0.0.0.0", port: 0)!).withPort(binding.port)

@@ -1,3 +1,4 @@
+import BraidIO
 import Foundation
 import Synchronization
 
@@ -13,7 +14,8 @@ import Synchronization
 /// - `BRAID_EXPENSIVE_INTERFACES=eth1,usb*`
 /// - `BRAID_CONSTRAINED_INTERFACES=wlan1`
 ///
-/// Changing the marks re-evaluates every running `NWPathMonitor` at once.
+/// Changing the marks re-evaluates every running `NWPathMonitor` at once, and wakes the
+/// connections waiting for an interface their parameters allow (`expensivePathsProhibited`).
 ///
 /// ```swift
 /// NetworkInterfacePolicy.expensiveInterfaces.insert("eth1")
@@ -26,6 +28,7 @@ public enum NetworkInterfacePolicy {
         set {
             marks.withLock { $0.expensive = newValue }
             NWPathMonitor.policyChanged()
+            InterfaceChanges.wakeAll()
         }
     }
 
@@ -35,6 +38,7 @@ public enum NetworkInterfacePolicy {
         set {
             marks.withLock { $0.constrained = newValue }
             NWPathMonitor.policyChanged()
+            InterfaceChanges.wakeAll()
         }
     }
 

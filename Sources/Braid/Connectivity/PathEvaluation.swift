@@ -64,7 +64,7 @@ enum PathEvaluation {
     }
 
     /// RTNH_F_DEAD | RTNH_F_LINKDOWN: the kernel will not use this next hop.
-    private static let nexthopUnusable: UInt8 = 0x1 | 0x10
+    static let nexthopUnusable: UInt8 = 0x1 | 0x10
 
     private static func loopbackPath(live: [InterfaceSnapshot.Interface], marks: NetworkInterfacePolicy.Marks) -> NWPath {
         let loopbacks = live.filter { $0.kind == .loopback && !$0.addresses.isEmpty }
@@ -111,7 +111,7 @@ enum PathEvaluation {
         }
     }
 
-    private static func publicInterface(_ interface: InterfaceSnapshot.Interface) -> NWInterface {
+    static func publicInterface(_ interface: InterfaceSnapshot.Interface) -> NWInterface {
         NWInterface(type: interfaceType(interface.kind), name: interface.link.name, index: Int(interface.link.index))
     }
 

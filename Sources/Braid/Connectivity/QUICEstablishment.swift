@@ -37,6 +37,9 @@ final class QUICEstablishment: EstablishmentStrategy {
         _ remote: SocketAddress, alone: Bool, race: ClientEstablishment, context: LoopContext
     ) throws -> (attempt: any EstablishmentAttempt, committed: Bool) {
         let cacheKey = "\(serverName):\(remote.port)"
+        // Under interface constraints, every socket of the connection (migrations' too) is
+        // bound to the chosen interface.
+        let sockets = try race.interface(toward: remote).map { try self.sockets.boundToDevice($0.name) } ?? self.sockets
         let bindAddress = try (race.local?.address ?? sockets.localAddress(toward: remote)).withPort(race.local?.port ?? 0)
         // Taken (tickets are single-use) only once this address looks usable.
         let ticket = alone ? quic.sessionCache?.take(cacheKey) : nil

@@ -44,6 +44,9 @@ final class StreamEstablishment: EstablishmentStrategy {
         let local = race.local.map { local in
             (local.address ?? SocketAddress(ip: remote.isIPv6 ? "::" : "0.0.0.0", port: 0)!).withPort(local.port)
         }
+        var options = options
+        // Under interface constraints, the socket is bound to the chosen interface.
+        options.device = race.interface(toward: remote)?.name
         let socket = try sockets.connect(to: remote, from: local, options: options)
         let attempt = ConnectAttempt(socket: socket, remote: remote, race: race)
         if socket.connectDeferredUntilWrite {

@@ -79,6 +79,12 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
     case system(call: String, errno: Int32)
     /// The stack or option is not implemented yet in Braid.
     case unsupported(String)
+    /// No interface satisfies the connection's interface parameters (`requiredInterfaceType`,
+    /// `prohibitedInterfaceTypes`, `requiredInterface`, `prohibitedInterfaces`,
+    /// `expensivePathsProhibited`, `constrainedPathsProhibited`); `reason` names the
+    /// constraint and the interfaces it rules out. A connection reports it in `waiting`, and
+    /// connects when an allowed interface appears.
+    case noAllowedInterface(reason: String)
     /// The call does not fit the object's state (e.g. a listener that is already running).
     case invalidState(String)
     /// An unexpected failure inside the QUIC engine.
@@ -153,6 +159,8 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             "\(call) failed: \(String(cString: strerror(code))) (errno \(code))."
         case .unsupported(let what):
             "Not supported by Braid yet: \(what)."
+        case .noAllowedInterface(let reason):
+            "No interface satisfies the parameters: \(reason). The connection waits until an allowed interface appears; relax the parameters, or change NetworkInterfacePolicy's marks, to use the others."
         case .invalidState(let what):
             "Invalid state: \(what)."
         case .internalError(let what):

@@ -119,6 +119,13 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         let group: any ListenerGroup
         let incoming: AsyncStream<NetworkConnection<ApplicationProtocol>>
         do {
+            var constraints = parameters.interfaceConstraints
+            constraints.requiredInterface = nil
+            if !constraints.isEmpty {
+                // Not silently dropped: a listener would have to filter what arrives by interface.
+                throw NetworkError.unsupported(
+                    "requiredInterfaceType, prohibitedInterfaceTypes, prohibitedInterfaces, expensivePathsProhibited and constrainedPathsProhibited on listeners (a listener takes requiredInterface; connections apply them all)")
+            }
             let address = try await bindAddress()
             let (stream, continuation) = AsyncStream<NetworkConnection<ApplicationProtocol>>.makeStream()
             incoming = stream
@@ -171,6 +178,13 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         broadcast.update(.cancelled)
     }
 
+    /// The UDP sockets of a QUIC or UDP listener: bound to `requiredInterface` (SO_BINDTODEVICE),
+    /// if the parameters name one, so only what arrives through it is received.
+    private func listeningSockets(_ sockets: any DatagramSocketFactory) throws -> any DatagramSocketFactory {
+        guard let name = parameters.requiredInterface?.name else { return sockets }
+        return try sockets.boundToDevice(name)
+    }
+
     private func startQUIC(
         _ quic: QUIC, bindTo address: SocketAddress, deliver: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) -> Void
     ) async throws -> QUICServerGroup {
@@ -183,7 +197,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         let environment = NetworkEnvironment.current
         return try await QUICServerGroup.start(
             loops: environment.map { [$0.loop] } ?? LoopPool.loops(quic.serverLoops), configuration: configuration,
-            bindTo: address, batching: quic.udp.batching, sockets: environment?.sockets ?? UDPSockets()
+            bindTo: address, batching: quic.udp.batching, sockets: try listeningSockets(environment?.sockets ?? UDPSockets())
         ) { driver, context in
             InboundConnections(driver: driver, context: context, stack: stack, transport: quic.transport, deliver: deliver).handle
         }
@@ -204,7 +218,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         let environment = NetworkEnvironment.current
         return try await UDPServerGroup.start(
             loops: environment.map { [$0.loop] } ?? LoopPool.loops(udp.serverLoops), bindTo: address, batching: udp.batching,
-            idleTimeout: udp.inboundIdleTimeout, sockets: environment?.sockets ?? UDPSockets()
+            idleTimeout: udp.inboundIdleTimeout, sockets: try listeningSockets(environment?.sockets ?? UDPSockets())
         ) { _ in
             { metadata, _, context in
                 guard admission.admit() else { return nil }
@@ -230,7 +244,9 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         let tlsContext = try tls.map { try TLSServerContexts.make(for: $0) }
         // The listening socket is MPTCP when asked (accepting MPTCP and plain TCP clients), and
         // every accepted connection gets the service class's mark.
-        let options = TCPOptions(tcp, serviceClass: parameters.serviceClass, multipath: parameters.multipathServiceType)
+        var options = TCPOptions(tcp, serviceClass: parameters.serviceClass, multipath: parameters.multipathServiceType)
+        // `requiredInterface`: the listening socket is bound to it, and so is every connection it accepts.
+        options.device = parameters.requiredInterface?.name
         let stack = parameters.stack
         let admission = ConnectionAdmission(limit: newConnectionLimit)
         let environment = NetworkEnvironment.current

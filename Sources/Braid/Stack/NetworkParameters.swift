@@ -6,8 +6,28 @@
 /// }.localPort(50000))
 /// ```
 ///
-/// Of Apple's parameter modifiers, Braid has `localEndpoint`, `localPort`, `serviceClass` and
-/// `multipathServiceType`; the interface and path-type constraints are not implemented yet.
+/// Of Apple's parameter modifiers, Braid has `localEndpoint`, `localPort`, `serviceClass`,
+/// `multipathServiceType` and the interface constraints: `requiredInterfaceType`,
+/// `prohibitedInterfaceTypes`, `requiredInterface`, `prohibitedInterfaces`,
+/// `expensivePathsProhibited` and `constrainedPathsProhibited`.
+///
+/// The interface constraints hold for client connections of every stack (QUIC, TLS, TCP, UDP):
+/// the connection chooses an allowed interface that routes to the remote address (see
+/// `requiredInterfaceType(_:)`) and binds its sockets to it (SO_BINDTODEVICE), so its
+/// packets leave only through it. When no allowed interface can carry the traffic, the
+/// connection is `waiting(.noAllowedInterface(reason:))`, the reason naming the constraint
+/// ("expensive paths prohibited (wwan0 is expensive)"), and connects as soon as the kernel
+/// reports an interface, address or route change (or `NetworkInterfacePolicy`'s marks change)
+/// that allows one. They need the kernel's interface list (rtnetlink): on a loop that cannot
+/// watch it the connection fails with `NetworkError.unsupported`. A listener takes
+/// `requiredInterface` (its sockets are bound to it, so it accepts only what arrives through
+/// it); the other constraints on a listener are `NetworkError.unsupported` for now.
+///
+/// ```swift
+/// let metered = NetworkConnection(to: .hostPort(host: "example.com", port: 443), using: .parameters {
+///     TLS()
+/// }.expensivePathsProhibited(true).prohibitedInterfaceTypes([.cellular]))
+/// ```
 public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable {
     /// The protocol stack, as its top protocol (for QUIC, the `QUIC` value and its options).
     public let stack: ApplicationProtocol
@@ -23,6 +43,19 @@ public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable 
     public private(set) var serviceClass: ServiceClass = .bestEffort
     /// Multipath TCP, set by `multipathServiceType(_:)` (default `.disabled`).
     public private(set) var multipathServiceType: MultipathServiceType = .disabled
+
+    /// The only interface type the connection may use (`requiredInterfaceType(_:)`); nil: any.
+    public private(set) var requiredInterfaceType: NWInterface.InterfaceType?
+    /// Interface types the connection may not use (`prohibitedInterfaceTypes(_:)`).
+    public private(set) var prohibitedInterfaceTypes: [NWInterface.InterfaceType] = []
+    /// The only interface the connection may use (`requiredInterface(_:)`); nil: any.
+    public private(set) var requiredInterface: NWInterface?
+    /// Interfaces the connection may not use (`prohibitedInterfaces(_:)`).
+    public private(set) var prohibitedInterfaces: [NWInterface] = []
+    /// The connection may not use expensive interfaces (`expensivePathsProhibited(_:)`).
+    public private(set) var expensivePathsProhibited = false
+    /// The connection may not use constrained interfaces (`constrainedPathsProhibited(_:)`).
+    public private(set) var constrainedPathsProhibited = false
 
     /// Parameters for `stack`, with no local endpoint.
     public init(stack: ApplicationProtocol) { self.stack = stack }
@@ -58,6 +91,77 @@ public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable 
         var copy = self
         copy.multipathServiceType = type
         return copy
+    }
+
+    /// Uses only interfaces of this type (on Linux the type comes from the kernel: see
+    /// `NWPathMonitor`). Veth pairs, bridges and tunnels are `.other`.
+    ///
+    /// ```swift
+    /// let wired = NetworkConnection(to: .hostPort(host: "10.0.0.2", port: 9000), using: .parameters {
+    ///     UDP()
+    /// }.requiredInterfaceType(.wiredEthernet))
+    /// ```
+    public func requiredInterfaceType(_ type: NWInterface.InterfaceType) -> NetworkParameters {
+        var copy = self
+        copy.requiredInterfaceType = type
+        return copy
+    }
+
+    /// Never uses interfaces of these types.
+    public func prohibitedInterfaceTypes(_ types: [NWInterface.InterfaceType]) -> NetworkParameters {
+        var copy = self
+        copy.prohibitedInterfaceTypes = types
+        return copy
+    }
+
+    /// Uses only this interface (one a path monitor reported; compared by name, so it still
+    /// holds if the interface is made again). The connection waits while it cannot carry the
+    /// traffic: down, gone, or without a route to the remote address.
+    ///
+    /// ```swift
+    /// let monitor = NWPathMonitor()
+    /// if let uplink = monitor.currentPath.availableInterfaces.first {
+    ///     let pinned = NetworkConnection(to: .hostPort(host: "example.com", port: 443), using: .parameters {
+    ///         QUIC(alpn: ["h3"])
+    ///     }.requiredInterface(uplink))
+    ///     pinned.start()
+    /// }
+    /// ```
+    public func requiredInterface(_ interface: NWInterface) -> NetworkParameters {
+        var copy = self
+        copy.requiredInterface = interface
+        return copy
+    }
+
+    /// Never uses these interfaces (compared by name).
+    public func prohibitedInterfaces(_ interfaces: [NWInterface]) -> NetworkParameters {
+        var copy = self
+        copy.prohibitedInterfaces = interfaces
+        return copy
+    }
+
+    /// Never uses expensive interfaces: cellular ones, and those marked in
+    /// `NetworkInterfacePolicy` (`BRAID_EXPENSIVE_INTERFACES`).
+    public func expensivePathsProhibited(_ prohibited: Bool) -> NetworkParameters {
+        var copy = self
+        copy.expensivePathsProhibited = prohibited
+        return copy
+    }
+
+    /// Never uses constrained interfaces: those marked in `NetworkInterfacePolicy`
+    /// (`BRAID_CONSTRAINED_INTERFACES`; Linux has no system-wide Low Data Mode).
+    public func constrainedPathsProhibited(_ prohibited: Bool) -> NetworkParameters {
+        var copy = self
+        copy.constrainedPathsProhibited = prohibited
+        return copy
+    }
+
+    /// The interface constraints together, for establishment.
+    var interfaceConstraints: InterfaceConstraints {
+        InterfaceConstraints(
+            requiredInterfaceType: requiredInterfaceType, prohibitedInterfaceTypes: prohibitedInterfaceTypes,
+            requiredInterface: requiredInterface, prohibitedInterfaces: prohibitedInterfaces,
+            expensivePathsProhibited: expensivePathsProhibited, constrainedPathsProhibited: constrainedPathsProhibited)
     }
 }
 

@@ -58,7 +58,9 @@ public final class EventLoop: Sendable {
             let context = LoopContext(loop: self, epollFD: epollFD, wakeFD: wakeFD)
             context.run()
             context.tearDown()
-            close(wakeFD)
+            // The eventfd stays open until the loop is released (deinit): a late `execute` (a
+            // connection released after its loop stopped) then writes to this loop's own
+            // eventfd, never to a descriptor number the process has since reused.
             close(epollFD)
             exited.signal()
         }
@@ -98,13 +100,18 @@ public final class EventLoop: Sendable {
     }
 
     deinit {
-        // A real loop's thread keeps it alive; a virtual loop that nobody shut down still
-        // gives its descriptors back.
-        if virtualContext != nil {
+        // A real loop's thread keeps it alive while it runs; its eventfd closes here. A
+        // virtual loop that nobody shut down still gives its descriptors back.
+        if virtualClock == nil {
+            close(wakeFD)
+        } else if virtualContext != nil {
             close(wakeFD)
             close(epollFD)
         }
     }
+
+    /// `shutdown()` was called: work posted now never runs.
+    package var isStopped: Bool { stopped.withLock { $0 } }
 
     /// A virtual loop's clock now (nil for a real loop).
     package var virtualNow: MonotonicInstant? { virtualClock?.withLock { $0 } }

@@ -45,7 +45,7 @@ package final class InterfaceChanges {
             changes.watcher = InterfaceWatcher.start(
                 socket: socket, on: loop, counters: changes.counters, publish: nil,
                 kernelEvents: { bound.value.changed() },
-                fail: { _ in bound.value.watcher = nil })
+                fail: { _ in bound.value.watcherFailed() })
             made = changes
         }
         perLoop.withLock { entries in
@@ -69,6 +69,30 @@ package final class InterfaceChanges {
 
     /// Whether the watcher still runs (false once the kernel failed it).
     package var isWatching: Bool { watcher != nil }
+
+    /// The loop's interfaces now, for a connection that must choose one (its interface
+    /// parameters); nil until the first dumps are done (`whenChanged` tells when) or once the
+    /// watcher failed. Reads /sys for links not classified yet.
+    package var snapshot: InterfaceSnapshot? { watcher?.currentSnapshot() }
+
+    /// Wakes every loop's waiters at once, as if the kernel had sent an event: what counts as
+    /// an allowed interface changed without one (`NetworkInterfacePolicy`'s marks).
+    package static func wakeAll() {
+        let live = perLoop.withLock { entries in entries.values.compactMap { $0.changes }.filter { !$0.loop.isStopped } }
+        for changes in live {
+            changes.loop.execute { context in changes.value.wake(context) }
+        }
+    }
+
+    /// The kernel failed the watcher: waiters must not wait for events that will not come
+    /// (they find `isWatching` false and fall back to their timers).
+    private func watcherFailed() {
+        let loop = watcher?.loop
+        watcher = nil
+        guard !waiters.isEmpty, let loop else { return }
+        let bound = LoopBound(self, on: loop)
+        loop.execute { context in bound.value.wake(context) }
+    }
 
     private func changed() {
         generation += 1

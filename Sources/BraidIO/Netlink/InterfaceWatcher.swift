@@ -88,6 +88,19 @@ package final class InterfaceWatcher: LoopHandler {
             let watcher = watcher
             watcher.loop.execute { context in watcher.value.stop(context) }
         }
+
+        /// The interfaces now, without the DNS check (nil until the first dumps are done, or
+        /// while a loss is being repaired). Call on the watcher's loop.
+        package func currentSnapshot() -> InterfaceSnapshot? {
+            watcher.value.currentSnapshot()
+        }
+    }
+
+    /// The interfaces as the table describes them (/sys is read for links not seen before).
+    fileprivate func currentSnapshot() -> InterfaceSnapshot? {
+        guard synchronized else { return nil }
+        defer { updateCounters() }
+        return makeSnapshot(readingNameServers: false)
     }
 
     private func begin(_ context: LoopContext) {
@@ -193,7 +206,10 @@ package final class InterfaceWatcher: LoopHandler {
     private func handle(_ message: RouteNetlinkMessage) throws {
         let answersDump = dumping != nil && message.sequence == sequence
         if answersDump, message.interrupted { dumpInterrupted = true }
-        if message.sequence == 0 { sawEvent = true }
+        // Anything but an answer to our own dump is an event. Not only sequence 0: the kernel's
+        // notification of a change another process asked for over netlink (`ip route add`)
+        // carries that request's sequence number.
+        if !answersDump { sawEvent = true }
         switch message.content {
         case .done where answersDump:
             try dumpFinished()
@@ -233,13 +249,14 @@ package final class InterfaceWatcher: LoopHandler {
         publish?(snapshot)
     }
 
-    private func makeSnapshot() -> InterfaceSnapshot {
+    private func makeSnapshot(readingNameServers: Bool = true) -> InterfaceSnapshot {
         let links = table.links.values.sorted { $0.index < $1.index }
         kinds = kinds.filter { table.links[$0.key] != nil }
         let interfaces = links.map { link in
             InterfaceSnapshot.Interface(link: link, kind: kind(of: link), addresses: table.addresses[link.index] ?? [])
         }
-        return InterfaceSnapshot(interfaces: interfaces, defaultRoutes: table.defaultRoutes, hasNameServer: readHasNameServer())
+        return InterfaceSnapshot(
+            interfaces: interfaces, defaultRoutes: table.defaultRoutes, hasNameServer: readingNameServers ? readHasNameServer() : false)
     }
 
     private func kind(of link: NetlinkLink) -> LinkKind {

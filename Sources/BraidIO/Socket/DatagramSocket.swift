@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What the drivers need of a datagram socket: `UDPSocket` on a real network, or a socket of an
 /// in-memory network for tests on a virtual loop. The same batch vocabulary either way
 /// (`DatagramMetadata`, send slots, segment sizes).
@@ -31,6 +35,16 @@ package protocol DatagramSocketFactory: Sendable {
     ) throws -> any DatagramSocket
     /// The local address a socket would send from toward `remote` (port 0).
     func localAddress(toward remote: SocketAddress) throws -> SocketAddress
+    /// The same factory with every socket bound to the interface `name` (SO_BINDTODEVICE), the
+    /// address lookups limited to it too. Throws where sockets cannot be bound to interfaces.
+    func boundToDevice(_ name: String) throws -> any DatagramSocketFactory
+}
+
+extension DatagramSocketFactory {
+    /// Sockets that are not the kernel's have no interfaces to bind to.
+    package func boundToDevice(_ name: String) throws -> any DatagramSocketFactory {
+        throw DatapathError.system("SO_BINDTODEVICE \(name) on \(Self.self)", EOPNOTSUPP)
+    }
 }
 
 extension UDPSocket: DatagramSocket {
@@ -41,15 +55,23 @@ extension UDPSocket: DatagramSocket {
 
 /// The machine's UDP sockets.
 package struct UDPSockets: DatagramSocketFactory {
-    package init() {}
+    /// The interface every socket is bound to (SO_BINDTODEVICE); nil: any.
+    package let device: String?
+
+    package init(device: String? = nil) { self.device = device }
 
     package func bind(
         _ address: SocketAddress, batching: BatchingOptions, receiveSlots: Int, sendBatches: Int, reusePort: Bool
     ) throws -> any DatagramSocket {
-        try UDPSocket(bindTo: address, batching: batching, receiveSlots: receiveSlots, sendBatches: sendBatches, reusePort: reusePort)
+        try UDPSocket(
+            bindTo: address, batching: batching, receiveSlots: receiveSlots, sendBatches: sendBatches, reusePort: reusePort, device: device)
     }
 
     package func localAddress(toward remote: SocketAddress) throws -> SocketAddress {
-        try UDPSocket.localAddress(toward: remote)
+        try UDPSocket.localAddress(toward: remote, device: device)
+    }
+
+    package func boundToDevice(_ name: String) throws -> any DatagramSocketFactory {
+        UDPSockets(device: name)
     }
 }

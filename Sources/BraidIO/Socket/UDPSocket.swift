@@ -76,9 +76,11 @@ public final class UDPSocket {
     ///     is ever truncated silently.
     ///   - sendBatches: batches (of up to 64 datagrams each) that can be queued before a flush.
     ///   - reusePort: SO_REUSEPORT, for several sockets on one port (one per loop).
+    ///   - device: the interface the socket is bound to (SO_BINDTODEVICE) before its address;
+    ///     nil: any.
     public init(
         bindTo address: SocketAddress, batching requested: BatchingOptions = .all, receiveSlots: Int = 16,
-        sendBatches: Int = 16, reusePort: Bool = false, logger: Logger = Logger(label: "braid.io")
+        sendBatches: Int = 16, reusePort: Bool = false, device: String? = nil, logger: Logger = Logger(label: "braid.io")
     ) throws {
         self.logger = logger
         isIPv6 = address.isIPv6
@@ -95,6 +97,7 @@ public final class UDPSocket {
                 }
             }
             if reusePort { try set(SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT") }
+            if let device { try SocketDevice.bind(fd, to: device) }
             if isIPv6 {
                 try set(Int32(IPPROTO_IPV6), IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS")
                 try set(Int32(IPPROTO_IPV6), IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO")
@@ -180,11 +183,13 @@ public final class UDPSocket {
 
     /// The local address the kernel would route from toward `remote`, with port 0: a client
     /// binds to it (not to the wildcard) so its engine's path names a real address. Throws the
-    /// routing error (ENETUNREACH...) when there is no route.
-    public static func localAddress(toward remote: SocketAddress) throws -> SocketAddress {
+    /// routing error (ENETUNREACH...) when there is no route. With `device`, the route lookup
+    /// is limited to that interface (SO_BINDTODEVICE).
+    public static func localAddress(toward remote: SocketAddress, device: String? = nil) throws -> SocketAddress {
         let probe = Glibc.socket(remote.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard probe >= 0 else { throw DatapathError.system("socket", errno) }
         defer { Glibc.close(probe) }
+        if let device { try SocketDevice.bind(probe, to: device) }
         guard remote.withSockAddr({ Glibc.connect(probe, $0, socklen_t($1)) }) == 0 else {
             throw DatapathError.system("connect(\(remote))", errno)
         }

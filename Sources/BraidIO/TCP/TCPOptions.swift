@@ -70,6 +70,9 @@ public struct TCPOptions: Sendable, Hashable {
     /// window scale of every accepted connection fits the buffer.
     public var sendBufferSize: Int?
     public var receiveBufferSize: Int?
+    /// The interface a socket is bound to (SO_BINDTODEVICE): a client's packets leave only
+    /// through it, a listener accepts only what arrives through it. nil: any.
+    public var device: String?
 
     public init(
         noDelay: Bool = false, keepAlive: KeepAlive = KeepAlive(), connectionTimeout: Duration? = nil,
@@ -130,6 +133,16 @@ extension TCPOptions {
         }
         if let size = sendBufferSize { try set(SOL_SOCKET, SO_SNDBUF, Int32(clamping: size), "SO_SNDBUF") }
         if let size = receiveBufferSize { try set(SOL_SOCKET, SO_RCVBUF, Int32(clamping: size), "SO_RCVBUF") }
+        if let device {
+            // A client before connect, a listener before bind; accepted sockets inherit it.
+            switch role {
+            case .client, .listener:
+                calls += 1
+                try SocketDevice.bind(fd, to: device)
+            case .accepted:
+                break
+            }
+        }
         if case .listener(let queue) = role {
             if fastOpen { try set(Int32(IPPROTO_TCP), TCP_FASTOPEN, Int32(clamping: max(queue, 1)), "TCP_FASTOPEN") }
             return skipped

@@ -76,6 +76,18 @@ func readmeConnectivity(_ monitor: NWPathMonitor) async -> String {
     return "monitor cancelled"
 }
 
+/// README: interface parameters, reacting to `waiting`.
+func readmeInterfaceParameters() async {
+    let connection = NetworkConnection(to: .hostPort(host: "example.com", port: 443), using: .parameters {
+        QUIC(alpn: ["h3"])
+    }.expensivePathsProhibited(true))
+    for await state in connection.states {
+        if case .waiting(let error) = state { print("waiting: \(error)") }
+        if state == .ready { break }
+    }
+    connection.cancel()
+}
+
 /// README: marking interfaces.
 func readmeMarkInterfaces() {
     NetworkInterfacePolicy.expensiveInterfaces = ["eth1", "usb*"]

@@ -626,3 +626,31 @@ func docExample_NetworkInterfacePolicy() -> (Set<String>, Set<String>) {
     NetworkInterfacePolicy.constrainedInterfaces = ["usb*"]
     return (NetworkInterfacePolicy.expensiveInterfaces, NetworkInterfacePolicy.constrainedInterfaces)
 }
+
+/// Sources/Braid/Stack/NetworkParameters.swift (interface constraints)
+func docExample_NetworkParameters_interfaceConstraints() -> NetworkConnection<TLS> {
+    let metered = NetworkConnection(to: .hostPort(host: "example.com", port: 443), using: .parameters {
+        TLS()
+    }.expensivePathsProhibited(true).prohibitedInterfaceTypes([.cellular]))
+    return metered
+}
+
+/// Sources/Braid/Stack/NetworkParameters.swift (requiredInterfaceType)
+func docExample_NetworkParameters_requiredInterfaceType() -> NetworkConnection<UDP> {
+    let wired = NetworkConnection(to: .hostPort(host: "10.0.0.2", port: 9000), using: .parameters {
+        UDP()
+    }.requiredInterfaceType(.wiredEthernet))
+    return wired
+}
+
+/// Sources/Braid/Stack/NetworkParameters.swift (requiredInterface)
+func docExample_NetworkParameters_requiredInterface() -> NWPathMonitor {
+    let monitor = NWPathMonitor()
+    if let uplink = monitor.currentPath.availableInterfaces.first {
+        let pinned = NetworkConnection(to: .hostPort(host: "example.com", port: 443), using: .parameters {
+            QUIC(alpn: ["h3"])
+        }.requiredInterface(uplink))
+        pinned.start()
+    }
+    return monitor
+}

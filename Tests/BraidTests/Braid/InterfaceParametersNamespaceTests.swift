@@ -1,0 +1,499 @@
+import BraidIO
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Braid
+
+/// Interface parameters against the kernel: a client namespace joined to a server namespace by
+/// veth pairs (each pair an uplink), the server's address 10.76.0.9 on its loopback, reached
+/// through the client's default routes. Which uplink a connection used is what the server sees:
+/// the source address of its packets. A waiting connection has an hour-long retry timer, so
+/// only the path (or the interface marks) can wake it.
+@Suite(.timeLimit(.minutes(2))) struct InterfaceParametersNamespaceTests {
+    private static let service = "10.76.0.9"
+
+    /// A client and a server namespace, the server's address on its loopback.
+    private static func withNamespaces<T: Sendable>(_ body: (_ client: NetworkNamespace, _ server: NetworkNamespace) async throws -> T) async throws -> T {
+        try await NetworkNamespace.with { server in
+            try await NetworkNamespace.with { client in
+                try await server.ip("address", "add", "\(service)/32", "dev", "lo")
+                return try await body(client, server)
+            }
+        }
+    }
+
+    /// An uplink `name` (10.X.0.1 in the client) to the server (10.X.0.2), with a default
+    /// route through it of `metric`.
+    private static func addUplink(_ name: String, subnet: Int, metric: Int, client: NetworkNamespace, server: NetworkNamespace) async throws {
+        try await client.addVethPair(name, address: "10.\(subnet).0.1", peer: "s\(name)", peerAddress: "10.\(subnet).0.2", peerNamespace: server)
+        try await client.ip("route", "add", "default", "via", "10.\(subnet).0.2", "dev", name, "metric", "\(metric)")
+    }
+
+    /// Two uplinks: `wwan7` (cellular by its name, so expensive; 10.74.0.1, metric 10: the
+    /// kernel's choice) and `ipw2` (other; 10.75.0.1, metric 20).
+    private static func addTwoUplinks(client: NetworkNamespace, server: NetworkNamespace) async throws {
+        try await addUplink("wwan7", subnet: 74, metric: 10, client: client, server: server)
+        try await addUplink("ipw2", subnet: 75, metric: 20, client: client, server: server)
+    }
+
+    /// A loop inside `namespace`, for the connections and listeners made in `body`.
+    private static func withLoop<T: Sendable>(in namespace: NetworkNamespace, _ body: (NetworkEnvironment) async throws -> T) async throws -> T {
+        let loop = try EventLoop(name: "braid-netns-loop")
+        defer { loop.shutdown() }
+        try await loop.submit { _ in try namespace.enterOnCurrentThread() }
+        return try await body(NetworkEnvironment(loop: loop, sockets: UDPSockets()))
+    }
+
+    /// Runs a listener on the server's address in `environment` (the server's namespace) that
+    /// records where each connection came from; returns the port.
+    private static func serve<Stack: NetworkProtocol>(
+        _ stack: Stack, in environment: NetworkEnvironment, peers: PeerLog, requiredInterface: NWInterface? = nil,
+        _ handler: @escaping @Sendable (NetworkConnection<Stack>) async throws -> Void = { _ in }
+    ) async throws -> (port: NWEndpoint.Port, task: Task<Void, any Error>) {
+        var parameters = NetworkParameters.parameters { stack }
+        if let requiredInterface { parameters = parameters.requiredInterface(requiredInterface) }
+        let listener = NetworkListener(for: .hostPort(host: .init(service), port: .any), using: parameters)
+        let task = NetworkEnvironment.$current.withValue(environment) {
+            Task {
+                try await listener.run { connection in
+                    peers.record(connection.endpoint)
+                    try await handler(connection)
+                }
+            }
+        }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        return (listener.port!, task)
+    }
+
+    /// Waits until `connection` is ready (at most 20 s), failing with its last state.
+    private static func ready<Stack>(_ connection: NetworkConnection<Stack>) async throws {
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(20))
+            connection.cancel()
+        }
+        defer { watchdog.cancel() }
+        connection.start()
+        var last: NetworkConnectionState?
+        for await state in connection.states {
+            switch state {
+            case .ready: return
+            case .failed(let error): throw error
+            case .cancelled: throw NamespaceFailure("not ready within 20 s; last state \(last.map { "\($0)" } ?? "none")")
+            default: last = state
+            }
+        }
+    }
+
+    /// Waits for the first `waiting` state and returns its error.
+    private static func waitingError<Stack>(_ connection: NetworkConnection<Stack>) async throws -> NetworkError {
+        for await state in connection.states {
+            if case .waiting(let error) = state { return error }
+            if state == .ready { throw NamespaceFailure("ready, but no allowed interface existed") }
+            if case .failed(let error) = state { throw error }
+        }
+        throw NamespaceFailure("the connection ended without waiting")
+    }
+
+    /// What each case asks, and the client address the server must see.
+    private static func cases<Stack>(_ stack: Stack) -> [(String, NetworkParameters<Stack>, String)] {
+        let ipw2 = NWInterface(type: .other, name: "ipw2", index: 0)
+        return [
+            ("no constraint", .parameters { stack }, "10.74.0.1"),
+            ("prohibitedInterfaceTypes [cellular]", .parameters { stack }.prohibitedInterfaceTypes([.cellular]), "10.75.0.1"),
+            ("requiredInterfaceType other", .parameters { stack }.requiredInterfaceType(.other), "10.75.0.1"),
+            ("requiredInterface ipw2", .parameters { stack }.requiredInterface(ipw2), "10.75.0.1"),
+            ("expensivePathsProhibited", .parameters { stack }.expensivePathsProhibited(true), "10.75.0.1"),
+            ("requiredInterfaceType cellular", .parameters { stack }.requiredInterfaceType(.cellular), "10.74.0.1"),
+        ]
+    }
+
+    @Test func udpConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
+        try await Self.withNamespaces { client, server in
+            try await Self.addTwoUplinks(client: client, server: server)
+            try await Self.withLoop(in: server) { serverEnvironment in
+                let peers = PeerLog()
+                let (port, serving) = try await Self.serve(UDP(), in: serverEnvironment, peers: peers) { connection in
+                    _ = try await connection.receive()
+                }
+                defer { serving.cancel() }
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    for (what, parameters, expected) in Self.cases(UDP()) {
+                        let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: port), using: parameters)
+                        }
+                        defer { connection.cancel() }
+                        try await Self.ready(connection)
+                        try await connection.send(Data(what.utf8))
+                        let seen = try await peers.next()
+                        #expect(seen == expected, "\(what): the server saw \(seen)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func tcpConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
+        try await Self.withNamespaces { client, server in
+            try await Self.addTwoUplinks(client: client, server: server)
+            try await Self.withLoop(in: server) { serverEnvironment in
+                let peers = PeerLog()
+                let (port, serving) = try await Self.serve(TCP(), in: serverEnvironment, peers: peers)
+                defer { serving.cancel() }
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    for (what, parameters, expected) in Self.cases(TCP()) {
+                        let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: port), using: parameters)
+                        }
+                        defer { connection.cancel() }
+                        try await Self.ready(connection)
+                        let seen = try await peers.next()
+                        #expect(seen == expected, "\(what): the server saw \(seen)")
+                    }
+                }
+            }
+        }
+    }
+
+    /// TLS too, and a constrained mark (by this test alone: no other test here prohibits
+    /// constrained paths, and the marks are process-wide).
+    @Test func tlsConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
+        try await Self.withNamespaces { client, server in
+            try await Self.addTwoUplinks(client: client, server: server)
+            NetworkInterfacePolicy.constrainedInterfaces.insert("wwan7")
+            defer { NetworkInterfacePolicy.constrainedInterfaces.remove("wwan7") }
+            try await Self.withLoop(in: server) { serverEnvironment in
+                let peers = PeerLog()
+                let (port, serving) = try await Self.serve(testTLSServer(), in: serverEnvironment, peers: peers, echoBytes)
+                defer { serving.cancel() }
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    let stack = testTLSClient()
+                    let cases = Self.cases(stack) + [("constrainedPathsProhibited", .parameters { stack }.constrainedPathsProhibited(true), "10.75.0.1")]
+                    for (what, parameters, expected) in cases {
+                        let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: port), using: parameters)
+                        }
+                        defer { connection.cancel() }
+                        try await connection.send(Data(what.utf8))
+                        let (reply, _) = try await connection.receive(atLeast: what.utf8.count, atMost: 1024)
+                        #expect(String(decoding: reply, as: UTF8.self) == what)
+                        let seen = try await peers.next()
+                        #expect(seen == expected, "\(what): the server saw \(seen)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func quicConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
+        try await Self.withNamespaces { client, server in
+            try await Self.addTwoUplinks(client: client, server: server)
+            try await Self.withLoop(in: server) { serverEnvironment in
+                let peers = PeerLog()
+                let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+                let (port, serving) = try await Self.serve(identity, in: serverEnvironment, peers: peers, echo)
+                defer { serving.cancel() }
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    for (what, parameters, expected) in Self.cases(testClient()) {
+                        let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: port), using: parameters)
+                        }
+                        defer { connection.cancel() }
+                        let stream = try await connection.openStream()
+                        try await stream.send(Data(what.utf8), endOfStream: true)
+                        let (reply, _) = try await stream.receive(atLeast: what.utf8.count, atMost: 1024)
+                        #expect(String(decoding: reply, as: UTF8.self) == what)
+                        let seen = try await peers.next()
+                        #expect(seen == expected, "\(what): the server saw \(seen)")
+                    }
+                }
+            }
+        }
+    }
+
+    /// A listener with a required interface accepts only what arrives through it: the server's
+    /// end of `ipw2`.
+    @Test func aListenerWithARequiredInterfaceAcceptsOnlyThroughIt() async throws {
+        try await Self.withNamespaces { client, server in
+            try await Self.addTwoUplinks(client: client, server: server)
+            let serverEnd = NWInterface(type: .other, name: "sipw2", index: 0)
+            let ipw2 = NWInterface(type: .other, name: "ipw2", index: 0)
+            try await Self.withLoop(in: server) { serverEnvironment in
+                let tcpPeers = PeerLog(), udpPeers = PeerLog()
+                let (tcpPort, tcpServing) = try await Self.serve(TCP(), in: serverEnvironment, peers: tcpPeers, requiredInterface: serverEnd)
+                defer { tcpServing.cancel() }
+                let (udpPort, udpServing) = try await Self.serve(UDP(), in: serverEnvironment, peers: udpPeers, requiredInterface: serverEnd) { connection in
+                    _ = try await connection.receive()
+                }
+                defer { udpServing.cancel() }
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    // Through wwan7 (the kernel's choice), the TCP listener is not there.
+                    let refused = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                        NetworkConnection(to: .hostPort(host: .init(Self.service), port: tcpPort)) { TCP() }
+                    }
+                    defer { refused.cancel() }
+                    do {
+                        try await Self.ready(refused)
+                        Issue.record("a connection through wwan7 reached a listener bound to sipw2")
+                    } catch NetworkError.connectionRefused {}
+                    let through = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                        NetworkConnection(to: .hostPort(host: .init(Self.service), port: tcpPort), using: .parameters { TCP() }.requiredInterface(ipw2))
+                    }
+                    defer { through.cancel() }
+                    try await Self.ready(through)
+                    #expect(try await tcpPeers.next() == "10.75.0.1")
+
+                    // UDP: the datagram through wwan7 never reaches the listener, the later one
+                    // through ipw2 does.
+                    let (plain, pinned) = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                        (
+                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: udpPort)) { UDP() },
+                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: udpPort), using: .parameters { UDP() }.requiredInterface(ipw2))
+                        )
+                    }
+                    defer {
+                        plain.cancel()
+                        pinned.cancel()
+                    }
+                    try await Self.ready(plain)
+                    try await plain.send(Data("through wwan7".utf8))
+                    try await Self.ready(pinned)
+                    try await pinned.send(Data("through ipw2".utf8))
+                    #expect(try await udpPeers.next() == "10.75.0.1")
+                }
+                // QUIC: a listener bound to sipw2 serves a client that comes through ipw2.
+                let quicPeers = PeerLog()
+                let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+                let (quicPort, quicServing) = try await Self.serve(identity, in: serverEnvironment, peers: quicPeers, requiredInterface: serverEnd, echo)
+                defer { quicServing.cancel() }
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                        NetworkConnection(to: .hostPort(host: .init(Self.service), port: quicPort), using: .parameters { testClient() }.requiredInterface(ipw2))
+                    }
+                    defer { connection.cancel() }
+                    let stream = try await connection.openStream()
+                    try await stream.send(Data("pinned both ends".utf8), endOfStream: true)
+                    #expect(String(decoding: try await stream.receive(atLeast: 16, atMost: 64).content, as: UTF8.self) == "pinned both ends")
+                    #expect(try await quicPeers.next() == "10.75.0.1")
+                }
+            }
+        }
+    }
+
+    /// IPv6: the same two uplinks with global addresses (no duplicate address detection, so
+    /// they are usable at once) and IPv6 default routes, the server at 2001:db8:76::9.
+    @Test func ipv6ConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
+        try await Self.withNamespaces { client, server in
+            try await Self.addTwoUplinks(client: client, server: server)
+            try await server.ip("address", "add", "2001:db8:76::9/128", "dev", "lo")
+            for (name, subnet, metric) in [("wwan7", 74, 10), ("ipw2", 75, 20)] {
+                try await client.ip("address", "add", "2001:db8:\(subnet)::1/64", "dev", name, "nodad")
+                try await server.ip("address", "add", "2001:db8:\(subnet)::2/64", "dev", "s\(name)", "nodad")
+                try await client.ip("-6", "route", "add", "default", "via", "2001:db8:\(subnet)::2", "dev", name, "metric", "\(metric)")
+            }
+            try await Self.withLoop(in: server) { serverEnvironment in
+                let peers = PeerLog()
+                let listener = NetworkListener(for: .hostPort(host: "2001:db8:76::9", port: .any)) { UDP() }
+                let serving = NetworkEnvironment.$current.withValue(serverEnvironment) {
+                    Task {
+                        try await listener.run { connection in
+                            peers.record(connection.endpoint)
+                            _ = try await connection.receive()
+                        }
+                    }
+                }
+                defer { serving.cancel() }
+                for await state in listener.states {
+                    if state == .ready { break }
+                    if case .failed(let error) = state { throw error }
+                }
+                let port = listener.port!
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    let expected = ["10.74.0.1": "2001:db8:74::1", "10.75.0.1": "2001:db8:75::1"]
+                    for (what, parameters, v4) in Self.cases(UDP()) {
+                        let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                            NetworkConnection(to: .hostPort(host: "2001:db8:76::9", port: port), using: parameters)
+                        }
+                        defer { connection.cancel() }
+                        try await Self.ready(connection)
+                        try await connection.send(Data(what.utf8))
+                        let seen = try await peers.next()
+                        #expect(seen == expected[v4], "\(what): the server saw \(seen)")
+                    }
+                }
+            }
+        }
+    }
+
+    /// The only uplink is marked expensive: the connection waits, naming the constraint, until
+    /// an unmarked uplink appears, and then leaves through it.
+    @Test func expensivePathsProhibitedWaitsUntilAnInexpensiveUplinkAppears() async throws {
+        try await Self.withNamespaces { client, server in
+            try await Self.addUplink("ipexp0", subnet: 71, metric: 10, client: client, server: server)
+            // A name of this test's own: the marks are process-wide.
+            NetworkInterfacePolicy.expensiveInterfaces.insert("ipexp0")
+            defer { NetworkInterfacePolicy.expensiveInterfaces.remove("ipexp0") }
+            try await Self.withLoop(in: server) { serverEnvironment in
+                let peers = PeerLog()
+                let (port, serving) = try await Self.serve(TCP(), in: serverEnvironment, peers: peers)
+                defer { serving.cancel() }
+                ClientEstablishment.retryDelaysForTesting.withLock { $0[port.rawValue] = [.seconds(3600)] }
+                defer { _ = ClientEstablishment.retryDelaysForTesting.withLock { $0.removeValue(forKey: port.rawValue) } }
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                        NetworkConnection(
+                            to: .hostPort(host: .init(Self.service), port: port), using: .parameters { TCP() }.expensivePathsProhibited(true))
+                    }
+                    defer { connection.cancel() }
+                    connection.start()
+                    let error = try await Self.waitingError(connection)
+                    #expect(error == .noAllowedInterface(reason: "expensive paths prohibited (ipexp0 is expensive)"))
+                    #expect(error.description.hasPrefix("No interface satisfies the parameters: expensive paths prohibited (ipexp0 is expensive)."))
+                    #expect(connection.state == .waiting(error) || connection.state == .preparing, "\(connection.state)")
+                    #expect(peers.count == 0)
+
+                    try await Self.addUplink("ipfree0", subnet: 72, metric: 50, client: client, server: server)
+                    try await Self.ready(connection)
+                    #expect(try await peers.next() == "10.72.0.1")
+                }
+            }
+        }
+    }
+
+    /// The mark is removed while the connection waits: it connects at once, over the uplink
+    /// that was expensive.
+    @Test func aWaitingConnectionConnectsWhenTheExpensiveMarkIsRemoved() async throws {
+        try await Self.withNamespaces { client, server in
+            try await Self.addUplink("ipexp1", subnet: 70, metric: 10, client: client, server: server)
+            NetworkInterfacePolicy.expensiveInterfaces.insert("ipexp1")
+            defer { NetworkInterfacePolicy.expensiveInterfaces.remove("ipexp1") }
+            try await Self.withLoop(in: server) { serverEnvironment in
+                let peers = PeerLog()
+                let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+                let (port, serving) = try await Self.serve(identity, in: serverEnvironment, peers: peers, echo)
+                defer { serving.cancel() }
+                ClientEstablishment.retryDelaysForTesting.withLock { $0[port.rawValue] = [.seconds(3600)] }
+                defer { _ = ClientEstablishment.retryDelaysForTesting.withLock { $0.removeValue(forKey: port.rawValue) } }
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                        NetworkConnection(
+                            to: .hostPort(host: .init(Self.service), port: port), using: .parameters { testClient() }.expensivePathsProhibited(true))
+                    }
+                    defer { connection.cancel() }
+                    connection.start()
+                    #expect(try await Self.waitingError(connection) == .noAllowedInterface(reason: "expensive paths prohibited (ipexp1 is expensive)"))
+                    NetworkInterfacePolicy.expensiveInterfaces.remove("ipexp1")
+                    try await Self.ready(connection)
+                    #expect(try await peers.next() == "10.70.0.1")
+                }
+            }
+        }
+    }
+
+    /// A required interface that is down: waiting, then ready once it is up.
+    @Test func aRequiredInterfaceThatIsDownWaitsForIt() async throws {
+        try await Self.withNamespaces { client, server in
+            try await Self.addTwoUplinks(client: client, server: server)
+            _ = try await client.setLink("ipw2", up: false)
+            try await Self.withLoop(in: server) { serverEnvironment in
+                let peers = PeerLog()
+                let (port, serving) = try await Self.serve(UDP(), in: serverEnvironment, peers: peers) { connection in
+                    _ = try await connection.receive()
+                }
+                defer { serving.cancel() }
+                ClientEstablishment.retryDelaysForTesting.withLock { $0[port.rawValue] = [.seconds(3600)] }
+                defer { _ = ClientEstablishment.retryDelaysForTesting.withLock { $0.removeValue(forKey: port.rawValue) } }
+                try await Self.withLoop(in: client) { clientEnvironment in
+                    let ipw2 = NWInterface(type: .other, name: "ipw2", index: 0)
+                    let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                        NetworkConnection(to: .hostPort(host: .init(Self.service), port: port), using: .parameters { UDP() }.requiredInterface(ipw2))
+                    }
+                    defer { connection.cancel() }
+                    connection.start()
+                    #expect(try await Self.waitingError(connection) == .noAllowedInterface(reason: "requiredInterface ipw2 (down)"))
+                    // Down, the kernel flushed its default route: up, it carries the server's
+                    // subnet only once the route is back.
+                    _ = try await client.setLink("ipw2", up: true)
+                    try await client.ip("route", "replace", "default", "via", "10.75.0.2", "dev", "ipw2", "metric", "20")
+                    try await Self.ready(connection)
+                    try await connection.send(Data("pinned".utf8))
+                    #expect(try await peers.next() == "10.75.0.1")
+                }
+            }
+        }
+    }
+
+    /// On Braid's own loops (the process's namespace): traffic to 127.0.0.1 goes through
+    /// loopback, which is inexpensive, and which no wired-Ethernet requirement allows.
+    @Test func towardLocalhostOnlyLoopbackCounts() async throws {
+        let server = try await RunningListener.start()
+        defer { server.task.cancel() }
+        let inexpensive = NetworkConnection(to: server.endpoint, using: .parameters { testClient() }.expensivePathsProhibited(true))
+        defer { inexpensive.cancel() }
+        let stream = try await inexpensive.openStream()
+        try await stream.send(Data("over lo".utf8), endOfStream: true)
+        #expect(String(decoding: try await stream.receive(atLeast: 7, atMost: 64).content, as: UTF8.self) == "over lo")
+
+        let wired = NetworkConnection(to: server.endpoint, using: .parameters { testClient() }.requiredInterfaceType(.wiredEthernet))
+        defer { wired.cancel() }
+        wired.start()
+        #expect(try await Self.waitingError(wired) == .noAllowedInterface(reason: "requiredInterfaceType wiredEthernet (lo is loopback)"))
+    }
+
+    @Test func interfaceParametersNeedTheKernelsInterfaces() async throws {
+        // A virtual loop has no interfaces to choose from: a clear error, not a silent ignore.
+        let loop = try EventLoop(virtualTimeStartingAt: MonotonicInstant(nanoseconds: 1_000_000_000))
+        let network = MemoryNetwork(loop: loop, delay: .milliseconds(1))
+        let connection = NetworkEnvironment.$current.withValue(network.environment) {
+            NetworkConnection(to: .hostPort(host: "10.0.0.1", port: 9), using: .parameters { UDP() }.constrainedPathsProhibited(true))
+        }
+        connection.start()
+        let state = try await loop.drive {
+            for await state in connection.states where state.isFinal { return state }
+            return connection.state
+        }
+        guard case .failed(.unsupported(let what)) = state else {
+            Issue.record("\(state)")
+            return
+        }
+        #expect(what.contains("cannot watch the kernel's interfaces"))
+
+        // Listeners take only requiredInterface.
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any), using: .parameters { UDP() }.requiredInterfaceType(.wiredEthernet))
+        do {
+            try await listener.run { _ in }
+            Issue.record("a listener ran with requiredInterfaceType")
+        } catch NetworkError.unsupported(let what) {
+            #expect(what.contains("requiredInterfaceType"))
+        }
+    }
+}
+
+/// The client addresses a server saw, in order.
+final class PeerLog: Sendable {
+    private let peers = Mutex<[String]>([])
+    private let taken = Mutex(0)
+
+    func record(_ endpoint: NWEndpoint) {
+        guard case .hostPort(let host, _) = endpoint else { return }
+        peers.withLock { $0.append("\(host)") }
+    }
+
+    var count: Int { peers.withLock(\.count) }
+
+    /// The next address not returned yet, waiting up to 10 s for it.
+    func next() async throws -> String {
+        let index = taken.withLock { $0 }
+        for _ in 0..<1000 {
+            if let peer = peers.withLock({ $0.count > index ? $0[index] : nil }) {
+                taken.withLock { $0 += 1 }
+                return peer
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw NamespaceFailure("the server saw no new connection within 10 s (it saw \(peers.withLock { $0 }))")
+    }
+}
