@@ -51,17 +51,15 @@ enum TLSPeerTools {
 
     /// The TCP port a child listens on, read from /proc: gnutls-serv does not print the port
     /// the system chose for `-p 0`, so every peer server is found the same way.
-    /// The clients connect to 127.0.0.1, so an IPv4 listener is what counts: gnutls-serv opens
-    /// an IPv6 and an IPv4 socket, each with its own system-chosen port, and the IPv6 one may
-    /// be listening first. An IPv6 socket alone (dual-stack) is taken only after a second.
+    /// The clients connect to 127.0.0.1, so only an IPv4 listener counts (every peer here
+    /// listens on IPv4): gnutls-serv also opens an IPv6-only socket with a port of its own, and
+    /// a start slowed by load once let that port be taken, which refused 127.0.0.1.
     static func listeningPort(of child: ChildProcess, within seconds: Double = 30) async throws -> UInt16 {
-        let started = Date()
-        let deadline = started.addingTimeInterval(seconds)
+        let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
-            let tables = Date().timeIntervalSince(started) < 1 ? ["/proc/net/tcp"] : ["/proc/net/tcp", "/proc/net/tcp6"]
             // Before the exec completes, the child's descriptors include the test runner's
             // listeners (other tests', closed since in the runner but alive in the copy).
-            if child.hasExecuted, let port = listeningPort(pid: child.pid, tables: tables) { return port }
+            if child.hasExecuted, let port = listeningPort(pid: child.pid, tables: ["/proc/net/tcp"]) { return port }
             guard child.isRunning else { break }
             try await Task.sleep(for: .milliseconds(20))
         }
