@@ -74,7 +74,7 @@ public final class ChildProcess: Sendable {
     /// copy of the parent's, with sockets the parent may have closed since (they stay open, and
     /// listening, in the copy). The kernel closes close-on-exec descriptors in ascending order,
     /// so the child is past that once `ExecMarker`'s descriptor, the highest this process
-    /// holds, is gone from its table. (The child's name changes too early to tell.)
+    /// holds, is gone from its table.
     public var hasExecuted: Bool {
         guard let marker = ExecMarker.shared else { return true }
         let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(marker.descriptor)")
