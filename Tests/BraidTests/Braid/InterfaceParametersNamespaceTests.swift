@@ -111,23 +111,27 @@ import Testing
         ]
     }
 
-    @Test func udpConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
-        try await Self.withNamespaces { client, server in
-            try await Self.addTwoUplinks(client: client, server: server)
-            try await Self.withLoop(in: server) { serverEnvironment in
+    /// One stack's cases: a listener in the server namespace logs each client's address, and
+    /// each case's connection does `exchange` (which says `what` to the server) before the
+    /// address the server saw is checked.
+    private static func checkCases<Client: NetworkProtocol, Server: NetworkProtocol>(
+        client stack: Client, extraCases: [(String, NetworkParameters<Client>, String)] = [], server serverStack: Server,
+        serverHandler: @escaping @Sendable (NetworkConnection<Server>) async throws -> Void,
+        exchange: (NetworkConnection<Client>, String) async throws -> Void
+    ) async throws {
+        try await withNamespaces { client, server in
+            try await addTwoUplinks(client: client, server: server)
+            try await withLoop(in: server) { serverEnvironment in
                 let peers = PeerLog()
-                let (port, serving) = try await Self.serve(UDP(), in: serverEnvironment, peers: peers) { connection in
-                    _ = try await connection.receive()
-                }
+                let (port, serving) = try await serve(serverStack, in: serverEnvironment, peers: peers, serverHandler)
                 defer { serving.cancel() }
-                try await Self.withLoop(in: client) { clientEnvironment in
-                    for (what, parameters, expected) in Self.cases(UDP()) {
+                try await withLoop(in: client) { clientEnvironment in
+                    for (what, parameters, expected) in cases(stack) + extraCases {
                         let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
-                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: port), using: parameters)
+                            NetworkConnection(to: .hostPort(host: .init(service), port: port), using: parameters)
                         }
                         defer { connection.cancel() }
-                        try await Self.ready(connection)
-                        try await connection.send(Data(what.utf8))
+                        try await exchange(connection, what)
                         let seen = try await peers.next()
                         #expect(seen == expected, "\(what): the server saw \(seen)")
                     }
@@ -136,81 +140,42 @@ import Testing
         }
     }
 
+    @Test func udpConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
+        try await Self.checkCases(client: UDP(), server: UDP(), serverHandler: { connection in _ = try await connection.receive() }) { connection, what in
+            try await Self.ready(connection)
+            try await connection.send(Data(what.utf8))
+        }
+    }
+
     @Test func tcpConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
-        try await Self.withNamespaces { client, server in
-            try await Self.addTwoUplinks(client: client, server: server)
-            try await Self.withLoop(in: server) { serverEnvironment in
-                let peers = PeerLog()
-                let (port, serving) = try await Self.serve(TCP(), in: serverEnvironment, peers: peers)
-                defer { serving.cancel() }
-                try await Self.withLoop(in: client) { clientEnvironment in
-                    for (what, parameters, expected) in Self.cases(TCP()) {
-                        let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
-                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: port), using: parameters)
-                        }
-                        defer { connection.cancel() }
-                        try await Self.ready(connection)
-                        let seen = try await peers.next()
-                        #expect(seen == expected, "\(what): the server saw \(seen)")
-                    }
-                }
-            }
+        try await Self.checkCases(client: TCP(), server: TCP(), serverHandler: { _ in }) { connection, _ in
+            try await Self.ready(connection)
         }
     }
 
     /// TLS too, and a constrained mark (by this test alone: no other test here prohibits
     /// constrained paths, and the marks are process-wide).
     @Test func tlsConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
-        try await Self.withNamespaces { client, server in
-            try await Self.addTwoUplinks(client: client, server: server)
-            NetworkInterfacePolicy.constrainedInterfaces.insert("wwan7")
-            defer { NetworkInterfacePolicy.constrainedInterfaces.remove("wwan7") }
-            try await Self.withLoop(in: server) { serverEnvironment in
-                let peers = PeerLog()
-                let (port, serving) = try await Self.serve(testTLSServer(), in: serverEnvironment, peers: peers, echoBytes)
-                defer { serving.cancel() }
-                try await Self.withLoop(in: client) { clientEnvironment in
-                    let stack = testTLSClient()
-                    let cases = Self.cases(stack) + [("constrainedPathsProhibited", .parameters { stack }.constrainedPathsProhibited(true), "10.75.0.1")]
-                    for (what, parameters, expected) in cases {
-                        let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
-                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: port), using: parameters)
-                        }
-                        defer { connection.cancel() }
-                        try await connection.send(Data(what.utf8))
-                        let (reply, _) = try await connection.receive(atLeast: what.utf8.count, atMost: 1024)
-                        #expect(String(decoding: reply, as: UTF8.self) == what)
-                        let seen = try await peers.next()
-                        #expect(seen == expected, "\(what): the server saw \(seen)")
-                    }
-                }
-            }
+        NetworkInterfacePolicy.constrainedInterfaces.insert("wwan7")
+        defer { NetworkInterfacePolicy.constrainedInterfaces.remove("wwan7") }
+        let stack = testTLSClient()
+        try await Self.checkCases(
+            client: stack, extraCases: [("constrainedPathsProhibited", .parameters { stack }.constrainedPathsProhibited(true), "10.75.0.1")],
+            server: testTLSServer(), serverHandler: echoBytes
+        ) { connection, what in
+            try await connection.send(Data(what.utf8))
+            let (reply, _) = try await connection.receive(atLeast: what.utf8.count, atMost: 1024)
+            #expect(String(decoding: reply, as: UTF8.self) == what)
         }
     }
 
     @Test func quicConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
-        try await Self.withNamespaces { client, server in
-            try await Self.addTwoUplinks(client: client, server: server)
-            try await Self.withLoop(in: server) { serverEnvironment in
-                let peers = PeerLog()
-                let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
-                let (port, serving) = try await Self.serve(identity, in: serverEnvironment, peers: peers, echo)
-                defer { serving.cancel() }
-                try await Self.withLoop(in: client) { clientEnvironment in
-                    for (what, parameters, expected) in Self.cases(testClient()) {
-                        let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
-                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: port), using: parameters)
-                        }
-                        defer { connection.cancel() }
-                        let stream = try await connection.openStream()
-                        try await stream.send(Data(what.utf8), endOfStream: true)
-                        let (reply, _) = try await stream.receive(atLeast: what.utf8.count, atMost: 1024)
-                        #expect(String(decoding: reply, as: UTF8.self) == what)
-                        let seen = try await peers.next()
-                        #expect(seen == expected, "\(what): the server saw \(seen)")
-                    }
-                }
-            }
+        let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        try await Self.checkCases(client: testClient(), server: identity, serverHandler: echo) { connection, what in
+            let stream = try await connection.openStream()
+            try await stream.send(Data(what.utf8), endOfStream: true)
+            let (reply, _) = try await stream.receive(atLeast: what.utf8.count, atMost: 1024)
+            #expect(String(decoding: reply, as: UTF8.self) == what)
         }
     }
 
