@@ -21,8 +21,12 @@ extension QUIC {
         /// An in-memory cache.
         public init() { file = nil }
 
-        /// A cache kept in `file` (created if missing; unreadable entries are ignored, since the
-        /// file is untrusted input).
+        /// A cache kept in `file` (created if missing, readable by its owner only: tickets hold
+        /// session secrets). Each entry carries a SHA-256 digest, and an entry that does not
+        /// match it, or a file in another format, is ignored: a corrupted ticket would otherwise
+        /// reach GnuTLS, which does not survive every corrupted session. The digest guards
+        /// against corruption, not against someone who can write the file: keep it as private
+        /// as the program's own files.
         public init(file: String) throws {
             self.file = file
             guard FileManager.default.fileExists(atPath: file) else { return }
@@ -67,12 +71,22 @@ extension QUIC {
         private func save() {
             guard let file else { return }
             let bytes = tickets.withLock { Self.encode($0) }
-            // Written whole and renamed, so a crash never leaves half a file.
-            try? Data(bytes).write(to: URL(fileURLWithPath: file), options: .atomic)
+            // Written whole to a private file, then renamed, so a crash never leaves half a file.
+            let temporary = file + ".\(getpid()).tmp"
+            let fd = open(temporary, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { return }
+            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+            if written == bytes.count { rename(temporary, file) } else { unlink(temporary) }
         }
 
-        private static func encode(_ tickets: [String: [UInt8]]) -> [UInt8] {
-            var out: [UInt8] = []
+        /// The file format's first bytes ("Braid session cache", version 1).
+        static let magic = Array("BSC1".utf8)
+
+        /// `magic`, then per entry: key length, key, ticket length, ticket (lengths UInt32
+        /// big-endian), and the SHA-256 of the key and ticket bytes.
+        static func encode(_ tickets: [String: [UInt8]]) -> [UInt8] {
+            var out = magic
             func put(_ bytes: [UInt8]) {
                 withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { out.append(contentsOf: $0) }
                 out.append(contentsOf: bytes)
@@ -80,13 +94,16 @@ extension QUIC {
             for (key, ticket) in tickets.sorted(by: { $0.key < $1.key }) {
                 put(Array(key.utf8))
                 put(ticket)
+                out.append(contentsOf: SHA256.digest(Array(key.utf8) + ticket))
             }
             return out
         }
 
-        private static func decode(_ bytes: [UInt8]) -> [String: [UInt8]] {
+        /// The entries of `bytes` whose digest matches; nothing if it is not this format.
+        static func decode(_ bytes: [UInt8]) -> [String: [UInt8]] {
+            guard bytes.starts(with: magic) else { return [:] }
             var result: [String: [UInt8]] = [:]
-            var offset = 0
+            var offset = magic.count
             func take() -> [UInt8]? {
                 guard offset + 4 <= bytes.count else { return nil }
                 let length = bytes[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
@@ -95,7 +112,10 @@ extension QUIC {
                 defer { offset += length }
                 return Array(bytes[offset..<offset + length])
             }
-            while let key = take(), let ticket = take() {
+            while let key = take(), let ticket = take(), offset + SHA256.digestSize <= bytes.count {
+                let digest = Array(bytes[offset..<offset + SHA256.digestSize])
+                offset += SHA256.digestSize
+                guard digest == SHA256.digest(key + ticket) else { continue }
                 result[String(decoding: key, as: UTF8.self)] = ticket
             }
             return result

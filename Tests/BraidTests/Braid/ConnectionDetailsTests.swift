@@ -39,6 +39,8 @@ import Testing
         // A new cache reading the same file, as after a restart of the client.
         let reloaded = try QUIC.SessionCache(file: file)
         #expect(reloaded.count == 1)
+        // Tickets hold session secrets: the file is its owner's alone.
+        #expect((try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber)?.intValue == 0o600)
         let resumed = NetworkConnection(to: server.endpoint) { testClient().sessionCache(reloaded) }
         defer { resumed.cancel() }
         let stream = try await resumed.openStream()
@@ -51,5 +53,56 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: corrupt) }
         try Data([0, 0, 0, 9, 1, 2]).write(to: URL(fileURLWithPath: corrupt))
         #expect(try QUIC.SessionCache(file: corrupt).count == 0)
+    }
+
+    /// A corrupted session-cache file is never trusted: with any one byte of a real ticket file
+    /// flipped, the entry's digest no longer matches (or the format is not recognized), the
+    /// ticket is dropped, and the connection makes a full handshake and echoes. (Before the
+    /// digests, one of these flips crashed the process inside GnuTLS's handshake.)
+    @Test(.timeLimit(.minutes(2))) func everyOneByteCorruptionOfATicketFileIsSurvived() async throws {
+        let server = try await RunningListener.start()
+        defer { server.task.cancel() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("braid-tickets-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let original = directory.appendingPathComponent("tickets").path
+        let cache = try QUIC.SessionCache(file: original)
+        try await withNetworkConnection(to: server.endpoint) { testClient().sessionCache(cache) } _: { connection in
+            let stream = try await connection.openStream()
+            try await stream.send(Data([1]), endOfStream: true)
+            _ = try await stream.receive(exactly: 1)
+            while cache.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: original)))
+        // 48 positions spread over the file: the key, the lengths, the ticket's fields.
+        let positions = Set((0..<48).map { $0 * bytes.count / 48 })
+        var echoed = 0, resumed = 0, failed: [String] = []  // resumed: its 0-RTT data was accepted
+        for position in positions.sorted() {
+            var corrupted = bytes
+            corrupted[position] ^= 0x5A
+            let file = directory.appendingPathComponent("corrupt-\(position)").path
+            try Data(corrupted).write(to: URL(fileURLWithPath: file))
+            let fileCache = try QUIC.SessionCache(file: file)
+            let connection = NetworkConnection(to: server.endpoint) { testClient().sessionCache(fileCache) }
+            defer { connection.cancel() }
+            do {
+                let stream = try await connection.openStream()
+                try await stream.sendIdempotent(Data([2]), endOfStream: true)
+                #expect(try await stream.receive(exactly: 1).content == Data([2]))
+                echoed += 1
+                if connection.earlyDataAccepted { resumed += 1 }
+            } catch let error as NetworkError {
+                failed.append("byte \(position): \(error)")
+            }
+        }
+        #expect(failed.isEmpty, "\(failed)")
+        #expect(echoed == positions.count)
+        #expect(resumed == 0)
+        // The server is unharmed.
+        try await withNetworkConnection(to: server.endpoint) { testClient() } _: { connection in
+            let stream = try await connection.openStream()
+            try await stream.send(Data([3]), endOfStream: true)
+            #expect(try await stream.receive(exactly: 1).content == Data([3]))
+        }
     }
 }

@@ -1,0 +1,16 @@
+import CBraid
+
+/// SHA-256 through GnuTLS (already linked for TLS; no second crypto library).
+package enum SHA256 {
+    package static let digestSize = 32
+
+    /// The digest of `bytes`.
+    package static func digest(_ bytes: [UInt8]) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: digestSize)
+        let rc = bytes.withUnsafeBytes { input in
+            digest.withUnsafeMutableBytes { gnutls_hash_fast(GNUTLS_DIG_SHA256, input.baseAddress, input.count, $0.baseAddress) }
+        }
+        precondition(rc == 0, "gnutls_hash_fast(SHA-256) failed: \(rc)")
+        return digest
+    }
+}
