@@ -79,20 +79,22 @@ import Testing
         }
     }
 
-    /// QUIC, with a handshake to finish: the server in one namespace, the client in another,
-    /// joined by a veth pair whose client end is down at first.
-    @Test func aWaitingQUICConnectionConnectsWhenItsLinkComesUp() async throws {
+    /// A server in one namespace, a client in another, joined by a veth pair whose client end
+    /// is down at first: the client's connection waits, the link comes up, and `exchange` runs
+    /// over the new path (the retry timer is an hour, so only the path can wake it).
+    private static func waitThenConnect<ServerStack: NetworkProtocol, ClientStack: NetworkProtocol>(
+        _ name: String, server serverStack: ServerStack, serving: @escaping @Sendable (NetworkConnection<ServerStack>) async throws -> Void,
+        client clientStack: ClientStack, exchange: (NetworkConnection<ClientStack>) async throws -> Void
+    ) async throws {
         try await NetworkNamespace.with { server in
             try await NetworkNamespace.with { client in
                 try await client.addVethPair("qa", address: "10.90.0.1", peer: "qb", peerAddress: "10.90.0.2", peerNamespace: server)
                 _ = try await client.setLink("qa", up: false)
-                try await Self.withLoop(in: server) { serverEnvironment in
-                    let listener = NetworkListener(for: .hostPort(host: "10.90.0.2", port: .any)) {
-                        QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
-                    }
+                try await withLoop(in: server) { serverEnvironment in
+                    let listener = NetworkListener(for: .hostPort(host: "10.90.0.2", port: .any)) { serverStack }
                     // The listener binds in `run`, on the environment's loop (inside the server's namespace).
-                    let serving = NetworkEnvironment.$current.withValue(serverEnvironment) { Task { try await listener.run(echo) } }
-                    defer { serving.cancel() }
+                    let running = NetworkEnvironment.$current.withValue(serverEnvironment) { Task { try await listener.run(serving) } }
+                    defer { running.cancel() }
                     for await state in listener.states {
                         if state == .ready { break }
                         if case .failed(let error) = state { throw error }
@@ -100,12 +102,12 @@ import Testing
                     let port = listener.port!
                     ClientEstablishment.retryDelaysForTesting.withLock { $0[port.rawValue] = [.seconds(3600)] }
                     defer { _ = ClientEstablishment.retryDelaysForTesting.withLock { $0.removeValue(forKey: port.rawValue) } }
-                    try await Self.withLoop(in: client) { clientEnvironment in
+                    try await withLoop(in: client) { clientEnvironment in
                         let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
-                            NetworkConnection(to: .hostPort(host: "10.90.0.2", port: port)) { testClient() }
+                            NetworkConnection(to: .hostPort(host: "10.90.0.2", port: port)) { clientStack }
                         }
                         defer { connection.cancel() }
-                        let readyAt = Self.stampReady(connection)
+                        let readyAt = stampReady(connection)
                         connection.start()
                         for await state in connection.states {
                             if case .waiting = state { break }
@@ -117,14 +119,31 @@ import Testing
                             connection.cancel()
                         }
                         defer { watchdog.cancel() }
-                        let stream = try await connection.openStream()
-                        print("link up -> QUIC connection ready after \(await readyAt.latency(since: up)) (the retry timer was an hour)")
-                        try await stream.send(Data("through the new path".utf8), endOfStream: true)
-                        let (reply, _) = try await stream.receive(atLeast: 20, atMost: 1024)
-                        #expect(String(decoding: reply, as: UTF8.self) == "through the new path")
+                        try await exchange(connection)
+                        print("link up -> \(name) connection ready after \(await readyAt.latency(since: up)) (the retry timer was an hour)")
                     }
                 }
             }
+        }
+    }
+
+    /// QUIC, with a handshake to finish.
+    @Test func aWaitingQUICConnectionConnectsWhenItsLinkComesUp() async throws {
+        let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        try await Self.waitThenConnect("QUIC", server: identity, serving: echo, client: testClient()) { connection in
+            let stream = try await connection.openStream()
+            try await stream.send(Data("through the new path".utf8), endOfStream: true)
+            let (reply, _) = try await stream.receive(atLeast: 20, atMost: 1024)
+            #expect(String(decoding: reply, as: UTF8.self) == "through the new path")
+        }
+    }
+
+    /// TLS over TCP: the connect that found no route is made again, then the handshake.
+    @Test func aWaitingTLSConnectionConnectsWhenItsLinkComesUp() async throws {
+        try await Self.waitThenConnect("TLS", server: testTLSServer(), serving: echoBytes, client: testTLSClient()) { connection in
+            try await connection.send(Data("through the new path".utf8))
+            let (reply, _) = try await connection.receive(atLeast: 20, atMost: 1024)
+            #expect(String(decoding: reply, as: UTF8.self) == "through the new path")
         }
     }
 }
