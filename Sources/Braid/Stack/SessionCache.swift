@@ -72,7 +72,7 @@ extension QUIC {
             guard let file else { return }
             let bytes = tickets.withLock { Self.encode($0) }
             // Written whole to a private file, then renamed, so a crash never leaves half a file.
-            let temporary = file + ".\(getpid()).tmp"
+            let temporary = file + ".\(UUID().uuidString).tmp"
             let fd = open(temporary, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0o600)
             guard fd >= 0 else { return }
             let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
