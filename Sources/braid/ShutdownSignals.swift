@@ -7,6 +7,8 @@ import Glibc
 /// The write end of the signal pipe (a socket pair), read by `forwardSignal` (set before the handler is
 /// installed, never changed after).
 nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1
+/// Its read end (set with it).
+nonisolated(unsafe) private var signalPipeReadEnd: Int32 = -1
 
 /// The signal handler: writes the signal's number into the pipe and nothing else (write is
 /// async-signal-safe; the handler may interrupt any thread, in the middle of anything).
@@ -40,6 +42,7 @@ enum ShutdownSignals {
         // A signal storm must never block the handler: extra bytes are dropped when full.
         _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         signalPipeWriteEnd = ends[1]
+        signalPipeReadEnd = ends[0]
         let readEnd = ends[0]
 
         var action = sigaction()
@@ -62,18 +65,31 @@ enum ShutdownSignals {
             var signals = signals
             pthread_sigmask(SIG_UNBLOCK, &signals, nil)
             guard let first = readSignal(readEnd, timeout: nil) else { return }
+            // Two signals that came together (say, while the process was stopped): the second
+            // means what it always means.
+            exitIfSignalledAgain()
             shutdown(first)
             let grace = gracePeriod.components
             let milliseconds = Int32(clamping: grace.seconds * 1000 + grace.attoseconds / 1_000_000_000_000_000)
-            if let second = readSignal(readEnd, timeout: milliseconds) {
-                FileHandle.standardError.write(Data("braid: \(name(second)) again: exiting at once\n".utf8))
-                _exit(128 + second)
-            }
+            if let second = readSignal(readEnd, timeout: milliseconds) { exitAtOnce(second) }
             FileHandle.standardError.write(Data("braid: the graceful shutdown did not finish within \(gracePeriod): exiting\n".utf8))
             _exit(1)
         }
         thread.name = "braid-signals"
         thread.start()
+    }
+
+    /// Exits at once if a signal is waiting in the pipe: after the first signal, before the
+    /// shutdown starts, and once it has finished, so a second signal is never lost to a
+    /// shutdown that ends first.
+    static func exitIfSignalledAgain() {
+        guard signalPipeReadEnd >= 0, let second = readSignal(signalPipeReadEnd, timeout: 0) else { return }
+        exitAtOnce(second)
+    }
+
+    private static func exitAtOnce(_ signal: Int32) -> Never {
+        FileHandle.standardError.write(Data("braid: \(name(signal)) again: exiting at once\n".utf8))
+        _exit(128 + signal)
     }
 
     /// The next signal number from the pipe; nil if `timeout` (milliseconds) passes first.
