@@ -163,7 +163,7 @@ struct InterfaceConstraints: Sendable, Hashable {
         }
     }
 
-    private static func isLoopback(_ bytes: [UInt8]) -> Bool {
+    static func isLoopback(_ bytes: [UInt8]) -> Bool {
         bytes.count == 4 ? bytes[0] == 127 : bytes == [UInt8](repeating: 0, count: 15) + [1]
     }
 

@@ -79,6 +79,39 @@ import Testing
         }
     }
 
+    /// A ready connection whose link goes down is not viable, and viable again when the link
+    /// comes back, without being torn down: it stays ready throughout.
+    @Test func aConnectionIsNotViableWhileItsLinkIsDownAndIsNotTornDown() async throws {
+        try await NetworkNamespace.with { namespace in
+            try await namespace.addVethPair("va", address: "10.88.0.1", peer: "vb", peerAddress: "10.89.0.2")
+            try await Self.withLoop(in: namespace) { environment in
+                let connection = NetworkEnvironment.$current.withValue(environment) {
+                    NetworkConnection(to: .hostPort(host: "10.88.0.5", port: 47_902)) { UDP() }
+                }
+                defer { connection.cancel() }
+                let updates = AsyncStream<Bool>.makeStream()
+                connection.onViabilityUpdate { _, isViable in updates.continuation.yield(isViable) }
+                // No update within 20 s: the stream ends, and the expectations below fail.
+                let watchdog = Task {
+                    try await Task.sleep(for: .seconds(20))
+                    updates.continuation.finish()
+                }
+                defer { watchdog.cancel() }
+                connection.start()
+                for await state in connection.states where state == .ready { break }
+                var viability = updates.stream.makeAsyncIterator()
+                let down = try await namespace.setLink("va", up: false)
+                #expect(await viability.next() == false)
+                print("link down -> not viable after \(ContinuousClock.now - down)")
+                #expect(connection.state == .ready)
+                _ = try await namespace.setLink("va", up: true)
+                #expect(await viability.next() == true)
+                #expect(connection.state == .ready)
+                try await connection.send(Data("still here".utf8))
+            }
+        }
+    }
+
     /// A server in one namespace, a client in another, joined by a veth pair whose client end
     /// is down at first: the client's connection waits, the link comes up, and `exchange` runs
     /// over the new path (the retry timer is an hour, so only the path can wake it).

@@ -30,6 +30,13 @@ func docExample_NetworkConnection_states(_ connection: NetworkConnection<QUIC>) 
     }
 }
 
+/// Sources/Braid/Connection/NetworkConnection+Viability.swift
+func docExample_NetworkConnection_onViabilityUpdate(_ connection: NetworkConnection<QUIC>) {
+    connection.onViabilityUpdate { connection, isViable in
+        print(isViable ? "the path is back" : "no path for now; keeping the connection")
+    }
+}
+
 func docExample_NetworkConnection_close(_ connection: NetworkConnection<QUIC>) async {
     await connection.close()
     exit(0)
