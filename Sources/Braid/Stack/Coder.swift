@@ -87,8 +87,6 @@ public struct Coder<Sending: Encodable, Receiving: Decodable, CoderType: Network
     /// connection (on a QUIC stream: the stream) with `NetworkError.messageTooLarge` (over
     /// UDP: that receive throws it, the datagram is dropped, and the connection goes on).
     public func maximumMessageSize(_ bytes: Int) -> Coder {
-        var copy = self
-        copy.maximumMessageSize = min(max(0, bytes), TLVFraming.largestEncodableSize)
-        return copy
+        with { $0.maximumMessageSize = min(max(0, bytes), TLVFraming.largestEncodableSize) }
     }
 }

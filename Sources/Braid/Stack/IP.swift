@@ -29,9 +29,7 @@ public struct IP: Sendable, Hashable {
 
     /// Restricts the connection to IPv4 or IPv6 addresses.
     public func version(_ version: Version) -> IP {
-        var copy = self
-        copy.version = version
-        return copy
+        with { $0.version = version }
     }
 
     /// Seed spelling of `version(_:)`.
@@ -41,9 +39,7 @@ public struct IP: Sendable, Hashable {
     /// fragmented); `false` lets routers fragment (IP_PMTUDISC_DONT). QUIC rejects `false`:
     /// its packets must not be fragmented.
     public func fragmentationDisabled(_ disabled: Bool) -> IP {
-        var copy = self
-        copy.fragmentationAllowed = !disabled
-        return copy
+        with { $0.fragmentationAllowed = !disabled }
     }
 
     /// Seed spelling: `fragmentationEnabled(false)` is `fragmentationDisabled(true)`.
@@ -51,8 +47,6 @@ public struct IP: Sendable, Hashable {
 
     /// Sends packets with this hop limit (IPv4 TTL or IPv6 unicast hop limit, 1...255).
     public func hopLimit(_ limit: UInt8) -> IP {
-        var copy = self
-        copy.hopLimit = limit
-        return copy
+        with { $0.hopLimit = limit }
     }
 }

@@ -69,9 +69,7 @@ public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable 
     /// Sends from this local address and port (an IP literal; the port may be `.any`). The
     /// connection then uses only remote addresses of the same family, one at a time.
     public func localEndpoint(_ endpoint: NWEndpoint) -> NetworkParameters {
-        var copy = self
-        copy.localEndpoint = endpoint
-        return copy
+        with { $0.localEndpoint = endpoint }
     }
 
     /// Sends from this local port, on the address the system routes from.
@@ -81,16 +79,12 @@ public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable 
 
     /// Marks the connection's packets with this class's DSCP code point (see `ServiceClass`).
     public func serviceClass(_ serviceClass: ServiceClass) -> NetworkParameters {
-        var copy = self
-        copy.serviceClass = serviceClass
-        return copy
+        with { $0.serviceClass = serviceClass }
     }
 
     /// Uses Multipath TCP for TCP and TLS stacks (see `MultipathServiceType`).
     public func multipathServiceType(_ type: MultipathServiceType) -> NetworkParameters {
-        var copy = self
-        copy.multipathServiceType = type
-        return copy
+        with { $0.multipathServiceType = type }
     }
 
     /// Uses only interfaces of this type (on Linux the type comes from the kernel: see
@@ -102,16 +96,12 @@ public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable 
     /// }.requiredInterfaceType(.wiredEthernet))
     /// ```
     public func requiredInterfaceType(_ type: NWInterface.InterfaceType) -> NetworkParameters {
-        var copy = self
-        copy.requiredInterfaceType = type
-        return copy
+        with { $0.requiredInterfaceType = type }
     }
 
     /// Never uses interfaces of these types.
     public func prohibitedInterfaceTypes(_ types: [NWInterface.InterfaceType]) -> NetworkParameters {
-        var copy = self
-        copy.prohibitedInterfaceTypes = types
-        return copy
+        with { $0.prohibitedInterfaceTypes = types }
     }
 
     /// Uses only this interface (one a path monitor reported; compared by name, so it still
@@ -128,32 +118,24 @@ public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable 
     /// }
     /// ```
     public func requiredInterface(_ interface: NWInterface) -> NetworkParameters {
-        var copy = self
-        copy.requiredInterface = interface
-        return copy
+        with { $0.requiredInterface = interface }
     }
 
     /// Never uses these interfaces (compared by name).
     public func prohibitedInterfaces(_ interfaces: [NWInterface]) -> NetworkParameters {
-        var copy = self
-        copy.prohibitedInterfaces = interfaces
-        return copy
+        with { $0.prohibitedInterfaces = interfaces }
     }
 
     /// Never uses expensive interfaces: cellular ones, and those marked in
     /// `NetworkInterfacePolicy` (`BRAID_EXPENSIVE_INTERFACES`).
     public func expensivePathsProhibited(_ prohibited: Bool) -> NetworkParameters {
-        var copy = self
-        copy.expensivePathsProhibited = prohibited
-        return copy
+        with { $0.expensivePathsProhibited = prohibited }
     }
 
     /// Never uses constrained interfaces: those marked in `NetworkInterfacePolicy`
     /// (`BRAID_CONSTRAINED_INTERFACES`; Linux has no system-wide Low Data Mode).
     public func constrainedPathsProhibited(_ prohibited: Bool) -> NetworkParameters {
-        var copy = self
-        copy.constrainedPathsProhibited = prohibited
-        return copy
+        with { $0.constrainedPathsProhibited = prohibited }
     }
 
     /// The interface constraints together, for establishment.

@@ -71,12 +71,6 @@ public struct QUIC: NetworkProtocol {
         udp = lower()
     }
 
-    private func with(_ change: (inout QUIC) -> Void) -> QUIC {
-        var copy = self
-        change(&copy)
-        return copy
-    }
-
     // MARK: Transport parameters (Network.framework names)
 
     /// Close after this many milliseconds without a packet from the peer (default 30,000; 0

@@ -45,12 +45,6 @@ public struct TCP: NetworkProtocol, Hashable {
     /// TCP over the IP options the builder returns: `TCP { IP().version(.v6) }`.
     public init(@IPStackBuilder _ lower: () -> IP) { ip = lower() }
 
-    private func with(_ change: (inout TCP) -> Void) -> TCP {
-        var copy = self
-        change(&copy)
-        return copy
-    }
-
     /// Sends small writes at once (TCP_NODELAY) instead of waiting to coalesce them.
     public func noDelay(_ enabled: Bool) -> TCP { with { $0.noDelay = enabled } }
 

@@ -79,12 +79,6 @@ public struct TLS: NetworkProtocol {
     /// TLS over the TCP options the builder returns: `TLS { TCP { IP() }.noDelay(true) }`.
     public init(@ProtocolStackBuilder _ lower: () -> TCP) { tcp = lower() }
 
-    private func with(_ change: (inout TLS) -> Void) -> TLS {
-        var copy = self
-        change(&copy)
-        return copy
-    }
-
     /// Offers (on a listener: accepts) these application protocols, in preference order. A
     /// peer that speaks none of them is refused with `NetworkError.alpnMismatch`.
     public func alpn(_ protocols: [String]) -> TLS { with { $0.alpn = protocols } }

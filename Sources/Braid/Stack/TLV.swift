@@ -122,8 +122,6 @@ public struct TLV: NetworkProtocol, MessageFramedStack {
     /// let stack = TLV { TCP() }.maximumMessageSize(64 * 1024)
     /// ```
     public func maximumMessageSize(_ bytes: Int) -> TLV {
-        var copy = self
-        copy.maximumMessageSize = min(max(0, bytes), TLVFraming.largestEncodableSize)
-        return copy
+        with { $0.maximumMessageSize = min(max(0, bytes), TLVFraming.largestEncodableSize) }
     }
 }

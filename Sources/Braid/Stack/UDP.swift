@@ -32,23 +32,17 @@ public struct UDP: NetworkProtocol, Hashable {
     /// Turns segmentation offload, receive offload and multi-message calls on or off
     /// (`.all`, `.none`, or each one).
     public func batching(_ options: BatchingOptions) -> UDP {
-        var copy = self
-        copy.batching = options
-        return copy
+        with { $0.batching = options }
     }
 
     /// Listener: serve peers on this many event loops (one socket each; at most one per core).
     public func serverLoops(_ count: Int) -> UDP {
-        var copy = self
-        copy.serverLoops = count
-        return copy
+        with { $0.serverLoops = count }
     }
 
     /// Braid: sets `inboundIdleTimeout`, after which a listener's idle connection closes.
     public func inboundIdleTimeout(_ timeout: Duration) -> UDP {
-        var copy = self
-        copy.inboundIdleTimeout = timeout
-        return copy
+        with { $0.inboundIdleTimeout = timeout }
     }
 }
 
