@@ -293,68 +293,64 @@ import Testing
         }
     }
 
-    /// The only uplink is marked expensive: the connection waits, naming the constraint, until
-    /// an unmarked uplink appears, and then leaves through it.
-    @Test func expensivePathsProhibitedWaitsUntilAnInexpensiveUplinkAppears() async throws {
-        try await Self.withNamespaces { client, server in
-            try await Self.addUplink("ipexp0", subnet: 71, metric: 10, client: client, server: server)
-            // A name of this test's own: the marks are process-wide.
-            NetworkInterfacePolicy.expensiveInterfaces.insert("ipexp0")
-            defer { NetworkInterfacePolicy.expensiveInterfaces.remove("ipexp0") }
-            try await Self.withLoop(in: server) { serverEnvironment in
+    /// A client connection that prohibits expensive paths, started where the only uplink
+    /// (`uplink`, on 10.`subnet`.0.0/24) is marked expensive, with an hour-long retry timer:
+    /// `body` gets it (waiting), the namespaces and the server's log of client addresses.
+    private static func withConnectionWaitingOnAnExpensiveUplink<ServerStack: NetworkProtocol, ClientStack: NetworkProtocol>(
+        _ uplink: String, subnet: Int, server serverStack: ServerStack,
+        serving: @escaping @Sendable (NetworkConnection<ServerStack>) async throws -> Void = { _ in }, client clientStack: ClientStack,
+        _ body: (NetworkConnection<ClientStack>, _ client: NetworkNamespace, _ server: NetworkNamespace, PeerLog) async throws -> Void
+    ) async throws {
+        try await withNamespaces { client, server in
+            try await addUplink(uplink, subnet: subnet, metric: 10, client: client, server: server)
+            // A name of the test's own: the marks are process-wide.
+            NetworkInterfacePolicy.expensiveInterfaces.insert(uplink)
+            defer { NetworkInterfacePolicy.expensiveInterfaces.remove(uplink) }
+            try await withLoop(in: server) { serverEnvironment in
                 let peers = PeerLog()
-                let (port, serving) = try await Self.serve(TCP(), in: serverEnvironment, peers: peers)
+                let (port, serving) = try await serve(serverStack, in: serverEnvironment, peers: peers, serving)
                 defer { serving.cancel() }
                 ClientEstablishment.retryDelaysForTesting.withLock { $0[port.rawValue] = [.seconds(3600)] }
                 defer { _ = ClientEstablishment.retryDelaysForTesting.withLock { $0.removeValue(forKey: port.rawValue) } }
-                try await Self.withLoop(in: client) { clientEnvironment in
+                try await withLoop(in: client) { clientEnvironment in
                     let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
                         NetworkConnection(
-                            to: .hostPort(host: .init(Self.service), port: port), using: .parameters { TCP() }.expensivePathsProhibited(true))
+                            to: .hostPort(host: .init(service), port: port), using: .parameters { clientStack }.expensivePathsProhibited(true))
                     }
                     defer { connection.cancel() }
                     connection.start()
-                    let error = try await Self.waitingError(connection)
-                    #expect(error == .noAllowedInterface(reason: "expensive paths prohibited (ipexp0 is expensive)"))
-                    #expect(error.description.hasPrefix("No interface satisfies the parameters: expensive paths prohibited (ipexp0 is expensive)."))
-                    #expect(connection.state == .waiting(error) || connection.state == .preparing, "\(connection.state)")
-                    #expect(peers.count == 0)
-
-                    try await Self.addUplink("ipfree0", subnet: 72, metric: 50, client: client, server: server)
-                    try await Self.ready(connection)
-                    #expect(try await peers.next() == "10.72.0.1")
+                    try await body(connection, client, server, peers)
                 }
             }
+        }
+    }
+
+    /// The only uplink is marked expensive: the connection waits, naming the constraint, until
+    /// an unmarked uplink appears, and then leaves through it.
+    @Test func expensivePathsProhibitedWaitsUntilAnInexpensiveUplinkAppears() async throws {
+        try await Self.withConnectionWaitingOnAnExpensiveUplink("ipexp0", subnet: 71, server: TCP(), client: TCP()) { connection, client, server, peers in
+            let error = try await Self.waitingError(connection)
+            #expect(error == .noAllowedInterface(reason: "expensive paths prohibited (ipexp0 is expensive)"))
+            #expect(error.description.hasPrefix("No interface satisfies the parameters: expensive paths prohibited (ipexp0 is expensive)."))
+            #expect(connection.state == .waiting(error) || connection.state == .preparing, "\(connection.state)")
+            #expect(peers.count == 0)
+
+            try await Self.addUplink("ipfree0", subnet: 72, metric: 50, client: client, server: server)
+            try await Self.ready(connection)
+            #expect(try await peers.next() == "10.72.0.1")
         }
     }
 
     /// The mark is removed while the connection waits: it connects at once, over the uplink
     /// that was expensive.
     @Test func aWaitingConnectionConnectsWhenTheExpensiveMarkIsRemoved() async throws {
-        try await Self.withNamespaces { client, server in
-            try await Self.addUplink("ipexp1", subnet: 70, metric: 10, client: client, server: server)
-            NetworkInterfacePolicy.expensiveInterfaces.insert("ipexp1")
-            defer { NetworkInterfacePolicy.expensiveInterfaces.remove("ipexp1") }
-            try await Self.withLoop(in: server) { serverEnvironment in
-                let peers = PeerLog()
-                let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
-                let (port, serving) = try await Self.serve(identity, in: serverEnvironment, peers: peers, echo)
-                defer { serving.cancel() }
-                ClientEstablishment.retryDelaysForTesting.withLock { $0[port.rawValue] = [.seconds(3600)] }
-                defer { _ = ClientEstablishment.retryDelaysForTesting.withLock { $0.removeValue(forKey: port.rawValue) } }
-                try await Self.withLoop(in: client) { clientEnvironment in
-                    let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
-                        NetworkConnection(
-                            to: .hostPort(host: .init(Self.service), port: port), using: .parameters { testClient() }.expensivePathsProhibited(true))
-                    }
-                    defer { connection.cancel() }
-                    connection.start()
-                    #expect(try await Self.waitingError(connection) == .noAllowedInterface(reason: "expensive paths prohibited (ipexp1 is expensive)"))
-                    NetworkInterfacePolicy.expensiveInterfaces.remove("ipexp1")
-                    try await Self.ready(connection)
-                    #expect(try await peers.next() == "10.70.0.1")
-                }
-            }
+        let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        try await Self.withConnectionWaitingOnAnExpensiveUplink("ipexp1", subnet: 70, server: identity, serving: echo, client: testClient()) {
+            connection, _, _, peers in
+            #expect(try await Self.waitingError(connection) == .noAllowedInterface(reason: "expensive paths prohibited (ipexp1 is expensive)"))
+            NetworkInterfacePolicy.expensiveInterfaces.remove("ipexp1")
+            try await Self.ready(connection)
+            #expect(try await peers.next() == "10.70.0.1")
         }
     }
 
