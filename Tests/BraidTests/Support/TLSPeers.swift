@@ -59,27 +59,22 @@ enum TLSPeerTools {
         while Date() < deadline {
             // Before the exec completes, the child's descriptors include the test runner's
             // listeners (other tests', closed since in the runner but alive in the copy).
-            if child.hasExecuted, let port = listeningPort(pid: child.pid, tables: ["/proc/net/tcp"]) { return port }
+            if child.hasExecuted, let port = listeningIPv4Port(pid: child.pid) { return port }
             guard child.isRunning else { break }
             try await Task.sleep(for: .milliseconds(20))
         }
         throw InteropFailure("\(child.commandLine) is not listening on TCP\nstdout: \(child.output)\nstderr: \(child.errors)")
     }
 
-    private static func listeningPort(pid: pid_t, tables: [String]) -> UInt16? {
-        guard let childSockets = socketInodes(of: "\(pid)") else { return nil }
-        // A socket the test runner has open too was inherited, not opened by the child.
-        let inodes = childSockets.subtracting(socketInodes(of: "self") ?? [])
-        for table in tables {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
-            for line in text.split(separator: "\n").dropFirst() {
-                // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
-                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-                guard fields.count > 9, fields[3] == "0A", inodes.contains(String(fields[9])),
-                    let portHex = fields[1].split(separator: ":").last, let port = UInt16(portHex, radix: 16)
-                else { continue }
-                return port
-            }
+    private static func listeningIPv4Port(pid: pid_t) -> UInt16? {
+        guard let inodes = socketInodes(of: pid), let text = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n").dropFirst() {
+            // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count > 9, fields[3] == "0A", inodes.contains(String(fields[9])),
+                let portHex = fields[1].split(separator: ":").last, let port = UInt16(portHex, radix: 16)
+            else { continue }
+            return port
         }
         return nil
     }
@@ -94,8 +89,8 @@ enum TLSPeerTools {
         return "comm \(comm): " + targets.joined(separator: " ")
     }
 
-    /// The inode numbers of the sockets process `pid` ("self" for this one) has open.
-    private static func socketInodes(of pid: String) -> Set<String>? {
+    /// The inode numbers of the sockets process `pid` has open.
+    private static func socketInodes(of pid: pid_t) -> Set<String>? {
         let fdDirectory = "/proc/\(pid)/fd"
         guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: fdDirectory) else { return nil }
         var inodes = Set<String>()
