@@ -5,99 +5,11 @@ import Testing
 
 @testable import Braid
 
-/// Interface parameters against the kernel: a client namespace joined to a server namespace by
-/// veth pairs (each pair an uplink), the server's address 10.76.0.9 on its loopback, reached
-/// through the client's default routes. Which uplink a connection used is what the server sees:
-/// the source address of its packets. A waiting connection has an hour-long retry timer, so
-/// only the path (or the interface marks) can wake it.
+/// Interface parameters against the kernel, in `UplinkNamespaces`' client and server
+/// namespaces: which uplink a connection used is what the server sees, the source address of
+/// its packets. A waiting connection has an hour-long retry timer, so only the path (or the
+/// interface marks) can wake it.
 @Suite(.timeLimit(.minutes(2))) struct InterfaceParametersNamespaceTests {
-    private static let service = "10.76.0.9"
-
-    /// A client and a server namespace, the server's address on its loopback.
-    private static func withNamespaces<T: Sendable>(_ body: (_ client: NetworkNamespace, _ server: NetworkNamespace) async throws -> T) async throws -> T {
-        try await NetworkNamespace.with { server in
-            try await NetworkNamespace.with { client in
-                try await server.ip("address", "add", "\(service)/32", "dev", "lo")
-                return try await body(client, server)
-            }
-        }
-    }
-
-    /// An uplink `name` (10.X.0.1 in the client) to the server (10.X.0.2), with a default
-    /// route through it of `metric`.
-    private static func addUplink(_ name: String, subnet: Int, metric: Int, client: NetworkNamespace, server: NetworkNamespace) async throws {
-        try await client.addVethPair(name, address: "10.\(subnet).0.1", peer: "s\(name)", peerAddress: "10.\(subnet).0.2", peerNamespace: server)
-        try await client.ip("route", "add", "default", "via", "10.\(subnet).0.2", "dev", name, "metric", "\(metric)")
-    }
-
-    /// Two uplinks: `wwan7` (cellular by its name, so expensive; 10.74.0.1, metric 10: the
-    /// kernel's choice) and `ipw2` (other; 10.75.0.1, metric 20).
-    private static func addTwoUplinks(client: NetworkNamespace, server: NetworkNamespace) async throws {
-        try await addUplink("wwan7", subnet: 74, metric: 10, client: client, server: server)
-        try await addUplink("ipw2", subnet: 75, metric: 20, client: client, server: server)
-    }
-
-    /// A loop inside `namespace`, for the connections and listeners made in `body`.
-    private static func withLoop<T: Sendable>(in namespace: NetworkNamespace, _ body: (NetworkEnvironment) async throws -> T) async throws -> T {
-        let loop = try EventLoop(name: "braid-netns-loop")
-        defer { loop.shutdown() }
-        try await loop.submit { _ in try namespace.enterOnCurrentThread() }
-        return try await body(NetworkEnvironment(loop: loop, sockets: UDPSockets()))
-    }
-
-    /// Runs a listener on the server's address in `environment` (the server's namespace) that
-    /// records where each connection came from; returns the port.
-    private static func serve<Stack: NetworkProtocol>(
-        _ stack: Stack, in environment: NetworkEnvironment, peers: PeerLog, requiredInterface: NWInterface? = nil,
-        _ handler: @escaping @Sendable (NetworkConnection<Stack>) async throws -> Void = { _ in }
-    ) async throws -> (port: NWEndpoint.Port, task: Task<Void, any Error>) {
-        var parameters = NetworkParameters.parameters { stack }
-        if let requiredInterface { parameters = parameters.requiredInterface(requiredInterface) }
-        let listener = NetworkListener(for: .hostPort(host: .init(service), port: .any), using: parameters)
-        let task = NetworkEnvironment.$current.withValue(environment) {
-            Task {
-                try await listener.run { connection in
-                    peers.record(connection.endpoint)
-                    try await handler(connection)
-                }
-            }
-        }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
-        return (listener.port!, task)
-    }
-
-    /// Waits until `connection` is ready (at most 20 s), failing with its last state.
-    private static func ready<Stack>(_ connection: NetworkConnection<Stack>) async throws {
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(20))
-            connection.cancel()
-        }
-        defer { watchdog.cancel() }
-        connection.start()
-        var last: NetworkConnectionState?
-        for await state in connection.states {
-            switch state {
-            case .ready: return
-            case .failed(let error): throw error
-            case .cancelled: throw NamespaceFailure("not ready within 20 s; last state \(last.map { "\($0)" } ?? "none")")
-            default: last = state
-            }
-        }
-    }
-
-    /// Waits for the first `waiting` state and returns its error.
-    private static func waitingError<Stack>(_ connection: NetworkConnection<Stack>) async throws -> NetworkError {
-        for await state in connection.states {
-            if case .waiting(let error) = state { return error }
-            if state == .ready { throw NamespaceFailure("ready, but no allowed interface existed") }
-            if case .failed(let error) = state { throw error }
-        }
-        throw NamespaceFailure("the connection ended without waiting")
-    }
-
     /// What each case asks, and the client address the server must see.
     private static func cases<Stack>(_ stack: Stack) -> [(String, NetworkParameters<Stack>, String)] {
         let ipw2 = NWInterface(type: .other, name: "ipw2", index: 0)
@@ -119,16 +31,16 @@ import Testing
         serverHandler: @escaping @Sendable (NetworkConnection<Server>) async throws -> Void,
         exchange: (NetworkConnection<Client>, String) async throws -> Void
     ) async throws {
-        try await withNamespaces { client, server in
-            try await addTwoUplinks(client: client, server: server)
-            try await withLoop(in: server) { serverEnvironment in
+        try await UplinkNamespaces.withNamespaces { client, server in
+            try await UplinkNamespaces.addTwoUplinks(client: client, server: server)
+            try await UplinkNamespaces.withLoop(in: server) { serverEnvironment in
                 let peers = PeerLog()
-                let (port, serving) = try await serve(serverStack, in: serverEnvironment, peers: peers, serverHandler)
+                let (port, serving) = try await UplinkNamespaces.serve(serverStack, in: serverEnvironment, peers: peers, serverHandler)
                 defer { serving.cancel() }
-                try await withLoop(in: client) { clientEnvironment in
+                try await UplinkNamespaces.withLoop(in: client) { clientEnvironment in
                     for (what, parameters, expected) in cases(stack) + extraCases {
                         let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
-                            NetworkConnection(to: .hostPort(host: .init(service), port: port), using: parameters)
+                            NetworkConnection(to: .hostPort(host: .init(UplinkNamespaces.service), port: port), using: parameters)
                         }
                         defer { connection.cancel() }
                         try await exchange(connection, what)
@@ -142,14 +54,14 @@ import Testing
 
     @Test func udpConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
         try await Self.checkCases(client: UDP(), server: UDP(), serverHandler: { connection in _ = try await connection.receive() }) { connection, what in
-            try await Self.ready(connection)
+            try await UplinkNamespaces.ready(connection)
             try await connection.send(Data(what.utf8))
         }
     }
 
     @Test func tcpConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
         try await Self.checkCases(client: TCP(), server: TCP(), serverHandler: { _ in }) { connection, _ in
-            try await Self.ready(connection)
+            try await UplinkNamespaces.ready(connection)
         }
     }
 
@@ -182,61 +94,61 @@ import Testing
     /// A listener with a required interface accepts only what arrives through it: the server's
     /// end of `ipw2`.
     @Test func aListenerWithARequiredInterfaceAcceptsOnlyThroughIt() async throws {
-        try await Self.withNamespaces { client, server in
-            try await Self.addTwoUplinks(client: client, server: server)
+        try await UplinkNamespaces.withNamespaces { client, server in
+            try await UplinkNamespaces.addTwoUplinks(client: client, server: server)
             let serverEnd = NWInterface(type: .other, name: "sipw2", index: 0)
             let ipw2 = NWInterface(type: .other, name: "ipw2", index: 0)
-            try await Self.withLoop(in: server) { serverEnvironment in
+            try await UplinkNamespaces.withLoop(in: server) { serverEnvironment in
                 let tcpPeers = PeerLog(), udpPeers = PeerLog()
-                let (tcpPort, tcpServing) = try await Self.serve(TCP(), in: serverEnvironment, peers: tcpPeers, requiredInterface: serverEnd)
+                let (tcpPort, tcpServing) = try await UplinkNamespaces.serve(TCP(), in: serverEnvironment, peers: tcpPeers, requiredInterface: serverEnd)
                 defer { tcpServing.cancel() }
-                let (udpPort, udpServing) = try await Self.serve(UDP(), in: serverEnvironment, peers: udpPeers, requiredInterface: serverEnd) { connection in
+                let (udpPort, udpServing) = try await UplinkNamespaces.serve(UDP(), in: serverEnvironment, peers: udpPeers, requiredInterface: serverEnd) { connection in
                     _ = try await connection.receive()
                 }
                 defer { udpServing.cancel() }
-                try await Self.withLoop(in: client) { clientEnvironment in
+                try await UplinkNamespaces.withLoop(in: client) { clientEnvironment in
                     // Through wwan7 (the kernel's choice), the TCP listener is not there.
                     let refused = NetworkEnvironment.$current.withValue(clientEnvironment) {
-                        NetworkConnection(to: .hostPort(host: .init(Self.service), port: tcpPort)) { TCP() }
+                        NetworkConnection(to: .hostPort(host: .init(UplinkNamespaces.service), port: tcpPort)) { TCP() }
                     }
                     defer { refused.cancel() }
                     do {
-                        try await Self.ready(refused)
+                        try await UplinkNamespaces.ready(refused)
                         Issue.record("a connection through wwan7 reached a listener bound to sipw2")
                     } catch NetworkError.connectionRefused {}
                     let through = NetworkEnvironment.$current.withValue(clientEnvironment) {
-                        NetworkConnection(to: .hostPort(host: .init(Self.service), port: tcpPort), using: .parameters { TCP() }.requiredInterface(ipw2))
+                        NetworkConnection(to: .hostPort(host: .init(UplinkNamespaces.service), port: tcpPort), using: .parameters { TCP() }.requiredInterface(ipw2))
                     }
                     defer { through.cancel() }
-                    try await Self.ready(through)
+                    try await UplinkNamespaces.ready(through)
                     #expect(try await tcpPeers.next() == "10.75.0.1")
 
                     // UDP: the datagram through wwan7 never reaches the listener, the later one
                     // through ipw2 does.
                     let (plain, pinned) = NetworkEnvironment.$current.withValue(clientEnvironment) {
                         (
-                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: udpPort)) { UDP() },
-                            NetworkConnection(to: .hostPort(host: .init(Self.service), port: udpPort), using: .parameters { UDP() }.requiredInterface(ipw2))
+                            NetworkConnection(to: .hostPort(host: .init(UplinkNamespaces.service), port: udpPort)) { UDP() },
+                            NetworkConnection(to: .hostPort(host: .init(UplinkNamespaces.service), port: udpPort), using: .parameters { UDP() }.requiredInterface(ipw2))
                         )
                     }
                     defer {
                         plain.cancel()
                         pinned.cancel()
                     }
-                    try await Self.ready(plain)
+                    try await UplinkNamespaces.ready(plain)
                     try await plain.send(Data("through wwan7".utf8))
-                    try await Self.ready(pinned)
+                    try await UplinkNamespaces.ready(pinned)
                     try await pinned.send(Data("through ipw2".utf8))
                     #expect(try await udpPeers.next() == "10.75.0.1")
                 }
                 // QUIC: a listener bound to sipw2 serves a client that comes through ipw2.
                 let quicPeers = PeerLog()
                 let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
-                let (quicPort, quicServing) = try await Self.serve(identity, in: serverEnvironment, peers: quicPeers, requiredInterface: serverEnd, echo)
+                let (quicPort, quicServing) = try await UplinkNamespaces.serve(identity, in: serverEnvironment, peers: quicPeers, requiredInterface: serverEnd, echo)
                 defer { quicServing.cancel() }
-                try await Self.withLoop(in: client) { clientEnvironment in
+                try await UplinkNamespaces.withLoop(in: client) { clientEnvironment in
                     let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
-                        NetworkConnection(to: .hostPort(host: .init(Self.service), port: quicPort), using: .parameters { testClient() }.requiredInterface(ipw2))
+                        NetworkConnection(to: .hostPort(host: .init(UplinkNamespaces.service), port: quicPort), using: .parameters { testClient() }.requiredInterface(ipw2))
                     }
                     defer { connection.cancel() }
                     let stream = try await connection.openStream()
@@ -251,15 +163,15 @@ import Testing
     /// IPv6: the same two uplinks with global addresses (no duplicate address detection, so
     /// they are usable at once) and IPv6 default routes, the server at 2001:db8:76::9.
     @Test func ipv6ConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
-        try await Self.withNamespaces { client, server in
-            try await Self.addTwoUplinks(client: client, server: server)
+        try await UplinkNamespaces.withNamespaces { client, server in
+            try await UplinkNamespaces.addTwoUplinks(client: client, server: server)
             try await server.ip("address", "add", "2001:db8:76::9/128", "dev", "lo")
             for (name, subnet, metric) in [("wwan7", 74, 10), ("ipw2", 75, 20)] {
                 try await client.ip("address", "add", "2001:db8:\(subnet)::1/64", "dev", name, "nodad")
                 try await server.ip("address", "add", "2001:db8:\(subnet)::2/64", "dev", "s\(name)", "nodad")
                 try await client.ip("-6", "route", "add", "default", "via", "2001:db8:\(subnet)::2", "dev", name, "metric", "\(metric)")
             }
-            try await Self.withLoop(in: server) { serverEnvironment in
+            try await UplinkNamespaces.withLoop(in: server) { serverEnvironment in
                 let peers = PeerLog()
                 let listener = NetworkListener(for: .hostPort(host: "2001:db8:76::9", port: .any)) { UDP() }
                 let serving = NetworkEnvironment.$current.withValue(serverEnvironment) {
@@ -276,14 +188,14 @@ import Testing
                     if case .failed(let error) = state { throw error }
                 }
                 let port = listener.port!
-                try await Self.withLoop(in: client) { clientEnvironment in
+                try await UplinkNamespaces.withLoop(in: client) { clientEnvironment in
                     let expected = ["10.74.0.1": "2001:db8:74::1", "10.75.0.1": "2001:db8:75::1"]
                     for (what, parameters, v4) in Self.cases(UDP()) {
                         let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
                             NetworkConnection(to: .hostPort(host: "2001:db8:76::9", port: port), using: parameters)
                         }
                         defer { connection.cancel() }
-                        try await Self.ready(connection)
+                        try await UplinkNamespaces.ready(connection)
                         try await connection.send(Data(what.utf8))
                         let seen = try await peers.next()
                         #expect(seen == expected[v4], "\(what): the server saw \(seen)")
@@ -301,21 +213,21 @@ import Testing
         serving: @escaping @Sendable (NetworkConnection<ServerStack>) async throws -> Void = { _ in }, client clientStack: ClientStack,
         _ body: (NetworkConnection<ClientStack>, _ client: NetworkNamespace, _ server: NetworkNamespace, PeerLog) async throws -> Void
     ) async throws {
-        try await withNamespaces { client, server in
-            try await addUplink(uplink, subnet: subnet, metric: 10, client: client, server: server)
+        try await UplinkNamespaces.withNamespaces { client, server in
+            try await UplinkNamespaces.addUplink(uplink, subnet: subnet, metric: 10, client: client, server: server)
             // A name of the test's own: the marks are process-wide.
             NetworkInterfacePolicy.expensiveInterfaces.insert(uplink)
             defer { NetworkInterfacePolicy.expensiveInterfaces.remove(uplink) }
-            try await withLoop(in: server) { serverEnvironment in
+            try await UplinkNamespaces.withLoop(in: server) { serverEnvironment in
                 let peers = PeerLog()
-                let (port, serving) = try await serve(serverStack, in: serverEnvironment, peers: peers, serving)
+                let (port, serving) = try await UplinkNamespaces.serve(serverStack, in: serverEnvironment, peers: peers, serving)
                 defer { serving.cancel() }
                 ClientEstablishment.retryDelaysForTesting.withLock { $0[port.rawValue] = [.seconds(3600)] }
                 defer { _ = ClientEstablishment.retryDelaysForTesting.withLock { $0.removeValue(forKey: port.rawValue) } }
-                try await withLoop(in: client) { clientEnvironment in
+                try await UplinkNamespaces.withLoop(in: client) { clientEnvironment in
                     let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
                         NetworkConnection(
-                            to: .hostPort(host: .init(service), port: port), using: .parameters { clientStack }.expensivePathsProhibited(true))
+                            to: .hostPort(host: .init(UplinkNamespaces.service), port: port), using: .parameters { clientStack }.expensivePathsProhibited(true))
                     }
                     defer { connection.cancel() }
                     connection.start()
@@ -329,14 +241,14 @@ import Testing
     /// an unmarked uplink appears, and then leaves through it.
     @Test func expensivePathsProhibitedWaitsUntilAnInexpensiveUplinkAppears() async throws {
         try await Self.withConnectionWaitingOnAnExpensiveUplink("ipexp0", subnet: 71, server: TCP(), client: TCP()) { connection, client, server, peers in
-            let error = try await Self.waitingError(connection)
+            let error = try await UplinkNamespaces.waitingError(connection)
             #expect(error == .noAllowedInterface(reason: "expensive paths prohibited (ipexp0 is expensive)"))
             #expect(error.description.hasPrefix("No interface satisfies the parameters: expensive paths prohibited (ipexp0 is expensive)."))
             #expect(connection.state == .waiting(error) || connection.state == .preparing, "\(connection.state)")
             #expect(peers.count == 0)
 
-            try await Self.addUplink("ipfree0", subnet: 72, metric: 50, client: client, server: server)
-            try await Self.ready(connection)
+            try await UplinkNamespaces.addUplink("ipfree0", subnet: 72, metric: 50, client: client, server: server)
+            try await UplinkNamespaces.ready(connection)
             #expect(try await peers.next() == "10.72.0.1")
         }
     }
@@ -347,39 +259,39 @@ import Testing
         let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
         try await Self.withConnectionWaitingOnAnExpensiveUplink("ipexp1", subnet: 70, server: identity, serving: echo, client: testClient()) {
             connection, _, _, peers in
-            #expect(try await Self.waitingError(connection) == .noAllowedInterface(reason: "expensive paths prohibited (ipexp1 is expensive)"))
+            #expect(try await UplinkNamespaces.waitingError(connection) == .noAllowedInterface(reason: "expensive paths prohibited (ipexp1 is expensive)"))
             NetworkInterfacePolicy.expensiveInterfaces.remove("ipexp1")
-            try await Self.ready(connection)
+            try await UplinkNamespaces.ready(connection)
             #expect(try await peers.next() == "10.70.0.1")
         }
     }
 
     /// A required interface that is down: waiting, then ready once it is up.
     @Test func aRequiredInterfaceThatIsDownWaitsForIt() async throws {
-        try await Self.withNamespaces { client, server in
-            try await Self.addTwoUplinks(client: client, server: server)
+        try await UplinkNamespaces.withNamespaces { client, server in
+            try await UplinkNamespaces.addTwoUplinks(client: client, server: server)
             _ = try await client.setLink("ipw2", up: false)
-            try await Self.withLoop(in: server) { serverEnvironment in
+            try await UplinkNamespaces.withLoop(in: server) { serverEnvironment in
                 let peers = PeerLog()
-                let (port, serving) = try await Self.serve(UDP(), in: serverEnvironment, peers: peers) { connection in
+                let (port, serving) = try await UplinkNamespaces.serve(UDP(), in: serverEnvironment, peers: peers) { connection in
                     _ = try await connection.receive()
                 }
                 defer { serving.cancel() }
                 ClientEstablishment.retryDelaysForTesting.withLock { $0[port.rawValue] = [.seconds(3600)] }
                 defer { _ = ClientEstablishment.retryDelaysForTesting.withLock { $0.removeValue(forKey: port.rawValue) } }
-                try await Self.withLoop(in: client) { clientEnvironment in
+                try await UplinkNamespaces.withLoop(in: client) { clientEnvironment in
                     let ipw2 = NWInterface(type: .other, name: "ipw2", index: 0)
                     let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
-                        NetworkConnection(to: .hostPort(host: .init(Self.service), port: port), using: .parameters { UDP() }.requiredInterface(ipw2))
+                        NetworkConnection(to: .hostPort(host: .init(UplinkNamespaces.service), port: port), using: .parameters { UDP() }.requiredInterface(ipw2))
                     }
                     defer { connection.cancel() }
                     connection.start()
-                    #expect(try await Self.waitingError(connection) == .noAllowedInterface(reason: "requiredInterface ipw2 (down)"))
+                    #expect(try await UplinkNamespaces.waitingError(connection) == .noAllowedInterface(reason: "requiredInterface ipw2 (down)"))
                     // Down, the kernel flushed its default route: up, it carries the server's
                     // subnet only once the route is back.
                     _ = try await client.setLink("ipw2", up: true)
                     try await client.ip("route", "replace", "default", "via", "10.75.0.2", "dev", "ipw2", "metric", "20")
-                    try await Self.ready(connection)
+                    try await UplinkNamespaces.ready(connection)
                     try await connection.send(Data("pinned".utf8))
                     #expect(try await peers.next() == "10.75.0.1")
                 }
@@ -401,7 +313,7 @@ import Testing
         let wired = NetworkConnection(to: server.endpoint, using: .parameters { testClient() }.requiredInterfaceType(.wiredEthernet))
         defer { wired.cancel() }
         wired.start()
-        #expect(try await Self.waitingError(wired) == .noAllowedInterface(reason: "requiredInterfaceType wiredEthernet (lo is loopback)"))
+        #expect(try await UplinkNamespaces.waitingError(wired) == .noAllowedInterface(reason: "requiredInterfaceType wiredEthernet (lo is loopback)"))
     }
 
     @Test func interfaceParametersNeedTheKernelsInterfaces() async throws {
@@ -430,31 +342,5 @@ import Testing
         } catch NetworkError.unsupported(let what) {
             #expect(what.contains("requiredInterfaceType"))
         }
-    }
-}
-
-/// The client addresses a server saw, in order.
-final class PeerLog: Sendable {
-    private let peers = Mutex<[String]>([])
-    private let taken = Mutex(0)
-
-    func record(_ endpoint: NWEndpoint) {
-        guard case .hostPort(let host, _) = endpoint else { return }
-        peers.withLock { $0.append("\(host)") }
-    }
-
-    var count: Int { peers.withLock(\.count) }
-
-    /// The next address not returned yet, waiting up to 10 s for it.
-    func next() async throws -> String {
-        let index = taken.withLock { $0 }
-        for _ in 0..<1000 {
-            if let peer = peers.withLock({ $0.count > index ? $0[index] : nil }) {
-                taken.withLock { $0 += 1 }
-                return peer
-            }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        throw NamespaceFailure("the server saw no new connection within 10 s (it saw \(peers.withLock { $0 }))")
     }
 }
