@@ -68,6 +68,10 @@ final class ConnectionCore: QUICChannelDelegate {
     var whenEnded: (() -> Void)?
     /// Description of the peer for error messages.
     let endpointDescription: String
+    /// The watch over the kernel's interfaces (made on first use: `pathWatch(constraints:)`).
+    private(set) var madePathWatch: ConnectionPathWatch?
+    /// Times a QUIC connection moved to a new path (`migrate()`, or by itself).
+    private(set) var migrations: UInt64 = 0
 
     /// The core of a QUIC connection.
     init(loop: EventLoop, endpointDescription: String, handshakeTimeout: Duration, streamSendLimit: Int) {
@@ -237,6 +241,7 @@ final class ConnectionCore: QUICChannelDelegate {
     private func ended(with error: any Error) {
         whenEnded?()
         whenEnded = nil
+        madePathWatch?.stop()
         let error = NetworkError(error)
         shared.states.update(error == .cancelled ? .cancelled : .failed(error))
         shared.inboundStreamsContinuation.finish()
@@ -244,9 +249,23 @@ final class ConnectionCore: QUICChannelDelegate {
 
     // MARK: Calls from the public API (on the loop)
 
-    func migrate(context: LoopContext) throws {
-        let local = try channel.migrate(context: context)
+    /// Moves a QUIC client connection to a new local port, onto the interface `device` when
+    /// given; returns the new local address.
+    @discardableResult
+    func migrate(context: LoopContext, device: String? = nil) throws -> SocketAddress {
+        let local = try channel.migrate(context: context, device: device)
+        migrations += 1
         shared.snapshot.withLock { $0.localEndpoint = NWEndpoint(local) }
+        return local
+    }
+
+    /// The connection's watch over the kernel's interfaces; the first call makes it with the
+    /// connection's interface `constraints`.
+    func pathWatch(constraints: InterfaceConstraints) -> ConnectionPathWatch {
+        if let madePathWatch { return madePathWatch }
+        let made = ConnectionPathWatch(core: self, constraints: constraints)
+        madePathWatch = made
+        return made
     }
 }
 

@@ -29,7 +29,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     /// The protocol stack the connection runs, as its top protocol (for QUIC, its options).
     public let stack: ApplicationProtocol
     /// The parameters (a listener's connection: the stack's defaults).
-    private let parameters: NetworkParameters<ApplicationProtocol>
+    let parameters: NetworkParameters<ApplicationProtocol>
     /// Where the parameters ask to send from (nil: the system chooses).
     private var requestedLocalEndpoint: NWEndpoint? { parameters.localEndpoint }
     let loop: EventLoop
@@ -118,6 +118,10 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
                 return
             }
             loop.execute { context in
+                // A QUIC client moves to another interface by itself when its own goes away.
+                let watch = core.value.pathWatch(constraints: constraints)
+                watch.migratesWhenPathGoesAway = true
+                watch.arm(context)
                 let strategy = QUICEstablishment(core: core.value, quic: quic, endpoint: endpoint, sockets: sockets)
                 ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local, constraints: constraints)
                     .begin(context)

@@ -54,6 +54,9 @@ public struct NetworkConnectionStatistics: Sendable, Hashable {
     public var recvmsgCalls: UInt64
     /// `recvmmsg` calls (several datagrams per call) on the connection's socket.
     public var recvmmsgCalls: UInt64
+    /// Times the connection moved to a new path (RFC 9000 §9): by `migrate()`, or by itself
+    /// when the interface or address it used went away.
+    public var migrations: UInt64
 }
 
 extension NetworkConnection where ApplicationProtocol == QUIC {
@@ -199,7 +202,7 @@ extension ConnectionCore {
             congestionWindow: engine.congestionWindow, bytesInFlight: engine.bytesInFlight, packetsSent: engine.packetsSent,
             bytesSent: engine.bytesSent, packetsReceived: engine.packetsReceived, bytesReceived: engine.bytesReceived,
             datagramsLost: engine.datagramsLost + channel.datagramsDroppedBeforeEngine, sendmsgCalls: socket.sendmsgCalls, sendmmsgCalls: socket.sendmmsgCalls,
-            recvmsgCalls: socket.recvmsgCalls, recvmmsgCalls: socket.recvmmsgCalls)
+            recvmsgCalls: socket.recvmsgCalls, recvmmsgCalls: socket.recvmmsgCalls, migrations: migrations)
     }
 }
 

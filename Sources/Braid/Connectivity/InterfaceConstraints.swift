@@ -46,6 +46,46 @@ struct InterfaceConstraints: Sendable, Hashable {
     func choose(
         toward remote: SocketAddress, in snapshot: InterfaceSnapshot, marks: NetworkInterfacePolicy.Marks, kernelSource: SocketAddress?
     ) -> Choice {
+        var candidates = Self.candidates(toward: remote, in: snapshot, kernelSource: kernelSource)
+        if let required = requiredInterface {
+            candidates.removeAll { $0.link.name != required.name }
+            guard !candidates.isEmpty else {
+                let live = snapshot.interfaces.filter { $0.link.isUp && $0.link.isRunning }
+                return .none(reason: requiredInterfaceReason(required, remote: remote, snapshot: snapshot, live: live))
+            }
+        }
+        var excluded: [(constraint: String, detail: String)] = []
+        for candidate in candidates {
+            let interface = PathEvaluation.publicInterface(candidate)
+            guard let violation = violation(by: interface, marks: marks) else { return .interface(interface) }
+            excluded.append(violation)
+        }
+        guard !excluded.isEmpty else { return .none(reason: "no interface that is up and running has a route to \(remote.ipString)") }
+        // Grouped by constraint, in the order they were met.
+        var constraints: [String] = []
+        var details: [String: [String]] = [:]
+        for (constraint, detail) in excluded {
+            if details[constraint] == nil { constraints.append(constraint) }
+            details[constraint, default: []].append(detail)
+        }
+        return .none(reason: constraints.map { "\($0) (\(details[$0]!.joined(separator: ", ")))" }.joined(separator: "; "))
+    }
+
+    /// Every interface the constraints allow for traffic to `remote`, in the order `choose`
+    /// tries them (its choice first).
+    func allowedInterfaces(
+        toward remote: SocketAddress, in snapshot: InterfaceSnapshot, marks: NetworkInterfacePolicy.Marks, kernelSource: SocketAddress?
+    ) -> [NWInterface] {
+        Self.candidates(toward: remote, in: snapshot, kernelSource: kernelSource).map(PathEvaluation.publicInterface).filter {
+            violation(by: $0, marks: marks) == nil
+        }
+    }
+
+    /// The interfaces that can carry traffic to `remote`, constraints aside, in the order they
+    /// are tried.
+    private static func candidates(
+        toward remote: SocketAddress, in snapshot: InterfaceSnapshot, kernelSource: SocketAddress?
+    ) -> [InterfaceSnapshot.Interface] {
         let family = remote.isIPv6 ? NetlinkAddress.familyIPv6 : NetlinkAddress.familyIPv4
         let target = Self.bytes(of: remote)
         let live = snapshot.interfaces.filter { $0.link.isUp && $0.link.isRunning }
@@ -81,26 +121,7 @@ struct InterfaceConstraints: Sendable, Hashable {
                 add(interface)
             }
         }
-
-        if let required = requiredInterface {
-            candidates.removeAll { $0.link.name != required.name }
-            guard !candidates.isEmpty else { return .none(reason: requiredInterfaceReason(required, remote: remote, snapshot: snapshot, live: live)) }
-        }
-        var excluded: [(constraint: String, detail: String)] = []
-        for candidate in candidates {
-            let interface = PathEvaluation.publicInterface(candidate)
-            guard let violation = violation(by: interface, marks: marks) else { return .interface(interface) }
-            excluded.append(violation)
-        }
-        guard !excluded.isEmpty else { return .none(reason: "no interface that is up and running has a route to \(remote.ipString)") }
-        // Grouped by constraint, in the order they were met.
-        var constraints: [String] = []
-        var details: [String: [String]] = [:]
-        for (constraint, detail) in excluded {
-            if details[constraint] == nil { constraints.append(constraint) }
-            details[constraint, default: []].append(detail)
-        }
-        return .none(reason: constraints.map { "\($0) (\(details[$0]!.joined(separator: ", ")))" }.joined(separator: "; "))
+        return candidates
     }
 
     /// The first constraint `interface` breaks, with what about the interface breaks it; nil

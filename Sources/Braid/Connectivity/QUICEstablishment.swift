@@ -117,7 +117,7 @@ extension QUICEstablishment: QUICChannelTransport {
         race = nil
     }
     var socketCounters: SocketCounters? { nil }
-    func moveToNewPort(_ context: LoopContext) throws -> SocketAddress {
+    func moveToNewPath(_ context: LoopContext, device: String?) throws -> SocketAddress {
         throw NetworkError.invalidState("migrate once the connection is ready")
     }
 }

@@ -23,8 +23,9 @@ package protocol QUICChannelTransport: AnyObject {
     func release(_ context: LoopContext)
     /// The system calls of the connection's own socket (nil: it shares one).
     var socketCounters: SocketCounters? { get }
-    /// Moves the connection to a new local port; returns the new local address.
-    func moveToNewPort(_ context: LoopContext) throws -> SocketAddress
+    /// Moves the connection to a new local port, on the interface `device` (its socket bound
+    /// there) when given, else on the same address; returns the new local address.
+    func moveToNewPath(_ context: LoopContext, device: String?) throws -> SocketAddress
 }
 
 /// One QUIC connection's owner on its loop: the engine, its streams, the calls waiting on them,
@@ -354,10 +355,11 @@ package final class QUICChannel {
         transmit(context)
     }
 
-    /// Moves a client connection to a new local port; returns the new local address.
-    package func migrate(context: LoopContext) throws -> SocketAddress {
+    /// Moves a client connection to a new local port, on the interface `device` when given;
+    /// returns the new local address.
+    package func migrate(context: LoopContext, device: String? = nil) throws -> SocketAddress {
         if let finalError { throw finalError }
         guard isReady, let transport else { throw describe(QUICError.invalidState("migrate once the connection is ready")) }
-        do { return try transport.moveToNewPort(context) } catch { throw describe(error) }
+        do { return try transport.moveToNewPath(context, device: device) } catch { throw describe(error) }
     }
 }

@@ -19,8 +19,9 @@ public final class QUICClientDriver: LoopHandler {
     public let connection: QUICConnection
     /// The socket in use now (`migrate` replaces it).
     package private(set) var socket: any DatagramSocket
-    /// Where new sockets come from (`migrate` makes one).
-    private let sockets: any DatagramSocketFactory
+    /// Where new sockets come from (`migrate` makes one; to another interface, it binds the
+    /// factory there).
+    private var sockets: any DatagramSocketFactory
     public var onEvent: QUICEventHandler
     private let batching: BatchingOptions
     private let receiveSlots: Int
@@ -69,9 +70,18 @@ public final class QUICClientDriver: LoopHandler {
     /// a network change) and tells the server (RFC 9000 §9). Needs a confirmed handshake. Call
     /// it from loop code, not from inside `onEvent` (the running pass still holds the old socket).
     public func migrate(_ context: LoopContext) throws {
+        try migrate(context, toDevice: nil)
+    }
+
+    /// As `migrate(_:)`, onto the interface `device` when given: the new socket is bound to it
+    /// (SO_BINDTODEVICE, as every later socket of the connection) and sends from the address
+    /// the kernel picks there toward the peer. For when the connection's own address or
+    /// interface went away.
+    package func migrate(_ context: LoopContext, toDevice device: String?) throws {
         guard !isServicing else { throw QUICError.invalidState("migrate from loop code, not from inside onEvent") }
-        let fresh = try sockets.bind(
-            socket.localAddress.withPort(0), batching: batching, receiveSlots: receiveSlots, sendBatches: 8, reusePort: false)
+        let factory = try device.map { try sockets.boundToDevice($0) } ?? sockets
+        let local = try device.map { _ in try factory.localAddress(toward: connection.path.remote) } ?? socket.localAddress.withPort(0)
+        let fresh = try factory.bind(local, batching: batching, receiveSlots: receiveSlots, sendBatches: 8, reusePort: false)
         do {
             try connection.migrate(to: QUICPath(local: fresh.localAddress, remote: connection.path.remote), now: context.now)
         } catch {
@@ -84,6 +94,7 @@ public final class QUICClientDriver: LoopHandler {
         retiredCounters = retiredCounters + socket.counters
         socket.close()
         socket = fresh
+        sockets = factory
         token = freshToken
         writeBlocked = false
         service(context)
@@ -161,8 +172,8 @@ extension QUICClientDriver: QUICChannelTransport {
         onEvent = { _, _ in }
     }
 
-    package func moveToNewPort(_ context: LoopContext) throws -> SocketAddress {
-        try migrate(context)
+    package func moveToNewPath(_ context: LoopContext, device: String?) throws -> SocketAddress {
+        try migrate(context, toDevice: device)
         return connection.path.local
     }
 }

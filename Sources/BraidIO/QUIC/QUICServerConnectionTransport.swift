@@ -21,7 +21,7 @@ package final class QUICServerConnectionTransport: QUICChannelTransport {
     /// A listener's connections share its sockets: their system calls are the listener's.
     package var socketCounters: SocketCounters? { nil }
 
-    package func moveToNewPort(_ context: LoopContext) throws -> SocketAddress {
+    package func moveToNewPath(_ context: LoopContext, device: String?) throws -> SocketAddress {
         throw QUICError.invalidState("only a client connection migrates")
     }
 }

@@ -12,6 +12,9 @@ import Testing
     private final class Watch: @unchecked Sendable {
         weak var core: ConnectionCore?
         weak var channel: QUICChannel?
+        /// Made for every QUIC client (it moves the connection when its path goes away); the
+        /// loop's interface-change signal must let go of it when the connection ends.
+        weak var pathWatch: ConnectionPathWatch?
     }
 
     private func watch(_ connection: NetworkConnection<QUIC>) async throws -> Watch {
@@ -20,6 +23,7 @@ import Testing
         try await connection.loop.submit { _ in
             watch.core = core.value
             watch.channel = core.value.channel
+            watch.pathWatch = core.value.madePathWatch
         }
         return watch
     }
@@ -29,7 +33,7 @@ import Testing
     /// timeouts of the initial 333 ms RTT guess).
     private func released(_ watch: Watch, on loop: EventLoop) async throws -> Bool {
         for _ in 0..<1000 {
-            let gone = try await loop.submit { _ in watch.core == nil && watch.channel == nil }
+            let gone = try await loop.submit { _ in watch.core == nil && watch.channel == nil && watch.pathWatch == nil }
             if gone { return true }
             try await Task.sleep(for: .milliseconds(10))
         }

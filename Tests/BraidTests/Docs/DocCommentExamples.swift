@@ -30,10 +30,16 @@ func docExample_NetworkConnection_states(_ connection: NetworkConnection<QUIC>) 
     }
 }
 
-/// Sources/Braid/Connection/NetworkConnection+Viability.swift
+/// Sources/Braid/Connection/NetworkConnection+PathUpdates.swift
 func docExample_NetworkConnection_onViabilityUpdate(_ connection: NetworkConnection<QUIC>) {
     connection.onViabilityUpdate { connection, isViable in
         print(isViable ? "the path is back" : "no path for now; keeping the connection")
+    }
+}
+
+func docExample_NetworkConnection_onBetterPathUpdate(_ connection: NetworkConnection<QUIC>) {
+    connection.onBetterPathUpdate { connection, betterPathAvailable in
+        if betterPathAvailable { print("a better path exists: reconnect when convenient") }
     }
 }
 

@@ -129,7 +129,7 @@ private final class VirtualEnd: QUICChannelTransport, LoopHandler {
 
     var socketCounters: SocketCounters? { nil }
 
-    func moveToNewPort(_ context: LoopContext) throws -> SocketAddress {
+    func moveToNewPath(_ context: LoopContext, device: String?) throws -> SocketAddress {
         throw QUICError.invalidState("virtual connections do not migrate")
     }
 

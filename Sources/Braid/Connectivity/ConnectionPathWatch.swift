@@ -1,0 +1,124 @@
+import BraidIO
+import Logging
+
+/// One connection's watch over the kernel's interfaces, on its loop: after each link, address
+/// or route change it asks whether the ready connection's path is still viable, whether a
+/// better one is available, and (a QUIC client) whether to move to another interface because
+/// its own went away. Made on the first `onViabilityUpdate` or `onBetterPathUpdate`, or when a
+/// QUIC client connection starts; ends with the connection. On a loop that cannot watch the
+/// kernel's interfaces (a virtual loop, or rtnetlink refused) it does nothing.
+final class ConnectionPathWatch {
+    /// Weak: a waiter registered with the loop's `InterfaceChanges` keeps the watch after the
+    /// connection's core is gone, until the next change.
+    private weak var core: ConnectionCore?
+    /// The connection's interface parameters: only interfaces they allow count as paths.
+    private let constraints: InterfaceConstraints
+    private var viabilityHandlers: [(Bool) -> Void] = []
+    private var betterPathHandlers: [(Bool) -> Void] = []
+    /// Set for QUIC client connections: they migrate (RFC 9000 §9) to another allowed
+    /// interface when theirs goes away.
+    var migratesWhenPathGoesAway = false
+    private var isArmed = false
+    private var isStopped = false
+    /// The registration with the loop's `InterfaceChanges` while one is pending.
+    private var waiting: (changes: InterfaceChanges, token: UInt64)?
+    private var viable = true
+    private var betterPathAvailable = false
+
+    private static var logger: Logger { Logger(label: "braid.path") }
+
+    init(core: ConnectionCore, constraints: InterfaceConstraints) {
+        self.core = core
+        self.constraints = constraints
+    }
+
+    func onViabilityUpdate(_ handler: @escaping (Bool) -> Void, context: LoopContext) {
+        viabilityHandlers.append(handler)
+        arm(context)
+    }
+
+    func onBetterPathUpdate(_ handler: @escaping (Bool) -> Void, context: LoopContext) {
+        betterPathHandlers.append(handler)
+        arm(context)
+    }
+
+    /// Watches from now on (once).
+    func arm(_ context: LoopContext) {
+        guard !isArmed, !isStopped else { return }
+        isArmed = true
+        waitForChange(context)
+    }
+
+    /// Stops watching (the connection ended): the loop's `InterfaceChanges` lets go of the
+    /// watch now, not at the next change, which may never come.
+    func stop() {
+        isStopped = true
+        if let waiting { waiting.changes.cancel(waiting.token) }
+        waiting = nil
+    }
+
+    private func waitForChange(_ context: LoopContext) {
+        guard !isStopped, let changes = InterfaceChanges.on(context), changes.isWatching else { return }
+        let token = changes.whenChanged { [self] context in
+            waiting = nil
+            guard let core else { return }
+            switch core.shared.states.current {
+            case .cancelled, .failed: return  // the connection has ended: so does the watch
+            default: evaluate(core, changes, context: context)
+            }
+            waitForChange(context)
+        }
+        waiting = (changes, token)
+    }
+
+    private func evaluate(_ core: ConnectionCore, _ changes: InterfaceChanges, context: LoopContext) {
+        guard core.shared.states.current == .ready, let snapshot = changes.snapshot else { return }
+        let endpoints = core.shared.snapshot.withLock { ($0.localEndpoint, $0.remoteEndpoint) }
+        guard var local = endpoints.0.flatMap({ Resolver.literalAddresses(for: $0)?.first }),
+            let remote = endpoints.1.flatMap({ Resolver.literalAddresses(for: $0)?.first })
+        else { return }
+        var isViable = PathViability.isViable(local: local, in: snapshot)
+        let marks = NetworkInterfacePolicy.current
+        let allowed = constraints.allowedInterfaces(
+            toward: remote, in: snapshot, marks: marks, kernelSource: try? UDPSocket.localAddress(toward: remote))
+        var current = Self.interface(holding: local, in: snapshot)
+        if !isViable, migratesWhenPathGoesAway, let target = allowed.first(where: { $0.name != current?.name }) {
+            do {
+                local = try core.migrate(context: context, device: target.name)
+                Self.logger.info("path to \(remote) went away: moved to \(target.name), from \(local)")
+                current = target
+                isViable = PathViability.isViable(local: local, in: snapshot)
+            } catch {
+                Self.logger.info("path to \(remote) went away; cannot move to \(target.name): \(error)")
+            }
+        }
+        if isViable != viable {
+            viable = isViable
+            for handler in viabilityHandlers { handler(isViable) }
+        }
+        let better = allowed.contains { candidate in
+            candidate.name != current?.name && (!isViable || current.map { Self.prefers(candidate, over: $0, marks: marks) } ?? true)
+        }
+        if better != betterPathAvailable {
+            betterPathAvailable = better
+            for handler in betterPathHandlers { handler(better) }
+        }
+    }
+
+    /// The interface that holds `local`'s address (nil: the address is gone).
+    private static func interface(holding local: SocketAddress, in snapshot: InterfaceSnapshot) -> NWInterface? {
+        let bytes = InterfaceConstraints.bytes(of: local)
+        return snapshot.interfaces.first { $0.addresses.contains { $0.bytes == bytes } }.map(PathEvaluation.publicInterface)
+    }
+
+    /// Whether `candidate` is a better path than `current`: inexpensive over expensive,
+    /// unconstrained over constrained, then wired over Wi-Fi over other over cellular.
+    static func prefers(_ candidate: NWInterface, over current: NWInterface, marks: NetworkInterfacePolicy.Marks) -> Bool {
+        func rank(_ interface: NWInterface) -> (Int, Int, Int) {
+            let expensive = interface.type == .cellular || marks.isExpensive(interface.name)
+            let order: [NWInterface.InterfaceType] = [.loopback, .wiredEthernet, .wifi, .other, .cellular]
+            return (expensive ? 1 : 0, marks.isConstrained(interface.name) ? 1 : 0, order.firstIndex(of: interface.type) ?? order.count)
+        }
+        return rank(candidate) < rank(current)
+    }
+}

@@ -1,0 +1,112 @@
+import BraidIO
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Braid
+
+/// Ready connections whose paths change under them, in `UplinkNamespaces`' namespaces: a QUIC
+/// client moves to the other uplink when its address goes away, and a better uplink that
+/// appears is reported.
+@Suite(.timeLimit(.minutes(2))) struct PathChangeNamespaceTests {
+    /// A 20 MB echo on one stream; the client's address on its uplink (wwan7, the kernel's
+    /// choice) is removed once 2 MB have come back. The connection moves to ipw2 by itself and
+    /// every byte comes back intact, in order.
+    @Test func aQUICConnectionMovesToTheOtherUplinkWhenItsAddressIsRemoved() async throws {
+        let total = 20_000_000
+        let payload = Data((0..<total).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 16) })
+        let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        try await UplinkNamespaces.withNamespaces { client, server in
+            try await UplinkNamespaces.addTwoUplinks(client: client, server: server)
+            try await UplinkNamespaces.withLoop(in: server) { serverEnvironment in
+                let peers = PeerLog()
+                let (port, serving) = try await UplinkNamespaces.serve(identity, in: serverEnvironment, peers: peers, echo)
+                defer { serving.cancel() }
+                try await UplinkNamespaces.withLoop(in: client) { clientEnvironment in
+                    let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                        NetworkConnection(to: .hostPort(host: .init(UplinkNamespaces.service), port: port)) { testClient() }
+                    }
+                    defer { connection.cancel() }
+                    let viability = Mutex<[Bool]>([])
+                    connection.onViabilityUpdate { _, isViable in viability.withLock { $0.append(isViable) } }
+                    let stream = try await connection.openStream()
+                    #expect(try await peers.next() == "10.74.0.1")
+                    let sending = Task {
+                        var offset = 0
+                        while offset < total {
+                            let end = min(offset + 65536, total)
+                            try await stream.send(payload[offset..<end], endOfStream: end == total)
+                            offset = end
+                        }
+                    }
+                    defer { sending.cancel() }
+                    var received = Data()
+                    received.reserveCapacity(total)
+                    var removed: ContinuousClock.Instant?
+                    while received.count < total {
+                        let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
+                        received.append(content)
+                        if removed == nil, received.count >= 2_000_000 {
+                            try await client.ip("address", "del", "10.74.0.1/24", "dev", "wwan7")
+                            removed = .now
+                        }
+                        if metadata.isEndOfStream { break }
+                    }
+                    try await sending.value
+                    #expect(received.count == total)
+                    #expect(received == payload, "the echo differs from what was sent")
+                    let statistics = try #require(await connection.statistics)
+                    #expect(statistics.migrations == 1)
+                    #expect(connection.localEndpoint.map { "\($0)" }?.hasPrefix("10.75.0.1:") == true, "\(String(describing: connection.localEndpoint))")
+                    #expect(viability.withLock { $0 }.isEmpty, "it moved, so it never stopped being viable: \(viability.withLock { $0 })")
+                    print("address removed -> 18 MB more echoed over ipw2 in \(ContinuousClock.now - removed!)")
+                }
+            }
+        }
+    }
+
+    /// A UDP connection over the only uplink, wwan7 (cellular by its name, so expensive): an
+    /// inexpensive uplink that comes up is a better path; down again, it is not.
+    @Test func anInexpensiveUplinkIsABetterPathThanAnExpensiveOne() async throws {
+        try await UplinkNamespaces.withNamespaces { client, server in
+            try await UplinkNamespaces.addUplink("wwan7", subnet: 74, metric: 10, client: client, server: server)
+            try await UplinkNamespaces.withLoop(in: client) { clientEnvironment in
+                let connection = NetworkEnvironment.$current.withValue(clientEnvironment) {
+                    NetworkConnection(to: .hostPort(host: .init(UplinkNamespaces.service), port: 47_903)) { UDP() }
+                }
+                defer { connection.cancel() }
+                let updates = AsyncStream<Bool>.makeStream()
+                connection.onBetterPathUpdate { _, available in updates.continuation.yield(available) }
+                // No update within 20 s: the stream ends, and the expectations below fail.
+                let watchdog = Task {
+                    try await Task.sleep(for: .seconds(20))
+                    updates.continuation.finish()
+                }
+                defer { watchdog.cancel() }
+                try await UplinkNamespaces.ready(connection)
+                var betterPath = updates.stream.makeAsyncIterator()
+                try await UplinkNamespaces.addUplink("ipw2", subnet: 75, metric: 20, client: client, server: server)
+                #expect(await betterPath.next() == true)
+                _ = try await client.setLink("ipw2", up: false)
+                #expect(await betterPath.next() == false)
+                #expect(connection.state == .ready)
+                #expect(connection.localEndpoint.map { "\($0)" }?.hasPrefix("10.74.0.1:") == true)
+            }
+        }
+    }
+
+    @Test func betterMeansInexpensiveThenUnconstrainedThenWiredOverWiFiOverOtherOverCellular() {
+        let marks = NetworkInterfacePolicy.Marks(expensive: ["eth9"], constrained: ["wlan9"])
+        func interface(_ type: NWInterface.InterfaceType, _ name: String) -> NWInterface { NWInterface(type: type, name: name, index: 0) }
+        let wired = interface(.wiredEthernet, "eth0"), wifi = interface(.wifi, "wlan0"), other = interface(.other, "veth0")
+        let cellular = interface(.cellular, "wwan0"), expensiveWired = interface(.wiredEthernet, "eth9")
+        let constrainedWiFi = interface(.wifi, "wlan9")
+        let prefers = { ConnectionPathWatch.prefers($0, over: $1, marks: marks) }
+        #expect(prefers(wired, wifi) && prefers(wifi, other) && prefers(other, cellular))
+        #expect(!prefers(wifi, wired) && !prefers(wired, wired))
+        #expect(prefers(cellular, expensiveWired) == false, "both expensive: the type decides")
+        #expect(prefers(other, expensiveWired))
+        #expect(prefers(other, constrainedWiFi) && !prefers(constrainedWiFi, other))
+        #expect(prefers(constrainedWiFi, cellular))
+    }
+}
