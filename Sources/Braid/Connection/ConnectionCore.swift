@@ -219,7 +219,7 @@ final class ConnectionCore: QUICChannelDelegate {
             $0.localEndpoint = channel.localAddress.map(NWEndpoint.init)
             $0.remoteEndpoint = channel.remoteAddress.map(NWEndpoint.init)
         }
-        shared.states.update(.ready)
+        becameReady()
     }
 
     func channel(_ channel: QUICChannel, opened stream: QUICStreamHandle) {
@@ -259,6 +259,12 @@ final class ConnectionCore: QUICChannelDelegate {
         return local
     }
 
+    /// Ready: the state says so, and the path watch (if any) reports the first path.
+    private func becameReady() {
+        shared.states.update(.ready)
+        madePathWatch?.evaluateNow()
+    }
+
     /// The connection's watch over the kernel's interfaces; the first call makes it with the
     /// connection's interface `constraints`.
     func pathWatch(constraints: InterfaceConstraints) -> ConnectionPathWatch {
@@ -280,7 +286,7 @@ extension ConnectionCore: ByteStreamChannelDelegate {
             $0.localEndpoint = channel.localAddress.map(NWEndpoint.init)
             $0.remoteEndpoint = channel.remoteAddress.map(NWEndpoint.init)
         }
-        shared.states.update(.ready)
+        becameReady()
     }
 
     func channel(_ channel: ByteStreamChannel, endedWith error: any Error) {
@@ -294,7 +300,7 @@ extension ConnectionCore: DatagramChannelDelegate {
             $0.localEndpoint = channel.localAddress.map(NWEndpoint.init)
             $0.remoteEndpoint = channel.remoteAddress.map(NWEndpoint.init)
         }
-        shared.states.update(.ready)
+        becameReady()
     }
 
     func channel(_ channel: DatagramChannel, endedWith error: any Error) {

@@ -1,6 +1,29 @@
 import BraidIO
 
 extension NetworkConnection {
+    /// Calls `handler` with the connection's path once it is ready, and again whenever the
+    /// path changes: its interface (a QUIC client that moved to another one), whether it is
+    /// satisfied (viable), and its endpoints (`localEndpoint` changes with a migration). The
+    /// path's `availableInterfaces` holds the one interface the connection uses. On a loop that
+    /// cannot watch the kernel's interfaces (a virtual loop, or rtnetlink refused), nothing
+    /// is reported.
+    ///
+    /// ```swift
+    /// connection.onPathUpdate { connection, path in
+    ///     print("now over \(path.availableInterfaces.map(\.name)), from \(path.localEndpoint.map { "\($0)" } ?? "?")")
+    /// }
+    /// ```
+    public func onPathUpdate(_ handler: @escaping @Sendable (NetworkConnection, NWPath) -> Void) {
+        let core = core, constraints = parameters.interfaceConstraints
+        loop.execute { [weak self] context in
+            core.value.pathWatch(constraints: constraints).onPathUpdate(
+                { [weak self] path in
+                    guard let self else { return }
+                    handler(self, path)
+                }, context: context)
+        }
+    }
+
     /// Calls `handler` with `false` when the connection's path goes away (the link that holds
     /// its local address goes down or loses carrier, or the address is removed) and with
     /// `true` when it returns. The connection is not torn down meanwhile: keep it, and send

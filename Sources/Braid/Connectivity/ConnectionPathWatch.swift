@@ -1,11 +1,12 @@
 import BraidIO
 import Logging
 
-/// One connection's watch over the kernel's interfaces, on its loop: after each link, address
-/// or route change it asks whether the ready connection's path is still viable, whether a
-/// better one is available, and (a QUIC client) whether to move to another interface because
-/// its own went away. Made on the first `onViabilityUpdate` or `onBetterPathUpdate`, or when a
-/// QUIC client connection starts; ends with the connection. On a loop that cannot watch the
+/// One connection's watch over the kernel's interfaces, on its loop: when the connection
+/// becomes ready and after each link, address or route change it works out the ready
+/// connection's path, whether it is still viable, whether a better one is available, and (a
+/// QUIC client) whether to move to another interface because its own went away. Made on the
+/// first `onPathUpdate`, `onViabilityUpdate` or `onBetterPathUpdate`, or when a QUIC client
+/// connection starts; ends with the connection. On a loop that cannot watch the
 /// kernel's interfaces (a virtual loop, or rtnetlink refused) it does nothing.
 final class ConnectionPathWatch {
     /// Weak: a waiter registered with the loop's `InterfaceChanges` keeps the watch after the
@@ -13,6 +14,7 @@ final class ConnectionPathWatch {
     private weak var core: ConnectionCore?
     /// The connection's interface parameters: only interfaces they allow count as paths.
     private let constraints: InterfaceConstraints
+    private var pathHandlers: [(NWPath) -> Void] = []
     private var viabilityHandlers: [(Bool) -> Void] = []
     private var betterPathHandlers: [(Bool) -> Void] = []
     /// Set for QUIC client connections: they migrate (RFC 9000 §9) to another allowed
@@ -24,12 +26,24 @@ final class ConnectionPathWatch {
     private var waiting: (changes: InterfaceChanges, token: UInt64)?
     private var viable = true
     private var betterPathAvailable = false
+    /// The path last reported (nil: none yet).
+    private var path: NWPath?
+    /// The loop's interface-change signal, once armed.
+    private var changes: InterfaceChanges?
 
     private static var logger: Logger { Logger(label: "braid.path") }
 
     init(core: ConnectionCore, constraints: InterfaceConstraints) {
         self.core = core
         self.constraints = constraints
+    }
+
+    /// `handler` gets the path now (if the connection is ready and the interfaces are known),
+    /// then every change.
+    func onPathUpdate(_ handler: @escaping (NWPath) -> Void, context: LoopContext) {
+        pathHandlers.append(handler)
+        arm(context)
+        if let path { handler(path) } else { evaluateNow() }
     }
 
     func onViabilityUpdate(_ handler: @escaping (Bool) -> Void, context: LoopContext) {
@@ -57,8 +71,16 @@ final class ConnectionPathWatch {
         waiting = nil
     }
 
+    /// Evaluates at once, without moving the connection (it has just become ready, or a path
+    /// handler has just registered).
+    func evaluateNow() {
+        guard !isStopped, let core, let changes else { return }
+        evaluate(core, changes, context: nil)
+    }
+
     private func waitForChange(_ context: LoopContext) {
         guard !isStopped, let changes = InterfaceChanges.on(context), changes.isWatching else { return }
+        self.changes = changes
         let token = changes.whenChanged { [self] context in
             waiting = nil
             guard let core else { return }
@@ -71,7 +93,8 @@ final class ConnectionPathWatch {
         waiting = (changes, token)
     }
 
-    private func evaluate(_ core: ConnectionCore, _ changes: InterfaceChanges, context: LoopContext) {
+    /// `context` nil: report only, do not migrate.
+    private func evaluate(_ core: ConnectionCore, _ changes: InterfaceChanges, context: LoopContext?) {
         guard core.shared.states.current == .ready, let snapshot = changes.snapshot else { return }
         let endpoints = core.shared.snapshot.withLock { ($0.localEndpoint, $0.remoteEndpoint) }
         guard var local = endpoints.0.flatMap({ Resolver.literalAddresses(for: $0)?.first }),
@@ -82,7 +105,7 @@ final class ConnectionPathWatch {
         let allowed = constraints.allowedInterfaces(
             toward: remote, in: snapshot, marks: marks, kernelSource: try? UDPSocket.localAddress(toward: remote))
         var current = Self.interface(holding: local, in: snapshot)
-        if !isViable, migratesWhenPathGoesAway, let target = allowed.first(where: { $0.name != current?.name }) {
+        if !isViable, migratesWhenPathGoesAway, let context, let target = allowed.first(where: { $0.name != current?.name }) {
             do {
                 local = try core.migrate(context: context, device: target.name)
                 Self.logger.info("path to \(remote) went away: moved to \(target.name), from \(local)")
@@ -91,6 +114,11 @@ final class ConnectionPathWatch {
             } catch {
                 Self.logger.info("path to \(remote) went away; cannot move to \(target.name): \(error)")
             }
+        }
+        let now = Self.path(local: local, remote: remote, on: current, isViable: isViable, marks: marks)
+        if now != path {
+            path = now
+            for handler in pathHandlers { handler(now) }
         }
         if isViable != viable {
             viable = isViable
@@ -103,6 +131,22 @@ final class ConnectionPathWatch {
             betterPathAvailable = better
             for handler in betterPathHandlers { handler(better) }
         }
+    }
+
+    /// A connection's path: satisfied over the interface that holds its local address while
+    /// that is viable, else unsatisfied with why; its endpoints either way.
+    private static func path(
+        local: SocketAddress, remote: SocketAddress, on interface: NWInterface?, isViable: Bool, marks: NetworkInterfacePolicy.Marks
+    ) -> NWPath {
+        let endpoints = (local: NWEndpoint(local), remote: NWEndpoint(remote))
+        guard isViable, let interface else {
+            let why = interface.map { "\($0.name), which holds \(local.ipString), is down" } ?? "\(local.ipString) is no longer on any interface"
+            return NWPath(status: .unsatisfied, unsatisfiedDescription: why, localEndpoint: endpoints.local, remoteEndpoint: endpoints.remote)
+        }
+        return NWPath(
+            status: .satisfied, unsatisfiedDescription: nil, availableInterfaces: [interface],
+            isExpensive: interface.type == .cellular || marks.isExpensive(interface.name), isConstrained: marks.isConstrained(interface.name),
+            supportsIPv4: !local.isIPv6, supportsIPv6: local.isIPv6, localEndpoint: endpoints.local, remoteEndpoint: endpoints.remote)
     }
 
     /// The interface that holds `local`'s address (nil: the address is gone).

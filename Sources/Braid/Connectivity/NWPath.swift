@@ -49,7 +49,8 @@ public struct NWPath: Equatable, Sendable, CustomDebugStringConvertible {
     /// nil when satisfied.
     public let unsatisfiedDescription: String?
     /// The interfaces that can carry the path's traffic, preferred first: each up, with an
-    /// address and a default route, ordered by the routes' metrics.
+    /// address and a default route, ordered by the routes' metrics. A connection's path: the
+    /// interface it uses.
     public let availableInterfaces: [NWInterface]
     /// The preferred interface is cellular, or marked expensive (`NetworkInterfacePolicy`).
     public let isExpensive: Bool
@@ -63,18 +64,23 @@ public struct NWPath: Equatable, Sendable, CustomDebugStringConvertible {
     /// The path is satisfied and /etc/resolv.conf names a DNS server (read when the path
     /// changes).
     public let supportsDNS: Bool
-    /// The default routes' gateways, in `availableInterfaces` order (port 0).
+    /// The default routes' gateways, in `availableInterfaces` order (port 0); none on a
+    /// connection's path.
     public let gateways: [NWEndpoint]
-    /// A connection's local endpoint: always nil for a monitor's path.
-    public let localEndpoint: NWEndpoint? = nil
-    /// A connection's remote endpoint: always nil for a monitor's path.
-    public let remoteEndpoint: NWEndpoint? = nil
+    /// A connection's local endpoint (`NetworkConnection.onPathUpdate`); nil for a monitor's
+    /// path.
+    public let localEndpoint: NWEndpoint?
+    /// A connection's remote endpoint (`NetworkConnection.onPathUpdate`); nil for a monitor's
+    /// path.
+    public let remoteEndpoint: NWEndpoint?
 
     init(
         status: Status, unsatisfiedDescription: String?, availableInterfaces: [NWInterface] = [], isExpensive: Bool = false,
         isConstrained: Bool = false, supportsIPv4: Bool = false, supportsIPv6: Bool = false, supportsDNS: Bool = false,
-        gateways: [NWEndpoint] = []
+        gateways: [NWEndpoint] = [], localEndpoint: NWEndpoint? = nil, remoteEndpoint: NWEndpoint? = nil
     ) {
+        self.localEndpoint = localEndpoint
+        self.remoteEndpoint = remoteEndpoint
         self.status = status
         unsatisfiedReason = .notAvailable
         self.unsatisfiedDescription = status == .satisfied ? nil : unsatisfiedDescription

@@ -29,6 +29,8 @@ import Testing
                     defer { connection.cancel() }
                     let viability = Mutex<[Bool]>([])
                     connection.onViabilityUpdate { _, isViable in viability.withLock { $0.append(isViable) } }
+                    let paths = Mutex<[NWPath]>([])
+                    connection.onPathUpdate { _, path in paths.withLock { $0.append(path) } }
                     let stream = try await connection.openStream()
                     #expect(try await peers.next() == "10.74.0.1")
                     let sending = Task {
@@ -59,6 +61,18 @@ import Testing
                     #expect(statistics.migrations == 1)
                     #expect(connection.localEndpoint.map { "\($0)" }?.hasPrefix("10.75.0.1:") == true, "\(String(describing: connection.localEndpoint))")
                     #expect(viability.withLock { $0 }.isEmpty, "it moved, so it never stopped being viable: \(viability.withLock { $0 })")
+                    // The path events: over wwan7 from 10.74.0.1, then over ipw2 from 10.75.0.1,
+                    // satisfied throughout. (Another test marking wwan7 constrained meanwhile,
+                    // the marks being process-wide, adds a wwan7 path: each run of one
+                    // interface counts once.)
+                    let seen = paths.withLock { $0 }
+                    let runs = seen.map { ($0.availableInterfaces.map(\.name), $0.localEndpoint.map { "\($0)".split(separator: ":")[0] }) }
+                        .reduce(into: [([String], Substring?)]()) { runs, next in if runs.last?.0 != next.0 { runs.append(next) } }
+                    #expect(runs.map(\.0) == [["wwan7"], ["ipw2"]], "\(seen)")
+                    #expect(runs.map(\.1) == ["10.74.0.1", "10.75.0.1"], "\(seen)")
+                    #expect(seen.allSatisfy { $0.status == .satisfied }, "\(seen)")
+                    #expect(seen.allSatisfy { $0.remoteEndpoint == .hostPort(host: .init(UplinkNamespaces.service), port: port) }, "\(seen)")
+                    #expect(seen.first?.isExpensive == true && seen.last?.isExpensive == false)
                     print("address removed -> 18 MB more echoed over ipw2 in \(ContinuousClock.now - removed!)")
                 }
             }

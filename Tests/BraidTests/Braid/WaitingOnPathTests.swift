@@ -91,6 +91,8 @@ import Testing
                 defer { connection.cancel() }
                 let updates = AsyncStream<Bool>.makeStream()
                 connection.onViabilityUpdate { _, isViable in updates.continuation.yield(isViable) }
+                let paths = Mutex<[NWPath]>([])
+                connection.onPathUpdate { _, path in paths.withLock { $0.append(path) } }
                 // No update within 20 s: the stream ends, and the expectations below fail.
                 let watchdog = Task {
                     try await Task.sleep(for: .seconds(20))
@@ -108,6 +110,12 @@ import Testing
                 #expect(await viability.next() == true)
                 #expect(connection.state == .ready)
                 try await connection.send(Data("still here".utf8))
+                // The path events (handlers run in registration order): satisfied over va,
+                // unsatisfied saying why, satisfied again.
+                let seen = paths.withLock { $0 }
+                #expect(seen.map(\.status) == [.satisfied, .unsatisfied, .satisfied], "\(seen)")
+                #expect(seen.dropFirst().first?.unsatisfiedDescription == "va, which holds 10.88.0.1, is down", "\(seen)")
+                #expect(seen.first?.availableInterfaces.map(\.name) == ["va"], "\(seen)")
             }
         }
     }

@@ -31,6 +31,12 @@ func docExample_NetworkConnection_states(_ connection: NetworkConnection<QUIC>) 
 }
 
 /// Sources/Braid/Connection/NetworkConnection+PathUpdates.swift
+func docExample_NetworkConnection_onPathUpdate(_ connection: NetworkConnection<QUIC>) {
+    connection.onPathUpdate { connection, path in
+        print("now over \(path.availableInterfaces.map(\.name)), from \(path.localEndpoint.map { "\($0)" } ?? "?")")
+    }
+}
+
 func docExample_NetworkConnection_onViabilityUpdate(_ connection: NetworkConnection<QUIC>) {
     connection.onViabilityUpdate { connection, isViable in
         print(isViable ? "the path is back" : "no path for now; keeping the connection")
