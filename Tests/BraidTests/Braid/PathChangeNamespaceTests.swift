@@ -9,10 +9,19 @@ import Testing
 /// client moves to the other uplink when its address goes away, and a better uplink that
 /// appears is reported.
 @Suite(.timeLimit(.minutes(2))) struct PathChangeNamespaceTests {
-    /// A 20 MB echo on one stream; the client's address on its uplink (wwan7, the kernel's
-    /// choice) is removed once 2 MB have come back. The connection moves to ipw2 by itself and
-    /// every byte comes back intact, in order.
-    @Test func aQUICConnectionMovesToTheOtherUplinkWhenItsAddressIsRemoved() async throws {
+    /// How the uplink a connection uses goes away.
+    enum Loss: String, CaseIterable, Sendable {
+        /// `ip address del` of the client's address on it.
+        case addressRemoved
+        /// `ip link set down`: the address stays, the link cannot carry anything.
+        case linkDown
+    }
+
+    /// A 20 MB echo on one stream; the client's uplink (wwan7, the kernel's choice) goes away
+    /// once 2 MB have come back. The connection moves to ipw2 by itself and every byte comes
+    /// back intact, in order.
+    @Test(arguments: Loss.allCases)
+    func aQUICConnectionMovesToTheOtherUplinkWhenItsOwnGoesAway(_ loss: Loss) async throws {
         let total = 20_000_000
         let payload = Data((0..<total).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 16) })
         let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
@@ -49,7 +58,10 @@ import Testing
                         let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
                         received.append(content)
                         if removed == nil, received.count >= 2_000_000 {
-                            try await client.ip("address", "del", "10.74.0.1/24", "dev", "wwan7")
+                            switch loss {
+                            case .addressRemoved: try await client.ip("address", "del", "10.74.0.1/24", "dev", "wwan7")
+                            case .linkDown: _ = try await client.setLink("wwan7", up: false)
+                            }
                             removed = .now
                         }
                         if metadata.isEndOfStream { break }
@@ -73,7 +85,7 @@ import Testing
                     #expect(seen.allSatisfy { $0.status == .satisfied }, "\(seen)")
                     #expect(seen.allSatisfy { $0.remoteEndpoint == .hostPort(host: .init(UplinkNamespaces.service), port: port) }, "\(seen)")
                     #expect(seen.first?.isExpensive == true && seen.last?.isExpensive == false)
-                    print("address removed -> 18 MB more echoed over ipw2 in \(ContinuousClock.now - removed!)")
+                    print("\(loss) -> 18 MB more echoed over ipw2 in \(ContinuousClock.now - removed!)")
                 }
             }
         }
