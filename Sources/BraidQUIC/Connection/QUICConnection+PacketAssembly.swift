@@ -45,6 +45,11 @@ extension QUICConnection {
         }
         let segmentLimit = min(max(maxSegments, 1), Self.maxSegmentsPerBatch)
         let packetSize = ngtcp2_conn_get_path_max_tx_udp_payload_size(conn)
+        // Room for the largest packet ngtcp2 may write, not just the path's current size:
+        // a path-MTU probe is larger than the path's packets, and ngtcp2 skips a probe that
+        // does not fit, so with room for only the path's size it never raises it. (Other
+        // packets stay at the path's size: ngtcp2 shapes them.)
+        let packetRoom = max(packetSize, ngtcp2_conn_get_max_tx_udp_payload_size(conn))
         let quantum = max(1, ngtcp2_conn_get_send_quantum(conn) / max(packetSize, 1))
         var budget = min(quantum, segmentLimit * min(maxBatches, 1 << 20))
         var batches = 0
@@ -70,8 +75,8 @@ extension QUICConnection {
             }
             var batchClosed = false
             // A GSO send is one UDP datagram to the kernel: its payload must stay under 64 KiB.
-            while count < segmentLimit && budget > 0 && !batchClosed && length + packetSize <= Self.maxBatchBytes {
-                let room = min(packetSize, buffer.count - length)
+            while count < segmentLimit && budget > 0 && !batchClosed && length + packetRoom <= Self.maxBatchBytes {
+                let room = min(packetRoom, buffer.count - length)
                 guard let packet = writePacket(into: buffer.baseAddress! + length, capacity: room, now: now) else { break }
                 budget -= 1
                 if count > 0 && (packet.path != batchPath || packet.ecn != batchECN || packet.length > segmentSize) {
