@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Installs what Braid needs on a fresh Debian bookworm machine (idempotent; only missing
-# packages are installed). Needs root or sudo for apt-get.
+# packages are installed). Needs root or sudo for apt-get. With --benchmarks, also the peers
+# only the benchmark suite runs: Go and quic-go 0.29, for the quic-go perf pair
+# (tools/peers/quic-go-perf, built by the suite in GOPATH mode).
 set -euo pipefail
 packages=(pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev gnutls-bin openssl
   ngtcp2-client ngtcp2-server python3 python3-venv linux-perf)
+if [ "${1:-}" = --benchmarks ]; then
+  packages+=(golang-go golang-github-lucas-clemente-quic-go-dev)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

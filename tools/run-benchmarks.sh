@@ -3,5 +3,5 @@
 # the benchmark suite. Arguments are passed on (e.g. --quick).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/install-deps.sh
+tools/install-deps.sh --benchmarks
 swift run -c release benchmarks "$@"

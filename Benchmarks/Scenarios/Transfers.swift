@@ -271,10 +271,16 @@ enum Throughput {
         if ngtcp2Pair == nil {
             bench.results.note("ngtcp2's example programs are not installed (ngtcp2-server, ngtcp2-client): no reference row")
         }
+        var quicGo: String?
+        switch try await QuicGoPerfPair.prepare() {
+        case .success(let binary): quicGo = binary
+        case .failure(let why): bench.results.note("\(why): no quic-go row")
+        }
         var goodputs: [String: [Double]] = [:], cpus: [String: [Double]] = [:]
         let raw = [("tcp", "raw tcp"), ("tls", "raw tcp+tls1.3 (gnutls)")]
         let braidStreams = [("tls", "braid tls"), ("tcp", "braid tcp")]
         let ngtcp2Name = "ngtcp2 examples (gnutls), 1 stream"
+        let quicGoName = "quic-go 0.29 perf pair, 1 stream"
         let framers = FramerRows.Samples()
         for _ in 0..<repetitions {
             for (name, config, client) in configurations {
@@ -291,13 +297,16 @@ enum Throughput {
             if let ngtcp2Pair {
                 goodputs[ngtcp2Name, default: []].append(try await ngtcp2Goodput(ngtcp2Pair, bytes: bytes))
             }
+            if let quicGo {
+                goodputs[quicGoName, default: []].append(try await QuicGoPerfPair.goodput(quicGo, bytes: bytes))
+            }
             try await FramerRows.round(bench, framers)
         }
         for (name, _, _) in configurations {
             bench.results.recordRepeated(scenario, name, "goodput", goodputs[name] ?? [], "Gbit/s")
             bench.results.recordRepeated(scenario, name, "cpu per byte, total", cpus[name] ?? [], "ns/B")
         }
-        for name in raw.map(\.1) + braidStreams.map(\.1) + [ngtcp2Name] {
+        for name in raw.map(\.1) + braidStreams.map(\.1) + [ngtcp2Name, quicGoName] {
             bench.results.recordRepeated(scenario, name, "goodput", goodputs[name] ?? [], "Gbit/s")
         }
         FramerRows.record(bench, framers, scenario: scenario)
