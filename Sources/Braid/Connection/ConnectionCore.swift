@@ -70,9 +70,9 @@ final class ConnectionCore: QUICChannelDelegate {
     let endpointDescription: String
 
     /// The core of a QUIC connection.
-    init(loop: EventLoop, endpointDescription: String, handshakeTimeout: Duration, streamSendLimit: Int) {
+    init(loop: EventLoop, endpointDescription: String, handshakeTimeout: Duration, streamSendLimit: Int, connectionSendLimit: Int) {
         self.endpointDescription = endpointDescription
-        let channel = QUICChannel(loop: loop, streamSendLimit: streamSendLimit) { error in
+        let channel = QUICChannel(loop: loop, streamSendLimit: streamSendLimit, connectionSendLimit: connectionSendLimit) { error in
             NetworkError(error, endpoint: endpointDescription, handshakeTimeout: handshakeTimeout)
         }
         owner = .quic(channel)
@@ -142,7 +142,9 @@ final class ConnectionCore: QUICChannelDelegate {
             ConnectionCore(
                 loop: loop, endpointDescription: endpointDescription,
                 handshakeTimeout: (stack as? QUIC)?.transport.handshakeTimeout ?? QUIC.defaultTransport.handshakeTimeout,
-                streamSendLimit: (stack as? QUIC)?.transport.streamSendBufferLimit ?? QUIC.defaultTransport.streamSendBufferLimit)
+                streamSendLimit: (stack as? QUIC)?.transport.streamSendBufferLimit ?? QUIC.defaultTransport.streamSendBufferLimit,
+                connectionSendLimit: (stack as? QUIC)?.transport.connectionSendBufferLimit
+                    ?? QUIC.defaultTransport.connectionSendBufferLimit)
         }
     }
 

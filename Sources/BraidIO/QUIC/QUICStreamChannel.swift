@@ -32,11 +32,11 @@ package final class QUICStreamChannel {
     /// Set by `abort`, which acts once.
     private var aborted = false
 
-    init(id: Int64, channel: QUICChannel, locallyInitiated: Bool, sendLimit: Int, open: Bool) {
+    init(id: Int64, channel: QUICChannel, locallyInitiated: Bool, sendLimit: Int, budget: SendBudget, open: Bool) {
         self.id = id
         self.channel = channel
         self.locallyInitiated = locallyInitiated
-        outbox = StreamOutbox(limit: sendLimit, open: open)
+        outbox = StreamOutbox(limit: sendLimit, open: open, budget: budget)
     }
 
     /// The handle the public layer keeps (made on the loop).
@@ -111,6 +111,7 @@ package final class QUICStreamChannel {
         } unacknowledged: {
             connection.unacknowledgedBytes(streamID: id)
         }
+        channel.publishSendBudget(streamID: id)
         if wrote { channel.transmit(context) }
     }
 

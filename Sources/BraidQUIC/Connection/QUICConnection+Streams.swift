@@ -93,6 +93,15 @@ extension QUICConnection {
         return room
     }
 
+    /// Has `.streamWritable(streamID)` raised at the next round of room under the connection's
+    /// budget (once acknowledgements free a quarter of it), for an owner whose own senders
+    /// wait for that room outside the engine. False if the engine no longer has the stream.
+    public func wakeOnSendRoom(streamID: Int64) -> Bool {
+        guard let stream = streams[streamID], !isClosed else { return false }
+        sendBudget.refused(stream)
+        return true
+    }
+
     /// Stream bytes queued on all streams and not yet acknowledged (at most
     /// `connectionSendBufferLimit` when senders keep to `sendRoom`).
     public var unacknowledgedBytes: Int { sendBudget.held }
