@@ -45,16 +45,10 @@ package final class SendBudget: Sendable {
     /// wait). `waiting` runs once the call has to wait: it must get the loop to publish the
     /// engine's figure (a pump pass), so room that comes back is seen.
     package func admit(_ count: Int, for outbox: StreamOutbox, waiting: () -> Void) async throws {
+        if try charge(count, regardless: false) { return }
         // A stream that takes no more sends lets this one through to fail there (its charge
         // goes back as it does), rather than wait for room it cannot use.
-        let stale = !outbox.takesSends
-        let admitted = try state.withLock { state -> Bool in
-            if let failure = state.failure { throw failure }
-            guard stale || (state.waiters.isEmpty && state.engine + state.queued < limit) else { return false }
-            state.queued += count
-            return true
-        }
-        if admitted { return }
+        if !outbox.takesSends, try charge(count, regardless: true) { return }
         try await Completion<Void>.wait { completion in
             let outcome = state.withLock { state -> Result<Void, any Error>? in
                 if let failure = state.failure { return .failure(failure) }
@@ -66,6 +60,16 @@ package final class SendBudget: Sendable {
             } else {
                 waiting()
             }
+        }
+    }
+
+    /// Charges `count` if the budget has room and nobody waits (or `regardless`).
+    private func charge(_ count: Int, regardless: Bool) throws -> Bool {
+        try state.withLock { state -> Bool in
+            if let failure = state.failure { throw failure }
+            guard regardless || (state.waiters.isEmpty && state.engine + state.queued < limit) else { return false }
+            state.queued += count
+            return true
         }
     }
 

@@ -112,6 +112,43 @@ import Testing
             await #expect(throws: NetworkError.self) { try await sender.value }
         }
     }
+
+    /// One stream's send fills the budget toward a peer that reads nothing; another stream's
+    /// send waits for room, and gets it (and completes) once the first stream is reset.
+    @Test func resettingAStreamGivesItsRoomToAWaitingSender() async throws {
+        let server = try await RunningListener.start(handler: readNothing)
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) {
+            testClient().connectionSendBufferLimit(Self.budget).streamSendBufferLimit(1024 * 1024)
+        }
+        defer { connection.cancel() }
+        let budget = try await Self.budget(of: connection)
+        let filler = try await connection.openStream()
+        let filling = Task { try await filler.send(Data(count: 4 * 1024 * 1024)) }
+        let waiter = try await connection.openStream()
+        let deadline = ContinuousClock.now + .seconds(30)
+        while budget.held < Self.budget, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(budget.held >= Self.budget, "the first stream never filled the budget: \(budget.held)")
+        let waiting = Task { try await waiter.send(Data(count: 1000)) }
+        while budget.waitingSenders == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(budget.waitingSenders == 1, "the second stream's send did not wait for the budget")
+
+        try await filler.reset(streamApplicationErrorCode: 5)
+        await #expect(throws: NetworkError.self) { try await filling.value }
+        // The reset's room reaches the waiting send (a bounded wait: a wedge fails the test).
+        let finished = Task {
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask { try await waiting.value; return true }
+                group.addTask { try await Task.sleep(for: .seconds(30)); return false }
+                let first = try await group.next() ?? false
+                if !first { waiting.cancel() }
+                group.cancelAll()
+                return first
+            }
+        }
+        #expect(try await finished.value, "the waiting send never got the reset stream's room")
+        #expect(budget.waitingSenders == 0)
+    }
 }
 
 /// A number tasks update together.
