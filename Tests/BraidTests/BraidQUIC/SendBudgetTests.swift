@@ -130,4 +130,26 @@ import Testing
         #expect(client.unacknowledgedBytes(streamID: ids[2]) > 0, "the waiting stream got no room")
         #expect(run.mostHeld <= Self.budget)
     }
+
+    /// Streams get room in the order they waited, and one that got room goes to the back:
+    /// waiters that got nothing keep their place ahead of it for the next round.
+    @Test func waitersAreWokenInTurn() {
+        var budget = ConnectionSendBudget(limit: 100)
+        let streams = (0..<3).map { StreamState(id: Int64($0 * 4)) }
+        budget.added(100, by: streams[0])
+        #expect(budget.room == 0)
+        for index in [1, 2, 0] { budget.refused(streams[index]) }
+        // Not yet a round: less than a quarter is free.
+        budget.released(20)
+        #expect(!budget.roundDue)
+        budget.released(10)
+        #expect(budget.roundDue)
+        #expect(budget.takeRound().map(\.id) == [4, 8, 0])
+        #expect(!budget.roundDue)
+        // Stream 4 takes the room; everyone is refused again.
+        budget.added(30, by: streams[1])
+        for index in [2, 0, 1] { budget.refused(streams[index]) }
+        budget.released(50)
+        #expect(budget.takeRound().map(\.id) == [8, 0, 4])
+    }
 }
