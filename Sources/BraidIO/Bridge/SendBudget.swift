@@ -84,10 +84,14 @@ package final class SendBudget: Sendable {
 
     // MARK: Loop side
 
-    /// The engine took `count` queued bytes (its own figure counts them from now on).
+    /// The engine took `count` queued bytes: they count as the engine's until the loop
+    /// publishes its figure (so the budget never shows room they still take).
     package func handedToEngine(_ count: Int) {
         guard count > 0 else { return }
-        state.withLock { $0.queued -= count }
+        state.withLock { state in
+            state.queued -= count
+            state.engine += count
+        }
     }
 
     /// Records what the engine holds now and admits the waiting senders that fit. Returns
