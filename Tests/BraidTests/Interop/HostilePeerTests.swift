@@ -129,23 +129,45 @@ import Testing
         #expect(await server.listener.statistics?.retriesSent == after.retriesSent, "a client after the flood needed a Retry")
     }
 
-    /// A client that opens 100 perf streams asking for 1 GB each and never grants flow-control
-    /// credit (64 KiB windows, never raised): whatever the perf application sends on them stays
-    /// with the listener, which holds at most the connection's send budget of them.
-    @Test func starvedStreamsStayWithinTheConnectionSendBudget() async throws {
+    /// A client that starves a listener's sends: 100 streams, 64 KiB windows never raised.
+    struct Starvation: Sendable, CustomTestStringConvertible {
+        var alpn: String
+        /// What the client asks for on each stream (perf: the response size; echo: the bytes it
+        /// sends to be echoed, as far as the listener's windows let it).
+        var size: Int
+        /// The listener's connection send budget (nil: the default).
+        var budget: Int?
+        var testDescription: String { "\(alpn), budget \(budget.map(String.init) ?? "default")" }
+    }
+
+    static let starvations = [
+        Starvation(alpn: "perf", size: 1 << 30, budget: nil),
+        // Echo can send back only what the client got in (the listener's windows, 4 MiB for
+        // the connection), so a smaller budget is what binds.
+        Starvation(alpn: "echo", size: 4 << 20, budget: 1 << 20),
+    ]
+
+    /// A client that opens 100 streams (perf: asking for 1 GB each; echo: sending 4 MiB each)
+    /// and never grants flow-control credit (64 KiB windows, never raised): whatever the
+    /// application sends on them stays with the listener, which holds at most the
+    /// connection's send budget of them.
+    @Test(arguments: starvations)
+    func starvedStreamsStayWithinTheConnectionSendBudget(_ starvation: Starvation) async throws {
         let streams = 100
-        let server = try await RunningListener.start(alpn: ["perf"], handler: { connection in
-            try await PerfService.serve(connection)
-        })
+        let server = try await RunningListener.start(
+            alpn: [starvation.alpn], configure: { stack in starvation.budget.map { stack.connectionSendBufferLimit($0) } ?? stack },
+            handler: { connection in
+                if starvation.alpn == "perf" { try await PerfService.serve(connection) } else { try await echo(connection) }
+            })
         defer { server.task.cancel() }
         let rssBefore = residentBytes()
         let hostile = try PeerProcess.hostile([
-            "--host", "127.0.0.1", "--port", String(server.listener.port!.rawValue), "--alpn", "perf",
-            "--ca", Fixtures.caFile, "--sni", "localhost", "--starve", String(streams), "--size", String(1 << 30),
+            "--host", "127.0.0.1", "--port", String(server.listener.port!.rawValue), "--alpn", starvation.alpn,
+            "--ca", Fixtures.caFile, "--sni", "localhost", "--starve", String(streams), "--size", String(starvation.size),
             "--window", "65536", "--hold", "60",
         ])
         _ = try await hostile.jsonLine(within: 30) { $0["starving"] != nil }
-        // The perf application queues until every stream waits; the held bytes then stay put.
+        // The application queues until every stream waits; the held bytes then stay put.
         // Sampled until they have not changed for 40 samples (a bounded wait, nothing timed).
         var samples: [ListenerStatistics] = []
         var unchanged = 0
@@ -159,13 +181,13 @@ import Testing
         let rssHolding = residentBytes()
         await hostile.stop()
         let held = samples.map(\.bufferedBytes).max() ?? 0
-        print("starved \(streams) streams: listener held at most \(held) bytes (settled at \(samples.last?.bufferedBytes ?? 0)), process RSS \(rssBefore / 1024) KiB -> \(rssHolding / 1024) KiB")
+        print("starved \(streams) \(starvation.alpn) streams: listener held at most \(held) bytes (settled at \(samples.last?.bufferedBytes ?? 0)), process RSS \(rssBefore / 1024) KiB -> \(rssHolding / 1024) KiB")
         #expect(unchanged >= 40, "the held bytes never settled: \(samples.suffix(5))")
         #expect(samples.last?.streams ?? 0 >= streams, "\(samples.last.map { "\($0)" } ?? "no sample")")
-        // The budget binds: without it the streams would hold 100 x their 1 MiB.
-        let budget = QUIC(alpn: ["perf"]).transport.connectionSendBufferLimit
+        // The budget binds: without it the streams would hold up to 100 x their 1 MiB.
+        let budget = starvation.budget ?? QUIC(alpn: ["perf"]).transport.connectionSendBufferLimit
         #expect(held <= budget, "held \(held) bytes, budget \(budget)")
-        #expect(held >= budget / 2, "held only \(held) bytes: the perf application did not fill the budget")
+        #expect(held >= budget / 2, "held only \(held) bytes: the application did not fill the budget")
     }
 }
 
