@@ -131,6 +131,26 @@ import Testing
         #expect(run.mostHeld <= Self.budget)
     }
 
+    /// The peer stops a stream that holds part of the budget (STOP_SENDING, and finishes its
+    /// own side so the stream closes): its bytes leave the budget and a waiting stream gets room.
+    @Test func stopSendingGivesItsRoomToWaitingStreams() throws {
+        let run = try Run()
+        let client = run.client!
+        let ids = try run.open(3, size: 512 * 1024)
+        run.network.run(for: .seconds(5)) { false }
+        #expect(client.unacknowledgedBytes == Self.budget)
+        #expect(client.sendRoom(streamID: ids[2]) == 0)
+        let server = try #require(run.server)
+        run.writable.removeAll()
+
+        try server.stopSending(streamID: ids[0], applicationErrorCode: 7)
+        try server.send(streamID: ids[0], bytes: [UInt8](), fin: true)
+        run.network.run(for: .seconds(5)) { run.writable.contains(ids[2]) }
+        #expect(run.writable.contains(ids[2]), "the waiting stream was not woken")
+        #expect(client.unacknowledgedBytes(streamID: ids[2]) > 0, "the waiting stream got no room")
+        #expect(run.mostHeld <= Self.budget)
+    }
+
     /// Streams get room in the order they waited, and one that got room goes to the back:
     /// waiters that got nothing keep their place ahead of it for the next round.
     @Test func waitersAreWokenInTurn() {
