@@ -83,8 +83,10 @@ public final class PerfServer {
     private func pump(_ connection: QUICConnection, _ state: inout Exchanges) {
         for (id, progress) in state.sending {
             var sent = progress.sent
-            while sent < progress.total, connection.canSend(streamID: id) {
-                let count = min(chunk, progress.total - sent)
+            while sent < progress.total {
+                let room = connection.sendRoom(streamID: id)
+                guard room > 0 else { break }
+                let count = min(chunk, room, progress.total - sent)
                 guard (try? connection.send(streamID: id, bytes: PerfPattern.slice(at: sent, count: count), fin: sent + count == progress.total)) != nil
                 else { break }
                 sent += count

@@ -74,9 +74,9 @@ final class ConnectionCore: QUICChannelDelegate {
     private(set) var migrations: UInt64 = 0
 
     /// The core of a QUIC connection.
-    init(loop: EventLoop, endpointDescription: String, handshakeTimeout: Duration, streamSendLimit: Int) {
+    init(loop: EventLoop, endpointDescription: String, handshakeTimeout: Duration, streamSendLimit: Int, connectionSendLimit: Int) {
         self.endpointDescription = endpointDescription
-        let channel = QUICChannel(loop: loop, streamSendLimit: streamSendLimit) { error in
+        let channel = QUICChannel(loop: loop, streamSendLimit: streamSendLimit, connectionSendLimit: connectionSendLimit) { error in
             NetworkError(error, endpoint: endpointDescription, handshakeTimeout: handshakeTimeout)
         }
         owner = .quic(channel)
@@ -146,7 +146,9 @@ final class ConnectionCore: QUICChannelDelegate {
             ConnectionCore(
                 loop: loop, endpointDescription: endpointDescription,
                 handshakeTimeout: (stack as? QUIC)?.transport.handshakeTimeout ?? QUIC.defaultTransport.handshakeTimeout,
-                streamSendLimit: (stack as? QUIC)?.transport.streamSendBufferLimit ?? QUIC.defaultTransport.streamSendBufferLimit)
+                streamSendLimit: (stack as? QUIC)?.transport.streamSendBufferLimit ?? QUIC.defaultTransport.streamSendBufferLimit,
+                connectionSendLimit: (stack as? QUIC)?.transport.connectionSendBufferLimit
+                    ?? QUIC.defaultTransport.connectionSendBufferLimit)
         }
     }
 

@@ -300,11 +300,13 @@ extension QUIC.Stream where ApplicationProtocol == QUICStream {
     /// Sends `content`; with `endOfStream`, finishes the stream (FIN) after it. Returns once
     /// the stream has taken all of it: at once for up to 64 KiB that fit under the stream's
     /// bound (`streamSendBufferLimit`), else once the engine has the bytes, waiting for
-    /// acknowledgements at the bound. Before the handshake completes it waits too: use
+    /// acknowledgements at the bound. At the connection's bound (`connectionSendBufferLimit`,
+    /// all streams together) it waits, before copying `content`, until acknowledgements free
+    /// room; waiting sends get it in turn. Before the handshake completes it waits too: use
     /// `sendIdempotent` for data that may go in 0-RTT.
     public func send<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
     where Content.Element == UInt8 {
-        try await send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: false)
+        try await writableEnd().send(copying: content, endOfStream: endOfStream, idempotent: false)
     }
 
     /// Sends an integer in network byte order.
@@ -316,7 +318,7 @@ extension QUIC.Stream where ApplicationProtocol == QUICStream {
     /// can replay 0-RTT data, so send only requests that are safe to repeat.
     public func sendIdempotent<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
     where Content.Element == UInt8 {
-        try await send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: true)
+        try await writableEnd().send(copying: content, endOfStream: endOfStream, idempotent: true)
     }
 
     private func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) async throws {

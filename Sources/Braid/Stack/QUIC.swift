@@ -127,6 +127,17 @@ public struct QUIC: NetworkProtocol {
     /// Cap in bytes on a stream's queued, unacknowledged data (default 1 MiB); `send` waits
     /// beyond it.
     public func streamSendBufferLimit(_ bytes: Int) -> QUIC { with { $0.transport.streamSendBufferLimit = bytes } }
+    /// Cap in bytes on a connection's queued, unacknowledged stream data, all streams together
+    /// (default 16 MiB): at it, `send` on any of the connection's streams waits until
+    /// acknowledgements (or a stream's reset or end) free room, which waiting streams then
+    /// get in turn. So a peer that grants no flow-control credit on many streams holds at most
+    /// this much of a server; keep it well above the bandwidth-delay product of the paths you
+    /// serve. Values below 1 fail with `NetworkError.invalidConfiguration`.
+    ///
+    /// ```swift
+    /// let stack = QUIC(alpn: ["perf"]).connectionSendBufferLimit(64 * 1024 * 1024)
+    /// ```
+    public func connectionSendBufferLimit(_ bytes: Int) -> QUIC { with { $0.transport.connectionSendBufferLimit = bytes } }
     /// Write qlog (JSON-SEQ) traces into this directory, one file per connection (nil, the
     /// default: none).
     public func qlogDirectory(_ path: String?) -> QUIC { with { $0.transport.qlogDirectory = path } }
@@ -234,6 +245,9 @@ public struct QUIC: NetworkProtocol {
     }
 
     private func validateLowerLayers() throws {
+        if transport.streamSendBufferLimit < 1 || transport.connectionSendBufferLimit < 1 {
+            throw NetworkError.invalidConfiguration("streamSendBufferLimit and connectionSendBufferLimit must be at least 1 byte")
+        }
         if udp.ip.fragmentationAllowed == true {
             throw NetworkError.invalidConfiguration("QUIC packets must not be fragmented (RFC 9000 §14); remove fragmentationEnabled(true)")
         }

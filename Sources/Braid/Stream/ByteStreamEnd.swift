@@ -16,8 +16,31 @@ struct ByteStreamEnd: Sendable {
     /// Queues `bytes`: at once when the stream has room, else waiting until the owner has
     /// taken them (see `StreamOutbox`). `queued` runs once the bytes are in the outbox (or
     /// refused), before the call waits: a connection that starts there finds them queued, so
-    /// idempotent bytes sent first can go as early data. Throws `NetworkError`.
+    /// idempotent bytes sent first can go as early data. A QUIC stream's send first waits
+    /// for room in its connection's budget (`SendBudget`). Throws `NetworkError`.
     func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, queued: () -> Void = {}) async throws {
+        try await admit(bytes.count)
+        try await queue(bytes, endOfStream: endOfStream, idempotent: idempotent, queued: queued)
+    }
+
+    /// Like `send`, but copies `content` only once the connection's budget admits it, so a
+    /// sender waiting for room holds no copy of its own.
+    func send<Content: Collection>(copying content: Content, endOfStream: Bool, idempotent: Bool) async throws
+    where Content.Element == UInt8 {
+        try await admit(content.count)
+        try await queue(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: idempotent, queued: {})
+    }
+
+    /// Charges `count` bytes to the connection's send budget, waiting (in turn) while it is
+    /// used up; a waiting sender has the loop look at the engine again, so room that comes
+    /// back is seen. No budget (TLS, TCP): returns at once.
+    private func admit(_ count: Int) async throws {
+        guard let budget = outbox.budget else { return }
+        let outbox = outbox, postPump = postPump
+        try await NetworkError.mapping { try await budget.admit(count, for: outbox) { postPump() } }
+    }
+
+    private func queue(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, queued: () -> Void) async throws {
         try await NetworkError.mapping {
             // With room, the bytes are queued here and the call returns; the first send of a
             // burst posts the one loop pass that hands them all on.

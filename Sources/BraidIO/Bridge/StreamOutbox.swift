@@ -15,6 +15,10 @@ import Synchronization
 /// the loop last published them), those queued here and its own fit in `limit`; a waiting send
 /// is handed over while the engine's unacknowledged bytes are below `limit`. So a stream holds
 /// at most `limit` plus one send's last piece.
+///
+/// With a `budget` (a QUIC connection's, shared by its streams), every send was charged to it
+/// before it came here (`SendBudget.admit`); the outbox gives the charge back for bytes it
+/// drops and hands it over for bytes the engine takes.
 package final class StreamOutbox: Sendable {
     /// What `offer` decided.
     package enum Offer {
@@ -55,14 +59,17 @@ package final class StreamOutbox: Sendable {
     }
 
     package let limit: Int
+    /// The connection's budget its sends were charged to (nil: none, TLS and TCP).
+    package let budget: SendBudget?
     /// Larger sends always wait for the engine to take them: their copy dominates, and letting
     /// bulk senders run ahead made them compete with the loop thread for the CPU (and keep more
     /// fresh buffers alive, paying page faults), which cost bulk goodput on a 2-core machine.
     package static let maxQueuedSend = 64 * 1024
     private let state = Mutex(State())
 
-    package init(limit: Int, open: Bool) {
+    package init(limit: Int, open: Bool, budget: SendBudget? = nil) {
         self.limit = limit
+        self.budget = budget
         state.withLock { $0.open = open }
     }
 
@@ -73,7 +80,7 @@ package final class StreamOutbox: Sendable {
 
     /// Queues `bytes` if the stream has room now.
     package func offer(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) -> Offer {
-        state.withLock { state in
+        let offer = state.withLock { state -> Offer in
             if let failure = state.failure { return .failed(failure) }
             if state.endOfStreamQueued { return .failed(StreamBridgeError.notWritable) }
             guard state.open, state.waitingSenders == 0, bytes.count <= Self.maxQueuedSend,
@@ -89,6 +96,8 @@ package final class StreamOutbox: Sendable {
             state.drainPending = true
             return .accepted(drainNeeded: true)
         }
+        if case .failed = offer { budget?.release(bytes.count) }
+        return offer
     }
 
     /// Queues `bytes` behind everything queued, for the loop to complete `completion` once the
@@ -97,7 +106,7 @@ package final class StreamOutbox: Sendable {
     package func enqueue(
         _ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, completion: Completion<Void>
     ) -> Result<Bool, any Error> {
-        state.withLock { state in
+        let result = state.withLock { state -> Result<Bool, any Error> in
             if let failure = state.failure { return .failure(failure) }
             if state.endOfStreamQueued { return .failure(StreamBridgeError.notWritable) }
             state.queue.append(Entry(bytes: bytes, endOfStream: endOfStream, idempotent: idempotent, completion: completion))
@@ -108,6 +117,8 @@ package final class StreamOutbox: Sendable {
             state.drainPending = true
             return .success(true)
         }
+        if case .failure = result { budget?.release(bytes.count) }
+        return result
     }
 
     // MARK: Loop side
@@ -120,12 +131,14 @@ package final class StreamOutbox: Sendable {
     package func drain(
         _ hand: (_ entry: Entry) throws -> Int?, unacknowledged: () -> Int
     ) {
+        var taken = 0, dropped = 0
         let (done, failed, error) = state.withLock { state -> ([Completion<Void>.Claim], [Completion<Void>], (any Error)?) in
             var done: [Completion<Void>.Claim] = []
             while var entry = state.queue.first {
                 if let completion = entry.completion, !completion.isPending {
                     state.queue.removeFirst()
                     state.queuedBytes -= entry.bytes.count - entry.offset
+                    dropped += entry.bytes.count - entry.offset
                     state.waitingSenders -= 1
                     continue
                 }
@@ -134,10 +147,12 @@ package final class StreamOutbox: Sendable {
                     offset = try hand(entry)
                 } catch {
                     state.engineUnacknowledged = unacknowledged()
+                    dropped += state.queuedBytes
                     return (done, Self.fail(&state, error), error)
                 }
                 guard let offset else { break }
                 state.queuedBytes -= offset - entry.offset
+                taken += offset - entry.offset
                 entry.offset = offset
                 guard offset == entry.bytes.count else {
                     state.queue[state.queue.startIndex] = entry
@@ -153,8 +168,11 @@ package final class StreamOutbox: Sendable {
             if state.queue.isEmpty { state.drainPending = false }
             return (done, [], nil)
         }
+        budget?.handedToEngine(taken)
+        budget?.release(dropped)
         for claim in done { claim.resume(.success(())) }
         if let error {
+            budget?.failWaiters(of: self, error)
             for waiter in failed { waiter.resume(.failure(error)) }
         }
     }
@@ -163,6 +181,9 @@ package final class StreamOutbox: Sendable {
     package func open() {
         state.withLock { $0.open = true }
     }
+
+    /// Whether sends are still taken (the stream has neither failed nor queued its end).
+    package var takesSends: Bool { state.withLock { $0.failure == nil && !$0.endOfStreamQueued } }
 
     /// True when nothing is queued (every send handed on, or dropped).
     package var isEmpty: Bool { state.withLock { $0.queue.isEmpty } }
@@ -176,6 +197,7 @@ package final class StreamOutbox: Sendable {
     /// for the loop to hand on. For a graceful close: bytes the application was told are sent
     /// are not dropped.
     package func failWaiting(_ error: any Error) {
+        var dropped = 0
         let failed = state.withLock { state -> [Completion<Void>] in
             if state.failure == nil { state.failure = error }
             var failed: [Completion<Void>] = []
@@ -184,6 +206,7 @@ package final class StreamOutbox: Sendable {
                 if let completion = entry.completion {
                     failed.append(completion)
                     state.queuedBytes -= entry.bytes.count - entry.offset
+                    dropped += entry.bytes.count - entry.offset
                     state.waitingSenders -= 1
                 } else {
                     kept.append(entry)
@@ -193,13 +216,21 @@ package final class StreamOutbox: Sendable {
             if kept.isEmpty { state.drainPending = false }
             return failed
         }
+        budget?.release(dropped)
+        budget?.failWaiters(of: self, error)
         for waiter in failed { waiter.resume(.failure(error)) }
     }
 
     /// The stream can send no more: queued bytes are dropped, waiting senders fail with
     /// `waiters` (or `error`), and later sends fail with `error`.
     package func fail(_ error: any Error, waiters: (any Error)? = nil) {
-        let failed = state.withLock { Self.fail(&$0, error) }
+        var dropped = 0
+        let failed = state.withLock { state in
+            dropped = state.queuedBytes
+            return Self.fail(&state, error)
+        }
+        budget?.release(dropped)
+        budget?.failWaiters(of: self, waiters ?? error)
         for waiter in failed { waiter.resume(.failure(waiters ?? error)) }
     }
 

@@ -49,6 +49,9 @@ package final class QUICChannel {
     package static let datagramQueueLimit = 256
     /// Each stream's bound on bytes sent and not yet acknowledged (`StreamOutbox.limit`).
     let streamSendLimit: Int
+    /// The bound on bytes all streams hold for sending together (the engine's
+    /// `connectionSendBufferLimit`, extended to the streams' outboxes).
+    package let sendBudget: SendBudget
     /// Turns engine, datapath and internal errors into the caller's error type.
     let describe: (any Error) -> any Error
 
@@ -73,9 +76,10 @@ package final class QUICChannel {
     /// Resumption: called with each ticket the server sends.
     package var ticketReceived: ((QUICResumptionTicket) -> Void)?
 
-    package init(loop: EventLoop, streamSendLimit: Int, describe: @escaping (any Error) -> any Error) {
+    package init(loop: EventLoop, streamSendLimit: Int, connectionSendLimit: Int, describe: @escaping (any Error) -> any Error) {
         self.loop = loop
         self.streamSendLimit = streamSendLimit
+        sendBudget = SendBudget(limit: connectionSendLimit)
         self.describe = describe
     }
 
@@ -145,6 +149,9 @@ package final class QUICChannel {
             streams[id]?.peerStopped(code: code)
         case .streamClosed(let id):
             if let stream = streams.removeValue(forKey: id) { stream.engineClosed(context) }
+            // Its bytes left the engine's budget; senders waiting for room need a stream
+            // the engine still has to hear through.
+            publishSendBudget(streamID: nil)
         case .streamsAvailable:
             retryStreamOpens(context)
         case .datagramReceived(let bytes, _):
@@ -181,12 +188,23 @@ package final class QUICChannel {
         for (_, completion) in datagramSendWaiters { completion.resume(.failure(error)) }
         datagramSendWaiters.removeAll()
         datagramOutbox.fail(error)
+        sendBudget.fail(error)
         for stream in streams.values { stream.connectionEnded(error) }
         streams.removeAll()
         datagramInbox.finish()
         // Without an engine nothing is left to serve: drop the stand-in (an establishment that
         // holds this channel's owner), so neither keeps the other alive.
         if engine == nil { transport = nil }
+    }
+
+    /// Tells the send budget what the engine holds now, which admits waiting senders that fit.
+    /// While senders still wait, the engine is asked to wake a stream (`streamID`, else any it
+    /// still has) once its room returns, so acknowledgements that free room are seen even when
+    /// no stream of the engine waits itself.
+    func publishSendBudget(streamID: Int64?) {
+        guard let engine, finalError == nil, sendBudget.publish(engine: engine.unacknowledgedBytes) else { return }
+        if let streamID, engine.wakeOnSendRoom(streamID: streamID) { return }
+        for id in streams.keys where engine.wakeOnSendRoom(streamID: id) { return }
     }
 
     // MARK: Calls from the public API (on the loop)
@@ -250,7 +268,7 @@ package final class QUICChannel {
     /// still in its handshake.
     private func makeStream(_ id: Int64, locallyInitiated: Bool, engine: QUICConnection) -> QUICStreamChannel {
         QUICStreamChannel(
-            id: id, channel: self, locallyInitiated: locallyInitiated, sendLimit: streamSendLimit,
+            id: id, channel: self, locallyInitiated: locallyInitiated, sendLimit: streamSendLimit, budget: sendBudget,
             open: isReady || engine.role == .server)
     }
 

@@ -19,8 +19,9 @@ package struct QUICStreamHandle: Sendable {
 /// Every byte the engine has for the stream moves into the inbox as it arrives, but its
 /// flow-control credit goes back only as the application consumes it, so a reader that stops
 /// reading still stops the peer at the stream's flow-control window. Queued sends are handed
-/// to the engine in 64 KiB pieces while it accepts them (`canSend`), so a large send waits for
-/// acknowledgements instead of growing memory.
+/// to the engine in 64 KiB pieces while it accepts them (`sendRoom`: the stream's bound, and
+/// the connection's, which no piece passes), so a large send waits for acknowledgements instead
+/// of growing memory.
 package final class QUICStreamChannel {
     let id: Int64
     let locallyInitiated: Bool
@@ -31,11 +32,11 @@ package final class QUICStreamChannel {
     /// Set by `abort`, which acts once.
     private var aborted = false
 
-    init(id: Int64, channel: QUICChannel, locallyInitiated: Bool, sendLimit: Int, open: Bool) {
+    init(id: Int64, channel: QUICChannel, locallyInitiated: Bool, sendLimit: Int, budget: SendBudget, open: Bool) {
         self.id = id
         self.channel = channel
         self.locallyInitiated = locallyInitiated
-        outbox = StreamOutbox(limit: sendLimit, open: open)
+        outbox = StreamOutbox(limit: sendLimit, open: open, budget: budget)
     }
 
     /// The handle the public layer keeps (made on the loop).
@@ -90,8 +91,10 @@ package final class QUICStreamChannel {
             if clientBeforeReady && !entry.idempotent { return nil }
             var offset = entry.offset
             do {
-                while offset < entry.bytes.count, connection.canSend(streamID: id) {
-                    let end = min(offset + Self.sendChunk, entry.bytes.count)
+                while offset < entry.bytes.count {
+                    let room = connection.sendRoom(streamID: id)
+                    guard room > 0 else { break }
+                    let end = min(offset + min(Self.sendChunk, room), entry.bytes.count)
                     try connection.send(
                         streamID: id, bytes: entry.bytes, range: offset..<end, fin: entry.endOfStream && end == entry.bytes.count)
                     offset = end
@@ -108,6 +111,7 @@ package final class QUICStreamChannel {
         } unacknowledged: {
             connection.unacknowledgedBytes(streamID: id)
         }
+        channel.publishSendBudget(streamID: id)
         if wrote { channel.transmit(context) }
     }
 

@@ -87,7 +87,7 @@ extension QUICConnection {
         cb.acked_stream_data_offset = { _, streamID, offset, length, userData, _ in
             let connection = QUICConnection.from(userData)
             guard let stream = connection.streams[streamID] else { return 0 }
-            stream.send.acknowledge(upTo: offset + length)
+            connection.releaseSendBytes(of: stream) { $0.acknowledge(upTo: offset + length) }
             if stream.wantsWritable && stream.send.unacknowledged < connection.transport.streamSendBufferLimit {
                 stream.wantsWritable = false
                 connection.emit(.streamWritable(streamID: streamID))

@@ -66,6 +66,7 @@ extension QUICConnection {
         pendingDatagrams.removeAll()
         sendSchedule.removeAll()
         for stream in streams.values {
+            sendBudget.released(stream.send.unacknowledged)
             stream.send.discard()
             stream.scheduled = false
         }

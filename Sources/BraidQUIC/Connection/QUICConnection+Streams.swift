@@ -42,7 +42,8 @@ extension QUICConnection {
     }
 
     /// Queues bytes (and optionally FIN) on a stream. The bytes are copied and kept until the peer
-    /// acknowledges them. Check `canSend(streamID:)` first to respect the send-buffer bound.
+    /// acknowledges them. Check `canSend(streamID:)` (or `sendRoom(streamID:)`) first to respect
+    /// the stream's and the connection's send-buffer bounds.
     public func send<Bytes: Collection>(streamID: Int64, bytes: Bytes, fin: Bool = false) throws where Bytes.Element == UInt8 {
         let copy = StreamBytes(copying: bytes)
         try send(streamID: streamID, bytes: copy, range: 0..<copy.count, fin: fin)
@@ -61,6 +62,7 @@ extension QUICConnection {
             throw QUICError.invalidStream(streamID: streamID, reason: "already finished or reset for sending")
         }
         stream.send.append(bytes, range: range)
+        if !range.isEmpty { sendBudget.added(range.count, by: stream) }
         if fin { stream.send.finQueued = true }
         schedule(stream)
     }
@@ -71,13 +73,52 @@ extension QUICConnection {
         sendSchedule.append(stream)
     }
 
-    /// Below the send-buffer bound (`streamSendBufferLimit`): more bytes may be queued.
+    /// Below the send-buffer bounds (`streamSendBufferLimit` for the stream,
+    /// `connectionSendBufferLimit` for all streams together): more bytes may be queued.
     /// When this is false, wait for `.streamWritable(streamID)`.
-    public func canSend(streamID: Int64) -> Bool {
-        guard let stream = streams[streamID] else { return false }
-        let ok = stream.send.unacknowledged < transport.streamSendBufferLimit
-        if !ok { stream.wantsWritable = true }
-        return ok
+    public func canSend(streamID: Int64) -> Bool { sendRoom(streamID: streamID) > 0 }
+
+    /// How many bytes may be queued on the stream now: 0 at either bound (then wait for
+    /// `.streamWritable(streamID)`), else the room left under the connection's bound. The
+    /// stream's own bound is checked before each piece, so a stream may pass it by its last
+    /// piece; the connection's is exact for callers that queue at most this much.
+    public func sendRoom(streamID: Int64) -> Int {
+        guard let stream = streams[streamID] else { return 0 }
+        if stream.send.unacknowledged >= transport.streamSendBufferLimit {
+            stream.wantsWritable = true
+            return 0
+        }
+        let room = sendBudget.room
+        if room == 0 { sendBudget.refused(stream) }
+        return room
+    }
+
+    /// Has `.streamWritable(streamID)` raised at the next round of room under the connection's
+    /// budget (once acknowledgements free a quarter of it), for an owner whose own senders
+    /// wait for that room outside the engine. False if the engine no longer has the stream.
+    public func wakeOnSendRoom(streamID: Int64) -> Bool {
+        guard let stream = streams[streamID], !isClosed else { return false }
+        sendBudget.refused(stream)
+        return true
+    }
+
+    /// Stream bytes queued on all streams and not yet acknowledged (at most
+    /// `connectionSendBufferLimit` when senders keep to `sendRoom`).
+    public var unacknowledgedBytes: Int { sendBudget.held }
+
+    /// Applies `change` to the stream's send buffer (acknowledgements, discards) and gives the
+    /// bytes it released back to the connection's budget; once a round of room is due, every
+    /// stream waiting for it hears `.streamWritable`.
+    func releaseSendBytes(of stream: StreamState, _ change: (inout StreamSendBuffer) -> Void) {
+        let before = stream.send.unacknowledged
+        change(&stream.send)
+        let released = before - stream.send.unacknowledged
+        guard released > 0 else { return }
+        sendBudget.released(released)
+        guard sendBudget.roundDue else { return }
+        for waiter in sendBudget.takeRound() where streams[waiter.id] === waiter {
+            emit(.streamWritable(streamID: waiter.id))
+        }
     }
 
     /// Bytes queued on the stream and not yet acknowledged.
@@ -164,7 +205,7 @@ extension QUICConnection {
         try ensureOpen()
         let stream = try stream(streamID)
         stream.locallyReset = true
-        stream.send.discard()
+        releaseSendBytes(of: stream) { $0.discard() }
         let rc = ngtcp2_conn_shutdown_stream_write(conn, streamID, code)
         if rc != 0 && rc != NGTCP2_ERR_STREAM_NOT_FOUND {
             throw QUICError.internalError(code: rc, function: "ngtcp2_conn_shutdown_stream_write")
@@ -195,6 +236,8 @@ extension QUICConnection {
         // so for those the delivered FIN or reset is the end.
         let engineDone = stream.closedByEngine || (isUnidirectional && hasReceiveSide && readDone)
         guard engineDone, readDone else { return }
+        // Bytes ngtcp2 will never have acknowledged (it ended the stream) leave the budget.
+        releaseSendBytes(of: stream) { $0.discard() }
         stream.scheduled = false
         streams[stream.id] = nil
         returnStreamCredit(stream)
@@ -244,7 +287,7 @@ extension QUICConnection {
         }
         stream.stoppedByPeer = true
         stream.stopSendingCode = code
-        stream.send.discard()
+        releaseSendBytes(of: stream) { $0.discard() }
         stream.scheduled = false
         emit(.streamStopSending(streamID: stream.id, code: code))
     }

@@ -66,6 +66,8 @@ public final class QUICConnection {
     var sendSchedule = Deque<StreamState>()
     /// Streams ngtcp2 dropped when the server refused 0-RTT; reopened after `read_pkt` returns.
     var pendingReopen: [StreamState] = []
+    /// Stream bytes held across all streams, bounded by `connectionSendBufferLimit`.
+    var sendBudget: ConnectionSendBudget
 
     // MARK: Datagrams (+Datagrams)
     /// Datagrams queued by `sendDatagram`, not yet in a packet.
@@ -159,6 +161,7 @@ public final class QUICConnection {
         logger[metadataKey: "quic.cid"] = "\(setup.sourceCID)"
         maxPacketSize = max(transport.maxUDPPayloadSize, 1200)
         datagramProbe = DatagramProbe(configuredKeepAlive: transport.keepAliveInterval?.nanosecondsClamped ?? 0)
+        sendBudget = ConnectionSendBudget(limit: transport.connectionSendBufferLimit)
         connRef = .allocate(capacity: 1)
         pathStorage = .allocate(capacity: 1)
         vecs = .allocate(capacity: Self.maxVecs)

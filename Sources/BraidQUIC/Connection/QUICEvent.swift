@@ -9,7 +9,9 @@ public enum QUICEvent: Sendable, Hashable {
     case streamOpened(streamID: Int64)
     /// Bytes, the FIN or a reset can be read from this stream.
     case streamReadable(streamID: Int64)
-    /// The stream's unacknowledged bytes fell below the send-buffer limit.
+    /// The stream may queue bytes again: its unacknowledged bytes fell below its send-buffer
+    /// limit, or room under the connection's send budget came back to the streams waiting
+    /// for it (`sendRoom`).
     case streamWritable(streamID: Int64)
     /// The peer asked us to stop sending (STOP_SENDING); further sends fail. ngtcp2 0.12.1
     /// reports the peer's code only once the stream closes, so `code` may be nil when the stop

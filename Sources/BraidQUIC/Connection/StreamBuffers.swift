@@ -197,6 +197,10 @@ final class StreamState {
     var wantsWritable = false
     /// Stream credit for this peer-opened stream was returned to the peer.
     var creditReturned = false
+    /// Waits for room under the connection's send budget (`ConnectionSendBudget`).
+    var waitsForSendBudget = false
+    /// Its place in the line for room under the connection's send budget, kept until it gets room.
+    var sendBudgetTicket: UInt64?
 
     init(id: Int64) { self.id = id }
 }

@@ -40,6 +40,11 @@ public struct QUICTransportConfiguration: Sendable, Hashable {
     public var congestionControl: CongestionControl = .cubic
     /// Per-stream cap on bytes queued but not yet acknowledged; `canSend` turns false beyond it.
     public var streamSendBufferLimit: Int = 1024 * 1024
+    /// Cap on bytes queued but not yet acknowledged across all of a connection's streams, so a
+    /// peer that grants no flow-control credit on many streams holds at most this much;
+    /// `canSend` turns false on every stream beyond it (`sendRoom` says how much fits). Keep it
+    /// well above the bandwidth-delay product of the paths you serve.
+    public var connectionSendBufferLimit: Int = 16 * 1024 * 1024
     /// Number of connection IDs we let the peer keep for us (spares enable migration).
     public var activeConnectionIDLimit: UInt64 = 7
     /// Write qlog (JSON-SEQ) traces into this directory, one file per connection.

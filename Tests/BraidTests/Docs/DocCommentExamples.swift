@@ -213,6 +213,11 @@ func docExample_NetworkParameters() -> NetworkConnection<QUIC> {
 }
 
 /// Sources/Braid/Stack/QUIC.swift
+func docExample_QUIC_connectionSendBufferLimit() -> QUIC {
+    let stack = QUIC(alpn: ["perf"]).connectionSendBufferLimit(64 * 1024 * 1024)
+    return stack
+}
+
 func docExample_QUIC() -> NetworkConnection<QUIC> {
     let connection = NetworkConnection(to: .hostPort(host: "example.com", port: 4433)) {
         QUIC(alpn: ["echo"])

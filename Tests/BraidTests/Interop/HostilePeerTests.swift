@@ -128,4 +128,74 @@ import Testing
         #expect(try await echoOnConcurrentStreams(later, count: 2) == 2)
         #expect(await server.listener.statistics?.retriesSent == after.retriesSent, "a client after the flood needed a Retry")
     }
+
+    /// A client that starves a listener's sends: 100 streams, 64 KiB windows never raised.
+    struct Starvation: Sendable, CustomTestStringConvertible {
+        var alpn: String
+        /// What the client asks for on each stream (perf: the response size; echo: the bytes it
+        /// sends to be echoed, as far as the listener's windows let it).
+        var size: Int
+        /// The listener's connection send budget (nil: the default).
+        var budget: Int?
+        var testDescription: String { "\(alpn), budget \(budget.map(String.init) ?? "default")" }
+    }
+
+    static let starvations = [
+        Starvation(alpn: "perf", size: 1 << 30, budget: nil),
+        // Echo can send back only what the client got in (the listener's windows, 4 MiB for
+        // the connection), so a smaller budget is what binds.
+        Starvation(alpn: "echo", size: 4 << 20, budget: 1 << 20),
+    ]
+
+    /// A client that opens 100 streams (perf: asking for 1 GB each; echo: sending 4 MiB each)
+    /// and never grants flow-control credit (64 KiB windows, never raised): whatever the
+    /// application sends on them stays with the listener, which holds at most the
+    /// connection's send budget of them.
+    @Test(arguments: starvations)
+    func starvedStreamsStayWithinTheConnectionSendBudget(_ starvation: Starvation) async throws {
+        let streams = 100
+        let server = try await RunningListener.start(
+            alpn: [starvation.alpn], configure: { stack in starvation.budget.map { stack.connectionSendBufferLimit($0) } ?? stack },
+            handler: { connection in
+                if starvation.alpn == "perf" { try await PerfService.serve(connection) } else { try await echo(connection) }
+            })
+        defer { server.task.cancel() }
+        let rssBefore = residentBytes()
+        let hostile = try PeerProcess.hostile([
+            "--host", "127.0.0.1", "--port", String(server.listener.port!.rawValue), "--alpn", starvation.alpn,
+            "--ca", Fixtures.caFile, "--sni", "localhost", "--starve", String(streams), "--size", String(starvation.size),
+            "--window", "65536", "--hold", "60",
+        ])
+        _ = try await hostile.jsonLine(within: 30) { $0["starving"] != nil }
+        // The application queues until every stream waits; the held bytes then stay put.
+        // Sampled until they have not changed for 40 samples (a bounded wait, nothing timed).
+        var samples: [ListenerStatistics] = []
+        var unchanged = 0
+        let deadline = ContinuousClock.now + .seconds(60)
+        while unchanged < 40, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(25))
+            let now = try #require(await server.listener.statistics)
+            unchanged = now.bufferedBytes == samples.last?.bufferedBytes && now.streams >= streams ? unchanged + 1 : 0
+            samples.append(now)
+        }
+        let rssHolding = residentBytes()
+        await hostile.stop()
+        let held = samples.map(\.bufferedBytes).max() ?? 0
+        print("starved \(streams) \(starvation.alpn) streams: listener held at most \(held) bytes (settled at \(samples.last?.bufferedBytes ?? 0)), process RSS \(rssBefore / 1024) KiB -> \(rssHolding / 1024) KiB")
+        #expect(unchanged >= 40, "the held bytes never settled: \(samples.suffix(5))")
+        #expect(samples.last?.streams ?? 0 >= streams, "\(samples.last.map { "\($0)" } ?? "no sample")")
+        // The budget binds: without it the streams would hold up to 100 x their 1 MiB.
+        let budget = starvation.budget ?? QUIC(alpn: ["perf"]).transport.connectionSendBufferLimit
+        #expect(held <= budget, "held \(held) bytes, budget \(budget)")
+        #expect(held >= budget / 2, "held only \(held) bytes: the application did not fill the budget")
+    }
+}
+
+/// The process's resident memory now (VmRSS), for the record.
+func residentBytes() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+        let kib = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+    else { return 0 }
+    return kib * 1024
 }

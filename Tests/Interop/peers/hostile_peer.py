@@ -4,7 +4,8 @@ the server closed the connection.
 
     hostile_peer.py --host H --port P --alpn ALPN (--ca FILE | --insecure) [--sni NAME]
                     (--violate streams|stream-data|connection-data|stream-state|final-size
-                     | --flood N [--sockets 16])
+                     | --flood N [--sockets 16]
+                     | --starve N [--size BYTES] [--window BYTES] [--hold SECONDS])
                     [--timeout 10] [-v]
 
 ``--flood N`` sends the first flight (a real ClientHello in a decryptable Initial) of N new
@@ -12,6 +13,15 @@ connections, each with fresh connection IDs, round-robin from ``--sockets`` UDP 
 from as many ports), and never answers: every handshake the server starts stays half-open
 until the server gives up on it. It prints one JSON object (``flood``, ``datagrams`` sent,
 ``replies`` and ``retries`` among the server's datagrams read meanwhile) and exits 0.
+
+``--starve N`` completes a handshake (ALPN ``perf`` or ``echo``), opens N bidirectional
+streams, and asks for ``--size`` bytes on each (perf: the 8-byte big-endian size and FIN;
+echo: that many zero bytes, no FIN, so the server's echoes pile up), advertising windows of
+``--window`` bytes (stream and connection) and never raising them: the server can deliver
+at most one window, and everything else it is willing to queue stays queued. It prints
+``{"starving": N, ...}`` once the requests are acknowledged, keeps the connection alive
+(acknowledging, granting nothing) for ``--hold`` seconds or until SIGTERM, then prints
+``{"starve": N, "received": BYTES, ...}`` and exits 0 (4: the handshake failed).
 
 After the handshake the client overrides aioquic's own record of the server's limits (private
 attributes of ``QuicConnection``: aioquic never sends past a limit it knows), then:
@@ -51,6 +61,7 @@ import argparse
 import asyncio
 import json
 import logging
+import signal
 import socket
 import ssl
 import sys
@@ -194,6 +205,62 @@ async def run(args: argparse.Namespace) -> int:
     return 0 if report["closed_by"] == "peer" else 1
 
 
+async def starve(args: argparse.Namespace) -> int:
+    configuration = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], server_name=args.sni or args.host)
+    configuration.idle_timeout = 60
+    configuration.max_data = args.window
+    configuration.max_stream_data = args.window
+    if args.insecure:
+        configuration.verify_mode = ssl.CERT_NONE
+    else:
+        configuration.load_verify_locations(args.ca)
+    received = 0
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+
+    class Starver(HostileClient):
+        def quic_event_received(self, event: events.QuicEvent) -> None:
+            nonlocal received
+            if isinstance(event, events.StreamDataReceived):
+                received += len(event.data)
+            super().quic_event_received(event)
+
+    try:
+        async with connect(args.host, args.port, configuration=configuration, create_protocol=Starver) as client:
+            quic = client._quic
+            # aioquic raises its windows as it receives (it hands everything to the application
+            # at once); a client that never reads grants nothing, so neither do these.
+            quic._write_connection_limits = lambda builder, space: None  # type: ignore[method-assign]
+            quic._write_stream_limits = lambda builder, space, stream: None  # type: ignore[method-assign]
+            streams = []
+            for _ in range(args.starve):
+                stream_id = quic.get_next_available_stream_id()
+                if args.alpn == "perf":
+                    quic.send_stream_data(stream_id, args.size.to_bytes(8, "big"), end_stream=True)
+                else:
+                    quic.send_stream_data(stream_id, bytes(args.size))
+                streams.append(stream_id)
+            client.transmit()
+            deadline = time.monotonic() + args.timeout
+            # Every request has reached the server once some of its bytes are acknowledged.
+            while any(s in quic._streams and quic._streams[s].sender._buffer_start == 0 for s in streams):
+                if time.monotonic() > deadline or client.terminated.done():
+                    break
+                await asyncio.sleep(0.01)
+            print(json.dumps({"starving": args.starve, "size": args.size, "window": args.window}), flush=True)
+            try:
+                await asyncio.wait_for(stop.wait(), args.hold)
+            except asyncio.TimeoutError:
+                pass
+            report = {"starve": args.starve, "received": received, "terminated": client.terminated.done()}
+    except ConnectionError as error:
+        print(json.dumps({"starve": args.starve, "closed_by": "handshake_failed", "error": str(error)}), flush=True)
+        return 4
+    print(json.dumps(report), flush=True)
+    return 0
+
+
 def flood(args: argparse.Namespace) -> int:
     configuration = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], server_name=args.sni or args.host)
     address = (args.host, args.port)
@@ -247,6 +314,10 @@ def main(argv: list[str]) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--violate", choices=["streams", "stream-data", "connection-data", "stream-state", "final-size"])
     mode.add_argument("--flood", type=int, metavar="N")
+    mode.add_argument("--starve", type=int, metavar="N")
+    parser.add_argument("--size", type=int, default=1 << 30)
+    parser.add_argument("--window", type=int, default=65536)
+    parser.add_argument("--hold", type=float, default=30)
     parser.add_argument("--sockets", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=10)
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -254,6 +325,8 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr)
     if args.flood is not None:
         return flood(args)
+    if args.starve is not None:
+        return asyncio.run(starve(args))
     return asyncio.run(run(args))
 
 
