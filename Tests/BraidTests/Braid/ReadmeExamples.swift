@@ -1,6 +1,7 @@
 import BraidIO
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 @testable import Braid
@@ -256,28 +257,40 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
 
 @Suite(.serialized) struct ReadmeExamples {
     @Test func clientAndServerExamplesTalk() async throws {
-        // The server example listens on every address of a fixed port; pick a free one first.
-        let probe = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            QUIC(alpn: ["echo"]).identity(
-                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
-        }
-        let probing = Task { try await probe.run { _ in } }
-        for await state in probe.states where state == .ready { break }
-        let port = try #require(probe.port)
-        probing.cancel()
-        _ = try? await probing.value
-
-        let server = Task {
-            try await readmeServer(port: port, certificate: Fixtures.path("server.pem"), key: Fixtures.path("server-key.pem"))
-        }
-        defer { server.cancel() }
         var reply: String?
-        // The listener binds asynchronously: retry the client briefly until it answers.
-        for _ in 0..<50 where reply == nil {
-            reply = try? await readmeClient(port: port, caFile: Fixtures.caFile)
-            if reply == nil { try await Task.sleep(for: .milliseconds(20)) }
+        var serverFailures: [String] = []
+        // The server example listens on every address of a fixed port: a free one is picked
+        // first, and another socket of a test running alongside can take it before the
+        // example binds (the example then fails with EADDRINUSE, and the port's new owner
+        // ignores the client): then another port is tried.
+        for _ in 0..<3 where reply == nil {
+            let probe = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+                QUIC(alpn: ["echo"]).identity(
+                    certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            }
+            let probing = Task { try await probe.run { _ in } }
+            for await state in probe.states where state == .ready { break }
+            let port = try #require(probe.port)
+            probing.cancel()
+            _ = try? await probing.value
+
+            let failure = Mutex<String?>(nil)
+            let server = Task {
+                do {
+                    try await readmeServer(port: port, certificate: Fixtures.path("server.pem"), key: Fixtures.path("server-key.pem"))
+                } catch {
+                    failure.withLock { $0 = "port \(port): \(error)" }
+                }
+            }
+            defer { server.cancel() }
+            // The listener binds asynchronously: retry the client briefly until it answers.
+            for _ in 0..<50 where reply == nil && failure.withLock({ $0 }) == nil {
+                reply = try? await readmeClient(port: port, caFile: Fixtures.caFile)
+                if reply == nil { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            if let failed = failure.withLock({ $0 }) { serverFailures.append(failed) }
         }
-        #expect(reply == "hello")
+        #expect(reply == "hello", "the server example failed: \(serverFailures)")
 
         let echoServer = try await RunningListener.start()
         defer { echoServer.task.cancel() }
