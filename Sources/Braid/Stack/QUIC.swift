@@ -107,8 +107,12 @@ public struct QUIC: NetworkProtocol {
     /// from sending datagrams (its sends throw `NetworkError.datagramsNotSupported`); this
     /// side's own sends depend on the peer's value.
     public func maxDatagramFrameSize(_ bytes: Int) -> QUIC { with { $0.transport.maxDatagramFrameSize = UInt64(bytes) } }
-    /// Largest UDP payload in bytes sent before path-MTU discovery raises it (default 1,452).
-    /// Values outside 1200...65527 fail with `NetworkError.invalidConfiguration`.
+    /// Largest UDP payload this side sends, in bytes (default 1,452). Packets start at 1,200
+    /// and path-MTU discovery raises them, to 1,444 at most (ngtcp2 0.12.1's largest probe).
+    /// A value above 1,452 is taken as what the path carries (jumbo frames on a datacenter
+    /// link, or loopback): packets use it without discovery, within the peer's own maximum,
+    /// and on a path that cannot carry them the connection stalls. Values outside
+    /// 1200...65527 fail with `NetworkError.invalidConfiguration`.
     public func maxUDPPayloadSize(_ bytes: Int) -> QUIC { with { $0.transport.maxUDPPayloadSize = bytes } }
 
     // MARK: Braid options

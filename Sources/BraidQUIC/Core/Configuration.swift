@@ -32,8 +32,12 @@ public struct QUICTransportConfiguration: Sendable, Hashable {
     public var maxStreamWindow: UInt64 = 16 * 1024 * 1024
     /// Largest DATAGRAM frame we accept (RFC 9221); 0 disables datagrams.
     public var maxDatagramFrameSize: UInt64 = 65535
-    /// Largest UDP payload we send (the QUIC packet size before path-MTU discovery raises it).
-    public var maxUDPPayloadSize: Int = 1452
+    /// Largest UDP payload we send. Up to `standardMaxUDPPayloadSize`, packets start at 1,200
+    /// and path-MTU discovery raises them (to 1,444 at most with ngtcp2 0.12.1's probes);
+    /// above it, the value is taken as what the path carries and used without discovery.
+    public var maxUDPPayloadSize: Int = QUICTransportConfiguration.standardMaxUDPPayloadSize
+    /// The default maximum UDP payload: a 1,500-byte MTU less IPv6 and UDP headers.
+    public static let standardMaxUDPPayloadSize = 1452
     /// Probe for a larger path MTU than `maxUDPPayloadSize` (needs DF set on the socket).
     public var pathMTUDiscovery: Bool = true
     /// Congestion controller.

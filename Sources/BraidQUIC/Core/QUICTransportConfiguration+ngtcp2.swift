@@ -30,6 +30,9 @@ extension QUICTransportConfiguration {
         case .bbr: NGTCP2_CC_ALGO_BBR
         }
         settings.max_tx_udp_payload_size = maxUDPPayloadSize
+        // ngtcp2 0.12.1's discovery never goes past 1,444: a larger maximum (jumbo frames) is
+        // taken as known, and used without it.
+        settings.no_tx_udp_payload_size_shaping = maxUDPPayloadSize > Self.standardMaxUDPPayloadSize ? 1 : 0
         settings.handshake_timeout = handshakeTimeout.nanosecondsClamped
         settings.max_window = maxConnectionWindow
         settings.max_stream_window = maxStreamWindow

@@ -24,6 +24,38 @@ import Testing
         #expect(seen.withLock { $0 } == [.preparing, .ready, .cancelled])
     }
 
+    /// A 10 MB download over loopback: how large the server's packets were, from the client's
+    /// received bytes over datagrams (the handshake's and the first round trips' 1,200-byte
+    /// packets included). By default path-MTU discovery raises them from 1,200 to 1,444 (it
+    /// never ran while the write buffer had room for the path's current size only); a maximum
+    /// above 1,452 is used as is.
+    @Test(arguments: [(nil, 1_400), (8952, 8_000)] as [(Int?, Int)])
+    func packetsGrowToWhatThePathCarries(_ maximum: Int?, _ expected: Int) async throws {
+        let total = 10_000_000
+        let server = try await RunningListener.start(configure: { quic in maximum.map { quic.maxUDPPayloadSize($0) } ?? quic }) { connection in
+            try await connection.inboundStreams { stream in
+                _ = try await stream.receive(exactly: 1)
+                let chunk = Data(count: 250_000)
+                for index in 0..<(total / chunk.count) { try await stream.send(chunk, endOfStream: index == total / chunk.count - 1) }
+            }
+        }
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { maximum.map { testClient().maxUDPPayloadSize($0) } ?? testClient() }
+        defer { connection.cancel() }
+        let stream = try await connection.openStream()
+        try await stream.send(Data([1]))
+        var received = 0
+        while received < total {
+            let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
+            received += content.count
+            if metadata.isEndOfStream { break }
+        }
+        #expect(received == total)
+        let statistics = try #require(await connection.statistics)
+        let average = Int(statistics.bytesReceived / max(statistics.packetsReceived, 1))
+        #expect(average > expected, "\(statistics.bytesReceived) bytes in \(statistics.packetsReceived) datagrams: \(average) each")
+    }
+
     @Test func fileSessionCacheResumesAcrossCacheInstances() async throws {
         let server = try await RunningListener.start()
         defer { server.task.cancel() }
