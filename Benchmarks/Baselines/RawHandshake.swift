@@ -128,6 +128,7 @@ extension RawBaselines {
             firstByte.reserveCapacity(count)
             var request: UInt8 = 0x61
             var response: UInt8 = 0
+            let cpuStart = processCPUNanoseconds()
             for _ in 0..<count {
                 let start = now()
                 let fd = try Sockets.make(stream: true)
@@ -151,7 +152,8 @@ extension RawBaselines {
             }
             let readyList = ready.map(String.init).joined(separator: ", ")
             let firstByteList = firstByte.map(String.init).joined(separator: ", ")
-            writeLine("{\"ready_ns\": [\(readyList)], \"first_byte_ns\": [\(firstByteList)]}")
+            let cpu = processCPUNanoseconds() - cpuStart
+            writeLine("{\"ready_ns\": [\(readyList)], \"first_byte_ns\": [\(firstByteList)], \"cpu_ns\": \(cpu)}")
         }
 
         /// The rate mode: `concurrency` threads each open their share of `count` connections,

@@ -56,6 +56,7 @@ struct Scenario: Sendable {
         Scenario(name: "syscalls", summary: "system calls per MB on each side, batching on, each switch off, all off", run: Syscalls.run),
         Scenario(name: "cpu", summary: "CPU nanoseconds per byte against raw BSD sockets", run: CPUCost.run),
         Scenario(name: "throughput", summary: "goodput and CPU across configurations", run: Throughput.run),
+        Scenario(name: "scaling", summary: "one listener with 1, 2, ... server loops: aggregate goodput and connections per second", run: Scaling.run),
         Scenario(name: "engine", summary: "the sans-IO engine alone, in memory (no sockets)", run: EngineScenarios.run),
     ]
 }

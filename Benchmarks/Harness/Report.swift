@@ -37,6 +37,15 @@ enum Report {
             ratio(value("establishment", "braid quic 1-rtt loopback", "ready p50"), value("establishment", "raw tcp+tls1.3 (gnutls) loopback", "ready p50")), 1.5, atMost: true))
         rows.append(check("QUIC ready at 20 ms RTT in ~1 RTT (p50, RTTs)", value("establishment", "braid quic 1-rtt 20 ms RTT", "ready p50 in RTTs"), 1.5, atMost: true))
         rows.append(check("0-RTT response at 20 ms RTT in ~1 RTT (p50, RTTs)", value("establishment", "braid quic 0-rtt 20 ms RTT", "first byte p50 in RTTs"), 1.5, atMost: true))
+        rows.append(check(
+            "QUIC handshake CPU, client <= 1.2x a TLS 1.3 handshake over TCP",
+            ratio(value("establishment", "braid quic 1-rtt loopback", "client cpu per handshake"),
+                value("establishment", "raw tcp+tls1.3 (gnutls) loopback", "client cpu per handshake")), 1.2, atMost: true))
+        // 1,000 connections in full mode, 200 in quick mode (`Establishment`).
+        let quicRate = ["1000", "200"].lazy.compactMap { value("establishment", "braid quic \($0) connections", "new connections per second") }.first
+        rows.append(check(
+            "QUIC new connections per second to one listener >= raw TCP+TLS accept rate",
+            ratio(quicRate, value("establishment", "raw tcp+tls1.3 1000 connections", "new connections per second")), 1, atMost: false))
         for side in ["server", "client"] {
             // 1,000 connections in full mode, 200 in quick mode (`Establishment`).
             let kibibytes = ["1000", "200"].lazy.compactMap { value("establishment", "braid quic \($0) connections", "\(side) memory per connection") }.first

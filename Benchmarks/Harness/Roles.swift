@@ -87,6 +87,7 @@ enum Roles {
         let quic = stack(flags)
             .identity(certificateChainFile: flags["cert"] ?? "", privateKeyFile: flags["key"] ?? "")
             .earlyDataEnabled(true)
+            .serverLoops(flags.int("loops", 1))
         let listener = NetworkListener(for: .hostPort(host: NWEndpoint.Host(benchHost), port: .any)) { quic }
         let expected = flags.int("connections", Int.max)
         let served = Atomic(0)
@@ -154,6 +155,7 @@ enum Roles {
         var ready: [UInt64] = []
         var firstByte: [UInt64] = []
         var earlyData = 0
+        let cpuStart = processCPUNanoseconds()
         for _ in 0..<count {
             let start = ContinuousClock.now
             let connection = connection(flags, cache: cache)
@@ -168,7 +170,7 @@ enum Roles {
             if let cache { try await waitForTicket(cache) }
             await connection.close()
         }
-        printJSON(["ready_ns": ready, "first_byte_ns": firstByte, "early_data": earlyData])
+        printJSON(["ready_ns": ready, "first_byte_ns": firstByte, "early_data": earlyData, "cpu_ns": processCPUNanoseconds() - cpuStart])
     }
 
     /// Waits (up to 2 s) until the server's ticket for the next connection has arrived.

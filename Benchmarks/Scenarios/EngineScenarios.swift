@@ -37,7 +37,7 @@ enum EngineScenarios {
         let chunk = [UInt8](repeating: 0xab, count: 64 * 1024)
         let total = megabytes * 1024 * 1024
         var queued = 0, received = 0
-        let cpuStart = cpuNanoseconds()
+        let cpuStart = processCPUNanoseconds()
         let start = monotonicNow()
         while received < total {
             while queued < total, pair.client.canSend(streamID: stream) {
@@ -54,15 +54,7 @@ enum EngineScenarios {
         let seconds = Double(monotonicNow().nanoseconds - start.nanoseconds) / 1e9
         let config = "in-memory bulk, 1 stream, \(megabytes) MB"
         bench.results.record(scenario, config, "goodput", Double(total) * 8 / seconds / 1e9, "Gbit/s")
-        bench.results.record(scenario, config, "cpu per byte, total", Double(cpuNanoseconds() - cpuStart) / Double(total), "ns/B")
-    }
-
-    /// CPU time of this process so far.
-    static func cpuNanoseconds() -> UInt64 {
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        let micros = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000 + usage.ru_utime.tv_usec + usage.ru_stime.tv_usec
-        return UInt64(micros) * 1000
+        bench.results.record(scenario, config, "cpu per byte, total", Double(processCPUNanoseconds() - cpuStart) / Double(total), "ns/B")
     }
 }
 

@@ -101,6 +101,7 @@ enum Establishment {
             let config = "braid quic \(resume ? "0-rtt" : "1-rtt") \(place)"
             if !resume {
                 bench.results.recordLatencies(scenario, config, "ready", nanoseconds: samples(report["ready_ns"]), rtt: rtt)
+                if !emulated { recordClientCPUPerHandshake(bench, config, report, count: count) }
             } else {
                 bench.results.record(scenario, config, "0-rtt accepted", Double(report["early_data"] as? Int ?? 0) / Double(count) * 100, "%")
             }
@@ -155,7 +156,15 @@ enum Establishment {
         let rtt = client == nil ? nil : emulatedRTT
         bench.results.recordLatencies(scenario, config, "ready", nanoseconds: samples(report["ready_ns"]), rtt: rtt)
         bench.results.recordLatencies(scenario, config, "first byte", nanoseconds: samples(report["first_byte_ns"]), rtt: rtt)
+        if kind == "tls", client == nil { recordClientCPUPerHandshake(bench, config, report, count: count) }
         _ = try? await serverProcess.stop()
+    }
+
+    /// The client's CPU per sequential connection (handshake, a 1-byte echo, close), from what
+    /// the role measured around its loop (its start-up not included).
+    private static func recordClientCPUPerHandshake(_ bench: Bench, _ config: String, _ report: [String: Any], count: Int) {
+        guard let nanoseconds = (report["cpu_ns"] as? NSNumber)?.doubleValue else { return }
+        bench.results.record(scenario, config, "client cpu per handshake", nanoseconds / Double(count) / 1000, "us")
     }
 
     /// New connections per second to one listener, and memory per idle connection on each
