@@ -74,6 +74,10 @@ final class ConnectionPathWatch {
     /// Evaluates at once, without moving the connection (it has just become ready, or a path
     /// handler has just registered).
     func evaluateNow() {
+        // Nobody to tell (a QUIC client's watch only moves it when a path goes away, which
+        // only a change shows): the evaluation's snapshot and route lookup would be wasted on
+        // every connection's handshake.
+        guard !pathHandlers.isEmpty || !viabilityHandlers.isEmpty || !betterPathHandlers.isEmpty else { return }
         guard !isStopped, let core, let changes else { return }
         evaluate(core, changes, context: nil)
     }
