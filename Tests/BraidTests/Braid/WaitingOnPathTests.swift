@@ -101,6 +101,9 @@ import Testing
                 defer { watchdog.cancel() }
                 connection.start()
                 for await state in connection.states where state == .ready { break }
+                // The first path comes once the loop has read the kernel's interfaces, which may
+                // finish after ready: the link goes down only after it.
+                for _ in 0..<1000 where paths.withLock(\.isEmpty) { try await Task.sleep(for: .milliseconds(10)) }
                 var viability = updates.stream.makeAsyncIterator()
                 let down = try await namespace.setLink("va", up: false)
                 #expect(await viability.next() == false)
