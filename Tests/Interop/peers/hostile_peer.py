@@ -61,6 +61,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import socket
 import ssl
@@ -69,9 +70,12 @@ import time
 from typing import Any
 
 from aioquic.asyncio import QuicConnectionProtocol, connect
+from aioquic.buffer import Buffer
 from aioquic.quic import events
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
+from aioquic.quic.crypto import CryptoPair
+from aioquic.quic.packet import pull_quic_header
 from aioquic.quic.stream import QuicStream
 
 UNLIMITED = 1 << 60
@@ -302,6 +306,84 @@ def flood(args: argparse.Namespace) -> int:
     return 0
 
 
+def initial_template(args: argparse.Namespace) -> tuple[bytes, bytes, int]:
+    """One real client first flight, decrypted: its source connection ID, the plaintext of its
+    Initial (the ClientHello in a CRYPTO frame, padded) and the QUIC version."""
+    configuration = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], server_name=args.sni or args.host)
+    quic = QuicConnection(configuration=configuration)
+    quic.connect((args.host, args.port), now=time.time())
+    datagram = next(data for data, _ in quic.datagrams_to_send(now=time.time()))
+    buf = Buffer(data=datagram)
+    header = pull_quic_header(buf, host_cid_length=8)
+    server_side = CryptoPair()
+    server_side.setup_initial(cid=header.destination_cid, is_client=False, version=header.version)
+    _, payload, _ = server_side.decrypt_packet(datagram[: header.packet_length], buf.tell(), 0)
+    return header.source_cid, payload, header.version
+
+
+def fast_flood(args: argparse.Namespace) -> int:
+    """`--flood N --rate R`: the same real ClientHello (decryptable, complete) in N Initials,
+    each to a fresh destination connection ID (so each is a new connection to the server),
+    encrypted here with the ID's Initial keys instead of a new aioquic connection each
+    (thousands of times faster), paced at R per second (0: as fast as possible)."""
+    source, payload, version = initial_template(args)
+    # PADDING frames (zero bytes) so every datagram is 1,200 bytes, as RFC 9000 §14.1 requires
+    # of a client's Initial (aioquic pads its datagram after the packet instead).
+    header_size = 1 + 4 + 1 + 8 + 1 + len(source) + 1 + 2 + 2
+    payload += bytes(max(0, 1200 - header_size - len(payload) - 16))
+    address = (args.host, args.port)
+    sockets = []
+    for _ in range(args.sockets):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.setblocking(False)
+        sockets.append(sock)
+    sent = dropped = replies = retries = 0
+
+    def drain() -> None:
+        nonlocal replies, retries
+        for sock in sockets:
+            while True:
+                try:
+                    data = sock.recv(65536)
+                except (BlockingIOError, ConnectionRefusedError):
+                    break
+                replies += 1
+                if data and data[0] & 0xF0 == 0xF0:
+                    retries += 1
+
+    start = time.monotonic()
+    for index in range(args.flood):
+        if args.rate > 0:
+            ahead = start + index / args.rate - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+        destination = os.urandom(8)
+        # Long header, Initial, 2-byte packet number; token length 0; a 2-byte length field.
+        length = 2 + len(payload) + 16
+        header = (bytes([0xC1]) + version.to_bytes(4, "big") + bytes([len(destination)]) + destination
+                  + bytes([len(source)]) + source + b"\x00" + (0x4000 | length).to_bytes(2, "big") + b"\x00\x00")
+        pair = CryptoPair()
+        pair.setup_initial(cid=destination, is_client=True, version=version)
+        try:
+            sockets[index % len(sockets)].sendto(pair.encrypt_packet(header, payload, 0), address)
+            sent += 1
+        except BlockingIOError:
+            dropped += 1
+        if index % 256 == 255:
+            drain()
+    seconds = time.monotonic() - start
+    deadline = time.monotonic() + 0.2
+    while time.monotonic() < deadline:
+        drain()
+        time.sleep(0.01)
+    for sock in sockets:
+        sock.close()
+    print(json.dumps({"flood": args.flood, "datagrams": sent, "dropped_locally": dropped, "seconds": seconds,
+                      "rate": sent / seconds if seconds > 0 else 0, "replies": replies, "retries": retries}), flush=True)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", required=True)
@@ -319,12 +401,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--window", type=int, default=65536)
     parser.add_argument("--hold", type=float, default=30)
     parser.add_argument("--sockets", type=int, default=16)
+    parser.add_argument("--rate", type=float, help="--flood: the fast generator, at this many Initials per second (0: unpaced)")
     parser.add_argument("--timeout", type=float, default=10)
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr)
     if args.flood is not None:
-        return flood(args)
+        return fast_flood(args) if args.rate is not None else flood(args)
     if args.starve is not None:
         return asyncio.run(starve(args))
     return asyncio.run(run(args))
