@@ -4,7 +4,7 @@ the server closed the connection.
 
     hostile_peer.py --host H --port P --alpn ALPN (--ca FILE | --insecure) [--sni NAME]
                     (--violate streams|stream-data|connection-data|stream-state|final-size
-                     | --flood N [--sockets 16]
+                     | --flood N [--sockets 16] [--rate R]
                      | --starve N [--size BYTES] [--window BYTES] [--hold SECONDS])
                     [--timeout 10] [-v]
 
@@ -12,7 +12,10 @@ the server closed the connection.
 connections, each with fresh connection IDs, round-robin from ``--sockets`` UDP sockets (so
 from as many ports), and never answers: every handshake the server starts stays half-open
 until the server gives up on it. It prints one JSON object (``flood``, ``datagrams`` sent,
-``replies`` and ``retries`` among the server's datagrams read meanwhile) and exits 0.
+``replies`` and ``retries`` among the server's datagrams read meanwhile) and exits 0. With
+``--rate R`` it sends one real ClientHello to a fresh connection ID per Initial, encrypted
+here with that ID's keys (far faster than a new aioquic connection each), R a second (0: as
+fast as it goes), and also reports ``seconds`` and the ``rate`` reached.
 
 ``--starve N`` completes a handshake (ALPN ``perf`` or ``echo``), opens N bidirectional
 streams, and asks for ``--size`` bytes on each (perf: the 8-byte big-endian size and FIN;
