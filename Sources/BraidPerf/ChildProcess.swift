@@ -1,5 +1,5 @@
+import BraidCore
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -28,7 +28,7 @@ public final class ChildProcess: Sendable {
 
     public let pid: pid_t
     public let commandLine: String
-    private let exit = Mutex<Exit?>(nil)
+    private let exit = Locked<Exit?>(nil)
     private let outputFile: URL
     private let errorFile: URL
 

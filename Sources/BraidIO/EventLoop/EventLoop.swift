@@ -2,7 +2,6 @@ import BraidCore
 import CBraidUDP
 import Foundation
 import HeapModule
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -31,12 +30,12 @@ public final class EventLoop: Sendable {
     public let name: String
     private let epollFD: Int32
     private let wakeFD: Int32
-    private let inbox = Mutex<[@Sendable (LoopContext) -> Void]>([])
-    private let stopped = Mutex<Bool>(false)
+    private let inbox = Locked<[@Sendable (LoopContext) -> Void]>([])
+    private let stopped = Locked<Bool>(false)
     private let exited = DispatchSemaphore(value: 0)
-    private let loopThread = Mutex<pthread_t?>(nil)
+    private let loopThread = Locked<pthread_t?>(nil)
     /// A virtual loop's clock (nil for a real loop): only `advance(by:)` moves it.
-    private let virtualClock: Mutex<MonotonicInstant>?
+    private let virtualClock: Locked<MonotonicInstant>?
     /// A virtual loop's loop-side state, driven by whichever thread calls `runPending` (set
     /// once in `init`, used only while driving).
     nonisolated(unsafe) private var virtualContext: LoopContext?
@@ -75,7 +74,7 @@ public final class EventLoop: Sendable {
     /// or a wall clock. Registering a socket works, but nothing ever polls it.
     package init(virtualTimeStartingAt start: MonotonicInstant, name: String = "braid-virtual") throws {
         self.name = name
-        virtualClock = Mutex(start)
+        virtualClock = Locked(start)
         // Nobody waits on a virtual loop's epoll, so it needs no wake-ups.
         (epollFD, wakeFD) = try Self.makeDescriptors(watchingWakeUps: false)
         virtualContext = LoopContext(loop: self, epollFD: epollFD, wakeFD: wakeFD)
