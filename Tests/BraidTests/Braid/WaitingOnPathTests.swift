@@ -91,7 +91,7 @@ import BraidCore
                 defer { connection.cancel() }
                 let updates = AsyncStream<Bool>.makeStream()
                 connection.onViabilityUpdate { _, isViable in updates.continuation.yield(isViable) }
-                let paths = Mutex<[NWPath]>([])
+                let paths = Locked<[NWPath]>([])
                 connection.onPathUpdate { _, path in paths.withLock { $0.append(path) } }
                 // No update within 20 s: the stream ends, and the expectations below fail.
                 let watchdog = Task {
