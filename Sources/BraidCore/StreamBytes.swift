@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Bytes handed to a stream, copied once into memory that never moves: an engine keeps
 /// pointers into them until the peer acknowledges them (ngtcp2 does; a Swift array's storage
 /// may be copied by the optimizer). Made where the application calls `send`, then passed down
@@ -62,7 +60,7 @@ package enum StreamBlockPool {
 
     /// Kept blocks by size class, as addresses (plain integers cross the lock without
     /// ownership questions; a kept block belongs to nobody until taken).
-    private static let free = Mutex<[[UInt]]>(Array(repeating: [], count: largestClass - smallestClass + 1))
+    private static let free = Locked<[[UInt]]>(Array(repeating: [], count: largestClass - smallestClass + 1))
 
     /// The size class (log2 of the block size) that fits `count` bytes, nil if none is pooled.
     package static func sizeClass(for count: Int) -> Int? {

@@ -1,6 +1,6 @@
 import Braid
+import BraidCore
 import Foundation
-import Synchronization
 
 extension Result where Failure == any Error {
     /// The outcome of an async throwing call.
@@ -271,9 +271,9 @@ final class EchoTally: Sendable {
         var waiter: (id: Int, target: Int, continuation: CheckedContinuation<Bool, Never>)?
         var nextWaiterID = 0
     }
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
-    init(count: Int) { state = Mutex(State(echoed: Array(repeating: false, count: count))) }
+    init(count: Int) { state = Locked(State(echoed: Array(repeating: false, count: count))) }
 
     var count: Int { state.withLock { $0.count } }
 
@@ -331,7 +331,7 @@ final class Progress: Sendable {
         var done = false
     }
     private let threshold: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(threshold: Int) { self.threshold = threshold }
 

@@ -1,6 +1,6 @@
 import Braid
+import BraidCore
 import Foundation
-import Synchronization
 
 /// The server side of `braid serve`: runs the application the client chose (by ALPN) on one
 /// connection until it ends.
@@ -9,7 +9,7 @@ public enum ApplicationServer {
     /// ended before the handshake. Streams are served as they arrive, so a resumed client's
     /// 0-RTT request is answered before the handshake completes.
     public static func serve(_ connection: NetworkConnection<QUIC>) async -> [String: Any]? {
-        let exchanges = Mutex<[PerfService.Exchange]>([])
+        let exchanges = Locked<[PerfService.Exchange]>([])
         do {
             try await withThrowingDiscardingTaskGroup { group in
                 group.addTask {

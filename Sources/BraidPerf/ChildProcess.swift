@@ -1,5 +1,5 @@
+import BraidCore
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -28,7 +28,7 @@ public final class ChildProcess: Sendable {
 
     public let pid: pid_t
     public let commandLine: String
-    private let exit = Mutex<Exit?>(nil)
+    private let exit = Locked<Exit?>(nil)
     private let outputFile: URL
     private let errorFile: URL
 
@@ -109,10 +109,20 @@ public final class ChildProcess: Sendable {
         }
     }
 
-    public var output: String { (try? String(contentsOf: outputFile, encoding: .utf8)) ?? "" }
+    public var output: String { String(data: Self.contents(of: outputFile), encoding: .utf8) ?? "" }
     /// Standard output as bytes (`output` is empty when they are not UTF-8).
-    public var outputBytes: [UInt8] { (try? [UInt8](Data(contentsOf: outputFile))) ?? [] }
-    public var errors: String { (try? String(contentsOf: errorFile, encoding: .utf8)) ?? "" }
+    public var outputBytes: [UInt8] { [UInt8](Self.contents(of: outputFile)) }
+    public var errors: String { String(data: Self.contents(of: errorFile), encoding: .utf8) ?? "" }
+
+    /// The file's bytes, empty if it cannot be read. An empty file is not handed to Foundation:
+    /// on Linux its read of a file whose size is 0 leaks a 4 KiB buffer every time
+    /// (`Data(contentsOf:)` and `String(contentsOf:)` alike), and `listeningPort` polls the
+    /// output file while the child has printed nothing yet.
+    private static func contents(of file: URL) -> Data {
+        var info = stat()
+        guard stat(file.path, &info) == 0, info.st_size > 0 else { return Data() }
+        return (try? Data(contentsOf: file)) ?? Data()
+    }
 
     /// The JSON objects printed so far, one per line.
     public var jsonLines: [[String: Any]] {

@@ -87,6 +87,6 @@ struct Serve: AsyncParsableCommand {
             if state.isFinal { break }
         }
         try await serving.value
-        ShutdownSignals.exitIfSignalledAgain()
+        ShutdownSignals.finish()
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -87,7 +88,27 @@ enum ShutdownSignals {
         exitAtOnce(second)
     }
 
+    /// Who ends the process: 0 while nobody has decided, 1 once the graceful shutdown has
+    /// finished (the caller of `finish` returns and exits 0), 2 once a second signal has.
+    private static let ending = Atomic<Int32>(0)
+
+    /// The graceful shutdown has finished: exits at once if a second signal is waiting, and
+    /// otherwise returns (the process exits 0) unless the signal thread has just read a second
+    /// signal and is exiting with it, in which case this thread waits for that exit. Without
+    /// the decision in one place the two exits raced: a run under ThreadSanitizer (which makes
+    /// `_exit` slow) printed "SIGTERM again: exiting at once" and still exited 0.
+    static func finish() {
+        exitIfSignalledAgain()
+        guard ending.compareExchange(expected: 0, desired: 1, ordering: .sequentiallyConsistent).exchanged else {
+            while true { pause() }
+        }
+    }
+
     private static func exitAtOnce(_ signal: Int32) -> Never {
+        // The shutdown finished first: its exit (0) stands, and this thread waits for it.
+        guard ending.compareExchange(expected: 0, desired: 2, ordering: .sequentiallyConsistent).exchanged else {
+            while true { pause() }
+        }
         FileHandle.standardError.write(Data("braid: \(name(signal)) again: exiting at once\n".utf8))
         _exit(128 + signal)
     }

@@ -1,3 +1,4 @@
+import BraidCore
 import BraidIO
 import Foundation
 import Synchronization
@@ -19,7 +20,7 @@ struct ConnectionSnapshot: Sendable {
 /// TCP) the connection's own byte stream.
 final class ConnectionShared: Sendable {
     let states = StateBroadcast()
-    let snapshot = Mutex(ConnectionSnapshot())
+    let snapshot = Locked(ConnectionSnapshot())
     /// The streams the peer opened, before `inboundStreams` gives each its stack and facade.
     let inboundStreams: AsyncStream<QUICStreamHandle>
     let inboundStreamsContinuation: AsyncStream<QUICStreamHandle>.Continuation

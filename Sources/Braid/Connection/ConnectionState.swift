@@ -1,4 +1,4 @@
-import Synchronization
+import BraidCore
 
 /// The life of a connection (and, with the same cases, of a listener).
 ///
@@ -61,7 +61,7 @@ final class StateBroadcast: Sendable {
         var nextID = 0
         var onUpdate: (@Sendable (NetworkConnectionState) -> Void)?
     }
-    private let inner = Mutex(Inner())
+    private let inner = Locked(Inner())
 
     var current: NetworkConnectionState { inner.withLock { $0.state } }
 

@@ -1,6 +1,6 @@
+import BraidCore
 import BraidIO
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -350,11 +350,11 @@ final class ClientEstablishment {
 
     /// Tests give the connections to a port their own retry delays (say, an hour, to show
     /// that an interface change and not the timer ended a wait).
-    static let retryDelaysForTesting = Mutex<[UInt16: [Duration]]>([:])
+    static let retryDelaysForTesting = Locked<[UInt16: [Duration]]>([:])
 
     /// Tests make a port look unroutable for a number of attempts (the errno and how many),
     /// to drive the waiting state without changing the machine's routes.
-    static let routeFailuresForTesting = Mutex<[UInt16: (errno: Int32, remaining: Int)]>([:])
+    static let routeFailuresForTesting = Locked<[UInt16: (errno: Int32, remaining: Int)]>([:])
 
     private static func checkRoute(to remote: SocketAddress) throws {
         try routeFailuresForTesting.withLock { failures in

@@ -1,6 +1,6 @@
+import BraidCore
 import BraidIO
 import Dispatch
-import Synchronization
 
 /// Watches the machine's network and reports each change as an `NWPath`, with
 /// Network.framework's names: `pathUpdateHandler` with `start(queue:)` and `cancel()`,
@@ -39,7 +39,7 @@ import Synchronization
 public final class NWPathMonitor: Sendable {
     private let requiredInterfaceType: NWInterface.InterfaceType?
     private let prohibitedInterfaceTypes: [NWInterface.InterfaceType]
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// The watcher's system calls and messages (tests read them).
     let counters = InterfaceWatcher.Counters()
 
@@ -201,7 +201,7 @@ public final class NWPathMonitor: Sendable {
     // MARK: Interface marks
 
     /// Running monitors, so a change of `NetworkInterfacePolicy` re-evaluates them.
-    private static let live = Mutex<[ObjectIdentifier: WeakMonitor]>([:])
+    private static let live = Locked<[ObjectIdentifier: WeakMonitor]>([:])
 
     private struct WeakMonitor: Sendable {
         weak var monitor: NWPathMonitor?

@@ -1,6 +1,6 @@
+import BraidCore
 import BraidIO
 import Foundation
-import Synchronization
 
 /// Which interfaces count as expensive or constrained, beyond what the kernel shows. Apple's
 /// platforms know this from the system (cellular plans, Low Data Mode); Linux does not, so a
@@ -64,7 +64,7 @@ public enum NetworkInterfacePolicy {
 
     static var current: Marks { marks.withLock { $0 } }
 
-    private static let marks = Mutex<Marks>(marks(from: ProcessInfo.processInfo.environment))
+    private static let marks = Locked<Marks>(marks(from: ProcessInfo.processInfo.environment))
 
     /// The marks an environment sets.
     static func marks(from environment: [String: String]) -> Marks {

@@ -1,6 +1,5 @@
 import BraidCore
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -152,7 +151,7 @@ enum Resolver {
 
     /// Tests give a name a fixed list of addresses (say, IPv6 and IPv4 with a server on only
     /// one) without touching the machine's resolver.
-    static let namesForTesting = Mutex<[String: [SocketAddress]]>([:])
+    static let namesForTesting = Locked<[String: [SocketAddress]]>([:])
 
     private static func lookUp(_ name: String, port: UInt16) throws -> [SocketAddress] {
         var hints = addrinfo()

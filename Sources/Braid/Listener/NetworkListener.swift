@@ -1,3 +1,4 @@
+import BraidCore
 import BraidIO
 import Logging
 import Synchronization
@@ -29,11 +30,11 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// The local address to bind; nil listens on every IPv4 address.
     public let localEndpoint: NWEndpoint?
     private let broadcast = StateBroadcast()
-    private let boundPort = Mutex<NWEndpoint.Port?>(nil)
-    private let limit = Mutex(10_000)
+    private let boundPort = Locked<NWEndpoint.Port?>(nil)
+    private let limit = Locked(10_000)
     private let running = Atomic(false)
     /// The sockets and loops while `run` runs.
-    private let group = Mutex<(any ListenerGroup)?>(nil)
+    private let group = Locked<(any ListenerGroup)?>(nil)
     private static var logger: Logger { Logger(label: "braid.listener") }
 
     /// A listener on `endpoint` (a name resolves to its first address; nil: every IPv4 address,

@@ -1,10 +1,10 @@
+import BraidCore
 import BraidQUIC
-import Synchronization
 
 /// Client TLS contexts are costly (parsing the trust store, loading credentials): one per
 /// distinct configuration, shared by every connection that uses it.
 enum ClientContexts {
-    private static let cache = Mutex<[QUICClientConfiguration: QUICClientContext]>([:])
+    private static let cache = Locked<[QUICClientConfiguration: QUICClientContext]>([:])
 
     static func context(for quic: QUIC) throws -> QUICClientContext {
         let configuration = try quic.clientConfiguration()

@@ -1,7 +1,7 @@
+import BraidCore
 import BraidQUIC
 import BraidTLS
 import Foundation
-import Synchronization
 
 extension QUIC {
     /// Resumption tickets per server, in memory or in a file, so later connections resume
@@ -15,7 +15,7 @@ extension QUIC {
     public final class SessionCache: Sendable {
         /// Serialized tickets by key: QUIC's by "server:port", TLS's by "tls:server:port". Parsed
         /// when taken, since a file's contents are untrusted input.
-        private let tickets = Mutex<[String: [UInt8]]>([:])
+        private let tickets = Locked<[String: [UInt8]]>([:])
         private let file: String?
 
         /// An in-memory cache.

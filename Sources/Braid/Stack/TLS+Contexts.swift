@@ -1,5 +1,5 @@
+import BraidCore
 import BraidTLS
-import Synchronization
 
 extension TLSProtocolVersion {
     /// The engine's form of the version.
@@ -14,7 +14,7 @@ extension TLSProtocolVersion {
 extension TLS {
     /// Tests make `.system` trust mean this CA file, so examples that trust the system store
     /// run unchanged against a test server. Nil (always, outside tests): the system store.
-    static let systemTrustForTesting = Mutex<String?>(nil)
+    static let systemTrustForTesting = Locked<String?>(nil)
 
     /// The engine configuration of a client over this stack.
     func clientConfiguration() throws -> TLSClientConfiguration {
@@ -71,7 +71,7 @@ extension TLS {
 /// Client TLS contexts are costly (parsing the trust store, loading credentials): one per
 /// distinct configuration, shared by every connection that uses it.
 enum TLSClientContexts {
-    private static let cache = Mutex<[TLSClientConfiguration: TLSClientContext]>([:])
+    private static let cache = Locked<[TLSClientConfiguration: TLSClientContext]>([:])
 
     static func context(for tls: TLS) throws -> TLSClientContext {
         let configuration = try tls.clientConfiguration()

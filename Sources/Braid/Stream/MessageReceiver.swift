@@ -1,7 +1,7 @@
+import BraidCore
 import BraidIO
 import DequeModule
 import Foundation
-import Synchronization
 
 /// A lock whose holder may suspend: tasks queue in order and each gets the lock in turn. A
 /// task cancelled while queued leaves the queue and throws `CancellationError`; the lock is
@@ -13,7 +13,7 @@ final class AsyncLock: Sendable {
         var waiters = Deque<(id: UInt64, continuation: CheckedContinuation<Void, any Error>)>()
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func lock() async throws {
         let id: UInt64? = state.withLock { state in
@@ -82,12 +82,12 @@ final class AsyncLock: Sendable {
 /// none (the inbox decides under its own lock), so the decoder never loses a piece.
 final class MessageReceiver: Sendable {
     private let lock = AsyncLock()
-    /// Touched only by the async lock's holder; a `Mutex` so the class is `Sendable` (never
+    /// Touched only by the async lock's holder; a `Locked` so the class is `Sendable` (never
     /// contended).
-    private let decoder: Mutex<TLVDecoder>
+    private let decoder: Locked<TLVDecoder>
 
     init(maximumMessageSize: Int) {
-        decoder = Mutex(TLVDecoder(maximumMessageSize: maximumMessageSize))
+        decoder = Locked(TLVDecoder(maximumMessageSize: maximumMessageSize))
     }
 
     /// The next whole message; nil when the peer finished the stream at a message boundary.

@@ -1,4 +1,4 @@
-import Synchronization
+import BraidCore
 
 /// One pending async call waiting on loop-side state (bytes to read, room to send, the
 /// handshake). The loop resumes it with a result; task cancellation resumes it with
@@ -11,7 +11,7 @@ package final class Completion<Value: Sendable>: Sendable {
         case cancelledEarly
         case done
     }
-    private let state = Mutex<State>(.waiting)
+    private let state = Locked<State>(.waiting)
 
     /// False once resumed or cancelled: the loop drops it from its wait lists.
     package var isPending: Bool {

@@ -1,6 +1,6 @@
+import BraidCore
 import DequeModule
 import Foundation
-import Synchronization
 
 /// QUIC's received RFC 9221 datagrams.
 package typealias DatagramInbox = MessageInbox<Data>
@@ -24,7 +24,7 @@ package final class MessageInbox<Element: Sendable>: Sendable {
     /// Unread datagrams beyond this many are dropped, oldest first (they are unreliable
     /// anyway, and an idle reader must not grow memory without bound).
     package let backlog: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     package init(backlog: Int) {
         self.backlog = backlog

@@ -1,6 +1,6 @@
+import BraidCore
 import DequeModule
 import Foundation
-import Synchronization
 
 /// Datagrams handed to `send` that the loop has not yet queued in the engine.
 ///
@@ -40,7 +40,7 @@ package final class DatagramOutbox: Sendable {
     }
 
     package let limit: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     package init(limit: Int) {
         self.limit = limit

@@ -1,5 +1,5 @@
+import BraidCore
 import DequeModule
-import Synchronization
 
 /// The bytes one connection's streams may hold for sending, all streams together: those the
 /// engine holds unacknowledged (as the loop last published them) and those sends have queued in
@@ -29,7 +29,7 @@ package final class SendBudget: Sendable {
     }
 
     package let limit: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     package init(limit: Int) { self.limit = max(limit, 1) }
 

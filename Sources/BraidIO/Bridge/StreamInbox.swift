@@ -1,6 +1,6 @@
+import BraidCore
 import DequeModule
 import Foundation
-import Synchronization
 
 /// The receive half of a byte stream, shared by the application's tasks and the stream's loop.
 ///
@@ -131,7 +131,7 @@ package final class StreamInbox: Sendable {
     /// reader has caught up (nothing left unread), whichever comes first.
     package static let creditBatch = 64 * 1024
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Unread bytes now.
     package var available: Int { state.withLock { $0.available } }

@@ -1,6 +1,5 @@
 import BraidCore
 import DequeModule
-import Synchronization
 
 /// The send half of a byte stream, shared by the application's tasks and the stream's loop.
 ///
@@ -65,7 +64,7 @@ package final class StreamOutbox: Sendable {
     /// bulk senders run ahead made them compete with the loop thread for the CPU (and keep more
     /// fresh buffers alive, paying page faults), which cost bulk goodput on a 2-core machine.
     package static let maxQueuedSend = 64 * 1024
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     package init(limit: Int, open: Bool, budget: SendBudget? = nil) {
         self.limit = limit

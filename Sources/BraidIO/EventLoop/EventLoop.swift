@@ -2,7 +2,6 @@ import BraidCore
 import CBraidUDP
 import Foundation
 import HeapModule
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -31,12 +30,16 @@ public final class EventLoop: Sendable {
     public let name: String
     private let epollFD: Int32
     private let wakeFD: Int32
-    private let inbox = Mutex<[@Sendable (LoopContext) -> Void]>([])
-    private let stopped = Mutex<Bool>(false)
+    private let inbox = Locked<[@Sendable (LoopContext) -> Void]>([])
+    private let stopped = Locked<Bool>(false)
     private let exited = DispatchSemaphore(value: 0)
-    private let loopThread = Mutex<pthread_t?>(nil)
+    private let loopThread = Locked<pthread_t?>(nil)
     /// A virtual loop's clock (nil for a real loop): only `advance(by:)` moves it.
-    private let virtualClock: Mutex<MonotonicInstant>?
+    private let virtualClock: Locked<MonotonicInstant>?
+    /// `virtualClock != nil`, kept apart: comparing the optional lock with nil reads the lock's
+    /// memory outside the lock while another thread may be taking it (ThreadSanitizer saw
+    /// `execute` do that against a driving thread's `virtualNow`).
+    private let isVirtual: Bool
     /// A virtual loop's loop-side state, driven by whichever thread calls `runPending` (set
     /// once in `init`, used only while driving).
     nonisolated(unsafe) private var virtualContext: LoopContext?
@@ -50,6 +53,7 @@ public final class EventLoop: Sendable {
     public init(name: String = "braid-io") throws {
         self.name = name
         virtualClock = nil
+        isVirtual = false
         (epollFD, wakeFD) = try Self.makeDescriptors(watchingWakeUps: true)
         let started = DispatchSemaphore(value: 0)
         let thread = Thread { [self] in
@@ -75,7 +79,8 @@ public final class EventLoop: Sendable {
     /// or a wall clock. Registering a socket works, but nothing ever polls it.
     package init(virtualTimeStartingAt start: MonotonicInstant, name: String = "braid-virtual") throws {
         self.name = name
-        virtualClock = Mutex(start)
+        virtualClock = Locked(start)
+        isVirtual = true
         // Nobody waits on a virtual loop's epoll, so it needs no wake-ups.
         (epollFD, wakeFD) = try Self.makeDescriptors(watchingWakeUps: false)
         virtualContext = LoopContext(loop: self, epollFD: epollFD, wakeFD: wakeFD)
@@ -102,7 +107,7 @@ public final class EventLoop: Sendable {
     deinit {
         // A real loop's thread keeps it alive while it runs; its eventfd closes here. A
         // virtual loop that nobody shut down still gives its descriptors back.
-        if virtualClock == nil {
+        if !isVirtual {
             close(wakeFD)
         } else if virtualContext != nil {
             close(wakeFD)
@@ -147,7 +152,7 @@ public final class EventLoop: Sendable {
             defer { inbox.append(work) }
             return inbox.isEmpty
         }
-        guard wasEmpty, virtualClock == nil else { return }
+        guard wasEmpty, !isVirtual else { return }
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }

@@ -1,4 +1,4 @@
-import Synchronization
+import BraidCore
 
 /// One loop's signal that the kernel's links, addresses or routes changed: what a connection
 /// `waiting` for a path listens to, so it retries as soon as a path may have appeared instead
@@ -24,7 +24,7 @@ package final class InterfaceChanges {
         var changes: LoopBound<InterfaceChanges>?
     }
 
-    private static let perLoop = Mutex<[ObjectIdentifier: Entry]>([:])
+    private static let perLoop = Locked<[ObjectIdentifier: Entry]>([:])
 
     private init() {}
 

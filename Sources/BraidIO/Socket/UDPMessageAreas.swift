@@ -1,5 +1,5 @@
+import BraidCore
 import CBraidUDP
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -59,7 +59,7 @@ enum UDPMessageAreaPool {
         var messages: Int
     }
 
-    private static let free = Mutex<[Shape: [UDPMessageArea]]>([:])
+    private static let free = Locked<[Shape: [UDPMessageArea]]>([:])
 
     static func take(slots: Int, slotBytes: Int, messages: Int) -> UDPMessageArea {
         let shape = Shape(slots: slots, slotBytes: slotBytes, messages: messages)

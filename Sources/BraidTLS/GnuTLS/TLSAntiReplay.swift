@@ -1,5 +1,5 @@
+import BraidCore
 import CBraid
-import Synchronization
 
 /// GnuTLS's 0-RTT anti-replay context, recording ClientHellos in a `TLSReplayFilter`. Sessions
 /// hold a raw pointer to it, so whoever enables it on a session keeps this alive as long.
@@ -10,7 +10,7 @@ import Synchronization
 package final class TLSAntiReplay: @unchecked Sendable {
     package let handle: gnutls_anti_replay_t
     /// Held while a session sharing this context across threads processes a ClientHello.
-    package let lock = Mutex<Void>(())
+    package let lock = Locked<Void>(())
     /// Retained for the add-function's unretained pointer.
     private let filter: TLSReplayFilter
 

@@ -1,5 +1,5 @@
+import BraidCore
 import Glibc
-import Synchronization
 
 /// Remembers 0-RTT ClientHellos until they expire so a replayed one is refused (RFC 8446 §8).
 /// Servers on several threads may share one.
@@ -17,7 +17,7 @@ package final class TLSReplayFilter: Sendable {
         var lastSweep: time_t = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     package init() {}
 

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import Braid
+import BraidCore
 
 /// TLS-over-TCP and TCP connections and listeners through the public API, over loopback:
 /// send and receive on the connection itself, byte-checked transfers, bounded memory under a
@@ -53,7 +54,7 @@ import Testing
     /// kernel's buffers and both connections' bounds are full, and neither side holds more
     /// than its bounds.
     @Test(.timeLimit(.minutes(1))) func aReaderThatStopsStopsTheSenderWithBoundedMemory() async throws {
-        let serverConnection = Mutex<NetworkConnection<TLS>?>(nil)
+        let serverConnection = Locked<NetworkConnection<TLS>?>(nil)
         let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
             serverConnection.withLock { $0 = connection }
             try await Task.sleep(for: .seconds(60))
@@ -207,7 +208,7 @@ import Testing
     /// sends fail with `cancelled`, and the server's receive ends cleanly (close_notify got
     /// out) or with the error a lost close_notify gives.
     @Test(.timeLimit(.minutes(1))) func cancellingMidTransferEndsBothSides() async throws {
-        let serverEnd = Mutex<Result<Int, NetworkError>?>(nil)
+        let serverEnd = Locked<Result<Int, NetworkError>?>(nil)
         let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
             var received = 0
             do {
@@ -247,7 +248,7 @@ import Testing
     /// `close()` is graceful (the data, then close_notify and FIN), not a reset.
     @Test(.timeLimit(.minutes(1)), arguments: [true, false])
     func closingRightAfterSendingLosesNothing(tls: Bool) async throws {
-        let received = Mutex<[UInt8]?>(nil)
+        let received = Locked<[UInt8]?>(nil)
         let payload = pattern(seed: 21, count: 8_000_000)
         if tls {
             let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in

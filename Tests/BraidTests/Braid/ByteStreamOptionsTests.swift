@@ -1,9 +1,9 @@
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 
 @testable import Braid
+import BraidCore
 
 /// The TLS and TCP options that change who may connect and how: mutual TLS, Multipath TCP,
 /// listeners on several loops, fast open, service classes; checked through the public API.
@@ -87,7 +87,7 @@ import Testing
 
     /// A listener on two loops: connections are spread over both, each served where accepted.
     @Test func aListenerOnTwoLoopsServesConnectionsOnBoth() async throws {
-        let loopsSeen = Mutex<Set<String>>([])
+        let loopsSeen = Locked<Set<String>>([])
         let server = try await RunningStreamListener.start(TCP().serverLoops(2), handler: { connection in
             loopsSeen.withLock { _ = $0.insert(connection.loop.name) }
             try await echoBytes(connection)

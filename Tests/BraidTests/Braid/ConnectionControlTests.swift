@@ -1,10 +1,10 @@
 import BraidPerf
 import BraidQUIC
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Braid
+import BraidCore
 
 /// Parameters, migration and the datagram send bound, through the public API (the datagram
 /// test reads the engine's queue length through internals to show the bound holds).
@@ -47,7 +47,7 @@ import Testing
     }
 
     @Test func aServerConnectionDoesNotMigrate() async throws {
-        let result = Mutex<NetworkError?>(nil)
+        let result = Locked<NetworkError?>(nil)
         let server = try await RunningListener.start(handler: { connection in
             try await connection.inboundStreams { stream in
                 do { try await connection.migrate() } catch let error as NetworkError { result.withLock { $0 = error } }
@@ -66,7 +66,7 @@ import Testing
     /// `close(applicationErrorCode:reason:)` returns with the connection cancelled and its close
     /// on the way: the server's connection ends with that code and reason.
     @Test(.timeLimit(.minutes(1))) func closeEndsTheConnectionWithTheCodeThePeerSees() async throws {
-        let ended = Mutex<NetworkConnection<QUIC>.State?>(nil)
+        let ended = Locked<NetworkConnection<QUIC>.State?>(nil)
         let server = try await RunningListener.start(handler: { connection in
             for await state in connection.states where state.isFinal {
                 ended.withLock { $0 = state }

@@ -1,6 +1,6 @@
 import Braid
+import BraidCore
 import Foundation
-import Synchronization
 import Testing
 
 @Suite struct ConnectionDetailsTests {
@@ -8,7 +8,7 @@ import Testing
         let server = try await RunningListener.start()
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { testClient() }
-        let seen = Mutex<[NetworkConnectionState]>([])
+        let seen = Locked<[NetworkConnectionState]>([])
         connection.onStateUpdate { _, state in seen.withLock { $0.append(state) } }
         let stream = try await connection.openStream()
         let payload = Data(count: 200_000)

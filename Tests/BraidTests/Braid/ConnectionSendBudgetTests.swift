@@ -1,7 +1,7 @@
+import BraidCore
 import BraidIO
 import BraidPerf
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Braid
@@ -153,7 +153,7 @@ import Testing
 
 /// A number tasks update together.
 private final class Tally: Sendable {
-    private let number = Mutex(0)
+    private let number = Locked(0)
     func add(_ amount: Int) { number.withLock { $0 += amount } }
     func raise(to candidate: Int) { number.withLock { $0 = max($0, candidate) } }
     var value: Int { number.withLock { $0 } }

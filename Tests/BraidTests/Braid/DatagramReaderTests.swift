@@ -1,9 +1,9 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Braid
 @testable import BraidIO
+import BraidCore
 
 /// Reading a connection's datagrams through the public API, over loopback: what a reader took
 /// but did not hand out stays for the next reader, and concurrent readers share them. The
@@ -73,5 +73,5 @@ import Testing
 
 /// Numbers several tasks append to.
 private final class SharedNumbers: Sendable {
-    let numbers = Mutex<[Int]>([])
+    let numbers = Locked<[Int]>([])
 }

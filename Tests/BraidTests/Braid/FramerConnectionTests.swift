@@ -1,8 +1,8 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Braid
+import BraidCore
 
 /// `TLV` and `Coder` connections between a Braid client and a Braid listener over loopback,
 /// on TLS and on TCP: whole messages of many sizes both ways, concurrent senders and
@@ -96,7 +96,7 @@ import Testing
     /// A raw TCP server announces a 4 GiB message: the TLV client's receive throws
     /// `messageTooLarge`, the connection fails with it, and the server sees it close.
     @Test(.timeLimit(.minutes(1))) func aHostileLengthFailsTheClientAndClosesTheConnection() async throws {
-        let serverSaw = Mutex<String?>(nil)
+        let serverSaw = Locked<String?>(nil)
         let server = try await RunningStreamListener.start(TCP(), handler: { connection in
             try await connection.send(Data([0, 0, 0, 9, 0xFF, 0xFF, 0xFF, 0xFF]) + Data(repeating: 1, count: 100))
             do {
@@ -125,7 +125,7 @@ import Testing
     /// A raw TCP client sends a header one byte above the listener's configured maximum: the
     /// listener's receive throws `messageTooLarge` and the client sees the connection close.
     @Test(.timeLimit(.minutes(1))) func aHostileLengthFromARawClientIsRejectedByTheListener() async throws {
-        let serverError = Mutex<(any Error)?>(nil)
+        let serverError = Locked<(any Error)?>(nil)
         let server = try await RunningFramedListener.start(TLV { TCP() }.maximumMessageSize(1024)) { connection in
             do {
                 _ = try await connection.receive()

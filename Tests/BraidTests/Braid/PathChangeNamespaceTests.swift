@@ -1,6 +1,6 @@
+import BraidCore
 import BraidIO
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Braid
@@ -36,9 +36,9 @@ import Testing
                         NetworkConnection(to: .hostPort(host: .init(UplinkNamespaces.service), port: port)) { testClient() }
                     }
                     defer { connection.cancel() }
-                    let viability = Mutex<[Bool]>([])
+                    let viability = Locked<[Bool]>([])
                     connection.onViabilityUpdate { _, isViable in viability.withLock { $0.append(isViable) } }
-                    let paths = Mutex<[NWPath]>([])
+                    let paths = Locked<[NWPath]>([])
                     connection.onPathUpdate { _, path in paths.withLock { $0.append(path) } }
                     let stream = try await connection.openStream()
                     #expect(try await peers.next() == "10.74.0.1")

@@ -1,9 +1,9 @@
 import BraidIO
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Braid
+import BraidCore
 
 /// `NWPathMonitor` against the kernel: each test makes its own network namespace with veth
 /// pairs, starts monitors inside it and changes links, addresses and routes. Latencies are
@@ -215,7 +215,7 @@ final class PathRecorder: Sendable {
         let arrival: ContinuousClock.Instant
     }
 
-    private let updates = Mutex<[Update]>([])
+    private let updates = Locked<[Update]>([])
 
     func record(_ path: NWPath) {
         let now = ContinuousClock.now

@@ -1,6 +1,6 @@
 import Braid
+import BraidCore
 import Foundation
-import Synchronization
 import Testing
 
 /// Waits until the connection has sent over 1 MB and its bytes-sent count stops growing (the
@@ -33,7 +33,7 @@ private func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>) async t
         let connection = NetworkConnection(to: server.endpoint) { testClient() }
         defer { connection.cancel() }
         let sent = Set((0..<1000).map { index in Data((0..<200).map { UInt8(truncatingIfNeeded: $0 ^ index) } + [UInt8(index >> 8), UInt8(index & 0xff)]) })
-        let received = Mutex(Set<Data>())
+        let received = Locked(Set<Data>())
         let collector = Task {
             for await datagram in connection.datagrams where sent.contains(datagram) {
                 received.withLock { _ = $0.insert(datagram) }
@@ -204,7 +204,7 @@ private func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>) async t
 }
 
 private final class Counter: Sendable {
-    private let count = Mutex(0)
+    private let count = Locked(0)
     func increment() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
 }

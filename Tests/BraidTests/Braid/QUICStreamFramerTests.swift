@@ -1,8 +1,8 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Braid
+import BraidCore
 
 /// `TLV` and `Coder` on QUIC streams (`openStream { stream in TLV { stream } }` and
 /// `inboundStreams(prepending:)`) between a Braid client and a Braid listener over loopback:
@@ -196,7 +196,7 @@ import Testing
     /// is reset and stopped with `QUICStream.messageTooLargeErrorCode`, and the connection and
     /// a framed stream opened afterwards go on.
     @Test(.timeLimit(.minutes(1))) func aHostileLengthEndsTheStreamNotTheConnection() async throws {
-        let serverSaw = Mutex<[String]>([])
+        let serverSaw = Locked<[String]>([])
         let server = try await RunningListener.start(handler: { connection in
             try await connection.inboundStreams(prepending: { quicStream in TLV { quicStream }.maximumMessageSize(1024) }) { stream in
                 do {
@@ -247,7 +247,7 @@ import Testing
     /// The client's side: a framed stream whose peer (a raw stream) announces 4 GiB gets
     /// `messageTooLarge` against the default 16 MiB maximum, and the peer sees the reset.
     @Test(.timeLimit(.minutes(1))) func aHostileLengthFromTheServerEndsTheClientsStream() async throws {
-        let serverSaw = Mutex<String?>(nil)
+        let serverSaw = Locked<String?>(nil)
         let server = try await RunningListener.start(handler: { connection in
             try await connection.inboundStreams { stream in
                 _ = try await stream.receive(exactly: TLVFraming.headerSize + 2)

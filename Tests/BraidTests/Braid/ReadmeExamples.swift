@@ -1,7 +1,7 @@
+import BraidCore
 import BraidIO
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 
 @testable import Braid
@@ -274,7 +274,7 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
             probing.cancel()
             _ = try? await probing.value
 
-            let failure = Mutex<String?>(nil)
+            let failure = Locked<String?>(nil)
             let server = Task {
                 do {
                     try await readmeServer(port: port, certificate: Fixtures.path("server.pem"), key: Fixtures.path("server-key.pem"))

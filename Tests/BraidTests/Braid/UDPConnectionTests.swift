@@ -1,10 +1,10 @@
 import BraidIO
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 
 @testable import Braid
+import BraidCore
 
 /// A Braid UDP listener that echoes every datagram back to its sender.
 struct RunningUDPEcho {
@@ -175,7 +175,7 @@ func receiveWithin(
     }
 
     @Test(.timeLimit(.minutes(1))) func anIdleInboundConnectionCloses() async throws {
-        let ended = Mutex<NetworkConnection<UDP>.State?>(nil)
+        let ended = Locked<NetworkConnection<UDP>.State?>(nil)
         let server = try await RunningUDPEcho.start(UDP().inboundIdleTimeout(.milliseconds(200))) { connection in
             for await state in connection.states where state != .ready && state != .preparing {
                 ended.withLock { $0 = state }

@@ -1,10 +1,10 @@
 import BraidIO
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 
 @testable import Braid
+import BraidCore
 
 /// A connection `waiting` for a path retries when the kernel's interfaces change, not when its
 /// backoff timer fires. The tests run the connection on a loop whose thread has entered a
@@ -91,7 +91,7 @@ import Testing
                 defer { connection.cancel() }
                 let updates = AsyncStream<Bool>.makeStream()
                 connection.onViabilityUpdate { _, isViable in updates.continuation.yield(isViable) }
-                let paths = Mutex<[NWPath]>([])
+                let paths = Locked<[NWPath]>([])
                 connection.onPathUpdate { _, path in paths.withLock { $0.append(path) } }
                 // No update within 20 s: the stream ends, and the expectations below fail.
                 let watchdog = Task {
@@ -194,7 +194,7 @@ import Testing
 
 /// When a connection became ready.
 final class ReadyStamp: Sendable {
-    let at = Mutex<ContinuousClock.Instant?>(nil)
+    let at = Locked<ContinuousClock.Instant?>(nil)
 
     /// The time from `start` to ready, as text. The states stream can deliver `ready` before
     /// the loop has called the state handler, so this waits a little for the stamp.

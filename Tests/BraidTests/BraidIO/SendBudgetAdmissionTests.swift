@@ -1,5 +1,4 @@
 import BraidCore
-import Synchronization
 import Testing
 
 @testable import BraidIO
@@ -12,7 +11,7 @@ import Testing
 
     /// How many times waiting senders asked the loop to look again.
     final class Asks: Sendable {
-        private let count = Mutex(0)
+        private let count = Locked(0)
         func ask() { count.withLock { $0 += 1 } }
         var value: Int { count.withLock { $0 } }
     }

@@ -1,10 +1,10 @@
 import BraidQUIC
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Braid
 @testable import BraidIO
+import BraidCore
 
 /// The queues between a stream's callers and its loop: the inbox receives take bytes from
 /// without a trip to the loop, and the outbox sends queue into. Driven here by hand, as the
@@ -64,7 +64,7 @@ import Testing
         let inbox = StreamInbox()
         fill(inbox, Array(repeating: 7, count: 100))
         #expect(inbox.takeCredit() == 0, "nobody consumed or waits for these bytes")
-        let asked = Mutex(0)
+        let asked = Locked(0)
         let receiving = Task { try await inbox.receive(request(300, 300, exact: true)) { asked.withLock { $0 += 1 } } }
         while inbox.waitingReceives == 0 { await Task.yield() }
         #expect(asked.withLock { $0 } == 1)

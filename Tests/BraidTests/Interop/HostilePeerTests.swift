@@ -1,7 +1,7 @@
 import Braid
+import BraidCore
 import BraidPerf
 import Foundation
-import Synchronization
 import Testing
 
 /// aioquic clients that break a Braid listener's limits on purpose
@@ -28,7 +28,7 @@ import Testing
 
     /// How the listener's connections ended.
     final class Endings: Sendable {
-        let failures = Mutex<[NetworkError]>([])
+        let failures = Locked<[NetworkError]>([])
     }
 
     /// A listener with small limits (8 streams, 16 KiB per stream, 64 KiB per connection):

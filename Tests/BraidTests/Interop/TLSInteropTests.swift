@@ -1,4 +1,5 @@
 import Braid
+import BraidCore
 import BraidPerf
 import Foundation
 import Synchronization
@@ -338,7 +339,7 @@ final class InboundLog: Sendable {
         var finished = false
     }
 
-    private let entries = Mutex<[Int: Entry]>([:])
+    private let entries = Locked<[Int: Entry]>([:])
     private let arrivals = Atomic(0)
 
     /// Sends `bytes` (then close_notify if `endOfStream`) while receiving pattern bytes until

@@ -1,6 +1,6 @@
+import BraidCore
 import BraidIO
 import Foundation
-import Synchronization
 
 /// In-memory byte streams for the sockets of one virtual loop, behind the same
 /// `ByteStreamSocketFactory` the real `TCPSockets` serve: a connect reaches the listener on its
@@ -15,7 +15,7 @@ final class MemoryStreamNetwork: ByteStreamSocketFactory, Sendable {
     let loop: EventLoop
     let capacity: Int
     let delay: Duration
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var listeners: [SocketAddress: MemoryStreamBox<MemoryStreamListener>] = [:]

@@ -1,8 +1,8 @@
 import BraidIO
 import Foundation
-import Synchronization
 
 @testable import Braid
+import BraidCore
 
 /// An in-memory IP network for the sockets of one virtual loop: a datagram sent to an address
 /// reaches the socket bound there (or bound to the wildcard on that port) after `delay`; one
@@ -12,7 +12,7 @@ import Synchronization
 final class MemoryNetwork: DatagramSocketFactory, Sendable {
     let loop: EventLoop
     let delay: Duration
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var bound: [SocketAddress: MemorySocketBox] = [:]

@@ -1,3 +1,4 @@
+import BraidCore
 import BraidPerf
 import Foundation
 import Glibc
@@ -35,7 +36,7 @@ final class NetworkNamespace: Sendable {
 
     /// Deletes the namespaces of test processes that are gone (a test killed by its time
     /// limit cannot clean up after itself), once per process.
-    private static let sweep = Mutex(false)
+    private static let sweep = Locked(false)
 
     private static func removeLeftovers() async {
         guard sweep.withLock({ done in defer { done = true }; return !done }) else { return }

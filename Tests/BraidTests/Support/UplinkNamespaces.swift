@@ -1,6 +1,6 @@
+import BraidCore
 import BraidIO
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Braid
@@ -100,8 +100,8 @@ enum UplinkNamespaces {
 
 /// The client addresses a server saw, in order.
 final class PeerLog: Sendable {
-    private let peers = Mutex<[String]>([])
-    private let taken = Mutex(0)
+    private let peers = Locked<[String]>([])
+    private let taken = Locked(0)
 
     func record(_ endpoint: NWEndpoint) {
         guard case .hostPort(let host, _) = endpoint else { return }

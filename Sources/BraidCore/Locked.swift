@@ -1,0 +1,69 @@
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `Synchronization.Mutex` with the hand-over made visible to ThreadSanitizer: Braid's lock.
+///
+/// On Linux a contended `Mutex` passes from one thread to the next through the kernel
+/// (`FUTEX_LOCK_PI`/`FUTEX_UNLOCK_PI`, and a spin on the lock word, both inside the
+/// toolchain's `libswiftSynchronization.so`, which is not instrumented). A `-sanitize=thread`
+/// build sees only the uncontended fast path, so every critical section that ever waited was
+/// reported as a data race with the one before it. `Locked` is the same mutex and, when the
+/// process runs under ThreadSanitizer, tells it that the lock was taken after the section that
+/// last released it (`__tsan_acquire`/`__tsan_release` on the mutex's address: the
+/// happens-before edge the kernel really provides). The hooks are looked up once with `dlsym`,
+/// as the Swift concurrency runtime finds them; without ThreadSanitizer they are nil and
+/// a lock costs one more branch.
+///
+/// Same shape as `Mutex`: keep it in a `let` of a class or a global, and read or change the
+/// value only inside `withLock`.
+package struct Locked<Value: ~Copyable>: ~Copyable {
+    private let mutex: Mutex<Value>
+
+    package init(_ initialValue: consuming sending Value) {
+        mutex = Mutex(initialValue)
+    }
+
+    /// Runs `body` with the value while holding the lock.
+    package borrowing func withLock<Result, E: Error>(
+        _ body: (inout sending Value) throws(E) -> sending Result
+    ) throws(E) -> sending Result {
+        guard let hooks = ThreadSanitizerHooks.installed else { return try mutex.withLock(body) }
+        // The mutex's own address names the lock to ThreadSanitizer: stable, because a
+        // ~Copyable value kept in a `let` never moves (taking the value's address instead
+        // would be an access to it before the acquire is known).
+        let address = withUnsafePointer(to: mutex) { UnsafeRawPointer($0) }
+        return try mutex.withLock { (value: inout sending Value) throws(E) -> sending Result in
+            hooks.acquire(address)
+            defer { hooks.release(address) }
+            return try body(&value)
+        }
+    }
+}
+
+extension Locked: Sendable where Value: ~Copyable {}
+
+/// ThreadSanitizer's annotation entry points, present only in a process built with it.
+private struct ThreadSanitizerHooks: Sendable {
+    typealias Hook = @convention(c) (UnsafeRawPointer?) -> Void
+
+    let acquire: Hook
+    let release: Hook
+
+    static let installed: ThreadSanitizerHooks? = {
+        #if canImport(Glibc)
+        // A nil handle is RTLD_DEFAULT: the executable (where the sanitizer runtime is linked
+        // statically) and every library loaded.
+        guard let acquire = dlsym(nil, "__tsan_acquire"), let release = dlsym(nil, "__tsan_release")
+        else { return nil }
+        return ThreadSanitizerHooks(
+            acquire: unsafeBitCast(acquire, to: Hook.self),
+            release: unsafeBitCast(release, to: Hook.self)
+        )
+        #else
+        return nil
+        #endif
+    }()
+}
