@@ -13,9 +13,10 @@ import Glibc
 /// reported as a data race with the one before it. `Locked` is the same mutex and, when the
 /// process runs under ThreadSanitizer, tells it that the lock was taken after the section that
 /// last released it (`__tsan_acquire`/`__tsan_release` on the mutex's address: the
-/// happens-before edge the kernel really provides). The hooks are looked up once with `dlsym`,
-/// as the Swift concurrency runtime finds them; without ThreadSanitizer they are nil and
-/// a lock costs one more branch.
+/// happens-before edge the kernel really provides). The hooks are compiled in only when the
+/// build defines BRAID_THREAD_SANITIZER (tools/run-sanitized-tests.sh thread does), and looked
+/// up once with `dlsym`, as the Swift concurrency runtime finds them; every other build is
+/// `Mutex.withLock` and nothing else.
 ///
 /// Same shape as `Mutex`: keep it in a `let` of a class or a global, and read or change the
 /// value only inside `withLock`.
@@ -30,6 +31,7 @@ package struct Locked<Value: ~Copyable>: ~Copyable {
     package borrowing func withLock<Result, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
+        #if BRAID_THREAD_SANITIZER
         guard let hooks = ThreadSanitizerHooks.installed else { return try mutex.withLock(body) }
         // The mutex's own address names the lock to ThreadSanitizer: stable, because a
         // ~Copyable value kept in a `let` never moves (taking the value's address instead
@@ -40,11 +42,15 @@ package struct Locked<Value: ~Copyable>: ~Copyable {
             defer { hooks.release(address) }
             return try body(&value)
         }
+        #else
+        return try mutex.withLock(body)
+        #endif
     }
 }
 
 extension Locked: Sendable where Value: ~Copyable {}
 
+#if BRAID_THREAD_SANITIZER
 /// ThreadSanitizer's annotation entry points, present only in a process built with it.
 private struct ThreadSanitizerHooks: Sendable {
     typealias Hook = @convention(c) (UnsafeRawPointer?) -> Void
@@ -67,3 +73,4 @@ private struct ThreadSanitizerHooks: Sendable {
         #endif
     }()
 }
+#endif
