@@ -222,22 +222,10 @@ public struct ApplicationClient: Sendable {
         if let usable = connection.usableDatagramFrameSize, size > usable {
             throw ApplicationFailure("\(size)-byte datagrams do not fit this connection's packets (at most \(usable) bytes)")
         }
-        func datagram(_ number: Int) -> Data {
-            var bytes = Data(count: size)
-            bytes.withUnsafeMutableBytes { buffer in
-                buffer.storeBytes(of: UInt32(number).bigEndian, as: UInt32.self)
-                PerfPattern.slice(at: number, count: size - 4).withUnsafeBytes { pattern in
-                    UnsafeMutableRawBufferPointer(rebasing: buffer[4...]).copyMemory(from: pattern)
-                }
-            }
-            return bytes
-        }
         let tally = EchoTally(count: count)
         let receiver = Task {
             for await reply in connection.datagrams {
-                guard reply.count == size else { continue }
-                let number = reply.prefix(4).reduce(0) { $0 << 8 | Int($1) }
-                guard number < count, PerfPattern.matches(reply.dropFirst(4), at: number) else { continue }
+                guard let number = EchoDatagram.number(ofEcho: reply, size: size, count: count) else { continue }
                 if tally.record(number) { return }
             }
         }
@@ -254,7 +242,7 @@ public struct ApplicationClient: Sendable {
                     let target = index - writtenOff - window / 2 + echoedBefore
                     if !(await tally.wait(untilEchoed: target, timeout: .milliseconds(50))) { writtenOff += window / 2 }
                 }
-                try await connection.datagrams.send(datagram(number))
+                try await connection.datagrams.send(EchoDatagram.make(number: number, size: size))
             }
             // Wait for the last echoes, longer each round.
             _ = await tally.wait(untilEchoed: count, timeout: .milliseconds(200 << round))

@@ -63,10 +63,13 @@ public enum PerfService {
     /// Serves one client stream: reads the request and the upload, sends the response.
     public static func serve(_ stream: QUIC.Stream<QUICStream>) async throws -> Exchange? {
         guard stream.directionality == .bidirectional else { return nil }
-        let requested = try await stream.receive(as: UInt64.self).content
-        let upload = try await receivePattern(from: stream)
-        let exchange = Exchange(requested: requested, uploaded: upload.count, uploadIntact: upload.intact)
-        try await sendPattern(count: Int(clamping: requested), on: stream)
+        var request = PerfRequest()
+        while !request.isComplete {
+            let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
+            try request.append(content, endOfStream: metadata.isEndOfStream)
+        }
+        let exchange = Exchange(requested: request.requested ?? 0, uploaded: request.uploaded, uploadIntact: request.uploadIntact)
+        try await sendPattern(count: request.responseSize, on: stream)
         return exchange
     }
 

@@ -50,7 +50,7 @@ public final class PerfServer {
 
     /// One connection's requests being read and responses being sent, by stream.
     private struct Exchanges {
-        var requests: [Int64: [UInt8]] = [:]
+        var requests: [Int64: PerfRequest] = [:]
         var sending: [Int64: (total: Int, sent: Int)] = [:]
     }
     private var exchanges: [ObjectIdentifier: Exchanges] = [:]
@@ -66,14 +66,17 @@ public final class PerfServer {
         var state = exchanges[key] ?? Exchanges()
         if case .streamReadable(let id) = event {
             while let read = try? connection.read(streamID: id) {
-                // Only the 8-byte size matters; upload bytes after it are discarded.
-                let header = state.requests[id, default: []]
-                if header.count < 8 { state.requests[id] = header + read.bytes.prefix(8 - header.count) }
-                if read.fin, let request = state.requests.removeValue(forKey: id), request.count >= 8 {
-                    let size = request.prefix(8).reduce(0) { $0 << 8 | Int($1) }
-                    state.sending[id] = (size, 0)
+                // Only the 8-byte size matters; upload bytes after it are counted, not kept.
+                var request = state.requests[id] ?? PerfRequest(verifyUpload: false)
+                do {
+                    try request.append(read.bytes, endOfStream: read.fin)
+                    state.requests[id] = request.isComplete ? nil : request
+                    if request.isComplete { state.sending[id] = (request.responseSize, 0) }
+                } catch {
+                    // Ended inside the header: nothing to answer.
+                    state.requests[id] = nil
                 }
-                if read.bytes.isEmpty { break }
+                if read.bytes.isEmpty || read.fin { break }
             }
         }
         pump(connection, &state)

@@ -1,5 +1,6 @@
 import Braid
 import BraidIO
+import BraidPerf
 import BraidQUIC
 import Foundation
 import Testing
@@ -677,4 +678,28 @@ func docExample_NetworkParameters_requiredInterface() -> NWPathMonitor {
         pinned.start()
     }
     return monitor
+}
+
+// MARK: BraidPerf
+
+/// Sources/BraidPerf/PerfRequest.swift
+func docExample_PerfRequest() throws -> Int {
+    var request = PerfRequest()
+    try request.append([0, 0, 0, 0, 0, 0, 0x10, 0], endOfStream: true)
+    let size = request.responseSize  // 4096
+    return size
+}
+
+/// Sources/BraidPerf/EchoDatagram.swift
+func docExample_EchoDatagram() -> Int? {
+    let datagram = EchoDatagram.make(number: 7, size: 100)
+    let number = EchoDatagram.number(ofEcho: datagram, size: 100, count: 10)  // 7
+    return number
+}
+
+@Suite struct BraidPerfDocExamples {
+    @Test func examplesGiveWhatTheyPromise() throws {
+        #expect(try docExample_PerfRequest() == 4096)
+        #expect(docExample_EchoDatagram() == 7)
+    }
 }
