@@ -90,6 +90,11 @@ public final class QUICServerEndpoint {
 
     /// Connection IDs routed to a connection now (tests check that a connection's go with it).
     var routeCount: Int { routes.count }
+    /// Whether the endpoint counts `connection`'s client address as proven (a valid token, or
+    /// a completed handshake): only then may it be sent more than 3x what it sent (tests).
+    func isAddressProven(of connection: QUICConnection) -> Bool {
+        admitted[ObjectIdentifier(connection)]?.countsForAddress ?? false
+    }
     /// The places the endpoint's tables hold (tests check they do not grow round after round).
     var tableCapacity: Int { routes.capacity + admitted.capacity + perAddress.capacity }
 
@@ -130,19 +135,28 @@ public final class QUICServerEndpoint {
     ///   - keys: secrets shared by every endpoint of one server; nil makes new ones from
     ///     `configuration.staticSecret`.
     ///   - connectionIDTag: when set, the first byte of every connection ID this endpoint issues.
-    public init(configuration: QUICServerConfiguration, keys: QUICServerKeys? = nil, connectionIDTag: UInt8? = nil) throws {
-        guard !configuration.alpn.isEmpty else { throw QUICError.configuration("QUIC needs at least one ALPN") }
-        try configuration.transport.validate()
+    public convenience init(configuration: QUICServerConfiguration, keys: QUICServerKeys? = nil, connectionIDTag: UInt8? = nil) throws {
+        try Self.validate(configuration)
+        let credentials = try mappingTLSErrors {
+            try TLSCredentials.server(certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile)
+        }
+        try self.init(configuration: configuration, keys: keys, connectionIDTag: connectionIDTag, credentials: credentials)
+    }
+
+    /// An endpoint whose sessions use `credentials` already loaded from the configuration's
+    /// files (the fuzzer makes an endpoint per input, and parsing the PEM files would dominate).
+    init(configuration: QUICServerConfiguration, keys: QUICServerKeys? = nil, connectionIDTag: UInt8? = nil, credentials: TLSCredentials) throws {
+        try Self.validate(configuration)
         self.configuration = configuration
         self.keys = try keys ?? QUICServerKeys(staticSecret: configuration.staticSecret)
         self.connectionIDTag = connectionIDTag
         let keys = self.keys
-        tls = try mappingTLSErrors {
-            try ServerTLSContext(
-                credentials: TLSCredentials.server(
-                    certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile),
-                keys: keys)
-        }
+        tls = try mappingTLSErrors { try ServerTLSContext(credentials: credentials, keys: keys) }
+    }
+
+    private static func validate(_ configuration: QUICServerConfiguration) throws {
+        guard !configuration.alpn.isEmpty else { throw QUICError.configuration("QUIC needs at least one ALPN") }
+        try configuration.transport.validate()
     }
 
     /// Packets the endpoint itself wants sent (Version Negotiation, Retry, resets, refusals).
