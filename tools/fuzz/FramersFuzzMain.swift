@@ -1,4 +1,4 @@
-// libFuzzer's entry point for the framers (see tools/fuzz-framers.sh); the work and the
+// libFuzzer's entry point for the framers (see tools/fuzz.sh); the work and the
 // checks are in Tests/BraidTests/Framers/FramersFuzzInput.swift.
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -1,4 +1,4 @@
-// Compiled twice: into BraidTests (which replays the corpus), and by tools/fuzz-framers.sh
+// Compiled twice: into BraidTests (which replays the corpus), and by tools/fuzz.sh framers
 // with swiftc, together with Sources/BraidFramers and tools/fuzz/FramersFuzzMain.swift, into
 // one libFuzzer module (where BraidFramers is not a separate module).
 #if canImport(BraidFramers)

@@ -2,7 +2,7 @@ import BraidFramers
 import Foundation
 import Testing
 
-/// The fuzz corpus (Tests/BraidTests/Fixtures/fuzz-framers, run by tools/fuzz-framers.sh)
+/// The fuzz corpus (Tests/BraidTests/Fixtures/fuzz-framers, run by tools/fuzz.sh framers)
 /// replayed through the same checks as the fuzzer: no crash, only whole messages or typed errors.
 @Suite struct FuzzCorpusReplayTests {
     static let directory = Fixtures.path("fuzz-framers")

@@ -1,0 +1,119 @@
+#!/bin/sh
+# Fuzzes what Braid parses from the network or from disk with libFuzzer and the address
+# sanitizer, for a bounded time (default 60 s), starting from the committed corpus.
+#
+# Usage: tools/fuzz.sh TARGET [seconds] [libFuzzer options...]
+#        tools/fuzz.sh TARGET --seeds     (rewrites the target's generated seeds, see below)
+#
+# Targets (each: shared input code that BraidTests also compiles and replays the corpus through,
+# an entry point in tools/fuzz/, a corpus in Tests/BraidTests/Fixtures/fuzz-TARGET):
+#   framers      the TLV decoder and the Coder decode path (Tests/BraidTests/Framers/FramersFuzzInput.swift)
+#   quic-server  a QUIC server endpoint with the test certificate: sequences of datagrams from
+#                several addresses, new connections and routing to existing ones
+#                (Tests/BraidTests/BraidQUIC/QUICServerFuzzInput.swift)
+#   session-cache  the session-cache file format and the ticket formats, and the tickets the
+#                file vouches for handed to the QUIC and TLS client engines
+#                (Tests/BraidTests/Braid/SessionCacheFuzzInput.swift)
+#   perf         the perf request (PerfRequest) and the echo replies (EchoDatagram)
+#                (Tests/BraidTests/Tool/PerfFuzzInput.swift)
+#
+# How it builds:
+# - framers: Sources/BraidFramers is Foundation-only, so swiftc compiles it with the harness
+#   into one module (-sanitize=fuzzer,address).
+# - the others need the C modules (CBraid: ngtcp2, ngtcp2_crypto_gnutls, GnuTLS, nghttp3) and
+#   swift-collections/swift-log, so SwiftPM builds the library modules once, instrumented, in a
+#   scratch directory of their own (.build/fuzz-spm): `swift build --sanitize=address
+#   -Xswiftc -sanitize=fuzzer -Xcc -fsanitize=fuzzer-no-link --target BraidPerf` (a debug build,
+#   so @testable import works; no executable is linked there). swiftc then compiles the harness
+#   (the shared input file and the entry point) as one more module of the package (-package-name
+#   as SwiftPM names it) against .build/fuzz-spm/debug/Modules, with SwiftPM's module maps for
+#   CBraid and CBraidUDP (-Xcc -fmodule-map-file), and links it with the modules' object files and -lngtcp2 -lngtcp2_crypto_gnutls -lgnutls -lnghttp3.
+#
+# Runs are one niced process (no -jobs: the machine is shared). New inputs go to .build/fuzz/TARGET-corpus;
+# a crash, leak or timeout leaves its input in .build/fuzz/TARGET-artifacts/. Copy inputs worth
+# keeping (a fixed crash's input, as a regression seed) into Tests/BraidTests/Fixtures/fuzz-TARGET.
+# libFuzzer prints the executions it made (#N ... exec/s) and "Done N runs" at the end.
+#
+# --seeds: the quic-server and session-cache seeds come from Braid's own engines (a real client
+# Initial, a real Retry exchange, a real ticket file); this rewrites them in the corpus.
+set -eu
+target="${1:?usage: tools/fuzz.sh framers|quic-server|session-cache|perf [seconds|--seeds] [libFuzzer options]}"
+shift
+seconds=60
+case "${1:-}" in
+    "" | -*) ;;
+    *) seconds="$1"; shift ;;
+esac
+root="$(cd "$(dirname "$0")/.." && pwd)"
+out="$root/.build/fuzz"
+corpus="$root/Tests/BraidTests/Fixtures/fuzz-$target"
+mkdir -p "$out/$target-corpus" "$out/$target-artifacts"
+binary="$out/$target-fuzz"
+# Runs a compile, showing its output without the linker's noise about ASan's local symbols.
+compile() {
+    status=0
+    "$@" >"$out/$target-build.log" 2>&1 || status=$?
+    grep -v "Cannot export local symbol" "$out/$target-build.log" >&2 || true
+    return "$status"
+}
+
+build_with_modules() {
+    input="$1"
+    main="$2"
+    scratch="$root/.build/fuzz-spm"
+    (cd "$root" && nice swift build --scratch-path "$scratch" --sanitize=address \
+        -Xswiftc -sanitize=fuzzer -Xcc -fsanitize=fuzzer-no-link --target BraidPerf) >&2
+    debug="$scratch/debug"
+    # The object files, in a response file: some of their names have spaces.
+    : >"$out/$target-objects"
+    for module in BraidPerf Braid BraidIO BraidQUIC BraidTLS BraidCore BraidFramers CBraid CBraidUDP \
+        DequeModule HeapModule InternalCollectionsUtilities ContainersPreview Logging; do
+        for object in "$debug/$module.build/"*.o; do printf '"%s"\n' "$object" >>"$out/$target-objects"; done
+    done
+    # The harness uses `package` declarations: it joins the package under SwiftPM's name for it.
+    package=$(grep '"-module-name","BraidQUIC"' "$scratch/debug.yaml" | grep -o '"-package-name","[^"]*' | head -1 | cut -d'"' -f4)
+    compile nice swiftc -sanitize=fuzzer,address -parse-as-library -g -Onone -module-name BraidFuzz -package-name "$package" \
+        -I "$debug/Modules" \
+        -Xcc -fmodule-map-file="$debug/CBraid.build/module.modulemap" -Xcc -I"$root/Sources/CBraid/include" \
+        -Xcc -fmodule-map-file="$debug/CBraidUDP.build/module.modulemap" -Xcc -I"$root/Sources/CBraidUDP/include" \
+        "$root/$input" "$root/$main" @"$out/$target-objects" \
+        -lngtcp2 -lngtcp2_crypto_gnutls -lgnutls -lnghttp3 -o "$binary"
+}
+
+case "$target" in
+    framers)
+        compile swiftc -sanitize=fuzzer,address -parse-as-library -g -Onone \
+            "$root"/Sources/BraidFramers/*.swift \
+            "$root/Tests/BraidTests/Framers/FramersFuzzInput.swift" \
+            "$root/tools/fuzz/FramersFuzzMain.swift" \
+            -o "$binary"
+        max_len=8192
+        ;;
+    quic-server)
+        build_with_modules Tests/BraidTests/BraidQUIC/QUICServerFuzzInput.swift tools/fuzz/QUICServerFuzzMain.swift
+        max_len=16384
+        ;;
+    session-cache)
+        build_with_modules Tests/BraidTests/Braid/SessionCacheFuzzInput.swift tools/fuzz/SessionCacheFuzzMain.swift
+        max_len=16384
+        ;;
+    perf)
+        build_with_modules Tests/BraidTests/Tool/PerfFuzzInput.swift tools/fuzz/PerfFuzzMain.swift
+        max_len=8192
+        ;;
+    *)
+        echo "unknown target $target (framers, quic-server, session-cache, perf)" >&2
+        exit 2
+        ;;
+esac
+
+if [ "${1:-}" = "--seeds" ]; then
+    mkdir -p "$corpus"
+    BRAID_FUZZ_WRITE_SEEDS="$corpus" "$binary"
+    echo "wrote the seeds of $target into $corpus" >&2
+    exit 0
+fi
+
+exec nice "$binary" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
+    -artifact_prefix="$out/$target-artifacts/" "$@" \
+    "$out/$target-corpus" "$corpus"
