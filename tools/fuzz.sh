@@ -22,12 +22,14 @@
 #   into one module (-sanitize=fuzzer,address).
 # - the others need the C modules (CBraid: ngtcp2, ngtcp2_crypto_gnutls, GnuTLS, nghttp3) and
 #   swift-collections/swift-log, so SwiftPM builds the library modules once, instrumented, in a
-#   scratch directory of their own (.build/fuzz-spm): `swift build --sanitize=address
-#   -Xswiftc -sanitize=fuzzer -Xcc -fsanitize=fuzzer-no-link --target BraidPerf` (a debug build,
-#   so @testable import works; no executable is linked there). swiftc then compiles the harness
-#   (the shared input file and the entry point) as one more module of the package (-package-name
-#   as SwiftPM names it) against .build/fuzz-spm/debug/Modules, with SwiftPM's module maps for
-#   CBraid and CBraidUDP (-Xcc -fmodule-map-file), and links it with the modules' object files and -lngtcp2 -lngtcp2_crypto_gnutls -lgnutls -lnghttp3.
+#   scratch directory of their own (.build/fuzz-spm): `swift build -c release --sanitize=address
+#   -Xswiftc -sanitize=fuzzer -Xswiftc -enable-testing -Xcc -fsanitize=fuzzer-no-link --target
+#   BraidPerf` (optimized, as -Onone runs several times slower; -enable-testing for the harness's
+#   @testable imports; preconditions stay on; no executable is linked there). swiftc then compiles
+#   the harness (the shared input file and the entry point) as one more module of the package
+#   (-package-name as SwiftPM names it) against .build/fuzz-spm/release/Modules, with SwiftPM's
+#   module maps for CBraid and CBraidUDP (-Xcc -fmodule-map-file), and links it with the
+#   modules' object files and -lngtcp2 -lngtcp2_crypto_gnutls -lgnutls -lnghttp3.
 #
 # Runs are one niced process (no -jobs: the machine is shared). New inputs go to .build/fuzz/TARGET-corpus;
 # a crash, leak or timeout leaves its input in .build/fuzz/TARGET-artifacts/. Copy inputs worth
@@ -61,21 +63,21 @@ build_with_modules() {
     input="$1"
     main="$2"
     scratch="$root/.build/fuzz-spm"
-    (cd "$root" && nice swift build --scratch-path "$scratch" --sanitize=address \
-        -Xswiftc -sanitize=fuzzer -Xcc -fsanitize=fuzzer-no-link --target BraidPerf) >&2
-    debug="$scratch/debug"
+    (cd "$root" && nice swift build -c release --scratch-path "$scratch" --sanitize=address \
+        -Xswiftc -sanitize=fuzzer -Xswiftc -enable-testing -Xcc -fsanitize=fuzzer-no-link --target BraidPerf) >&2
+    build="$scratch/release"
     # The object files, in a response file: some of their names have spaces.
     : >"$out/$target-objects"
     for module in BraidPerf Braid BraidIO BraidQUIC BraidTLS BraidCore BraidFramers CBraid CBraidUDP \
         DequeModule HeapModule InternalCollectionsUtilities ContainersPreview Logging; do
-        for object in "$debug/$module.build/"*.o; do printf '"%s"\n' "$object" >>"$out/$target-objects"; done
+        for object in "$build/$module.build/"*.o; do printf '"%s"\n' "$object" >>"$out/$target-objects"; done
     done
     # The harness uses `package` declarations: it joins the package under SwiftPM's name for it.
-    package=$(grep '"-module-name","BraidQUIC"' "$scratch/debug.yaml" | grep -o '"-package-name","[^"]*' | head -1 | cut -d'"' -f4)
-    compile nice swiftc -sanitize=fuzzer,address -parse-as-library -g -Onone -module-name BraidFuzz -package-name "$package" \
-        -I "$debug/Modules" \
-        -Xcc -fmodule-map-file="$debug/CBraid.build/module.modulemap" -Xcc -I"$root/Sources/CBraid/include" \
-        -Xcc -fmodule-map-file="$debug/CBraidUDP.build/module.modulemap" -Xcc -I"$root/Sources/CBraidUDP/include" \
+    package=$(grep '"-module-name","BraidQUIC"' "$scratch/release.yaml" | grep -o '"-package-name","[^"]*' | head -1 | cut -d'"' -f4)
+    compile nice swiftc -sanitize=fuzzer,address -parse-as-library -g -O -module-name BraidFuzz -package-name "$package" \
+        -I "$build/Modules" \
+        -Xcc -fmodule-map-file="$build/CBraid.build/module.modulemap" -Xcc -I"$root/Sources/CBraid/include" \
+        -Xcc -fmodule-map-file="$build/CBraidUDP.build/module.modulemap" -Xcc -I"$root/Sources/CBraidUDP/include" \
         "$root/$input" "$root/$main" @"$out/$target-objects" \
         -lngtcp2 -lngtcp2_crypto_gnutls -lgnutls -lnghttp3 -o "$binary"
 }
