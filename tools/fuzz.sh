@@ -110,6 +110,10 @@ case "$target" in
 esac
 
 if [ "${1:-}" = "--seeds" ]; then
+    if [ "$target" = framers ]; then
+        echo "the framers seeds are written by hand" >&2
+        exit 2
+    fi
     mkdir -p "$corpus"
     BRAID_FUZZ_WRITE_SEEDS="$corpus" "$binary"
     echo "wrote the seeds of $target into $corpus" >&2
