@@ -70,7 +70,14 @@ build_with_modules() {
     : >"$out/$target-objects"
     for module in BraidPerf Braid BraidIO BraidQUIC BraidTLS BraidCore BraidFramers CBraid CBraidUDP \
         DequeModule HeapModule InternalCollectionsUtilities ContainersPreview Logging; do
-        for object in "$build/$module.build/"*.o; do printf '"%s"\n' "$object" >>"$out/$target-objects"; done
+        if [ -f "$build/$module.build/sources" ]; then
+            # The objects of the module's current sources only: a deleted source's object stays behind.
+            while IFS= read -r source; do
+                printf '"%s"\n' "$build/$module.build/$(basename "$source").o" >>"$out/$target-objects"
+            done <"$build/$module.build/sources"
+        else
+            for object in "$build/$module.build/"*.o; do printf '"%s"\n' "$object" >>"$out/$target-objects"; done
+        fi
     done
     # The harness uses `package` declarations: it joins the package under SwiftPM's name for it.
     package=$(grep '"-module-name","BraidQUIC"' "$scratch/release.yaml" | grep -o '"-package-name","[^"]*' | head -1 | cut -d'"' -f4)
