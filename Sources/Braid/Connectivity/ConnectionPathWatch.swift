@@ -9,8 +9,8 @@ import Logging
 /// connection starts; ends with the connection. On a loop that cannot watch the
 /// kernel's interfaces (a virtual loop, or rtnetlink refused) it does nothing.
 final class ConnectionPathWatch {
-    /// Weak: a waiter registered with the loop's `InterfaceChanges` keeps the watch after the
-    /// connection's core is gone, until the next change.
+    /// Weak: the waiter registered with the loop's `InterfaceChanges` holds the watch, and a
+    /// core released before its end cancelled that waiter must not be touched.
     private weak var core: ConnectionCore?
     /// The connection's interface parameters: only interfaces they allow count as paths.
     private let constraints: InterfaceConstraints
