@@ -268,44 +268,61 @@ async def starve(args: argparse.Namespace) -> int:
     return 0
 
 
-def flood(args: argparse.Namespace) -> int:
-    configuration = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], server_name=args.sni or args.host)
-    address = (args.host, args.port)
-    sockets = []
-    for _ in range(args.sockets):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.bind(("127.0.0.1", 0))
-        sock.setblocking(False)
-        sockets.append(sock)
-    report = {"flood": args.flood, "datagrams": 0, "replies": 0, "retries": 0}
+class FloodSockets:
+    """The flooding client's UDP sockets (so as many source ports), non-blocking, and the
+    count of the server's datagrams read back on them (``replies``, and ``retries`` among
+    them)."""
 
-    def drain() -> None:
-        for sock in sockets:
+    def __init__(self, count: int) -> None:
+        self.sockets = []
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.bind(("127.0.0.1", 0))
+            sock.setblocking(False)
+            self.sockets.append(sock)
+        self.replies = 0
+        self.retries = 0
+
+    def __getitem__(self, index: int) -> socket.socket:
+        return self.sockets[index % len(self.sockets)]
+
+    def drain(self) -> None:
+        for sock in self.sockets:
             while True:
                 try:
                     data = sock.recv(65536)
                 except (BlockingIOError, ConnectionRefusedError):
                     break
-                report["replies"] += 1
+                self.replies += 1
                 # A Retry: long header, type bits 0b11 (RFC 9000 §17.2.5).
                 if data and data[0] & 0xF0 == 0xF0:
-                    report["retries"] += 1
+                    self.retries += 1
 
+    def finish(self) -> None:
+        """Reads what the server still sends for 0.2 s, then closes the sockets."""
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:
+            self.drain()
+            time.sleep(0.01)
+        for sock in self.sockets:
+            sock.close()
+
+
+def flood(args: argparse.Namespace) -> int:
+    configuration = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], server_name=args.sni or args.host)
+    address = (args.host, args.port)
+    sockets = FloodSockets(args.sockets)
+    datagrams = 0
     for index in range(args.flood):
         quic = QuicConnection(configuration=configuration)
         quic.connect(address, now=time.time())
         for data, _ in quic.datagrams_to_send(now=time.time()):
-            sockets[index % len(sockets)].sendto(data, address)
-            report["datagrams"] += 1
+            sockets[index].sendto(data, address)
+            datagrams += 1
         if index % 32 == 31:
-            drain()
-    deadline = time.monotonic() + 0.2
-    while time.monotonic() < deadline:
-        drain()
-        time.sleep(0.01)
-    for sock in sockets:
-        sock.close()
-    print(json.dumps(report), flush=True)
+            sockets.drain()
+    sockets.finish()
+    print(json.dumps({"flood": args.flood, "datagrams": datagrams, "replies": sockets.replies, "retries": sockets.retries}), flush=True)
     return 0
 
 
@@ -335,26 +352,8 @@ def fast_flood(args: argparse.Namespace) -> int:
     header_size = 1 + 4 + 1 + 8 + 1 + len(source) + 1 + 2 + 2
     payload += bytes(max(0, 1200 - header_size - len(payload) - 16))
     address = (args.host, args.port)
-    sockets = []
-    for _ in range(args.sockets):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.bind(("127.0.0.1", 0))
-        sock.setblocking(False)
-        sockets.append(sock)
-    sent = dropped = replies = retries = 0
-
-    def drain() -> None:
-        nonlocal replies, retries
-        for sock in sockets:
-            while True:
-                try:
-                    data = sock.recv(65536)
-                except (BlockingIOError, ConnectionRefusedError):
-                    break
-                replies += 1
-                if data and data[0] & 0xF0 == 0xF0:
-                    retries += 1
-
+    sockets = FloodSockets(args.sockets)
+    sent = dropped = 0
     start = time.monotonic()
     for index in range(args.flood):
         if args.rate > 0:
@@ -369,21 +368,16 @@ def fast_flood(args: argparse.Namespace) -> int:
         pair = CryptoPair()
         pair.setup_initial(cid=destination, is_client=True, version=version)
         try:
-            sockets[index % len(sockets)].sendto(pair.encrypt_packet(header, payload, 0), address)
+            sockets[index].sendto(pair.encrypt_packet(header, payload, 0), address)
             sent += 1
         except BlockingIOError:
             dropped += 1
         if index % 256 == 255:
-            drain()
+            sockets.drain()
     seconds = time.monotonic() - start
-    deadline = time.monotonic() + 0.2
-    while time.monotonic() < deadline:
-        drain()
-        time.sleep(0.01)
-    for sock in sockets:
-        sock.close()
+    sockets.finish()
     print(json.dumps({"flood": args.flood, "datagrams": sent, "dropped_locally": dropped, "seconds": seconds,
-                      "rate": sent / seconds if seconds > 0 else 0, "replies": replies, "retries": retries}), flush=True)
+                      "rate": sent / seconds if seconds > 0 else 0, "replies": sockets.replies, "retries": sockets.retries}), flush=True)
     return 0
 
 
