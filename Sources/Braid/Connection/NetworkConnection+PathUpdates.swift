@@ -14,14 +14,7 @@ extension NetworkConnection {
     /// }
     /// ```
     public func onPathUpdate(_ handler: @escaping @Sendable (NetworkConnection, NWPath) -> Void) {
-        let core = core, constraints = parameters.interfaceConstraints
-        loop.execute { [weak self] context in
-            core.value.pathWatch(constraints: constraints).onPathUpdate(
-                { [weak self] path in
-                    guard let self else { return }
-                    handler(self, path)
-                }, context: context)
-        }
+        registerWithPathWatch(handler) { $0.onPathUpdate($1, context: $2) }
     }
 
     /// Calls `handler` with `false` when the connection's path goes away (the link that holds
@@ -38,14 +31,7 @@ extension NetworkConnection {
     /// }
     /// ```
     public func onViabilityUpdate(_ handler: @escaping @Sendable (NetworkConnection, Bool) -> Void) {
-        let core = core, constraints = parameters.interfaceConstraints
-        loop.execute { [weak self] context in
-            core.value.pathWatch(constraints: constraints).onViabilityUpdate(
-                { [weak self] isViable in
-                    guard let self else { return }
-                    handler(self, isViable)
-                }, context: context)
-        }
+        registerWithPathWatch(handler) { $0.onViabilityUpdate($1, context: $2) }
     }
 
     /// Calls `handler` with `true` when a better path than the ready connection's becomes
@@ -63,13 +49,21 @@ extension NetworkConnection {
     /// }
     /// ```
     public func onBetterPathUpdate(_ handler: @escaping @Sendable (NetworkConnection, Bool) -> Void) {
+        registerWithPathWatch(handler) { $0.onBetterPathUpdate($1, context: $2) }
+    }
+
+    /// Hands `handler`, bound to this connection (weakly: the watch must not keep it alive),
+    /// to the connection's path watch on its loop, through `register`.
+    private func registerWithPathWatch<Update>(
+        _ handler: @escaping @Sendable (NetworkConnection, Update) -> Void,
+        _ register: @escaping @Sendable (ConnectionPathWatch, @escaping (Update) -> Void, LoopContext) -> Void
+    ) {
         let core = core, constraints = parameters.interfaceConstraints
         loop.execute { [weak self] context in
-            core.value.pathWatch(constraints: constraints).onBetterPathUpdate(
-                { [weak self] available in
-                    guard let self else { return }
-                    handler(self, available)
-                }, context: context)
+            register(core.value.pathWatch(constraints: constraints), { [weak self] update in
+                guard let self else { return }
+                handler(self, update)
+            }, context)
         }
     }
 }
