@@ -5,11 +5,14 @@
 #
 #   tools/ab/quic-streams.sh A/braid B/braid [rounds] [download-bytes] [echo-bytes (0: no echo)]
 #
+# STREAMS="1 8 64" runs the download once per count, the bytes split evenly over the streams.
+# The builds alternate which goes first, round by round.
+#
 # Prints one line per run: build, test, goodput (Gbit/s), client and server CPU (ns per byte),
 # and client and server context switches (per MB, and per second of the run), from `perf stat`
 # around each process.
 set -euo pipefail
-a=$1 b=$2 rounds=${3:-4} download=${4:-1000000000} echo=${5:-200000000}
+a=$1 b=$2 rounds=${3:-4} download=${4:-1000000000} echo=${5:-200000000} streams=${STREAMS:-1}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 fixtures=$here/Tests/BraidTests/Fixtures
 out=$(mktemp -d)
@@ -49,9 +52,12 @@ PY
 }
 
 for round in $(seq 1 "$rounds"); do
-  for side in A B; do
+  order="A B"; [ $((round % 2)) = 0 ] && order="B A"
+  for side in $order; do
     bin=$a; [ "$side" = B ] && bin=$b
-    run "$side" "$bin" download --alpn perf --download "$download"
+    for n in $streams; do
+      run "$side" "$bin" "download x$n" --alpn perf --streams "$n" --download $((download / n))
+    done
     [ "$echo" -gt 0 ] && run "$side" "$bin" echo --alpn echo --bytes "$echo"
   done
 done

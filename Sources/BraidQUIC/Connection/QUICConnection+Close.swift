@@ -65,6 +65,7 @@ extension QUICConnection {
     private func failAll(_ reason: QUICError) {
         pendingDatagrams.removeAll()
         sendSchedule.removeAll()
+        sendTurnBytes = 0
         for stream in streams.values {
             sendBudget.released(stream.send.unacknowledged)
             stream.send.discard()

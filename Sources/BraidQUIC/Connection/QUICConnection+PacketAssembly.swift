@@ -188,10 +188,12 @@ extension QUICConnection {
                 // A stream that left the schedule (done, blocked, reset, retired) is dropped here.
                 guard state.scheduled else {
                     sendSchedule.removeFirst()
+                    sendTurnBytes = 0
                     continue
                 }
                 stream = state
                 streamID = state.id
+                if sendTurnBytes == 0 { sendTurnLimit = streamTurnLimit() }
                 flags = UInt32(NGTCP2_WRITE_STREAM_FLAG_MORE)
                 state.send.unsentRegions(limit: Self.maxVecs) { base, count in
                     vecs[vecCount] = ngtcp2_vec(base: UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), len: count)
@@ -204,13 +206,17 @@ extension QUICConnection {
                 conn, path, &info, buffer, capacity, &accepted, flags, streamID, vecs.baseAddress, vecCount, now.nanoseconds)
             if let stream, accepted >= 0 {
                 stream.send.markSent(accepted)
+                sendTurnBytes += accepted
                 if flags & UInt32(NGTCP2_WRITE_STREAM_FLAG_FIN) != 0 && stream.send.unsentCount == 0 {
                     stream.send.finSent = true
                 }
             }
-            if let stream {
+            if let stream, written > 0, stream.send.hasUnsent, sendTurnBytes < sendTurnLimit {
+                // The packet is full and the stream's turn is not over: it starts the next one.
+            } else if let stream {
                 // Rotate: this stream goes to the back, or leaves the schedule when done/blocked.
                 sendSchedule.removeFirst()
+                sendTurnBytes = 0
                 if written == Int(NGTCP2_ERR_STREAM_DATA_BLOCKED) {
                     stream.blocked = true
                     stream.scheduled = false
@@ -238,6 +244,17 @@ extension QUICConnection {
                 return nil
             }
         }
+    }
+
+    /// The bytes a stream starting its turn may send: `streamSendQuantum`, or less when the
+    /// busy streams' equal shares of the congestion window are smaller (at least a packet), so
+    /// that on a slow path every busy stream still gets a turn in each window's worth of
+    /// packets and a short message waits about one round trip, not one quantum per stream.
+    private func streamTurnLimit() -> Int {
+        var stat = ngtcp2_conn_stat()
+        braid_ngtcp2_conn_get_conn_stat(conn, &stat)
+        let share = Int(clamping: stat.cwnd) / max(1, sendSchedule.count)
+        return min(Self.streamSendQuantum, max(maxPacketSize, share))
     }
 
     /// `path` is the first member of `ngtcp2_path_storage`; ngtcp2 copies the packet's path into it.

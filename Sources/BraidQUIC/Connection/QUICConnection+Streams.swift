@@ -304,6 +304,7 @@ extension QUICConnection {
         emit(.earlyDataRejected)
         let local = streams.values.filter { isLocallyInitiated(streamID: $0.id) }.sorted { $0.id < $1.id }
         sendSchedule.removeAll()
+        sendTurnBytes = 0
         for old in local {
             streams[old.id] = nil
             pendingReopen.append(old)

@@ -64,6 +64,15 @@ public final class QUICConnection {
     /// Streams with bytes to send, in round-robin order; an entry whose `scheduled` is false has
     /// left the schedule and is dropped when reached.
     var sendSchedule = Deque<StreamState>()
+    /// Stream bytes the stream at the front of `sendSchedule` has put in packets this turn.
+    var sendTurnBytes = 0
+    /// How many it may put in before the next stream's turn (`streamTurnLimit()`, taken when
+    /// the turn starts).
+    var sendTurnLimit = 0
+    /// The most bytes a stream sends in one turn. Handing the turn on after every packet spread
+    /// each receive batch over all busy streams, so a receiver woke each reader for about one
+    /// packet's bytes: 64 streams moved 0.56x the bytes one stream did.
+    static let streamSendQuantum = 64 * 1024
     /// Streams ngtcp2 dropped when the server refused 0-RTT; reopened after `read_pkt` returns.
     var pendingReopen: [StreamState] = []
     /// Stream bytes held across all streams, bounded by `connectionSendBufferLimit`.
