@@ -77,10 +77,12 @@ extension NetworkConnection where ApplicationProtocol == TLV {
     /// }
     /// ```
     public var messages: NetworkMessages<(content: Data, metadata: TLV.Metadata)> {
-        NetworkMessages { [self] in
-            let end = try messageEnd
+        // Made once per iteration, not once per message.
+        let end = Result { try messageEnd }
+        return NetworkMessages { [self] in
+            let framed = try end.get()
             start()
-            return try await end.nextTLV()
+            return try await framed.nextTLV()
         }
     }
 }
@@ -121,11 +123,15 @@ extension NetworkConnection where ApplicationProtocol: CoderProtocol {
     /// `NetworkError.messageDecodingFailed` (the connection stays usable: a new iteration, or
     /// `receive()`, goes on with the next message).
     public var messages: NetworkMessages<(content: ApplicationProtocol.Receiving, metadata: TLV.Metadata)> {
-        NetworkMessages { [self] in
-            if isOverUDP { return try await nextDatagramUntilCancelled().map { try value(from: $0.content) } }
-            let end = try messageEnd
+        if isOverUDP {
+            return NetworkMessages { [self] in try await nextDatagramUntilCancelled().map { try value(from: $0.content) } }
+        }
+        // Made once per iteration, not once per message.
+        let end = Result { try messageEnd }, coder = stack.coder
+        return NetworkMessages { [self] in
+            let framed = try end.get()
             start()
-            return try await end.nextValue(ApplicationProtocol.Receiving.self, using: stack.coder)
+            return try await framed.nextValue(ApplicationProtocol.Receiving.self, using: coder)
         }
     }
 

@@ -93,6 +93,41 @@ import BraidCore
         #expect(counts.values.allSatisfy { $0 == 1 })
     }
 
+    /// Receives cancelled while they wait, one feeding the decoder (waiting for bytes) and one
+    /// queued behind it, throw `cancelled` and take nothing: the receives after them get every
+    /// message whole and in order.
+    @Test(.timeLimit(.minutes(1))) func cancelledReceivesLoseNoMessage() async throws {
+        let server = try await RunningFramedListener.start(Lower.tcp.server, handler: echoMessages)
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { Lower.tcp.client }
+        defer { connection.cancel() }
+        func expectCancelled(_ task: Task<(content: Data, metadata: TLV.Metadata), any Error>) async {
+            await #expect(throws: NetworkError.cancelled) { try await task.value }
+        }
+
+        // The first waits for bytes (feeding); the second queues behind it and is cancelled.
+        let feeding = Task { try await connection.receive() }
+        try await Task.sleep(for: .milliseconds(100))
+        let queued = Task { try await connection.receive() }
+        try await Task.sleep(for: .milliseconds(100))
+        queued.cancel()
+        await expectCancelled(queued)
+        try await connection.send(Data("one".utf8), type: 1)
+        #expect(try await feeding.value.content == Data("one".utf8))
+
+        // A feeding receive cancelled before any byte of the next message arrives.
+        let cancelledFeeding = Task { try await connection.receive() }
+        try await Task.sleep(for: .milliseconds(100))
+        cancelledFeeding.cancel()
+        await expectCancelled(cancelledFeeding)
+        for (index, text) in ["two", "three"].enumerated() { try await connection.send(Data(text.utf8), type: UInt32(index + 2)) }
+        for (index, text) in ["two", "three"].enumerated() {
+            let (content, metadata) = try await connection.receive()
+            #expect(content == Data(text.utf8))
+            #expect(metadata.type == UInt32(index + 2))
+        }
+    }
+
     /// A raw TCP server announces a 4 GiB message: the TLV client's receive throws
     /// `messageTooLarge`, the connection fails with it, and the server sees it close.
     @Test(.timeLimit(.minutes(1))) func aHostileLengthFailsTheClientAndClosesTheConnection() async throws {
