@@ -345,7 +345,8 @@ package final class ByteStreamChannel: LoopHandler {
         var failure: (any Error)?
         if let tls {
             // Encrypt until TLS's output is full, write it, and go on while the socket takes
-            // it all and sends are queued.
+            // it all and sends are queued. Small sends share records (`sendCoalescing`), sealed
+            // before each write, so nothing waits in TLS past this pass.
             var tlsFull = true
             while tlsFull, failure == nil, !awaitingWritable, isActive {
                 tlsFull = false
@@ -354,7 +355,7 @@ package final class ByteStreamChannel: LoopHandler {
                     while offset < entry.bytes.count {
                         let taken: Int
                         do {
-                            taken = try tls.send(UnsafeRawBufferPointer(rebasing: entry.bytes.base[offset...]))
+                            taken = try tls.sendCoalescing(UnsafeRawBufferPointer(rebasing: entry.bytes.base[offset...]))
                         } catch {
                             failure = describe(error)
                             throw failure!
@@ -371,7 +372,14 @@ package final class ByteStreamChannel: LoopHandler {
                     }
                     return offset
                 } unacknowledged: {
-                    tls.pendingCiphertextCount
+                    tls.pendingCiphertextCount + tls.coalescedPlaintextCount
+                }
+                if failure == nil {
+                    do {
+                        try tls.sealCoalesced()
+                    } catch {
+                        failure = describe(error)
+                    }
                 }
                 flush(context)
             }

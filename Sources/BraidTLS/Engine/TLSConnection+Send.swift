@@ -6,20 +6,72 @@ extension TLSConnection {
     /// taken: fewer than offered when `pendingCiphertextLimit` bytes are pending, so the caller
     /// keeps the rest and waits until the socket drains the output (backpressure).
     public func send(_ plaintext: UnsafeRawBufferPointer) throws(TLSError) -> Int {
+        try checkSendable()
+        try sealCoalesced()
+        guard let base = plaintext.baseAddress else { return 0 }
+        var taken = 0
+        while taken < plaintext.count && output.count < Self.pendingCiphertextLimit {
+            taken += try seal(base + taken, count: min(plaintext.count - taken, Self.maxRecordPayload))
+        }
+        return taken
+    }
+
+    /// Like `send`, but plaintext that does not fill a record waits (copied, up to one record's
+    /// payload) to share a record with what the next calls bring; `sealCoalesced()` seals it.
+    /// Each record costs a seal, a header and GnuTLS's per-record work on both ends, so a burst
+    /// of small sends (a message framer's messages) is much cheaper sealed 16 KiB at a time
+    /// than one record each. Whole records go straight from `plaintext`. Returns how many bytes
+    /// were taken: fewer than offered when `pendingCiphertextLimit` bytes are pending and the
+    /// waiting record is full. Call `sealCoalesced()` before waiting for anything: what waits
+    /// here goes nowhere until then (`send` and `close` seal it first too).
+    public func sendCoalescing(_ plaintext: UnsafeRawBufferPointer) throws(TLSError) -> Int {
+        try checkSendable()
+        guard let base = plaintext.baseAddress else { return 0 }
+        var taken = 0
+        while taken < plaintext.count {
+            let left = plaintext.count - taken
+            if coalesced.count == 0 && left >= Self.maxRecordPayload {
+                guard output.count < Self.pendingCiphertextLimit else { break }
+                taken += try seal(base + taken, count: Self.maxRecordPayload)
+            } else if coalesced.count < Self.maxRecordPayload {
+                let count = min(Self.maxRecordPayload - coalesced.count, left)
+                coalesced.append(base + taken, count: count)
+                taken += count
+            } else {
+                guard output.count < Self.pendingCiphertextLimit else { break }
+                try sealCoalesced()
+            }
+        }
+        return taken
+    }
+
+    /// Seals the plaintext `sendCoalescing` left waiting into one record, whatever is pending
+    /// (at most one record past `pendingCiphertextLimit`).
+    public func sealCoalesced() throws(TLSError) {
+        guard coalesced.count > 0, let base = coalesced.readable.baseAddress else { return }
+        let count = coalesced.count
+        var sealed = 0
+        while sealed < count { sealed += try seal(base + sealed, count: count - sealed) }
+        coalesced.consume(sealed)
+    }
+
+    /// Plaintext `sendCoalescing` holds, not yet sealed.
+    public var coalescedPlaintextCount: Int { coalesced.count }
+
+    private func checkSendable() throws(TLSError) {
         switch state {
         case .failed(let error): throw error
         case .notStarted, .handshaking: throw .invalidState("send before the handshake completed (use sendEarlyData for 0-RTT)")
         case .established: break
         }
         guard !closeSent else { throw .invalidState("send after close()") }
-        guard let base = plaintext.baseAddress else { return 0 }
-        var taken = 0
-        while taken < plaintext.count && output.count < Self.pendingCiphertextLimit {
-            let n = gnutls_record_send(session, base + taken, min(plaintext.count - taken, Self.maxRecordPayload))
-            if n < 0 { throw fail(Int32(n), in: "gnutls_record_send") }
-            taken += n
-        }
-        return taken
+    }
+
+    /// One record of `count` bytes (at most a record's payload); returns how many GnuTLS took.
+    private func seal(_ bytes: UnsafeRawPointer, count: Int) throws(TLSError) -> Int {
+        let n = gnutls_record_send(session, bytes, count)
+        if n < 0 { throw fail(Int32(n), in: "gnutls_record_send") }
+        return n
     }
 
     /// Client, resuming with a ticket that allows 0-RTT, before the first `process`: queues
@@ -73,6 +125,9 @@ extension TLSConnection {
     public func close() {
         guard !closeSent else { return }
         if case .failed = state { return }
+        // What waits to share a record goes before close_notify; if sealing fails, the
+        // connection has failed and its alert is queued instead.
+        guard (try? sealCoalesced()) != nil else { return }
         closeSent = true
         _ = gnutls_bye(session, GNUTLS_SHUT_WR)
     }

@@ -47,6 +47,9 @@ public final class TLSConnection {
     /// Memory only while bytes are in it (see `CiphertextBuffer`): an idle connection holds none.
     let input = CiphertextBuffer(blockCapacity: TLSConnection.inputCapacity)
     let output = CiphertextBuffer(blockCapacity: TLSConnection.pendingCiphertextLimit + TLSConnection.maxCiphertextRecord)
+    /// Plaintext from `sendCoalescing` waiting to share a record with what follows it (the
+    /// same on-demand buffer, holding plaintext here): at most one record's payload.
+    let coalesced = CiphertextBuffer(blockCapacity: TLSConnection.maxRecordPayload)
     /// Keeps alive what the session points into (credentials, ticket key, anti-replay context).
     let clientContext: TLSClientContext?
     let serverContext: TLSServerContext?

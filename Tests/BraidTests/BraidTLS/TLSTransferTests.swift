@@ -28,6 +28,57 @@ import BraidTLS
         #expect(pair.bytesToServer < payload.count + payload.count / 100 + 10_000)
     }
 
+    /// A hundred 100-byte sends through `sendCoalescing` leave in one record once sealed, not a
+    /// hundred; they arrive whole and in order, and a plain `send` and `close` seal what waits
+    /// before their own bytes.
+    @Test func smallSendsShareRecords() throws {
+        let pair = try establishedPair()
+        let client = pair.client.connection
+        let messages = (0..<100).map { pattern(seed: UInt64($0), count: 100) }
+        for message in messages {
+            #expect(try message.withUnsafeBytes { try client.sendCoalescing($0) } == 100)
+        }
+        #expect(client.coalescedPlaintextCount == 10_000)
+        #expect(client.pendingCiphertextCount == 0)
+        try client.sealCoalesced()
+        #expect(client.coalescedPlaintextCount == 0)
+        // One record: a 5-byte header, the content type byte and a 16-byte tag (TLS 1.3).
+        #expect(client.pendingCiphertextCount == 10_000 + 22)
+
+        // Staged bytes go before a plain send's and before close_notify.
+        #expect(try Array("a".utf8).withUnsafeBytes { try client.sendCoalescing($0) } == 1)
+        #expect(try Array("b".utf8).withUnsafeBytes { try client.send($0) } == 1)
+        #expect(try Array("c".utf8).withUnsafeBytes { try client.sendCoalescing($0) } == 1)
+        client.close()
+        #expect(client.coalescedPlaintextCount == 0)
+        pair.run()
+        #expect(pair.server.received == messages.flatMap { $0 } + Array("abc".utf8))
+        #expect(pair.server.events.last == .peerClosed)
+    }
+
+    /// Past a record's worth, sends go out in full records straight away; what waits never
+    /// exceeds one record, and the pending-ciphertext bound still stops the sender.
+    @Test func coalescingSendsKeepTheBounds() throws {
+        let pair = try establishedPair()
+        let client = pair.client.connection
+        let chunk = pattern(seed: 3, count: 3000)
+        let handshakeBytes = pair.bytesToServer
+        var sent: [UInt8] = []
+        while true {
+            let taken = try chunk.withUnsafeBytes { try client.sendCoalescing($0) }
+            sent += chunk[0..<taken]
+            #expect(client.coalescedPlaintextCount <= 16384)
+            if taken < chunk.count { break }
+        }
+        #expect(client.pendingCiphertextCount >= TLSConnection.pendingCiphertextLimit)
+        #expect(try chunk.withUnsafeBytes { try client.sendCoalescing($0) } == 0)
+        try client.sealCoalesced()
+        pair.run()
+        #expect(pair.server.received == sent)
+        // Full records (each 16,406 bytes with its header and tag; the last one may be short).
+        #expect(pair.bytesToServer - handshakeBytes <= sent.count + (sent.count / 16384 + 1) * 22)
+    }
+
     @Test func sendStopsAtThePendingCiphertextLimit() throws {
         let pair = try establishedPair()
         let big = [UInt8](repeating: 0x5a, count: 1_000_000)
