@@ -32,6 +32,8 @@ final class ConnectionShared: Sendable {
     let messageReceiver: MessageReceiver?
     /// A UDP connection's received datagrams, with their metadata (nil otherwise).
     let udpInbox: MessageInbox<ReceivedDatagram>?
+    /// The endpoints of the datagram `receive()` last returned (see `DatagramEndpointMemo`).
+    let datagramEndpoints = Locked(DatagramEndpointMemo())
     /// `batch { }` blocks running on a UDP connection: while any runs, sends queue without
     /// posting a drain pass, and the outermost block's end posts one for all of them.
     let batchDepth = Atomic(0)

@@ -4,10 +4,21 @@ import Foundation
 /// Whole messages received on a framed connection (`TLV`, `Coder`), one per iteration, until
 /// the peer finishes the stream at a message boundary; errors are thrown by the iteration.
 public struct NetworkMessages<Element>: AsyncSequence {
-    let receive: @Sendable () async throws -> Element?
+    /// Makes each iterator's source of messages: the same function for a byte stream's
+    /// messages; for a UDP connection's, one that takes every datagram queued at once into the
+    /// iterator and hands them out from there.
+    let makeReceive: @Sendable () -> () async throws -> Element?
+
+    init(receive: @escaping @Sendable () async throws -> Element?) {
+        makeReceive = { receive }
+    }
+
+    init(makingReceive: @escaping @Sendable () -> () async throws -> Element?) {
+        makeReceive = makingReceive
+    }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let receive: @Sendable () async throws -> Element?
+        let receive: () async throws -> Element?
         var finished = false
 
         public mutating func next() async throws -> Element? {
@@ -23,7 +34,7 @@ public struct NetworkMessages<Element>: AsyncSequence {
         }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(receive: receive) }
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(receive: makeReceive()) }
 }
 
 extension NetworkConnection {
@@ -124,7 +135,10 @@ extension NetworkConnection where ApplicationProtocol: CoderProtocol {
     /// `receive()`, goes on with the next message).
     public var messages: NetworkMessages<(content: ApplicationProtocol.Receiving, metadata: TLV.Metadata)> {
         if isOverUDP {
-            return NetworkMessages { [self] in try await nextDatagramUntilCancelled().map { try value(from: $0.content) } }
+            return NetworkMessages(makingReceive: { [self] in
+                let next = datagramReader()
+                return { try await next().map { try self.value(from: $0.content) } }
+            })
         }
         // Made once per iteration, not once per message.
         let end = Result { try messageEnd }, coder = stack.coder

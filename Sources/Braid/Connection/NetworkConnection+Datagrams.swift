@@ -55,21 +55,31 @@ extension NetworkConnection {
         return datagram
     }
 
-    /// The next datagram for `messages`: nil once the connection was cancelled and every
-    /// datagram read, the connection's error if it failed.
-    func nextDatagramUntilCancelled() async throws -> (content: Data, metadata: UDP.Metadata)? {
-        if let datagram = try await nextDatagram() { return datagram }
-        if case .failed(let error) = state { throw error }
-        return nil
-    }
-
     private func nextDatagram() async throws -> (content: Data, metadata: UDP.Metadata)? {
         guard let inbox = shared.udpInbox else { throw NetworkError.internalError("a UDP connection without a datagram inbox") }
         start()
         guard let datagram = try await NetworkError.mapping({ try await inbox.takeFirst() }) else { return nil }
-        let metadata = UDP.Metadata(
-            ecn: datagram.metadata.ecn, remoteEndpoint: NWEndpoint(datagram.metadata.remote),
-            localEndpoint: NWEndpoint(datagram.metadata.local))
-        return (datagram.content, metadata)
+        return (datagram.content, shared.datagramEndpoints.withLock { $0.metadata(for: datagram) })
+    }
+
+    /// What each iterator of `messages` reads from, over UDP: every datagram queued taken at
+    /// once (one lock round and at most one wake-up per batch the socket delivered), then
+    /// handed out from the iterator; those left when it is dropped go back to the inbox. Nil
+    /// once the connection was cancelled and every datagram read, the connection's error if
+    /// it failed.
+    func datagramReader() -> () async throws -> (content: Data, metadata: UDP.Metadata)? {
+        guard let inbox = shared.udpInbox else {
+            return { throw NetworkError.internalError("a UDP connection without a datagram inbox") }
+        }
+        let batch = MessageBatch(inbox: inbox)
+        var endpoints = DatagramEndpointMemo()
+        return { [self] in
+            start()
+            if let datagram = try await NetworkError.mapping({ try await batch.take() }) {
+                return (datagram.content, endpoints.metadata(for: datagram))
+            }
+            if case .failed(let error) = state { throw error }
+            return nil
+        }
     }
 }

@@ -127,9 +127,14 @@ package final class MessageBatch<Element: Sendable> {
     /// The next datagram, or nil once the connection has ended and every datagram was read
     /// (or the task was cancelled).
     package func next() async -> Element? {
+        try? await take()
+    }
+
+    /// The next datagram, or nil once the connection has ended and every datagram was read;
+    /// throws `CancellationError` if the task is cancelled while it waits.
+    package func take() async throws -> Element? {
         if let item = items.popFirst() { return item }
-        guard let taken = try? await inbox.takeAll() else { return nil }
-        items = taken
+        items = try await inbox.takeAll()
         return items.popFirst()
     }
 

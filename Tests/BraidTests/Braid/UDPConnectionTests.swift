@@ -114,7 +114,9 @@ func receiveWithin(
             try await connection.batch {
                 for index in start..<start + 50 { try await connection.send(datagram(index)) }
             }
-            if start % 1000 == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            // Paced (about 55 KB per millisecond, under the sockets' buffers) so that loss
+            // stays small when other tests load the machine.
+            if start % 100 == 0 { try await Task.sleep(for: .milliseconds(1)) }
         }
         let stop = Task {
             try await Task.sleep(for: .seconds(3))
