@@ -184,3 +184,7 @@ int braid_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int max, int6
 int braid_malloc_trim(void) {
     return malloc_trim(0);
 }
+
+int braid_tgkill(int pid, int tid, int signal) {
+    return (int)syscall(SYS_tgkill, pid, tid, signal);
+}

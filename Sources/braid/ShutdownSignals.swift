@@ -63,6 +63,10 @@ enum ShutdownSignals {
 
         let signals = mask
         let thread = Thread {
+            // The kernel's name for the thread too, so tools (top -H, perf) and the tests find it
+            // in /proc: `Thread.name` does not set it on Linux, and Glibc's Swift module exports
+            // neither pthread_setname_np nor prctl.
+            try? "braid-signals".write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
             var signals = signals
             pthread_sigmask(SIG_UNBLOCK, &signals, nil)
             guard let first = readSignal(readEnd, timeout: nil) else { return }
@@ -84,8 +88,14 @@ enum ShutdownSignals {
     /// shutdown starts, and once it has finished, so a second signal is never lost to a
     /// shutdown that ends first.
     static func exitIfSignalledAgain() {
-        guard signalPipeReadEnd >= 0, let second = readSignal(signalPipeReadEnd, timeout: 0) else { return }
-        exitAtOnce(second)
+        guard signalPipeReadEnd >= 0 else { return }
+        if let second = readSignal(signalPipeReadEnd, timeout: 0) { exitAtOnce(second) }
+        // A signal sent to the process waits in the kernel until one of its threads runs its
+        // handler; on a busy machine that can come after the shutdown (two signals sent to a
+        // stopped process arrive on SIGCONT, the second some milliseconds after the first).
+        var pending = sigset_t()
+        sigpending(&pending)
+        for signal in handled where sigismember(&pending, signal) == 1 { exitAtOnce(signal) }
     }
 
     /// Who ends the process: 0 while nobody has decided, 1 once the graceful shutdown has

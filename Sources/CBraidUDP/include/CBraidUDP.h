@@ -86,4 +86,8 @@ int braid_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int max, int6
 /// it otherwise). Returns 1 if memory was released.
 int braid_malloc_trim(void);
 
+/// tgkill(2): sends `signal` to thread `tid` of process `pid` (the tests direct signals at one
+/// thread of a child; Glibc's Swift module does not export tgkill). Returns 0 or -1 with errno.
+int braid_tgkill(int pid, int tid, int signal);
+
 #endif

@@ -1,6 +1,7 @@
 import Braid
 import BraidPerf
 import Foundation
+import CBraidUDP
 import Testing
 
 #if canImport(Glibc)
@@ -74,17 +75,31 @@ import Glibc
     }
 
     /// A second signal during the graceful shutdown exits at once. The server is stopped
-    /// while both signals are sent, so both are pending when it resumes: the second is in its
-    /// signal pipe right behind the first, before any shutdown work can finish. (Two of one
-    /// signal would merge while pending, hence one of each.)
+    /// while both signals are sent, both to its signal thread (`braid-signals`), so both are
+    /// pending there when it resumes and it runs both handlers before it reads its signal pipe:
+    /// the second is in the pipe right behind the first, before any shutdown work can start.
+    /// (Sent to the process, either could wait for another thread to be scheduled, and on a
+    /// loaded machine arrive after the shutdown. Two of one signal would merge while pending,
+    /// hence one of each.)
     @Test func secondSignalExitsAtOnce() async throws {
         let server = try PeerProcess.braid([
             "serve", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
         ])
         _ = try await server.listeningPort()
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.pid)/task")
+        let signalThread = try #require(tasks.first { task in
+            (try? String(contentsOfFile: "/proc/\(server.pid)/task/\(task)/comm", encoding: .utf8))?.hasPrefix("braid-signals") == true
+        }.flatMap { Int32($0) }, "no braid-signals thread among \(tasks)")
         kill(server.pid, SIGSTOP)
-        kill(server.pid, SIGTERM)
-        kill(server.pid, SIGINT)
+        // Stopped for certain (state T), so that it handles neither signal before both are sent.
+        let stat = "/proc/\(server.pid)/task/\(signalThread)/stat"
+        for _ in 0..<500 {
+            // The state follows the command name, which is in parentheses.
+            if let line = try? String(contentsOfFile: stat, encoding: .utf8), line.split(separator: ")").last?.split(separator: " ").first == "T" { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(braid_tgkill(server.pid, signalThread, SIGTERM) == 0)
+        #expect(braid_tgkill(server.pid, signalThread, SIGINT) == 0)
         kill(server.pid, SIGCONT)
         let exit = try await server.finish(within: 30)
         // Which one comes second depends on the order the kernel delivers them in; the two
