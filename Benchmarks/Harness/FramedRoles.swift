@@ -26,7 +26,8 @@ struct BenchMove: Codable, Sendable, Equatable {
 /// The message-framer roles (`TLV { TLS() }` and `Coder(BenchMove.self, using: .json) { TLS() }`
 /// over the public API), one direction: the client sends `--messages` messages, the server
 /// receives and counts them, then closes. `--framer tlv` (with `--size` bytes of value per
-/// message, type 1) or `--framer coder`. TLS without session tickets, as the raw loops.
+/// message, type 1), `--framer tlv-tcp` (the same over plain TCP) or `--framer coder`. TLS
+/// without session tickets, as the raw loops.
 extension Roles {
     static func framedTLS(server flags: Flags) -> TLS {
         TLS { TCP() }.identity(certificateChainFile: flags["cert"] ?? "", privateKeyFile: flags["key"] ?? "").ticketsEnabled(false)
@@ -51,6 +52,17 @@ extension Roles {
                 }
                 return (messages, bytes)
             }
+        case "tlv-tcp":
+            let listener = NetworkListener(for: endpoint) { TLV { TCP() } }
+            try await serveFramed(listener) { connection in
+                var messages = 0, bytes = 0
+                for try await (content, _) in connection.messages {
+                    messages += 1
+                    bytes += content.count
+                    if messages == expected { break }
+                }
+                return (messages, bytes)
+            }
         case "coder":
             let tls = framedTLS(server: flags)
             let listener = NetworkListener(for: endpoint) { Coder(BenchMove.self, using: .json) { tls } }
@@ -64,7 +76,7 @@ extension Roles {
                 }
                 return (messages, 0)
             }
-        default: throw ApplicationFailure("--framer must be tlv or coder")
+        default: throw ApplicationFailure("--framer must be tlv, tlv-tcp or coder")
         }
     }
 
@@ -109,6 +121,14 @@ extension Roles {
             } waitForClose: {
                 for try await _ in connection.messages {}
             }
+        case "tlv-tcp":
+            let connection = NetworkConnection(to: streamEndpoint(flags)) { TLV { TCP() } }
+            let value = Data(PerfPattern.slice(at: 0, count: flags.int("size", 1024)))
+            try await timeFramed(connection, messages: messages) {
+                for _ in 0..<messages { try await connection.send(value, type: 1) }
+            } waitForClose: {
+                for try await _ in connection.messages {}
+            }
         case "coder":
             let connection = NetworkConnection(to: streamEndpoint(flags)) { Coder(BenchMove.self, using: .json) { tls } }
             try await timeFramed(connection, messages: messages) {
@@ -116,7 +136,7 @@ extension Roles {
             } waitForClose: {
                 for try await _ in connection.messages {}
             }
-        default: throw ApplicationFailure("--framer must be tlv or coder")
+        default: throw ApplicationFailure("--framer must be tlv, tlv-tcp or coder")
         }
     }
 

@@ -9,7 +9,7 @@
 #   ... change, rebuild, cp .build/release/benchmarks /tmp/B
 #   tools/ab/framed.sh /tmp/A /tmp/B [rounds]
 #
-# Environment: FRAMER=tlv|coder (default tlv); SIZE (TLV value bytes, default 1024); MESSAGES
+# Environment: FRAMER=tlv|tlv-tcp|coder (default tlv; tlv-tcp: TLV over plain TCP); SIZE (TLV value bytes, default 1024); MESSAGES
 # (default 200000).
 #
 # Per run, one line: messages per second (over the client's send-and-wait time, the handshake

@@ -176,6 +176,13 @@ package final class StreamOutbox: Sendable {
         }
     }
 
+    /// The loop: the engine now holds `count` bytes unacknowledged (for an engine that lets go
+    /// of bytes after a drain recorded them, as TCP's gathered writes do), so `offer` sees room
+    /// as soon as it is there rather than at the next drain.
+    package func engineHolds(_ count: Int) {
+        state.withLock { $0.engineUnacknowledged = count }
+    }
+
     /// The loop: bytes handed over from now on reach the engine at once.
     package func open() {
         state.withLock { $0.open = true }

@@ -1,5 +1,6 @@
 import BraidCore
 import BraidTLS
+import DequeModule
 import Foundation
 
 /// What a byte-stream channel's owner in the public layer hears, on the channel's loop.
@@ -60,6 +61,18 @@ package final class ByteStreamChannel: LoopHandler {
     private var awaitingWritable = false
     /// The end of stream was handed to TLS (close_notify) or is due once the writes drain.
     private var endOfStreamQueued = false
+    /// TCP: sends taken from the outbox and not yet all written, oldest first, in the caller's
+    /// own memory (no copy). They go out together, up to `TCPSocket.maxWriteRegions` per
+    /// sendmsg, so a burst of small sends (a message framer's messages) costs one system call
+    /// instead of one each.
+    private var unwritten = Deque<(bytes: StreamBytes, offset: Int)>()
+    private var unwrittenByteCount = 0
+    /// Sends are taken from the outbox while fewer bytes than this are unwritten.
+    static let unwrittenLimit = 64 * 1024
+    /// A send at least this large, with nothing unwritten before it, is written straight from
+    /// the outbox instead (gathering buys a large send nothing, and in an interleaved A/B
+    /// passing bulk 64 KiB sends through `unwritten` read 5% to 12% less goodput).
+    static let directWriteMinimum = 16 * 1024
     private var writeSideShut = false
     /// Cancelled while connected: what the application already handed over still goes out,
     /// then close_notify and FIN, and the socket closes once the peer finishes too (or at
@@ -384,27 +397,46 @@ package final class ByteStreamChannel: LoopHandler {
                 flush(context)
             }
         } else {
-            outbox.drain { entry -> Int? in
-                guard !awaitingWritable else { return nil }
-                var offset = entry.offset
-                while offset < entry.bytes.count {
-                    let written: Int
-                    do {
-                        written = try socket.write { $0.append(UnsafeRawBufferPointer(rebasing: entry.bytes.base[offset...])) }
-                    } catch {
-                        failure = describe(error)
-                        throw failure!
-                    }
-                    if written == 0 {
-                        awaitWritable(context)
-                        break
-                    }
-                    offset += written
+            // Write what is unwritten, take more sends, and go on while the socket takes it all.
+            while failure == nil, !awaitingWritable {
+                if let error = writeUnwritten(context) {
+                    failure = error
+                    break
                 }
-                if offset == entry.bytes.count && entry.endOfStream { endOfStreamQueued = true }
-                return offset
-            } unacknowledged: {
-                0
+                outbox.engineHolds(unwrittenByteCount)
+                guard !awaitingWritable else { break }
+                var took = false
+                outbox.drain { entry -> Int? in
+                    guard unwrittenByteCount < Self.unwrittenLimit, !awaitingWritable else { return nil }
+                    var offset = entry.offset
+                    if unwrittenByteCount == 0 && entry.bytes.count - offset >= Self.directWriteMinimum {
+                        // A large send alone: written from the outbox, done once the kernel
+                        // has it all, as bulk transfers always were.
+                        do {
+                            while offset < entry.bytes.count {
+                                let written = try socket.write { $0.append(UnsafeRawBufferPointer(rebasing: entry.bytes.base[offset...])) }
+                                if written == 0 {
+                                    awaitWritable(context)
+                                    break
+                                }
+                                offset += written
+                            }
+                        } catch {
+                            failure = describe(error)
+                            throw failure!
+                        }
+                    } else if offset < entry.bytes.count {
+                        unwritten.append((entry.bytes, offset))
+                        unwrittenByteCount += entry.bytes.count - offset
+                        offset = entry.bytes.count
+                    }
+                    if offset == entry.bytes.count && entry.endOfStream { endOfStreamQueued = true }
+                    took = offset > entry.offset || entry.endOfStream
+                    return offset
+                } unacknowledged: {
+                    unwrittenByteCount
+                }
+                if !took { break }
             }
             shutWriteSideIfDone(context)
         }
@@ -413,6 +445,41 @@ package final class ByteStreamChannel: LoopHandler {
         } else if closing && outbox.isEmpty {
             finishClosing(context)
         }
+    }
+
+    /// TCP: writes the unwritten sends, gathered, until they are all out or the socket is full
+    /// (then waits for it to drain). Returns the socket's error, if it failed.
+    private func writeUnwritten(_ context: LoopContext) -> (any Error)? {
+        guard let socket else { return nil }
+        while unwrittenByteCount > 0 {
+            let written: Int
+            do {
+                written = try socket.write { regions in
+                    for item in unwritten {
+                        guard regions.append(UnsafeRawBufferPointer(rebasing: item.bytes.base[item.offset...])) else { break }
+                    }
+                }
+            } catch {
+                return describe(error)
+            }
+            if written == 0 {
+                awaitWritable(context)
+                return nil
+            }
+            unwrittenByteCount -= written
+            var left = written
+            while left > 0, var first = unwritten.first {
+                let remaining = first.bytes.count - first.offset
+                if left < remaining {
+                    first.offset += left
+                    unwritten[unwritten.startIndex] = first
+                    break
+                }
+                left -= remaining
+                unwritten.removeFirst()
+            }
+        }
+        return nil
     }
 
     /// Writes what TLS has ready; waits for the socket when it is full.
@@ -450,7 +517,8 @@ package final class ByteStreamChannel: LoopHandler {
 
     /// Once the end of stream and everything before it is on the socket: TCP FIN.
     private func shutWriteSideIfDone(_ context: LoopContext) {
-        guard endOfStreamQueued, !writeSideShut, !awaitingWritable, (tls?.pendingCiphertextCount ?? 0) == 0 else { return }
+        guard endOfStreamQueued, !writeSideShut, !awaitingWritable, unwrittenByteCount == 0, (tls?.pendingCiphertextCount ?? 0) == 0
+        else { return }
         writeSideShut = true
         do {
             try socket?.shutdownWrite()
@@ -531,7 +599,7 @@ package final class ByteStreamChannel: LoopHandler {
             tls.close()
             flush(context)
         }
-        guard closing, !awaitingWritable, (tls?.pendingCiphertextCount ?? 0) == 0 else { return }
+        guard closing, !awaitingWritable, unwrittenByteCount == 0, (tls?.pendingCiphertextCount ?? 0) == 0 else { return }
         if !writeSideShut {
             writeSideShut = true
             try? socket?.shutdownWrite()
@@ -544,6 +612,8 @@ package final class ByteStreamChannel: LoopHandler {
 
     private func release(_ context: LoopContext) {
         // Closing the socket takes it (and this channel's registration) off the loop.
+        unwritten.removeAll()
+        unwrittenByteCount = 0
         token = nil
         socket?.close()
         socket = nil

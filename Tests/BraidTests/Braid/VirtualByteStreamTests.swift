@@ -46,6 +46,41 @@ import Testing
         #expect(connection.negotiatedALPN == "echo")
     }
 
+    /// A hundred small sends queued while the loop is busy leave in two gathered writes (up
+    /// to 64 regions per sendmsg) instead of a hundred, and arrive whole and in order.
+    @Test(.timeLimit(.minutes(1))) func smallTCPSendsLeaveInGatheredWrites() async throws {
+        let setup = try Setup()
+        defer { setup.loop.shutdown() }
+        let listener = NetworkEnvironment.$current.withValue(setup.environment) {
+            NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TCP() }
+        }
+        let running = NetworkEnvironment.$current.withValue(setup.environment) { Task { try await listener.run(echoBytes) } }
+        defer { running.cancel() }
+        let port = try await setup.loop.drive {
+            for await state in listener.states where state == .ready { break }
+            return listener.port!
+        }
+        let connection = NetworkEnvironment.$current.withValue(setup.environment) {
+            NetworkConnection(to: .hostPort(host: "127.0.0.1", port: port)) { TCP() }
+        }
+        defer { connection.cancel() }
+        connection.start()
+        try await setup.loop.drive {
+            for await state in connection.states where state == .ready { break }
+        }
+        // The loop does not run until driven: every send is queued first.
+        let messages = (0..<100).map { pattern(seed: UInt64($0), count: 100) }
+        for message in messages { try await connection.send(message) }
+        try await connection.send([UInt8](), endOfStream: true)
+        let echoed = try await setup.loop.drive { try await receiveAll(connection) }
+        #expect(echoed == messages.flatMap { $0 })
+        let network = setup.network
+        let writes = try await setup.loop.drive {
+            try await setup.loop.submit { _ in network.connectedSocketCounters().map(\.writeCalls) }
+        }
+        #expect(writes == [2], "write calls of the client's socket: \(writes)")
+    }
+
     /// A server that accepts TCP but never answers the ClientHello: the client fails with
     /// `noResponse` once the handshake timeout has passed, in virtual time.
     @Test(.timeLimit(.minutes(1))) func aSilentTLSServerTimesOutTheHandshake() async throws {

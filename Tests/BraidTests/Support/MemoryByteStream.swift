@@ -20,6 +20,13 @@ final class MemoryStreamNetwork: ByteStreamSocketFactory, Sendable {
     private struct State {
         var listeners: [SocketAddress: MemoryStreamBox<MemoryStreamListener>] = [:]
         var nextPort: UInt16 = 50000
+        /// The sockets `connect` made, in order.
+        var connected: [MemoryStreamBox<MemoryStreamSocket>] = []
+    }
+
+    /// The system-call counters of the sockets `connect` made, in order. Call it on the loop.
+    func connectedSocketCounters() -> [StreamSocketCounters] {
+        state.withLock { $0.connected.map(\.value.counters) }
     }
 
     init(loop: EventLoop, capacity: Int = 64 * 1024, delay: Duration = .milliseconds(1)) {
@@ -43,6 +50,7 @@ final class MemoryStreamNetwork: ByteStreamSocketFactory, Sendable {
         }
         let localAddress = (local ?? SocketAddress(ip: remote.isIPv6 ? "::1" : "127.0.0.1", port: 0)!).withPort(port)
         let socket = MemoryStreamSocket(local: localAddress, remote: remote, capacity: capacity)
+        state.withLock { $0.connected.append(MemoryStreamBox(socket)) }
         socket.establish = { [self] socket, context in
             context.schedule(at: context.now + delay) { [self] _ in
                 let listener = state.withLock { $0.listeners[remote]?.value }
