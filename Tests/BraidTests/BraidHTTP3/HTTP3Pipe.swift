@@ -34,11 +34,20 @@ final class HTTP3Pipe {
     private(set) var actions: [Side: [HTTP3TransportAction]] = [.client: [], .server: []]
     private var nextRequestStream: Int64 = 0
 
-    init(seed: UInt64 = 1, maxPiece: Int = 1500, configuration: HTTP3Configuration = HTTP3Configuration()) throws {
+    /// Called with every write an engine makes, before its bytes go into the pipe.
+    var onWrite: (Side, HTTP3StreamWrite) -> Void = { _, _ in }
+
+    init(
+        seed: UInt64 = 1, maxPiece: Int = 1500,
+        client clientConfiguration: HTTP3Configuration = HTTP3Configuration(),
+        server serverConfiguration: HTTP3Configuration = HTTP3Configuration()
+    ) throws {
         random = SeededRandom(seed: seed)
         self.maxPiece = maxPiece
-        client = try HTTP3Connection(role: .client, localStreams: HTTP3LocalStreams(control: 2, qpackEncoder: 6, qpackDecoder: 10), configuration: configuration)
-        server = try HTTP3Connection(role: .server, localStreams: HTTP3LocalStreams(control: 3, qpackEncoder: 7, qpackDecoder: 11), configuration: configuration)
+        client = try HTTP3Connection(
+            role: .client, localStreams: HTTP3LocalStreams(control: 2, qpackEncoder: 6, qpackDecoder: 10), configuration: clientConfiguration)
+        server = try HTTP3Connection(
+            role: .server, localStreams: HTTP3LocalStreams(control: 3, qpackEncoder: 7, qpackDecoder: 11), configuration: serverConfiguration)
     }
 
     func engine(_ side: Side) -> HTTP3Connection { side == .client ? client : server }
@@ -78,6 +87,8 @@ final class HTTP3Pipe {
         }
         for side in [Side.client, .server] {
             moved = act(side) || moved
+        }
+        for side in [Side.client, .server] {
             let events = engine(side).takeEvents()
             for event in events { app(side).handle(event, engine: engine(side)) }
             moved = moved || !events.isEmpty
@@ -100,6 +111,7 @@ final class HTTP3Pipe {
         var moved = false
         while let write = engine(side).nextWrite(maxBytes: Int.random(in: 1...maxPiece, using: &random)) {
             moved = true
+            onWrite(side, write)
             var buffer = inFlight[Self.other(side)]![write.streamID, default: Buffer()]
             buffer.bytes.append(contentsOf: write.bytes)
             if write.fin {

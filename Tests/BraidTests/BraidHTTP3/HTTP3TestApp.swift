@@ -66,7 +66,7 @@ final class HTTP3TestApp {
     }
 
     private func answer(_ id: Int64, engine: HTTP3Connection) {
-        guard engine.role == .server, let respond, let message = messages[id], let response = respond(id, message) else { return }
+        guard engine.role == .server, engine.failure == nil, let respond, let message = messages[id], let response = respond(id, message) else { return }
         let hasBody = !response.body.isEmpty || !response.trailers.isEmpty
         let body = hasBody ? Self.source(response.body, chunkSize: response.chunkSize, trailers: response.trailers) : nil
         do {
