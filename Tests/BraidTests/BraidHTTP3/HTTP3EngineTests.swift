@@ -198,4 +198,52 @@ import Testing
         // on seeing the GOAWAY; either way the client's application heard one rejection.
         #expect(pipe.clientApp.messages[late]?.reset == nil)
     }
+
+    @Test func bodyChunksLeaveByReferenceNotCopied() throws {
+        let payload = pattern(seed: 13, count: 200_000)
+        let stored = StreamBytes(copying: payload)
+        let pipe = try HTTP3Pipe(seed: 10, maxPiece: 3000)
+        var offset = 0
+        pipe.serverApp.respond = { _, _ in nil }
+        pipe.serverApp.respondAtHeaders = true
+        let id = try pipe.request(Self.get("/"))
+        #expect(pipe.run { pipe.serverApp.messages[id]?.headers.count == 1 })
+        try pipe.server.sendResponse(streamID: id, fields: Self.ok()) {
+            guard offset < stored.count else { return .end(trailers: []) }
+            defer { offset = min(offset + 20_000, stored.count) }
+            return .bytes(stored, offset..<min(offset + 20_000, stored.count))
+        }
+        var referenced = 0
+        var copied = 0
+        pipe.onWrite = { side, write in
+            guard side == .server, write.streamID == id else { return }
+            for piece in write.pieces {
+                if piece.bytes === stored { referenced += piece.range.count } else { copied += piece.range.count }
+            }
+        }
+        #expect(pipe.run { pipe.clientApp.messages[id]?.ended == true })
+        #expect(pipe.clientApp.messages[id]?.body == payload)
+        // Every body byte left as a range of the source's own bytes; only the response's
+        // HEADERS frame and the DATA frame headers were copied out of nghttp3.
+        #expect(referenced == payload.count)
+        #expect(copied > 0 && copied < 200)
+    }
+
+    @Test func bodySourceIsPulledOnlyAsWritesAreTaken() throws {
+        let client = try HTTP3Connection(role: .client, localStreams: HTTP3LocalStreams(control: 2, qpackEncoder: 6, qpackDecoder: 10))
+        let chunk = StreamBytes(copying: pattern(seed: 14, count: 16 * 1024))
+        var pulls = 0
+        try client.sendRequest(streamID: 0, fields: Self.post("/")) {
+            pulls += 1
+            return pulls > 64 ? .end(trailers: []) : .bytes(chunk, 0..<chunk.count)
+        }
+        // The control and QPACK streams' first bytes, then the request stream.
+        var written = 0
+        while written < 40_000, let write = client.nextWrite(maxBytes: 1000) {
+            if write.streamID == 0 { written += write.count }
+        }
+        #expect(written >= 40_000)
+        // 40 KB taken: three chunks of 16 KiB at most, one ahead of the writes.
+        #expect(pulls <= 4, "pulled \(pulls) chunks for \(written) bytes")
+    }
 }
