@@ -81,7 +81,7 @@ extension HTTP3Connection {
             return 0
         }
         cb.shutdown = { _, id, userData in
-            HTTP3Connection.from(userData).receivedGoaway = id
+            HTTP3Connection.from(userData).receivedGoaways.append(id)
             return 0
         }
         return cb
@@ -157,8 +157,9 @@ extension HTTP3Connection {
             events.append(.streamError(streamID: streamID, code: .excessiveLoad))
         }
         oversizedStreams.removeAll()
-        if let id = receivedGoaway {
-            receivedGoaway = nil
+        let goaways = receivedGoaways
+        receivedGoaways.removeAll()
+        for id in goaways {
             peerGoawayID = min(id, peerGoawayID ?? id)
             events.append(.goaway(id: id))
             if role == .client {

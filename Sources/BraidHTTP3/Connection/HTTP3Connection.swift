@@ -67,8 +67,8 @@ public final class HTTP3Connection {
     /// Streams whose header section went past the limit while nghttp3 read them; ended once
     /// the read returns (nghttp3 must not be called from its own callbacks).
     var oversizedStreams: [Int64] = []
-    /// The GOAWAY ID received while nghttp3 read (handled once the read returns).
-    var receivedGoaway: Int64?
+    /// The GOAWAY IDs received while nghttp3 read (handled once the read returns).
+    var receivedGoaways: [Int64] = []
     /// The lowest GOAWAY ID the peer sent.
     public internal(set) var peerGoawayID: Int64?
     /// Whether we sent GOAWAY (a notice or the final one).
