@@ -25,6 +25,27 @@ import CBraid
 ///   requests the server will not process end in `.requestRejected` (retryable), new ones
 ///   throw `HTTP3Error.goingAway`.
 ///
+/// ```swift
+/// let streams = HTTP3LocalStreams(
+///     control: try quic.openStream(bidirectional: false),
+///     qpackEncoder: try quic.openStream(bidirectional: false),
+///     qpackDecoder: try quic.openStream(bidirectional: false))
+/// let h3 = try HTTP3Connection(role: .client, localStreams: streams)
+/// let request = try quic.openStream(bidirectional: true)
+/// try h3.sendRequest(streamID: request, fields: [
+///     HTTP3Field(":method", "GET"), HTTP3Field(":scheme", "https"),
+///     HTTP3Field(":authority", "example.com"), HTTP3Field(":path", "/"),
+/// ])
+/// while let write = h3.nextWrite() {
+///     for (index, piece) in write.pieces.enumerated() {
+///         let last = index == write.pieces.count - 1
+///         try quic.send(streamID: write.streamID, bytes: piece.bytes, range: piece.range, fin: write.fin && last)
+///     }
+///     if write.pieces.isEmpty { try quic.send(streamID: write.streamID, bytes: [UInt8](), fin: true) }
+/// }
+/// // ... and as QUIC events come: h3.receive(streamID:bytes:fin:), then h3.takeEvents().
+/// ```
+///
 /// A peer that breaks the protocol (a bad frame on the control stream, a QPACK error) fails
 /// the connection: `.connectionError` and `closeConnection` with nghttp3's HTTP/3 code; a
 /// malformed message (uppercase field name, missing pseudo-header) ends only its stream with

@@ -1,9 +1,10 @@
 /// One header or trailer field as it goes on the wire: a lowercase name (pseudo-headers such
 /// as `:method` and `:status` first) and a value.
 ///
-/// The engine sends fields as given and does not validate them: the public layer builds them
-/// from swift-http-types values, which are valid by construction. Received fields have passed
-/// nghttp3's checks (RFC 9114 section 4.1.2); a malformed one ends its stream instead.
+/// The engine does not validate the fields it sends (nghttp3's QPACK encoder lowercases
+/// names, nothing more): the public layer builds them from swift-http-types values, which are
+/// valid by construction. Received fields have passed nghttp3's checks (RFC 9114 section
+/// 4.1.2); a malformed one ends its stream instead.
 /// Values are bytes, since HTTP allows obs-text that is not UTF-8.
 ///
 /// ```swift

@@ -9,9 +9,23 @@ final class HTTP3Pipe {
     enum Side: Hashable { case client, server }
 
     struct Buffer {
+        /// Bytes written; those before `start` are delivered (dropped once they are many).
         var bytes: [UInt8] = []
+        var start = 0
         var fin = false
         var finDelivered = false
+
+        var pending: Int { bytes.count - start }
+
+        mutating func take(_ count: Int) -> [UInt8] {
+            let piece = Array(bytes[start..<start + count])
+            start += count
+            if start >= 1 << 20 && start * 2 >= bytes.count {
+                bytes.removeFirst(start)
+                start = 0
+            }
+            return piece
+        }
     }
 
     let client: HTTP3Connection
@@ -107,18 +121,23 @@ final class HTTP3Pipe {
         return done()
     }
 
+    /// Bytes a side may write per round: the stand-in for the QUIC layer's room, so an
+    /// endless body cannot hold a round forever.
+    var writeBudgetPerStep = 64 * 1024
+
     private func write(_ side: Side) -> Bool {
         var moved = false
-        while let write = engine(side).nextWrite(maxBytes: Int.random(in: 1...maxPiece, using: &random)) {
+        var budget = writeBudgetPerStep
+        while budget > 0, let write = engine(side).nextWrite(maxBytes: min(budget, Int.random(in: 1...maxPiece, using: &random))) {
             moved = true
+            budget -= max(write.count, 1)
             onWrite(side, write)
-            var buffer = inFlight[Self.other(side)]![write.streamID, default: Buffer()]
-            buffer.bytes.append(contentsOf: write.bytes)
+            // Mutated in place: a copy of a long buffer per write would cost quadratic time.
+            inFlight[Self.other(side)]![write.streamID, default: Buffer()].bytes.append(contentsOf: write.bytes)
             if write.fin {
-                buffer.fin = true
+                inFlight[Self.other(side)]![write.streamID]!.fin = true
                 sendDone[side]!.insert(write.streamID)
             }
-            inFlight[Self.other(side)]![write.streamID] = buffer
         }
         return moved
     }
@@ -127,17 +146,16 @@ final class HTTP3Pipe {
         var moved = false
         for id in inFlight[side]!.keys.sorted() {
             if side == .server && heldToServer.contains(id) { continue }
-            var buffer = inFlight[side]![id]!
-            guard !buffer.bytes.isEmpty || (buffer.fin && !buffer.finDelivered) else { continue }
-            let count = min(buffer.bytes.count, Int.random(in: 1...maxPiece, using: &random))
-            let piece = Array(buffer.bytes.prefix(count))
-            buffer.bytes.removeFirst(count)
-            let fin = buffer.fin && buffer.bytes.isEmpty
+            // Only the scalars are read out: holding the buffer would make `take` copy it.
+            let (pending, finWritten, finDelivered) = inFlight[side]![id].map { ($0.pending, $0.fin, $0.finDelivered) }!
+            guard pending > 0 || (finWritten && !finDelivered) else { continue }
+            let count = min(pending, Int.random(in: 1...maxPiece, using: &random))
+            let piece = inFlight[side]![id]!.take(count)
+            let fin = finWritten && pending == count
             if fin {
-                buffer.finDelivered = true
+                inFlight[side]![id]!.finDelivered = true
                 receiveDone[side]!.insert(id)
             }
-            inFlight[side]![id] = buffer
             engine(side).receive(streamID: id, bytes: piece, fin: fin)
             moved = true
         }
