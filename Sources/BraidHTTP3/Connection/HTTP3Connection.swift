@@ -179,8 +179,18 @@ public final class HTTP3Connection {
     /// The peer reset a stream (RESET_STREAM): nghttp3 drops what it holds of it, and the
     /// application hears `.streamReset` (`.requestRejected` for H3_REQUEST_REJECTED on a
     /// client's request, which is retryable).
+    /// A reset control or QPACK stream fails the connection (H3_CLOSED_CRITICAL_STREAM).
     public func peerResetStream(streamID: Int64, code: UInt64) {
         guard failure == nil, let conn else { return }
+        if streamID & 2 != 0 {
+            // A unidirectional stream: nghttp3 forgets one of no known type, and refuses to
+            // close a control or QPACK stream, which is then the connection's end.
+            let rc = nghttp3_conn_close_stream(conn, streamID, code)
+            if rc != 0 && rc != NGHTTP3_ERR_STREAM_NOT_FOUND {
+                fail(libraryError: rc, function: "nghttp3_conn_close_stream")
+            }
+            return
+        }
         let rc = nghttp3_conn_shutdown_stream_read(conn, streamID)
         if rc != 0 && rc != NGHTTP3_ERR_STREAM_NOT_FOUND {
             fail(libraryError: rc, function: "nghttp3_conn_shutdown_stream_read")
@@ -197,9 +207,14 @@ public final class HTTP3Connection {
     }
 
     /// The peer sent STOP_SENDING: nghttp3 writes no more on the stream (the QUIC layer
-    /// resets its sending side).
+    /// resets its sending side). On our control or QPACK stream it fails the connection
+    /// (H3_CLOSED_CRITICAL_STREAM).
     public func peerStoppedSending(streamID: Int64, code: UInt64) {
         guard failure == nil, let conn else { return }
+        if [localStreams.control, localStreams.qpackEncoder, localStreams.qpackDecoder].contains(streamID) {
+            fail(libraryError: NGHTTP3_ERR_H3_CLOSED_CRITICAL_STREAM, function: "STOP_SENDING")
+            return
+        }
         nghttp3_conn_shutdown_stream_write(conn, streamID)
         guard let stream = streams[streamID] else { return }
         stream.body = nil

@@ -1,7 +1,7 @@
 import BraidCore
 
 /// What a body source gives when the engine asks it for more of a message body.
-public enum HTTP3BodyChunk {
+public enum HTTP3BodyChunk: Sendable {
     /// The next bytes of the body. The engine keeps a reference to them until they leave in a
     /// write (`HTTP3StreamWrite` passes the same `StreamBytes` on), and never copies them.
     /// An empty range counts as `.pending`.

@@ -190,4 +190,32 @@ import Testing
             #expect(pipe.closes[.client] == nil)
         }
     }
+
+    @Test func resetControlStreamClosesWithClosedCriticalStream() throws {
+        let pipe = try HTTP3Pipe(seed: 27)
+        pipe.run()
+        pipe.server.peerResetStream(streamID: 2, code: HTTP3ErrorCode.noError.code)
+        pipe.run { !pipe.closes.isEmpty }
+        #expect(pipe.closes[.server] == .closedCriticalStream)
+    }
+
+    @Test func stopSendingOnOurControlStreamClosesWithClosedCriticalStream() throws {
+        let pipe = try HTTP3Pipe(seed: 28)
+        pipe.run()
+        pipe.server.peerStoppedSending(streamID: 3, code: HTTP3ErrorCode.noError.code)
+        pipe.run { !pipe.closes.isEmpty }
+        #expect(pipe.closes[.server] == .closedCriticalStream)
+    }
+
+    @Test func resetOfAnUnknownUnidirectionalStreamIsIgnored() throws {
+        let pipe = try HTTP3Pipe(seed: 29)
+        pipe.serverApp.respond = { _, _ in HTTP3TestApp.Response(fields: HTTP3EngineTests.ok()) }
+        // A reserved (grease) stream type, 0x21, then a reset of it.
+        pipe.inject(from: .client, streamID: 14, bytes: [0x40, 0x21, 0xAB])
+        pipe.run()
+        pipe.server.peerResetStream(streamID: 14, code: HTTP3ErrorCode.noError.code)
+        let id = try pipe.request(HTTP3EngineTests.get("/"))
+        #expect(pipe.run { pipe.clientApp.messages[id]?.ended == true })
+        #expect(pipe.closes.isEmpty)
+    }
 }
