@@ -218,4 +218,23 @@ import Testing
         #expect(pipe.run { pipe.clientApp.messages[id]?.ended == true })
         #expect(pipe.closes.isEmpty)
     }
+
+    @Test func serverPushStreamClosesWithStreamCreationError() throws {
+        // The client never allows a push (no MAX_PUSH_ID): a push stream is refused.
+        let pipe = try HTTP3Pipe(seed: 30)
+        pipe.run()
+        pipe.inject(from: .server, streamID: 15, bytes: [0x01, 0x00])
+        pipe.run { !pipe.closes.isEmpty }
+        #expect(pipe.closes[.client] == .streamCreationError)
+    }
+
+    @Test func pushPromiseOnARequestStreamClosesWithFrameUnexpected() throws {
+        let pipe = try HTTP3Pipe(seed: 31)
+        let id = try pipe.request(HTTP3EngineTests.get("/"))
+        pipe.run()
+        // PUSH_PROMISE (type 0x05), push ID 0 and an empty field section.
+        pipe.inject(from: .server, streamID: id, bytes: [0x05, 0x03, 0x00, 0x00, 0x00])
+        pipe.run { !pipe.closes.isEmpty }
+        #expect(pipe.closes[.client] == .frameUnexpected)
+    }
 }
