@@ -50,6 +50,17 @@ import CBraid
 /// the connection: `.connectionError` and `closeConnection` with nghttp3's HTTP/3 code; a
 /// malformed message (uppercase field name, missing pseudo-header) ends only its stream with
 /// H3_MESSAGE_ERROR. Nothing the peer sends crashes the engine.
+///
+/// Limits and memory: a header or trailer section past `maxFieldSectionSize` ends its stream
+/// with H3_EXCESSIVE_LOAD (fields past the limit are not kept); nghttp3 refuses QPACK names
+/// over 256 and values over 65,536 encoded bytes, and more than `qpackBlockedStreams` streams
+/// waiting on the encoder (QPACK_DECOMPRESSION_FAILED); a body longer than its
+/// content-length fails the connection with H3_MESSAGE_ERROR (nghttp3 0.8 reports it from
+/// its read, not per stream). The engine holds, per stream, at most the body chunks nghttp3
+/// asked for and has not yet written (about one), and the section being received; events
+/// wait until taken, and their body bytes are bounded by the QUIC flow-control window as
+/// long as credit goes back only as they are consumed. The peer's
+/// SETTINGS_MAX_FIELD_SECTION_SIZE is not checked on sending (nghttp3 0.8 does not).
 public final class HTTP3Connection {
     /// Which side of the connection this engine plays.
     public enum Role: Sendable, Hashable {
