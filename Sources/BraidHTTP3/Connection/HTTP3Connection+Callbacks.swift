@@ -73,6 +73,7 @@ extension HTTP3Connection {
             connection.actions.append(.resetStream(streamID: streamID, code: error))
             // nghttp3 resets a stream itself for a malformed message (H3_MESSAGE_ERROR) or one
             // past our GOAWAY (H3_REQUEST_REJECTED, never seen by the application).
+            connection.streams[streamID]?.sendAborted = true
             if let stream = connection.streams[streamID], !stream.receiveEnded {
                 stream.receiveEnded = true
                 stream.body = nil
@@ -150,6 +151,7 @@ extension HTTP3Connection {
         for streamID in oversizedStreams {
             guard let conn, let stream = streams[streamID] else { continue }
             stream.body = nil
+            stream.sendAborted = true
             nghttp3_conn_shutdown_stream_read(conn, streamID)
             nghttp3_conn_shutdown_stream_write(conn, streamID)
             actions.append(.stopSending(streamID: streamID, code: .excessiveLoad))
@@ -183,6 +185,7 @@ extension HTTP3Connection {
     func cancel(_ stream: StreamState, code: HTTP3ErrorCode) {
         guard let conn else { return }
         stream.body = nil
+        stream.sendAborted = true
         nghttp3_conn_shutdown_stream_read(conn, stream.id)
         nghttp3_conn_shutdown_stream_write(conn, stream.id)
         actions.append(.stopSending(streamID: stream.id, code: code))

@@ -34,6 +34,9 @@ extension HTTP3Connection {
     public func sendResponse(streamID: Int64, fields: [HTTP3Field], body: HTTP3BodySource? = nil) throws {
         try ensureUsable()
         let stream = try requestStream(streamID)
+        guard !stream.sendAborted else {
+            throw HTTP3Error.invalidStream(streamID: streamID, reason: "the stream was reset or stopped; no response can go out")
+        }
         stream.body = body
         let rc = withFieldArray(fields) { nva, count in
             withDataReader(body != nil) { reader in
@@ -49,7 +52,9 @@ extension HTTP3Connection {
     /// Server: sends an interim (1xx) response before the final one.
     public func sendInterimResponse(streamID: Int64, fields: [HTTP3Field]) throws {
         try ensureUsable()
-        _ = try requestStream(streamID)
+        guard try !requestStream(streamID).sendAborted else {
+            throw HTTP3Error.invalidStream(streamID: streamID, reason: "the stream was reset or stopped; no response can go out")
+        }
         let rc = withFieldArray(fields) { nva, count in nghttp3_conn_submit_info(conn, streamID, nva, count) }
         guard rc == 0 else { throw submitError(rc, streamID: streamID, function: "nghttp3_conn_submit_info") }
     }
@@ -59,6 +64,9 @@ extension HTTP3Connection {
     public func cancelStream(streamID: Int64, code: HTTP3ErrorCode = .requestCancelled) throws {
         try ensureUsable()
         let stream = try requestStream(streamID)
+        guard !stream.sendAborted || !stream.receiveEnded else {
+            throw HTTP3Error.invalidStream(streamID: streamID, reason: "already cancelled or reset")
+        }
         stream.receiveEnded = true
         cancel(stream, code: code)
     }

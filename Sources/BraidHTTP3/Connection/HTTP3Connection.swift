@@ -85,6 +85,8 @@ public final class HTTP3Connection {
         var rejected = false
         /// The message's receive side has ended (end, reset or error).
         var receiveEnded = false
+        /// Our side may send nothing more: we reset the stream, or the peer stopped it.
+        var sendAborted = false
 
         init(id: Int64) { self.id = id }
     }
@@ -228,6 +230,7 @@ public final class HTTP3Connection {
         }
         nghttp3_conn_shutdown_stream_write(conn, streamID)
         guard let stream = streams[streamID] else { return }
+        stream.sendAborted = true
         stream.body = nil
         stream.chunks.removeAll()
         stream.chunkHead = 0

@@ -46,6 +46,8 @@ import Testing
         #expect(pipe.actions[.server]!.contains(.stopSending(streamID: bad, code: .messageError)))
         #expect(pipe.clientApp.messages[good]?.body == [1, 2, 3])
         #expect(pipe.closes.isEmpty)
+        // No response can go out on the stream the server reset.
+        #expect(throws: HTTP3Error.self) { try pipe.server.sendResponse(streamID: bad, fields: HTTP3EngineTests.ok()) }
     }
 
     @Test func wellFormedHandBuiltRequestIsAccepted() throws {
