@@ -63,6 +63,8 @@ final class HTTP3OverQUIC {
             let engine = try HTTP3Connection(role: quic.role == .client ? .client : .server, localStreams: streams, configuration: configuration)
             self.engine = engine
             onReady(engine)
+            // Called once: dropping it breaks the cycle through a test's closure.
+            onReady = { _ in }
         } catch {
             Issue.record("starting HTTP/3: \(error)")
         }
