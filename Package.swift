@@ -52,6 +52,10 @@ let package = Package(
             ],
             path: "Sources/BraidQUIC"
         ),
+        // The sans-IO HTTP/3 engine over nghttp3: stream bytes in, stream bytes, events and
+        // transport actions out. No sockets, clocks or threads; no QUIC either (the caller's
+        // glue feeds it a QUIC connection's streams).
+        .target(name: "BraidHTTP3", dependencies: ["BraidCore", "CBraid"], path: "Sources/BraidHTTP3"),
         // C helpers for the datapath: UDP control messages (GSO, GRO, ECN, PKTINFO), epoll, accept4.
         .target(name: "CBraidUDP", path: "Sources/CBraidUDP"),
         // The datapath: epoll event loops, batched UDP sockets, engines driven over them.
@@ -100,7 +104,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BraidTests",
-            dependencies: ["Braid", "BraidQUIC", "BraidTLS", "BraidIO", "BraidPerf", "BraidFramers", "CBraid"],
+            dependencies: ["Braid", "BraidQUIC", "BraidTLS", "BraidIO", "BraidPerf", "BraidFramers", "BraidHTTP3", "CBraid"],
             path: "Tests/BraidTests",
             resources: [.copy("Fixtures")]
         ),

@@ -107,6 +107,26 @@ static inline void braid_ngtcp2_conn_get_conn_stat(ngtcp2_conn *conn, ngtcp2_con
   ngtcp2_conn_get_conn_stat(conn, cstat);
 }
 
+// MARK: nghttp3 versioned-function wrappers (struct versions come from the headers compiled against)
+
+static inline void braid_nghttp3_settings_default(nghttp3_settings *settings) {
+  nghttp3_settings_default(settings);
+}
+
+static inline int braid_nghttp3_conn_client_new(nghttp3_conn **pconn,
+                                                const nghttp3_callbacks *callbacks,
+                                                const nghttp3_settings *settings,
+                                                void *user_data) {
+  return nghttp3_conn_client_new(pconn, callbacks, settings, NULL, user_data);
+}
+
+static inline int braid_nghttp3_conn_server_new(nghttp3_conn **pconn,
+                                                const nghttp3_callbacks *callbacks,
+                                                const nghttp3_settings *settings,
+                                                void *user_data) {
+  return nghttp3_conn_server_new(pconn, callbacks, settings, NULL, user_data);
+}
+
 // MARK: ngtcp2_crypto sizes defined with sizeof expressions (not importable as constants)
 
 static inline size_t braid_ngtcp2_crypto_max_retry_tokenlen(void) {

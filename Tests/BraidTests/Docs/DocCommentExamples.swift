@@ -1,4 +1,5 @@
 import Braid
+import BraidHTTP3
 import BraidIO
 import BraidPerf
 import BraidQUIC
@@ -336,6 +337,37 @@ func docExample_WriteRegions(socket: TCPSocket, header: UnsafeRawBufferPointer, 
         _ = regions.append(body)
     }
     return written
+}
+
+// MARK: BraidHTTP3
+
+/// Sources/BraidHTTP3/Core/HTTP3Field.swift
+func docExample_HTTP3Field() -> [HTTP3Field] {
+    let fields = [HTTP3Field(":method", "GET"), HTTP3Field(":path", "/")]
+    return fields
+}
+
+/// Sources/BraidHTTP3/Connection/HTTP3Connection.swift
+func docExample_HTTP3Connection(quic: QUICConnection) throws -> HTTP3Connection {
+    let streams = HTTP3LocalStreams(
+        control: try quic.openStream(bidirectional: false),
+        qpackEncoder: try quic.openStream(bidirectional: false),
+        qpackDecoder: try quic.openStream(bidirectional: false))
+    let h3 = try HTTP3Connection(role: .client, localStreams: streams)
+    let request = try quic.openStream(bidirectional: true)
+    try h3.sendRequest(streamID: request, fields: [
+        HTTP3Field(":method", "GET"), HTTP3Field(":scheme", "https"),
+        HTTP3Field(":authority", "example.com"), HTTP3Field(":path", "/"),
+    ])
+    while let write = h3.nextWrite() {
+        for (index, piece) in write.pieces.enumerated() {
+            let last = index == write.pieces.count - 1
+            try quic.send(streamID: write.streamID, bytes: piece.bytes, range: piece.range, fin: write.fin && last)
+        }
+        if write.pieces.isEmpty { try quic.send(streamID: write.streamID, bytes: [UInt8](), fin: true) }
+    }
+    // ... and as QUIC events come: h3.receive(streamID:bytes:fin:), then h3.takeEvents().
+    return h3
 }
 
 // MARK: BraidTLS
