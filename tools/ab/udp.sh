@@ -35,6 +35,12 @@ def last_json(path):
     return json.loads([l for l in open(path) if l.startswith("{")][-1])
 sent, received = last_json(f"{out}/client.out")["bytes"], last_json(f"{out}/server.out")["bytes"]
 c, s = client_ms * 1e6, server_ms * 1e6
+if received == 0:
+    # Nothing to divide by: the run is reported and counted as 0% delivered, without CPU rows.
+    print(f"{label}: the server received nothing", flush=True)
+    with open(results, "a") as f:
+        f.write(f"{label}\tdelivered %\t0\n")
+    sys.exit(0)
 rows = [("delivered %", 100 * received / sent), ("cpu client ns/B", c / received), ("cpu server ns/B", s / received),
         ("cpu both ns/B", (c + s) / received), ("cpu client ns/B sent", c / sent)]
 print(f"{label}: " + ", ".join(f"{m} {v:.2f}" for m, v in rows), flush=True)
