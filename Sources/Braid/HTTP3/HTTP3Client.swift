@@ -77,36 +77,55 @@ public final class HTTP3Client: Sendable {
             let connection = try connection(for: request)
             let exchange = try await connection.reference.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: body != nil)
             do {
-                if let body {
-                    var offset = 0
-                    while offset < body.count {
-                        let end = min(offset + 64 * 1024, body.count)
-                        try await exchange.outbox.send(body[offset..<end])
-                        offset = end
+                return try await withThrowingTaskGroup(of: Void.self) { uploads in
+                    let uploaded = Locked(body == nil)
+                    if let body {
+                        // Sent beside the response: a server may answer before it reads the
+                        // whole body, and then the upload is abandoned, not waited on.
+                        uploads.addTask {
+                            var offset = body.startIndex
+                            while offset < body.endIndex {
+                                let end = min(offset + 64 * 1024, body.endIndex)
+                                try await exchange.outbox.send(body[offset..<end])
+                                offset = end
+                            }
+                            exchange.outbox.finish()
+                            uploaded.withLock { $0 = true }
+                        }
                     }
-                    exchange.outbox.finish()
-                }
-                let fields = try await exchange.head()
-                guard let response = HTTP3FieldMapping.response(fields) else {
-                    throw NetworkError.protocolError(code: HTTP3ErrorCode.messageError.code, reason: "the response's header section is not valid", byPeer: false)
-                }
-                let maximum = maximumResponseBodySize
-                if let length = response.headerFields[.contentLength].flatMap({ Int($0) }), length > maximum {
-                    throw NetworkError.responseTooLarge(size: length, maximum: maximum)
-                }
-                var received = Data()
-                while let chunk = try await exchange.receiveBody(maximum: 256 * 1024) {
-                    guard received.count + chunk.count <= maximum else {
-                        throw NetworkError.responseTooLarge(size: received.count + chunk.count, maximum: maximum)
+                    let result = try await receiveResponse(exchange)
+                    if !uploaded.withLock({ $0 }) {
+                        // The response is complete and the server did not take the whole body.
+                        uploads.cancelAll()
+                        exchange.cancel()
                     }
-                    received.append(chunk)
+                    return result
                 }
-                return (received, response)
             } catch {
                 exchange.cancel()
                 throw error
             }
         }
+    }
+
+    /// The final response's head, then its whole body (up to `maximumResponseBodySize`).
+    private func receiveResponse(_ exchange: HTTP3Exchange) async throws -> (Data, HTTPResponse) {
+        let fields = try await exchange.head()
+        guard let response = HTTP3FieldMapping.response(fields) else {
+            throw NetworkError.protocolError(code: HTTP3ErrorCode.messageError.code, reason: "the response's header section is not valid", byPeer: false)
+        }
+        let maximum = maximumResponseBodySize
+        if let length = response.headerFields[.contentLength].flatMap({ Int($0) }), length > maximum {
+            throw NetworkError.responseTooLarge(size: length, maximum: maximum)
+        }
+        var received = Data()
+        while let chunk = try await exchange.receiveBody(maximum: 256 * 1024) {
+            guard received.count + chunk.count <= maximum else {
+                throw NetworkError.responseTooLarge(size: received.count + chunk.count, maximum: maximum)
+            }
+            received.append(chunk)
+        }
+        return (received, response)
     }
 
     /// The origin's connection if it still takes requests, else a new one.

@@ -89,6 +89,19 @@ import Testing
         #expect(String(decoding: body, as: UTF8.self) == "\(count) true")
     }
 
+    /// A handler that answers without reading the upload: the client gets the response and
+    /// abandons the rest of its body instead of waiting for flow-control credit forever.
+    @Test func uploadIgnoredByTheHandlerStillGetsItsResponse() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        let request = HTTPRequest(method: .post, scheme: "https", authority: authority, path: "/hello")
+        let (body, response) = try await client.upload(for: request, from: Self.pattern(8 * 1024 * 1024))
+        #expect(response.status == .ok)
+        #expect(body == Data("hello, h3".utf8))
+        let (again, _) = try await client.data(for: Self.get(authority, "/hello"))
+        #expect(again == Data("hello, h3".utf8))
+    }
+
     @Test func hundredConcurrentRequestsShareOneConnection() async throws {
         let (listener, task, client, authority) = try await Self.start()
         defer { task.cancel(); client.close() }
