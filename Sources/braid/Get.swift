@@ -74,7 +74,7 @@ struct Get: AsyncParsableCommand {
         if json {
             printJSON([
                 "url": url, "status": response.status.code, "bytes": body.count, "seconds": seconds,
-                "goodputMbps": seconds > 0 ? Double(body.count) * 8 / seconds / 1e6 : 0,
+                "goodput_mbit_s": seconds > 0 ? Double(body.count) * 8 / seconds / 1e6 : 0,
             ])
         } else if output == nil {
             FileHandle.standardOutput.write(body)
