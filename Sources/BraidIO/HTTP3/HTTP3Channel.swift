@@ -69,10 +69,8 @@ package final class HTTP3Channel: QUICStreamConsumer {
             service(context)
             engine?.streamClosed(streamID: id)
             blocked.remove(id)
-            if let exchange = exchanges.removeValue(forKey: id) {
-                // Anything not yet ended ends here (the body already finished keeps its end).
-                exchange.fail(describe(HTTP3Error.invalidStream(streamID: id, reason: "the stream closed before its message ended")))
-            }
+            // Anything not yet ended ends here (the body already finished keeps its end).
+            retire(id, quicEngine, error: HTTP3Error.invalidStream(streamID: id, reason: "the stream closed before its message ended"))
         case .streamsAvailable:
             openPendingRequests(quicEngine, context: context)
         default:
@@ -231,6 +229,18 @@ package final class HTTP3Channel: QUICStreamConsumer {
         }
     }
 
+    /// Forgets an exchange (its stream closed, or the application cancelled it) after failing
+    /// what of it had not ended. The connection-level credit of body bytes nobody will read
+    /// (or whose credit is still held) goes back now, so abandoned bodies cannot stall the
+    /// connection's other streams; bytes read later are not credited again.
+    private func retire(_ id: Int64, _ quicEngine: QUICConnection?, error: any Error) {
+        guard let exchange = exchanges.removeValue(forKey: id) else { return }
+        exchange.fail(describe(error))
+        var credit = exchange.inbox.takeCredit()
+        if exchange.inbox.waitingReceives == 0 { credit += exchange.inbox.available }
+        if credit > 0 { quicEngine?.returnCredit(streamID: id, bytes: credit) }
+    }
+
     private func describe(_ error: any Error) -> any Error {
         quic?.describe(error) ?? error
     }
@@ -328,7 +338,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
     func cancel(streamID: Int64, context: LoopContext) {
         guard let engine, exchanges[streamID] != nil else { return }
         try? engine.cancelStream(streamID: streamID)
-        exchanges[streamID]?.fail(describe(CancellationError()))
+        retire(streamID, quic?.engine, error: CancellationError())
         scheduleService(context)
     }
 }

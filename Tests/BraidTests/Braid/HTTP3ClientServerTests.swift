@@ -95,9 +95,13 @@ import Testing
         let (_, task, client, authority) = try await Self.start()
         defer { task.cancel(); client.close() }
         let request = HTTPRequest(method: .post, scheme: "https", authority: authority, path: "/hello")
-        let (body, response) = try await client.upload(for: request, from: Self.pattern(8 * 1024 * 1024))
-        #expect(response.status == .ok)
-        #expect(body == Data("hello, h3".utf8))
+        // Several in turn: the bodies left unread must not use up the connection's window.
+        let upload = Self.pattern(8 * 1024 * 1024)
+        for _ in 0..<6 {
+            let (body, response) = try await client.upload(for: request, from: upload)
+            #expect(response.status == .ok)
+            #expect(body == Data("hello, h3".utf8))
+        }
         let (again, _) = try await client.data(for: Self.get(authority, "/hello"))
         #expect(again == Data("hello, h3".utf8))
     }
