@@ -48,6 +48,11 @@ package final class HTTP3BodyOutbox: Sendable {
         state = Locked(State(limit: limit))
     }
 
+    /// Bytes queued for the engine now.
+    package var queuedBytes: Int { state.withLock { $0.queuedBytes } }
+    /// Sends waiting for room now.
+    package var waitingSends: Int { state.withLock { $0.senders.count } }
+
     // MARK: Application side
 
     /// Queues `data` (copied once), waiting while the queue is at its limit. Throws the
