@@ -27,6 +27,9 @@ extension NetworkListener where ApplicationProtocol == QUIC {
     /// HTTP/3 error code. Each request's body is read at the handler's pace (its credit goes back
     /// as `body` is consumed); each response body waits in at most 256 KiB.
     ///
+    /// A handler whose request the client cancels (RESET_STREAM), or whose connection ends, is
+    /// cancelled (its task), so a client resetting requests cannot pile up handlers.
+    ///
     /// Not yet: trailers, interim responses, and a graceful shutdown with GOAWAY (cancelling
     /// `run` closes each connection with H3_NO_ERROR).
     public func runHTTP3(
@@ -43,7 +46,16 @@ extension NetworkListener where ApplicationProtocol == QUIC {
             guard let shared else { return }
             await withDiscardingTaskGroup { tasks in
                 for await exchange in shared.requests {
-                    tasks.addTask { await Self.serve(exchange, handler) }
+                    tasks.addTask {
+                        // The handler runs only while its request lives: a client that resets
+                        // requests cannot pile up handlers (they are cancelled).
+                        await withTaskGroup(of: Void.self) { running in
+                            running.addTask { await Self.serve(exchange, handler) }
+                            running.addTask { try? await exchange.ended() }
+                            await running.next()
+                            running.cancelAll()
+                        }
+                    }
                 }
             }
         }, prepareQUIC: { channel in

@@ -20,6 +20,7 @@ package final class HTTP3Exchange: Sendable {
     package let requestFields: [HTTP3Field]
     private let channel: HTTP3ChannelReference
     private let headState = Locked<HeadState>(HeadState())
+    private let failure = Locked<(ended: Bool, waiter: Completion<Void>?)>((false, nil))
 
     private struct HeadState {
         var result: Result<[HTTP3Field], any Error>?
@@ -65,6 +66,20 @@ package final class HTTP3Exchange: Sendable {
         channel.onLoop { channel, context in channel.returnCredit(streamID: streamID, context: context) }
     }
 
+    /// Returns once the exchange has failed or been retired (the peer reset it, the
+    /// connection ended, its stream closed); throws `CancellationError` if the task is
+    /// cancelled first. A server runs its handler only until then.
+    package func ended() async throws {
+        try await Completion<Void>.wait { completion in
+            let done = failure.withLock { state -> Bool in
+                if state.ended { return true }
+                state.waiter = completion
+                return false
+            }
+            if done { completion.resume(.success(())) }
+        }
+    }
+
     /// Server: sends the response's header section; its body follows through `outbox` (then
     /// `outbox.finish()`) when `hasBody`.
     package func respond(fields: [HTTP3Field], hasBody: Bool) async throws {
@@ -100,5 +115,11 @@ package final class HTTP3Exchange: Sendable {
         deliverHead(.failure(error))
         inbox.fail(error)
         outbox.fail(error)
+        let waiter = failure.withLock { state -> Completion<Void>? in
+            state.ended = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(.success(()))
     }
 }

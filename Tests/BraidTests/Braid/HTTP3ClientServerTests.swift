@@ -1,4 +1,5 @@
 import Braid
+import BraidCore
 import BraidHTTP3
 import Foundation
 import HTTPTypes
@@ -6,6 +7,10 @@ import Testing
 
 /// Braid's HTTP/3 client against Braid's HTTP/3 server over loopback, through the public API.
 @Suite struct HTTP3ClientServerTests {
+    /// Handlers of `/wait-forever` that were cancelled (only `cancelledRequestCancelsItsHandler` asks for it).
+    static let cancelledHandlers = Locked(0)
+    static let startedHandlers = Locked(0)
+
     /// The byte at `index` of a generated body (so every byte is checked, not just the count).
     static func patternByte(_ index: Int) -> UInt8 { UInt8(truncatingIfNeeded: index &* 31 &+ index >> 8) }
 
@@ -22,6 +27,15 @@ import Testing
             let upload = try await body.collect(upTo: 32 * 1024 * 1024)
             let matches = upload == pattern(upload.count)
             return (HTTPResponse(status: .ok), .data(Data("\(upload.count) \(matches)".utf8)))
+        }
+        if path == "/wait-forever" {
+            startedHandlers.withLock { $0 += 1 }
+            do {
+                try await Task.sleep(for: .seconds(3600))
+            } catch {
+                cancelledHandlers.withLock { $0 += 1 }
+                throw error
+            }
         }
         if path == "/fail" {
             throw NetworkError.invalidState("the handler failed on purpose")
@@ -104,6 +118,21 @@ import Testing
         }
         let (again, _) = try await client.data(for: Self.get(authority, "/hello"))
         #expect(again == Data("hello, h3".utf8))
+    }
+
+    /// A request the client abandons (RESET_STREAM) cancels its handler on the server.
+    @Test func cancelledRequestCancelsItsHandler() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        let waiting = Task { try await client.data(for: Self.get(authority, "/wait-forever")) }
+        // The request must reach its handler first.
+        // (Bounded so that a broken build fails rather than hangs: 30 s is far beyond need.)
+        for _ in 0..<3000 where Self.startedHandlers.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(Self.startedHandlers.withLock { $0 } == 1, "the request never reached its handler")
+        waiting.cancel()
+        await #expect(throws: NetworkError.cancelled) { _ = try await waiting.value }
+        for _ in 0..<3000 where Self.cancelledHandlers.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(Self.cancelledHandlers.withLock { $0 } == 1, "the handler of the abandoned request was not cancelled")
     }
 
     @Test func hundredConcurrentRequestsShareOneConnection() async throws {
