@@ -20,59 +20,27 @@ a=$1 b=$2 rounds=${3:-5}
 framer=${FRAMER:-tlv} size=${SIZE:-1024} messages=${MESSAGES:-200000}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 fixtures=$here/Tests/BraidTests/Fixtures
-out=$(mktemp -d)
-results=$out/results.tsv
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null || true
-  rm -rf "$out"
-}
-trap cleanup EXIT
-: >"$results"
+. "$here/tools/ab/roles-ab.sh"
 
 run() { # label binary
-  local label=$1 bin=$2 port=""
-  : >"$out/server.out"
-  perf stat -e task-clock -x, -o "$out/server.perf" -- "$bin" role framed-server --framer "$framer" --messages "$messages" \
-    --cert "$fixtures/server.pem" --key "$fixtures/server-key.pem" >"$out/server.out" 2>"$out/server.err" &
-  server_pid=$!
-  for _ in $(seq 1 400); do
-    port=$(sed -n 's/^listening \([0-9]*\)$/\1/p' "$out/server.out" | head -1)
-    [ -n "$port" ] && break
-    sleep 0.05
-  done
-  [ -n "$port" ] || { echo "server did not start: $(tail -c 400 "$out/server.err")" >&2; exit 1; }
+  local label=$1 bin=$2
+  ab_start_server "$bin" framed-server --framer "$framer" --messages "$messages" \
+    --cert "$fixtures/server.pem" --key "$fixtures/server-key.pem"
   perf stat -e task-clock -x, -o "$out/client.perf" -- "$bin" role framed-client --framer "$framer" --messages "$messages" \
     --size "$size" --port "$port" --ca "$fixtures/ca.pem" >"$out/client.out" 2>"$out/client.err" \
     || { echo "$label client failed: $(tail -c 400 "$out/client.err")" >&2; exit 1; }
-  wait "$server_pid" || true
-  server_pid=""
-  python3 - "$label" "$out" "$results" <<'PY'
-import json, sys
-label, out, results = sys.argv[1:4]
-def task_ms(path):
-    return next(float(l.split(",")[0]) for l in open(path) if ",task-clock," in l)
-client = json.loads([l for l in open(f"{out}/client.out") if l.startswith("{")][-1])
-rate = client["messages"] / client["seconds"]
-c = task_ms(f"{out}/client.perf") * 1e3 / client["messages"]
-s = task_ms(f"{out}/server.perf") * 1e3 / client["messages"]
-print(f"{label}: {rate:,.0f} msg/s, cpu client {c:.2f} server {s:.2f} both {c + s:.2f} us/msg", flush=True)
-with open(results, "a") as f:
-    for metric, value in [("msg/s", rate), ("cpu client us", c), ("cpu server us", s), ("cpu both us", c + s)]:
-        f.write(f"{label}\t{metric}\t{value}\n")
-PY
+  ab_finish_server
+  local count seconds client_ms server_ms
+  read -r count seconds < <(python3 -c 'import json, sys; r = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1]); print(r["messages"], r["seconds"])' "$out/client.out")
+  client_ms=$(ab_task_ms "$out/client.perf") server_ms=$(ab_task_ms "$out/server.perf")
+  local rate c s
+  rate=$(python3 -c "print($count / $seconds)") c=$(python3 -c "print($client_ms * 1e3 / $count)") s=$(python3 -c "print($server_ms * 1e3 / $count)")
+  printf '%s: %.0f msg/s, cpu client %.2f server %.2f both %.2f us/msg\n' "$label" "$rate" "$c" "$s" "$(python3 -c "print($c + $s)")"
+  ab_record "$label" "msg/s" "$rate"
+  ab_record "$label" "cpu client us" "$c"
+  ab_record "$label" "cpu server us" "$s"
+  ab_record "$label" "cpu both us" "$(python3 -c "print($c + $s)")"
 }
 
-for round in $(seq 1 "$rounds"); do
-  if [ $((round % 2)) = 1 ]; then run A "$a"; run B "$b"; else run B "$b"; run A "$a"; fi
-done
-python3 - "$results" <<'PY'
-import collections, statistics, sys
-values = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    label, metric, value = line.rstrip("\n").split("\t")
-    values[(label, metric)].append(float(value))
-for metric in ["msg/s", "cpu client us", "cpu server us", "cpu both us"]:
-    a, b = statistics.median(values[("A", metric)]), statistics.median(values[("B", metric)])
-    print(f"{metric:14} A {a:12.2f}  B {b:12.2f}  B/A {b / a:.3f}")
-PY
+ab_interleave "$rounds" "$a" "$b"
+ab_summary "msg/s" "cpu client us" "cpu server us" "cpu both us"

@@ -143,10 +143,10 @@ public final class UDPSocket {
 
         maxPendingBatches = max(1, sendBatches)
         maxMessages = maxPendingBatches * UDPSegmentation.maxSegments
-        pending.reserveCapacity(maxPendingBatches)
-        txMessageBatch.reserveCapacity(maxMessages)
-        txMessageBytes.reserveCapacity(maxMessages)
-        txMessageSegments.reserveCapacity(maxMessages)
+        // The send queue's arrays grow as sends need them (a connection that only handshakes
+        // and idles needs a few entries; a bulk sender grows them once and keeps them):
+        // reserved up front for `maxMessages`, they held 12 KiB in every socket, idle ones
+        // included (a QUIC client has one per connection).
     }
 
     deinit {

@@ -19,23 +19,32 @@ import Testing
             network = MemoryStreamNetwork(loop: loop)
             environment = NetworkEnvironment(loop: loop, sockets: UDPSockets(), streamSockets: network)
         }
+
+        /// An echoing listener for `stack` on the virtual network, and a connection to it made
+        /// by `connect`; the caller cancels the task that runs the listener.
+        func echoPair<Stack: StreamProtocol>(
+            listening stack: @escaping @Sendable () -> Stack, connecting connect: @escaping @Sendable () -> Stack
+        ) async throws -> (connection: NetworkConnection<Stack>, listening: Task<Void, any Error>) {
+            let listener = NetworkEnvironment.$current.withValue(environment) {
+                NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { stack() }
+            }
+            let running = NetworkEnvironment.$current.withValue(environment) { Task { try await listener.run(echoBytes) } }
+            let port = try await loop.drive {
+                for await state in listener.states where state == .ready { break }
+                return listener.port!
+            }
+            let connection = NetworkEnvironment.$current.withValue(environment) {
+                NetworkConnection(to: .hostPort(host: "127.0.0.1", port: port)) { connect() }
+            }
+            return (connection, running)
+        }
     }
 
     @Test(.timeLimit(.minutes(1))) func tlsEchoThroughAListenerOnAVirtualLoop() async throws {
         let setup = try Setup()
         defer { setup.loop.shutdown() }
-        let listener = NetworkEnvironment.$current.withValue(setup.environment) {
-            NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { testTLSServer() }
-        }
-        let running = NetworkEnvironment.$current.withValue(setup.environment) { Task { try await listener.run(echoBytes) } }
+        let (connection, running) = try await setup.echoPair(listening: { testTLSServer() }, connecting: { testTLSClient() })
         defer { running.cancel() }
-        let port = try await setup.loop.drive {
-            for await state in listener.states where state == .ready { break }
-            return listener.port!
-        }
-        let connection = NetworkEnvironment.$current.withValue(setup.environment) {
-            NetworkConnection(to: .hostPort(host: "127.0.0.1", port: port)) { testTLSClient() }
-        }
         defer { connection.cancel() }
         let payload = pattern(seed: 9, count: 300_000)
         let echoed = try await setup.loop.drive {
@@ -51,18 +60,8 @@ import Testing
     @Test(.timeLimit(.minutes(1))) func smallTCPSendsLeaveInGatheredWrites() async throws {
         let setup = try Setup()
         defer { setup.loop.shutdown() }
-        let listener = NetworkEnvironment.$current.withValue(setup.environment) {
-            NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TCP() }
-        }
-        let running = NetworkEnvironment.$current.withValue(setup.environment) { Task { try await listener.run(echoBytes) } }
+        let (connection, running) = try await setup.echoPair(listening: { TCP() }, connecting: { TCP() })
         defer { running.cancel() }
-        let port = try await setup.loop.drive {
-            for await state in listener.states where state == .ready { break }
-            return listener.port!
-        }
-        let connection = NetworkEnvironment.$current.withValue(setup.environment) {
-            NetworkConnection(to: .hostPort(host: "127.0.0.1", port: port)) { TCP() }
-        }
         defer { connection.cancel() }
         connection.start()
         try await setup.loop.drive {

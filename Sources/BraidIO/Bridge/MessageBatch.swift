@@ -1,0 +1,31 @@
+import DequeModule
+
+/// Datagrams one iterator took from the inbox and has not handed out yet. A class so that the
+/// ones left over when the iterator is dropped (a `break` out of `for await`) go back to the
+/// inbox for the next reader instead of being lost.
+package final class MessageBatch<Element: Sendable> {
+    private let inbox: MessageInbox<Element>
+    private var items = Deque<Element>()
+
+    package init(inbox: MessageInbox<Element>) {
+        self.inbox = inbox
+    }
+
+    /// The next datagram, or nil once the connection has ended and every datagram was read
+    /// (or the task was cancelled).
+    package func next() async -> Element? {
+        try? await take()
+    }
+
+    /// The next datagram, or nil once the connection has ended and every datagram was read;
+    /// throws `CancellationError` if the task is cancelled while it waits.
+    package func take() async throws -> Element? {
+        if let item = items.popFirst() { return item }
+        items = try await inbox.takeAll()
+        return items.popFirst()
+    }
+
+    deinit {
+        inbox.putBack(items)
+    }
+}

@@ -1,0 +1,109 @@
+import BraidCore
+import DequeModule
+import Foundation
+
+/// Received datagrams waiting for a reader (QUIC's RFC 9221 payloads: `DatagramInbox`, a
+/// `MessageInbox<Data>`; UDP's datagrams with their metadata).
+///
+/// The loop appends under a lock and wakes a reader only if one is suspended; a reader takes
+/// everything queued at once and hands it out one by one without the lock. Under load that is
+/// one lock round and at most one task wake-up per batch the socket delivered, instead of one
+/// each (as a per-element `AsyncStream` costs).
+package final class MessageInbox<Element: Sendable>: Sendable {
+    private struct State {
+        var queue = Deque<Element>()
+        var readers: [Completion<Void>] = []
+        var finished = false
+    }
+
+    /// Unread datagrams beyond this many are dropped, oldest first (they are unreliable
+    /// anyway, and an idle reader must not grow memory without bound).
+    package let backlog: Int
+    private let state = Locked(State())
+
+    package init(backlog: Int) {
+        self.backlog = backlog
+    }
+
+    /// Datagrams queued and not yet taken by a reader.
+    package var count: Int { state.withLock { $0.queue.count } }
+
+    /// Loop: one datagram arrived.
+    package func deliver(_ datagram: Element) {
+        let readers = state.withLock { state -> [Completion<Void>] in
+            guard !state.finished else { return [] }
+            if state.queue.count >= backlog { state.queue.removeFirst() }
+            state.queue.append(datagram)
+            defer { state.readers.removeAll() }
+            return state.readers
+        }
+        for reader in readers { reader.resume(.success(())) }
+    }
+
+    /// Loop: no more datagrams will arrive; readers get what is queued, then the end.
+    package func finish() {
+        let readers = state.withLock { state -> [Completion<Void>] in
+            state.finished = true
+            defer { state.readers.removeAll() }
+            return state.readers
+        }
+        for reader in readers { reader.resume(.success(())) }
+    }
+
+    /// Everything queued, oldest first, waiting for at least one; empty once finished and
+    /// drained. Throws `CancellationError` if the task is cancelled while it waits.
+    package func takeAll() async throws -> Deque<Element> {
+        while true {
+            let taken = state.withLock { state -> Deque<Element>? in
+                guard state.queue.isEmpty, !state.finished else {
+                    defer { state.queue = Deque() }
+                    return state.queue
+                }
+                return nil
+            }
+            if let taken { return taken }
+            try await Completion<Void>.wait { reader in
+                let ready = state.withLock { state in
+                    guard state.queue.isEmpty, !state.finished else { return true }
+                    state.readers.removeAll { !$0.isPending }
+                    state.readers.append(reader)
+                    return false
+                }
+                if ready { reader.resume(.success(())) }
+            }
+        }
+    }
+
+    /// The oldest datagram, waiting for one; nil once finished and drained. Throws
+    /// `CancellationError` if the task is cancelled while it waits.
+    package func takeFirst() async throws -> Element? {
+        while true {
+            let taken = state.withLock { state -> Element?? in
+                if let first = state.queue.popFirst() { return .some(first) }
+                return state.finished ? .some(nil) : nil
+            }
+            if let taken { return taken }
+            try await Completion<Void>.wait { reader in
+                let ready = state.withLock { state in
+                    guard state.queue.isEmpty, !state.finished else { return true }
+                    state.readers.removeAll { !$0.isPending }
+                    state.readers.append(reader)
+                    return false
+                }
+                if ready { reader.resume(.success(())) }
+            }
+        }
+    }
+
+    /// Puts datagrams a reader took but never handed out back at the front, in order.
+    package func putBack(_ datagrams: some Collection<Element>) {
+        guard !datagrams.isEmpty else { return }
+        let readers = state.withLock { state -> [Completion<Void>] in
+            state.queue.insert(contentsOf: datagrams, at: 0)
+            while state.queue.count > backlog { state.queue.removeFirst() }
+            defer { state.readers.removeAll() }
+            return state.readers
+        }
+        for reader in readers { reader.resume(.success(())) }
+    }
+}
