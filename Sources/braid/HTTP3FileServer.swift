@@ -10,7 +10,7 @@ struct HTTP3FileServer: Sendable {
     /// Files and generated bodies are sent in pieces of this size, as the client reads.
     static let chunkSize = 64 * 1024
 
-    @Sendable func handle(_ request: HTTPRequest, _ body: HTTP3RequestBody) async throws -> (HTTPResponse, HTTP3ResponseBody) {
+    @Sendable func handle(_ request: HTTPRequest, _ body: HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody) {
         guard request.method == .get || request.method == .head else {
             return (HTTPResponse(status: .methodNotAllowed, headerFields: [.allow: "GET, HEAD"]), .empty)
         }

@@ -22,7 +22,9 @@ import HTTPTypes
 /// before the call waits for the stream. Unread response bytes are bounded by the QUIC
 /// stream window (`QUIC.initialMaxStreamDataBidiLocal`).
 ///
-/// Not yet: a streaming response API, trailers, 0-RTT with a session cache, and retrying a
+/// `bytes(for:)` streams a response body instead of holding it.
+///
+/// Not yet: a streaming request body, trailers, 0-RTT with a session cache, and retrying a
 /// request the server rejected with GOAWAY (it throws; `isRetryable` is not exposed yet).
 /// Only `https` URLs (HTTP/3 runs over QUIC, which is always TLS).
 public final class HTTP3Client: Sendable {
@@ -60,6 +62,30 @@ public final class HTTP3Client: Sendable {
     /// ```
     public func upload(for request: HTTPRequest, from body: Data) async throws -> (Data, HTTPResponse) {
         try await exchange(request, body: body)
+    }
+
+    /// Sends `request` (no body) and returns the response's head as soon as it arrives, with
+    /// its body to read as it comes (at the reader's pace, without a size limit: the peer
+    /// is held back by flow control, not buffered). Dropping the body before its end cancels
+    /// the request.
+    ///
+    /// ```swift
+    /// let (body, response) = try await client.bytes(for: HTTPRequest(method: .get, scheme: "https", authority: "localhost:4433", path: "/100000000"))
+    /// var received = 0
+    /// for try await chunk in body { received += chunk.count }
+    /// ```
+    public func bytes(for request: HTTPRequest) async throws -> (HTTP3IncomingBody, HTTPResponse) {
+        try await NetworkError.mapping {
+            let connection = try connection(for: request)
+            let exchange = try await connection.reference.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: false)
+            do {
+                let response = try await responseHead(exchange)
+                return (HTTP3IncomingBody(exchange, cancelsWhenDropped: true, keepingAlive: connection), response)
+            } catch {
+                exchange.cancel()
+                throw error
+            }
+        }
     }
 
     /// Closes every connection (application code H3_NO_ERROR); requests in flight fail with
@@ -110,10 +136,7 @@ public final class HTTP3Client: Sendable {
 
     /// The final response's head, then its whole body (up to `maximumResponseBodySize`).
     private func receiveResponse(_ exchange: HTTP3Exchange) async throws -> (Data, HTTPResponse) {
-        let fields = try await exchange.head()
-        guard let response = HTTP3FieldMapping.response(fields) else {
-            throw NetworkError.protocolError(code: HTTP3ErrorCode.messageError.code, reason: "the response's header section is not valid", byPeer: false)
-        }
+        let response = try await responseHead(exchange)
         let maximum = maximumResponseBodySize
         if let length = response.headerFields[.contentLength].flatMap({ Int($0) }), length > maximum {
             throw NetworkError.responseTooLarge(size: length, maximum: maximum)
@@ -126,6 +149,15 @@ public final class HTTP3Client: Sendable {
             received.append(chunk)
         }
         return (received, response)
+    }
+
+    /// The final response's head.
+    private func responseHead(_ exchange: HTTP3Exchange) async throws -> HTTPResponse {
+        let fields = try await exchange.head()
+        guard let response = HTTP3FieldMapping.response(fields) else {
+            throw NetworkError.protocolError(code: HTTP3ErrorCode.messageError.code, reason: "the response's header section is not valid", byPeer: false)
+        }
+        return response
     }
 
     /// The origin's connection if it still takes requests, else a new one.

@@ -33,7 +33,7 @@ extension NetworkListener where ApplicationProtocol == QUIC {
     /// Not yet: trailers, interim responses, and a graceful shutdown with GOAWAY (cancelling
     /// `run` closes each connection with H3_NO_ERROR).
     public func runHTTP3(
-        _ handler: @escaping @Sendable (HTTPRequest, HTTP3RequestBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
+        _ handler: @escaping @Sendable (HTTPRequest, HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
     ) async throws {
         guard parameters.stack.alpn.contains("h3") else {
             throw NetworkError.invalidConfiguration("an HTTP/3 listener's QUIC options must offer ALPN \"h3\" (they offer \(parameters.stack.alpn))")
@@ -64,7 +64,7 @@ extension NetworkListener where ApplicationProtocol == QUIC {
     }
 
     private static func serve(
-        _ exchange: HTTP3Exchange, _ handler: @Sendable (HTTPRequest, HTTP3RequestBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
+        _ exchange: HTTP3Exchange, _ handler: @Sendable (HTTPRequest, HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
     ) async {
         guard let request = HTTP3FieldMapping.request(exchange.requestFields) else {
             try? await exchange.respond(fields: HTTP3FieldMapping.fields(HTTPResponse(status: .badRequest)), hasBody: false)
@@ -72,7 +72,7 @@ extension NetworkListener where ApplicationProtocol == QUIC {
         }
         let response: HTTPResponse, body: HTTP3ResponseBody
         do {
-            (response, body) = try await handler(request, HTTP3RequestBody(exchange))
+            (response, body) = try await handler(request, HTTP3IncomingBody(exchange, cancelsWhenDropped: false))
         } catch {
             logger.debug("HTTP/3 handler for \(request.path ?? "") failed: \(error)")
             try? await exchange.respond(fields: HTTP3FieldMapping.fields(HTTPResponse(status: .internalServerError)), hasBody: false)

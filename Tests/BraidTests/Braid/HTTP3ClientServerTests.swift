@@ -18,7 +18,7 @@ import Testing
 
     /// The test server: `/hello` says hello; `/N` sends N pattern bytes, streamed; `/count`
     /// (POST) answers the upload's size and whether it matched the pattern; `/fail` throws.
-    @Sendable static func handler(_ request: HTTPRequest, _ body: HTTP3RequestBody) async throws -> (HTTPResponse, HTTP3ResponseBody) {
+    @Sendable static func handler(_ request: HTTPRequest, _ body: HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody) {
         let path = request.path ?? "/"
         if path == "/hello" {
             return (HTTPResponse(status: .ok, headerFields: [.contentType: "text/plain"]), .data(Data("hello, h3".utf8)))
@@ -151,6 +151,26 @@ import Testing
         #expect(intact == 100)
         let connections = await listener.statistics?.connections
         #expect(connections == 1)
+    }
+
+    /// `bytes(for:)`: the head first, then the body as it comes, byte-checked; a body dropped
+    /// halfway cancels its request and the connection still serves.
+    @Test func streamedResponse() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        let count = 3 * 1024 * 1024
+        let (body, response) = try await client.bytes(for: Self.get(authority, "/\(count)"))
+        #expect(response.status == .ok)
+        var received = Data()
+        for try await chunk in body { received.append(chunk) }
+        #expect(received == Self.pattern(count))
+        do {
+            let (abandoned, _) = try await client.bytes(for: Self.get(authority, "/\(count)"))
+            var iterator = abandoned.makeAsyncIterator()
+            _ = try await iterator.next()
+        }
+        let (hello, _) = try await client.data(for: Self.get(authority, "/hello"))
+        #expect(hello == Data("hello, h3".utf8))
     }
 
     @Test func handlerErrorAnswers500() async throws {

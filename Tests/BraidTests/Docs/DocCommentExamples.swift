@@ -54,14 +54,22 @@ func docExample_HTTP3Client_upload(_ client: HTTP3Client) async throws -> (Data,
     return (reply, response)
 }
 
-/// Sources/Braid/HTTP3/HTTP3RequestBody.swift
-func docExample_HTTP3RequestBody(_ body: HTTP3RequestBody) async throws -> Int {
+func docExample_HTTP3Client_bytes(_ client: HTTP3Client) async throws -> Int {
+    let (body, response) = try await client.bytes(for: HTTPRequest(method: .get, scheme: "https", authority: "localhost:4433", path: "/100000000"))
+    var received = 0
+    for try await chunk in body { received += chunk.count }
+    _ = response
+    return received
+}
+
+/// Sources/Braid/HTTP3/HTTP3IncomingBody.swift
+func docExample_HTTP3IncomingBody(_ body: HTTP3IncomingBody) async throws -> Int {
     var total = 0
     for try await chunk in body { total += chunk.count }
     return total
 }
 
-func docExample_HTTP3RequestBody_collect(_ body: HTTP3RequestBody) async throws -> Data {
+func docExample_HTTP3IncomingBody_collect(_ body: HTTP3IncomingBody) async throws -> Data {
     let upload = try await body.collect(upTo: 10 * 1024 * 1024)
     return upload
 }
