@@ -31,7 +31,7 @@ extension NetworkListener where ApplicationProtocol == QUIC {
     /// cancelled (its task), so a client resetting requests cannot pile up handlers.
     ///
     /// Not yet: trailers, interim responses, and a graceful shutdown with GOAWAY (cancelling
-    /// `run` closes each connection with H3_NO_ERROR).
+    /// `runHTTP3` closes each connection at once with H3_NO_ERROR).
     public func runHTTP3(
         _ handler: @escaping @Sendable (HTTPRequest, HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
     ) async throws {
@@ -58,6 +58,9 @@ extension NetworkListener where ApplicationProtocol == QUIC {
                     }
                 }
             }
+            // The listener is shutting down (or the connection ended): close with HTTP/3's
+            // H3_NO_ERROR rather than the listener's QUIC code 0.
+            await connection.close(applicationErrorCode: HTTP3ErrorCode.noError.code)
         }, prepareQUIC: { channel in
             HTTP3Channel(role: .server, loop: channel.loop).attach(to: channel)
         })

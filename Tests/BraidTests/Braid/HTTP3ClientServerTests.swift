@@ -10,6 +10,8 @@ import Testing
     /// Handlers of `/wait-forever` that were cancelled (only `cancelledRequestCancelsItsHandler` asks for it).
     static let cancelledHandlers = Locked(0)
     static let startedHandlers = Locked(0)
+    /// Handlers of `/hang` that started (only `listenerShutdownClosesWithNoError` asks for it).
+    static let hangingHandlers = Locked(0)
 
     /// The byte at `index` of a generated body (so every byte is checked, not just the count).
     static func patternByte(_ index: Int) -> UInt8 { UInt8(truncatingIfNeeded: index &* 31 &+ index >> 8) }
@@ -36,6 +38,10 @@ import Testing
                 cancelledHandlers.withLock { $0 += 1 }
                 throw error
             }
+        }
+        if path == "/hang" {
+            hangingHandlers.withLock { $0 += 1 }
+            try await Task.sleep(for: .seconds(3600))
         }
         if path == "/fail" {
             throw NetworkError.invalidState("the handler failed on purpose")
@@ -171,6 +177,28 @@ import Testing
         }
         let (hello, _) = try await client.data(for: Self.get(authority, "/hello"))
         #expect(hello == Data("hello, h3".utf8))
+    }
+
+    /// Stopping the listener closes its connections with H3_NO_ERROR: a request in flight
+    /// fails with the peer's close, not a timeout.
+    @Test func listenerShutdownClosesWithNoError() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { client.close() }
+        _ = try await client.data(for: Self.get(authority, "/hello"))
+        let hanging = Task { try await client.data(for: Self.get(authority, "/hang")) }
+        // The listener stops while the request waits on its handler.
+        for _ in 0..<3000 where Self.hangingHandlers.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(Self.hangingHandlers.withLock { $0 } == 1, "the request never reached its handler")
+        task.cancel()
+        _ = try? await task.value
+        do {
+            _ = try await hanging.value
+            Issue.record("the hanging request completed")
+        } catch NetworkError.peerClosed(let code, _) {
+            #expect(code == HTTP3ErrorCode.noError.code)
+        } catch {
+            Issue.record("expected the server's close with H3_NO_ERROR, got \(error)")
+        }
     }
 
     @Test func handlerErrorAnswers500() async throws {
