@@ -17,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // C shims: module map for ngtcp2, ngtcp2_crypto_gnutls, GnuTLS and nghttp3, plus the
@@ -64,8 +65,10 @@ let package = Package(
             dependencies: [
                 "BraidCore",
                 "BraidQUIC",
+                "BraidHTTP3",
                 "CBraidUDP",
                 .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/BraidIO"
@@ -77,9 +80,11 @@ let package = Package(
                 "BraidCore",
                 "BraidQUIC",
                 "BraidIO",
+                "BraidHTTP3",
                 "BraidFramers",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Sources/Braid"
         ),
@@ -89,7 +94,11 @@ let package = Package(
         // The `braid` command-line tool: serve and drive the perf and echo applications.
         .executableTarget(
             name: "braid",
-            dependencies: ["Braid", "BraidPerf", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "Braid", "BraidPerf",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             path: "Sources/braid"
         ),
         // The benchmark suite; the same binary plays each scenario's client and server roles.
@@ -104,7 +113,9 @@ let package = Package(
         ),
         .testTarget(
             name: "BraidTests",
-            dependencies: ["Braid", "BraidQUIC", "BraidTLS", "BraidIO", "BraidPerf", "BraidFramers", "BraidHTTP3", "CBraid"],
+            dependencies: ["Braid", "BraidQUIC", "BraidTLS", "BraidIO", "BraidPerf", "BraidFramers", "BraidHTTP3", "CBraid",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             path: "Tests/BraidTests",
             resources: [.copy("Fixtures")]
         ),

@@ -8,8 +8,8 @@ import Foundation
 struct BraidCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "braid",
-        abstract: "QUIC over Braid: serve and drive the perf and echo applications.",
-        subcommands: [Serve.self, Client.self])
+        abstract: "QUIC over Braid: serve and drive the perf and echo applications, and HTTP/3.",
+        subcommands: [Serve.self, Client.self, Get.self])
 }
 
 /// The batching switches both commands take.

@@ -6,8 +6,12 @@ import Foundation
 /// `braid serve`: a QUIC server for the perf and echo applications.
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve the perf and echo applications over QUIC.",
+        abstract: "Serve the perf and echo applications, or HTTP/3 (--alpn h3), over QUIC.",
         discussion: """
+            With --alpn h3, serves HTTP/3 instead: the files under --root (GET and HEAD; `/` is \
+            index.html), and `/N` (N decimal digits, no such file) with N bytes, as ngtcp2's \
+            example server does.
+
             Prints `listening <port>` once bound. With --json, prints one JSON object per connection \
             when it ends: how it ended (the peer's application error code and reason), its \
             application, streams served, whether uploads were intact and 0-RTT was accepted.
@@ -21,7 +25,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "UDP port (0: the system chooses).") var port: NWEndpoint.Port = 4433
     @Option(help: "Certificate chain (PEM).") var cert: String
     @Option(help: "Private key (PEM).") var key: String
-    @Option(help: "Application protocols to offer, comma-separated (perf, echo).") var alpn = "perf,echo"
+    @Option(help: "Application protocols to offer, comma-separated (perf, echo), or h3 alone for HTTP/3.") var alpn = "perf,echo"
+    @Option(help: "HTTP/3: the directory whose files are served.") var root: String?
     @Flag(help: "Validate every client's address with a Retry packet first (without it, Retry turns on by itself under load).")
     var retry = false
     @Option(name: .customLong("connection-limit"), help: "Most connections at once, per loop; at the limit the longest-idle one makes room.")
@@ -40,9 +45,20 @@ struct Serve: AsyncParsableCommand {
     func validate() throws {
         _ = try readableFile(cert, flag: "--cert")
         _ = try readableFile(key, flag: "--key")
-        let unknown = applications.filter { $0 != PerfService.alpn && $0 != EchoService.alpn }
-        guard unknown.isEmpty, !applications.isEmpty else {
-            throw ValidationError("--alpn \(alpn): the applications are perf and echo")
+        if applications.contains("h3") {
+            guard applications == ["h3"] else { throw ValidationError("--alpn h3 serves HTTP/3 alone; perf and echo need another server") }
+            if let root {
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory), isDirectory.boolValue else {
+                    throw ValidationError("--root \(root): no such directory")
+                }
+            }
+        } else {
+            let unknown = applications.filter { $0 != PerfService.alpn && $0 != EchoService.alpn }
+            guard unknown.isEmpty, !applications.isEmpty else {
+                throw ValidationError("--alpn \(alpn): the applications are perf and echo (or h3 alone)")
+            }
+            guard root == nil else { throw ValidationError("--root is for --alpn h3") }
         }
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
         guard connectionLimit >= 1, halfOpenLimit >= 1, connectionLimitPerAddress >= 0, retryThreshold >= 0 else {
@@ -67,7 +83,12 @@ struct Serve: AsyncParsableCommand {
         let listener = NetworkListener(for: .hostPort(host: NWEndpoint.Host(host), port: port)) { stack }
         listener.newConnectionLimit = connectionLimit
         let json = json
+        let fileServer = applications == ["h3"] ? HTTP3FileServer(root: root) : nil
         let serving = Task {
+            if let fileServer {
+                try await listener.runHTTP3(fileServer.handle)
+                return
+            }
             try await listener.run { connection in
                 let report = await ApplicationServer.serve(connection)
                 if json, let report { printJSON(report) }

@@ -1,3 +1,4 @@
+import BraidHTTP3
 import BraidIO
 import BraidQUIC
 import BraidTLS
@@ -99,6 +100,9 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
     case messageDecodingFailed(type: String, reason: String)
     /// A `Coder` connection could not encode a `type` to send it; `reason` is the encoder's.
     case messageEncodingFailed(type: String, reason: String)
+    /// An HTTP/3 response body (`size` bytes so far, or its content-length) is larger than
+    /// the client's `maximumResponseBodySize`: the request was cancelled.
+    case responseTooLarge(size: Int, maximum: Int)
 
     /// What happened and what to do about it, in a sentence or two.
     /// The same text as `description`, so `error.localizedDescription` says what happened and
@@ -171,6 +175,8 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             "A received message could not be decoded as \(type): \(reason). Check that both ends send the same type with the same coder; the message was skipped and the connection is still usable."
         case .messageEncodingFailed(let type, let reason):
             "A \(type) could not be encoded: \(reason). Nothing was sent."
+        case .responseTooLarge(let size, let maximum):
+            "The HTTP/3 response body (\(size) bytes) exceeds the client's maximumResponseBodySize of \(maximum) bytes; the request was cancelled. Raise maximumResponseBodySize if the server is trusted."
         }
     }
 
@@ -224,6 +230,17 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             case .decodingFailed(let type, let reason): self = .messageDecodingFailed(type: type, reason: reason)
             case .encodingFailed(let type, let reason): self = .messageEncodingFailed(type: type, reason: reason)
             }
+        } else if let error = error as? HTTP3Error {
+            switch error {
+            case .connectionError(let code, let reason, let byPeer):
+                self = byPeer ? .peerClosed(code: code.code, reason: reason) : .protocolError(code: code.code, reason: "\(code): \(reason)", byPeer: false)
+            case .goingAway, .requestRejected: self = .streamReset(code: HTTP3ErrorCode.requestRejected.code)
+            case .invalidStream(_, let reason): self = .invalidState(reason)
+            case .invalidState(let what): self = .invalidState(what)
+            case .internalError: self = .internalError(error.description)
+            }
+        } else if let error = error as? HTTP3StreamFailure {
+            self = .streamReset(code: error.code.code)
         } else if error is CancellationError {
             self = .cancelled
         } else {

@@ -9,13 +9,17 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
     private let stack: ApplicationProtocol
     private let transport: QUICTransportConfiguration
     private let deliver: (NetworkConnection<ApplicationProtocol>) -> Void
+    /// Runs on each new connection's channel before it hears any event (HTTP/3 takes the
+    /// channel's streams here).
+    private let prepare: (@Sendable (QUICChannel) -> Void)?
     /// The channels of live connections (the public connections are their handlers' to keep).
     private var channels: [ObjectIdentifier: QUICChannel] = [:]
 
     init(
         driver: QUICServerDriver, context: LoopContext, stack: ApplicationProtocol, transport: QUICTransportConfiguration,
-        deliver: @escaping (NetworkConnection<ApplicationProtocol>) -> Void
+        prepare: (@Sendable (QUICChannel) -> Void)? = nil, deliver: @escaping (NetworkConnection<ApplicationProtocol>) -> Void
     ) {
+        self.prepare = prepare
         self.driver = driver
         self.context = context
         self.stack = stack
@@ -41,6 +45,7 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
                 peer: NWEndpoint(connection.path.remote), stack: stack, configuration: transport, context: context)
             channel = inbound.core.value.channel
             channels[key] = channel
+            prepare?(channel)
             deliver(inbound)
         }
         channel.handle(event, context: context)

@@ -113,6 +113,15 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// Binds, then calls `handler` for each inbound connection in a child task, until the
     /// calling task is cancelled or the listener fails. Throws if it cannot start.
     public func run(_ handler: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) async throws -> Void) async throws {
+        try await run(handler, prepareQUIC: nil)
+    }
+
+    /// `run(_:)`, with `prepareQUIC` called on each new QUIC connection's channel, on its loop,
+    /// before the channel hears any event (HTTP/3 takes the channel's streams there).
+    func run(
+        _ handler: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) async throws -> Void,
+        prepareQUIC: (@Sendable (QUICChannel) -> Void)?
+    ) async throws {
         guard !running.exchange(true, ordering: .relaxed) else {
             throw NetworkError.invalidState("this listener is already running")
         }
@@ -133,7 +142,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             let deliver: @Sendable (NetworkConnection<ApplicationProtocol>) -> Void = { continuation.yield($0) }
             switch parameters.stack {
             case let quic as QUIC:
-                group = try await startQUIC(quic, bindTo: address, deliver: deliver)
+                group = try await startQUIC(quic, bindTo: address, prepare: prepareQUIC, deliver: deliver)
             case let udp as UDP:
                 group = try await startUDP(udp, bindTo: address, deliver: deliver)
             case let tls as TLS:
@@ -187,7 +196,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     }
 
     private func startQUIC(
-        _ quic: QUIC, bindTo address: SocketAddress, deliver: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) -> Void
+        _ quic: QUIC, bindTo address: SocketAddress, prepare: (@Sendable (QUICChannel) -> Void)?,
+        deliver: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) -> Void
     ) async throws -> QUICServerGroup {
         if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled {
             throw NetworkError.unsupported("serviceClass and multipathServiceType on QUIC listeners (TCP and TLS listeners apply them)")
@@ -200,7 +210,9 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             loops: environment.map { [$0.loop] } ?? LoopPool.loops(quic.serverLoops), configuration: configuration,
             bindTo: address, batching: quic.udp.batching, sockets: try listeningSockets(environment?.sockets ?? UDPSockets())
         ) { driver, context in
-            InboundConnections(driver: driver, context: context, stack: stack, transport: quic.transport, deliver: deliver).handle
+            InboundConnections(
+                driver: driver, context: context, stack: stack, transport: quic.transport, prepare: prepare, deliver: deliver
+            ).handle
         }
     }
 

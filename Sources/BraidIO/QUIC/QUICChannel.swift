@@ -14,6 +14,19 @@ package protocol QUICChannelDelegate: AnyObject {
     func channel(_ channel: QUICChannel, endedWith error: any Error)
 }
 
+/// A protocol that runs over the connection's streams itself (HTTP/3), in place of the
+/// channel's per-stream owners: it takes every stream event with the engine, reads and writes
+/// the engine's streams directly, and asks the channel to write (`transmit`). Set as the
+/// channel's `streamConsumer` on the loop before the handshake completes.
+package protocol QUICStreamConsumer: AnyObject {
+    /// A stream event (opened, readable, writable, stop-sending, closed, streams available).
+    func channel(_ channel: QUICChannel, streamEvent event: QUICEvent, engine: QUICConnection, context: LoopContext)
+    /// The handshake completed (after the delegate heard it).
+    func channelBecameReady(_ channel: QUICChannel, engine: QUICConnection, context: LoopContext)
+    /// The channel ended with `error` (described); the channel has dropped the consumer.
+    func channelEnded(_ channel: QUICChannel, error: any Error)
+}
+
 /// How a channel reaches its datapath: the client driver (its own socket) or a server
 /// connection's slot in the server driver (a shared socket).
 package protocol QUICChannelTransport: AnyObject {
@@ -53,7 +66,7 @@ package final class QUICChannel {
     /// `connectionSendBufferLimit`, extended to the streams' outboxes).
     package let sendBudget: SendBudget
     /// Turns engine, datapath and internal errors into the caller's error type.
-    let describe: (any Error) -> any Error
+    package let describe: (any Error) -> any Error
 
     package private(set) var engine: QUICConnection?
     private var transport: QUICChannelTransport?
@@ -75,6 +88,9 @@ package final class QUICChannel {
     package private(set) var datagramsDroppedBeforeEngine: UInt64 = 0
     /// Resumption: called with each ticket the server sends.
     package var ticketReceived: ((QUICResumptionTicket) -> Void)?
+    /// Takes every stream event in place of the channel's stream owners (HTTP/3 reads and
+    /// writes the streams itself); nil for the public stream API. Held until the channel ends.
+    package var streamConsumer: QUICStreamConsumer?
 
     package init(loop: EventLoop, streamSendLimit: Int, connectionSendLimit: Int, describe: @escaping (any Error) -> any Error) {
         self.loop = loop
@@ -107,7 +123,7 @@ package final class QUICChannel {
     /// Has what the engine has to send written once, at the end of this loop pass: stream
     /// pumps, credit returns and datagram drains of one pass share one write (and one system
     /// call where the socket takes it all).
-    func transmit(_ context: LoopContext) {
+    package func transmit(_ context: LoopContext) {
         guard engine != nil, !transmitPending else { return }
         transmitPending = true
         context.atEndOfPass { [self] context in
@@ -129,6 +145,15 @@ package final class QUICChannel {
     /// One engine event, in order, on the loop (the driver delivers them).
     package func handle(_ event: QUICEvent, context: LoopContext) {
         guard let engine else { return }
+        if let streamConsumer {
+            switch event {
+            case .streamOpened, .streamReadable, .streamWritable, .streamStopSending, .streamClosed, .streamsAvailable:
+                streamConsumer.channel(self, streamEvent: event, engine: engine, context: context)
+                return
+            default:
+                break
+            }
+        }
         switch event {
         case .handshakeCompleted:
             isReady = true
@@ -137,6 +162,7 @@ package final class QUICChannel {
             // Sends that waited for ready queue before any the outbox takes from now on.
             Self.run(&readyWaiters, nil)
             for stream in streams.values { stream.connectionReady(context) }
+            streamConsumer?.channelBecameReady(self, engine: engine, context: context)
         case .streamOpened(let id):
             let stream = makeStream(id, locallyInitiated: false, engine: engine)
             streams[id] = stream
@@ -181,6 +207,11 @@ package final class QUICChannel {
             delegate?.channel(self, endedWith: described)
         }
         let error = finalError!
+        if let consumer = streamConsumer {
+            // Dropped first: the consumer holds the channel, and must not hear the end twice.
+            streamConsumer = nil
+            consumer.channelEnded(self, error: error)
+        }
         Self.run(&readyWaiters, error)
         Self.run(&attachWaiters, error)
         for (_, completion) in streamCreditWaiters { completion.resume(.failure(error)) }

@@ -2,6 +2,7 @@ import BraidCore
 import BraidIO
 import Foundation
 import Glibc
+import HTTPTypes
 import Testing
 
 @testable import Braid
@@ -20,6 +21,27 @@ func readmeServer(port: NWEndpoint.Port, certificate: String, key: String) async
             try await stream.send(request, endOfStream: true)
         }
     }
+}
+
+/// README (HTTP/3): the server.
+func readmeHTTP3Server(port: NWEndpoint.Port, certificate: String, key: String) async throws {
+    let listener = NetworkListener(port: port) {
+        QUIC(alpn: ["h3"]).identity(certificateChainFile: certificate, privateKeyFile: key)
+    }
+    try await listener.runHTTP3 { request, body in
+        let received = try await body.collect(upTo: 1024 * 1024)
+        return (HTTPResponse(status: .ok), .data(Data("got \(received.count) bytes".utf8)))
+    }
+}
+
+/// README (HTTP/3): the client.
+func readmeHTTP3Client(port: NWEndpoint.Port, caFile: String) async throws -> (Data, HTTPResponse) {
+    let client = HTTP3Client(quic: QUIC(alpn: ["h3"]).trust(.certificateAuthorities(file: caFile)))
+    let request = HTTPRequest(method: .get, scheme: "https", authority: "localhost:\(port)", path: "/index.html")
+    let (body, response) = try await client.data(for: request)
+    print(response.status, body.count)
+    client.close()
+    return (body, response)
 }
 
 /// README: a client with one stream.
@@ -301,6 +323,33 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
 
     /// The graceful-shutdown example: a client in the middle of a connection sees the
     /// listener's close with code 0 once the example's `serving.value` has returned.
+    @Test func http3ExamplesTalk() async throws {
+        // A free port, then the example server on it (retried as above if another socket
+        // takes the port first).
+        var answer: (Data, HTTPResponse)?
+        for _ in 0..<3 where answer == nil {
+            let probe = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+                QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            }
+            let probing = Task { try await probe.run { _ in } }
+            for await state in probe.states where state == .ready { break }
+            let port = try #require(probe.port)
+            probing.cancel()
+            _ = try? await probing.value
+            let server = Task {
+                try await readmeHTTP3Server(port: port, certificate: Fixtures.path("server.pem"), key: Fixtures.path("server-key.pem"))
+            }
+            defer { server.cancel() }
+            for _ in 0..<50 where answer == nil {
+                answer = try? await readmeHTTP3Client(port: port, caFile: Fixtures.caFile)
+                if answer == nil { try await Task.sleep(for: .milliseconds(100)) }
+            }
+        }
+        let (body, response) = try #require(answer)
+        #expect(response.status == .ok)
+        #expect(String(decoding: body, as: UTF8.self) == "got 0 bytes")
+    }
+
     @Test func gracefulShutdownExampleClosesClientsWithCodeZero() async throws {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
             QUIC(alpn: ["echo"]).identity(

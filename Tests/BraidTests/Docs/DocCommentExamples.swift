@@ -4,6 +4,7 @@ import BraidIO
 import BraidPerf
 import BraidQUIC
 import Foundation
+import HTTPTypes
 import Testing
 
 // Every ```swift example in a doc comment under Sources/, pasted verbatim (only the indentation
@@ -29,6 +30,66 @@ func docExample_NetworkConnection() async throws -> Data {
 func docExample_NetworkConnection_states(_ connection: NetworkConnection<QUIC>) async {
     for await state in connection.states {
         if case .waiting(let error) = state { print("waiting: \(error)") }
+    }
+}
+
+/// Sources/Braid/HTTP3/HTTP3Client.swift
+func docExample_HTTP3Client() async throws -> Data {
+    let client = HTTP3Client(quic: QUIC(alpn: ["h3"]).trust(.certificateAuthorities(file: "ca.pem")))
+    let request = HTTPRequest(method: .get, scheme: "https", authority: "localhost:4433", path: "/index.html")
+    let (body, response) = try await client.data(for: request)
+    print(response.status, body.count)
+    client.close()
+    return body
+}
+
+func docExample_HTTP3Client_data(_ client: HTTP3Client) async throws -> (Data, HTTPResponse) {
+    let (body, response) = try await client.data(for: HTTPRequest(method: .get, scheme: "https", authority: "localhost:4433", path: "/1000"))
+    return (body, response)
+}
+
+func docExample_HTTP3Client_upload(_ client: HTTP3Client) async throws -> (Data, HTTPResponse) {
+    let upload = HTTPRequest(method: .post, scheme: "https", authority: "localhost:4433", path: "/upload")
+    let (reply, response) = try await client.upload(for: upload, from: Data("hello".utf8))
+    return (reply, response)
+}
+
+func docExample_HTTP3Client_bytes(_ client: HTTP3Client) async throws -> Int {
+    let (body, response) = try await client.bytes(for: HTTPRequest(method: .get, scheme: "https", authority: "localhost:4433", path: "/100000000"))
+    var received = 0
+    for try await chunk in body { received += chunk.count }
+    _ = response
+    return received
+}
+
+/// Sources/Braid/HTTP3/HTTP3IncomingBody.swift
+func docExample_HTTP3IncomingBody(_ body: HTTP3IncomingBody) async throws -> Int {
+    var total = 0
+    for try await chunk in body { total += chunk.count }
+    return total
+}
+
+func docExample_HTTP3IncomingBody_collect(_ body: HTTP3IncomingBody) async throws -> Data {
+    let upload = try await body.collect(upTo: 10 * 1024 * 1024)
+    return upload
+}
+
+/// Sources/Braid/HTTP3/HTTP3ResponseBody.swift
+func docExample_HTTP3ResponseBody() -> HTTP3ResponseBody {
+    let body = HTTP3ResponseBody.stream { writer in
+        for _ in 0..<10 { try await writer.write(Data(repeating: 0x61, count: 1024)) }
+    }
+    return body
+}
+
+/// Sources/Braid/HTTP3/NetworkListener+HTTP3.swift
+func docExample_NetworkListener_runHTTP3() async throws {
+    let listener = NetworkListener(port: 4433) {
+        QUIC(alpn: ["h3"]).identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    }
+    try await listener.runHTTP3 { request, body in
+        let received = try await body.collect(upTo: 1024 * 1024)
+        return (HTTPResponse(status: .ok), .data(Data("got \(received.count) bytes".utf8)))
     }
 }
 

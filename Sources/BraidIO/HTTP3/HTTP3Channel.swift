@@ -1,0 +1,344 @@
+import BraidCore
+import BraidHTTP3
+import BraidQUIC
+import Foundation
+
+/// One HTTP/3 connection's owner on its loop, client or server: the `HTTP3Connection` engine
+/// over a `QUICChannel`'s streams. The channel hands it every stream event (it is the
+/// channel's `streamConsumer`), so the QUIC connection's drivers, timers, close and errors
+/// stay the channel's; this owner feeds each stream's bytes to the engine, writes the
+/// engine's writes to the QUIC engine while it has room, carries out the engine's transport
+/// actions, and turns its events into `HTTP3Exchange`s for the application.
+///
+/// Flow control: request and response bodies are credited to the peer only as the
+/// application consumes them (`HTTP3Exchange.receiveBody`), so a slow reader stops the peer
+/// at the QUIC stream window; bodies sent are pulled from each exchange's bounded outbox.
+///
+/// The application side reaches it through `reference` (weak, loop-only) and `shared`.
+package final class HTTP3Channel: QUICStreamConsumer {
+    package let role: HTTP3Connection.Role
+    package let configuration: HTTP3Configuration
+    /// The most body bytes each exchange's outbox holds.
+    package let bodyBufferLimit: Int
+    package let reference: HTTP3ChannelReference
+    package let shared: HTTP3ChannelShared
+    private var quic: QUICChannel?
+    private(set) var engine: HTTP3Connection?
+    private var exchanges: [Int64: HTTP3Exchange] = [:]
+    /// Streams that became readable before the engine existed (a server's 0-RTT requests).
+    private var waitingReadable: Set<Int64> = []
+    /// Streams QUIC flow control stopped (the engine skips them until writable).
+    private var blocked: Set<Int64> = []
+    /// Client requests waiting for the handshake or for the peer's stream limit, in order.
+    private var pendingRequests: [(fields: [HTTP3Field], hasBody: Bool, completion: Completion<HTTP3Exchange>)] = []
+    private var servicePending = false
+    private var finalError: (any Error)?
+
+    package init(role: HTTP3Connection.Role, loop: EventLoop, configuration: HTTP3Configuration = HTTP3Configuration(), bodyBufferLimit: Int = 256 * 1024) {
+        self.role = role
+        self.configuration = configuration
+        self.bodyBufferLimit = bodyBufferLimit
+        reference = HTTP3ChannelReference(loop: loop)
+        shared = HTTP3ChannelShared()
+        reference.channel = self
+    }
+
+    /// Takes over `channel`'s streams. Call on the loop before its handshake completes.
+    package func attach(to channel: QUICChannel) {
+        quic = channel
+        channel.streamConsumer = self
+        if let finalError = channel.finalError { end(finalError) }
+    }
+
+    // MARK: QUICStreamConsumer
+
+    package func channelBecameReady(_ channel: QUICChannel, engine quicEngine: QUICConnection, context: LoopContext) {
+        start(quicEngine, context: context)
+    }
+
+    package func channel(_ channel: QUICChannel, streamEvent event: QUICEvent, engine quicEngine: QUICConnection, context: LoopContext) {
+        switch event {
+        case .streamReadable(let id):
+            if engine == nil { waitingReadable.insert(id) } else { read(id, quicEngine) }
+        case .streamWritable(let id):
+            if blocked.remove(id) != nil { engine?.unblockStream(streamID: id) }
+        case .streamStopSending(let id, let code):
+            engine?.peerStoppedSending(streamID: id, code: code ?? HTTP3ErrorCode.noError.code)
+        case .streamClosed(let id):
+            // The engine's events for the stream (its message's end) reach the exchange first.
+            service(context)
+            engine?.streamClosed(streamID: id)
+            blocked.remove(id)
+            // Anything not yet ended ends here (the body already finished keeps its end).
+            retire(id, quicEngine, error: HTTP3Error.invalidStream(streamID: id, reason: "the stream closed before its message ended"))
+        case .streamsAvailable:
+            openPendingRequests(quicEngine, context: context)
+        default:
+            break
+        }
+        scheduleService(context)
+    }
+
+    package func channelEnded(_ channel: QUICChannel, error: any Error) {
+        end(error)
+    }
+
+    // MARK: Engine
+
+    private func start(_ quicEngine: QUICConnection, context: LoopContext) {
+        guard engine == nil, finalError == nil else { return }
+        do {
+            let streams = HTTP3LocalStreams(
+                control: try quicEngine.openStream(bidirectional: false),
+                qpackEncoder: try quicEngine.openStream(bidirectional: false),
+                qpackDecoder: try quicEngine.openStream(bidirectional: false))
+            let engine = try HTTP3Connection(role: role, localStreams: streams, configuration: configuration)
+            if role == .server {
+                // The QUIC layer enforces the stream limit (and raises it as streams close);
+                // nghttp3 only needs a bound no legal stream ID passes.
+                engine.setMaxClientBidirectionalStreams(1 << 60)
+            }
+            self.engine = engine
+        } catch {
+            quic?.cancel(context: context, code: HTTP3ErrorCode.internalError.code, reason: "HTTP/3 could not start")
+            return
+        }
+        for id in waitingReadable.sorted() { read(id, quicEngine) }
+        waitingReadable.removeAll()
+        openPendingRequests(quicEngine, context: context)
+        scheduleService(context)
+    }
+
+    /// Feeds the engine everything QUIC has for the stream; credits back what it consumed at
+    /// once (body bytes are credited as the application reads them).
+    private func read(_ id: Int64, _ quicEngine: QUICConnection) {
+        guard let engine else { return }
+        do {
+            var consumed = 0
+            let (fin, _) = try quicEngine.read(streamID: id, returnsCredit: false) { bytes in
+                consumed += engine.receive(streamID: id, bytes: bytes, fin: false)
+            }
+            if fin { consumed += engine.receive(streamID: id, bytes: UnsafeRawBufferPointer(start: nil, count: 0), fin: true) }
+            if consumed > 0 { quicEngine.returnCredit(streamID: id, bytes: consumed) }
+        } catch QUICError.streamReset(let streamID, let code) {
+            engine.peerResetStream(streamID: streamID, code: code)
+        } catch {
+            // The stream is gone (closed): nothing to read.
+        }
+    }
+
+    /// Has the engine's actions, events and writes handled once, at the end of this pass.
+    private func scheduleService(_ context: LoopContext) {
+        guard !servicePending, engine != nil else { return }
+        servicePending = true
+        context.atEndOfPass { [self] context in
+            servicePending = false
+            service(context)
+        }
+    }
+
+    private func service(_ context: LoopContext) {
+        guard let engine, let quicEngine = quic?.engine else { return }
+        var rounds = 0
+        while true {
+            rounds += 1
+            for action in engine.takeTransportActions() {
+                switch action {
+                case .returnCredit(let id, let bytes):
+                    quicEngine.returnCredit(streamID: id, bytes: bytes)
+                case .stopSending(let id, let code):
+                    try? quicEngine.stopSending(streamID: id, applicationErrorCode: code.code)
+                case .resetStream(let id, let code):
+                    try? quicEngine.resetStream(streamID: id, applicationErrorCode: code.code)
+                case .closeConnection(let code, let reason):
+                    quic?.cancel(context: context, code: code.code, reason: reason)
+                    return
+                }
+            }
+            let events = engine.takeEvents()
+            for event in events { handle(event, engine: engine, quicEngine: quicEngine) }
+            let wrote = write(engine, quicEngine)
+            if (events.isEmpty && !wrote) || finalError != nil || rounds > 64 { break }
+        }
+        quic?.transmit(context)
+        if rounds > 64 { scheduleService(context) }
+    }
+
+    private func write(_ engine: HTTP3Connection, _ quicEngine: QUICConnection) -> Bool {
+        guard !quicEngine.isClosed else { return false }
+        var wrote = false
+        while let write = engine.nextWrite(maxBytes: 64 * 1024) {
+            wrote = true
+            do {
+                if write.pieces.isEmpty {
+                    try quicEngine.send(streamID: write.streamID, bytes: [UInt8](), fin: write.fin)
+                }
+                for (index, piece) in write.pieces.enumerated() {
+                    try quicEngine.send(
+                        streamID: write.streamID, bytes: piece.bytes, range: piece.range, fin: write.fin && index == write.pieces.count - 1)
+                }
+            } catch {
+                // The peer stopped the stream, or it was reset: nghttp3 writes no more there.
+                engine.peerStoppedSending(streamID: write.streamID, code: HTTP3ErrorCode.requestCancelled.code)
+                continue
+            }
+            if !quicEngine.canSend(streamID: write.streamID) {
+                blocked.insert(write.streamID)
+                engine.blockStream(streamID: write.streamID)
+            }
+        }
+        return wrote
+    }
+
+    private func handle(_ event: HTTP3Event, engine: HTTP3Connection, quicEngine: QUICConnection) {
+        switch event {
+        case .headers(let id, let fields):
+            if role == .server {
+                guard exchanges[id] == nil else { return }
+                let exchange = HTTP3Exchange(streamID: id, requestFields: fields, channel: reference, bodyLimit: bodyBufferLimit)
+                exchanges[id] = exchange
+                shared.deliver(exchange)
+            } else if let exchange = exchanges[id] {
+                // Interim (1xx) responses come before the final one; only that one is kept.
+                if let status = fields.value(of: ":status"), status.hasPrefix("1") { return }
+                exchange.deliverHead(.success(fields))
+            }
+        case .body(let id, let bytes):
+            if let exchange = exchanges[id] {
+                exchange.inbox.fill(adopting: Data(bytes))
+            } else {
+                quicEngine.returnCredit(streamID: id, bytes: bytes.count)
+            }
+        case .trailers:
+            // Trailers are not passed to the application yet.
+            break
+        case .endOfMessage(let id):
+            guard let exchange = exchanges[id] else { return }
+            exchange.deliverHead(.failure(describe(HTTP3Error.invalidStream(streamID: id, reason: "the response ended without a header section"))))
+            exchange.inbox.fill(adopting: Data(), end: .finished)
+        case .streamReset(let id, let code), .streamError(let id, let code):
+            exchanges[id]?.fail(describe(HTTP3StreamFailure(streamID: id, code: code)))
+        case .stopSending(let id, let code):
+            exchanges[id]?.outbox.fail(describe(HTTP3StreamFailure(streamID: id, code: code)))
+        case .requestRejected(let id):
+            exchanges[id]?.fail(describe(HTTP3Error.requestRejected(streamID: id)))
+        case .goaway:
+            shared.markGoingAway()
+        case .connectionError(let error):
+            end(error)
+        }
+    }
+
+    /// Forgets an exchange (its stream closed, or the application cancelled it) after failing
+    /// what of it had not ended. The connection-level credit of body bytes nobody will read
+    /// (or whose credit is still held) goes back now, so abandoned bodies cannot stall the
+    /// connection's other streams; bytes read later are not credited again.
+    private func retire(_ id: Int64, _ quicEngine: QUICConnection?, error: any Error) {
+        guard let exchange = exchanges.removeValue(forKey: id) else { return }
+        exchange.fail(describe(error))
+        var credit = exchange.inbox.takeCredit()
+        if exchange.inbox.waitingReceives == 0 { credit += exchange.inbox.available }
+        if credit > 0 { quicEngine?.returnCredit(streamID: id, bytes: credit) }
+    }
+
+    private func describe(_ error: any Error) -> any Error {
+        quic?.describe(error) ?? error
+    }
+
+    /// Every exchange and waiting call fails with `error`; no new request is taken.
+    private func end(_ error: any Error) {
+        guard finalError == nil else { return }
+        let described = describe(error)
+        finalError = described
+        shared.end(described)
+        for (_, exchange) in exchanges { exchange.fail(described) }
+        exchanges.removeAll()
+        for request in pendingRequests { request.completion.resume(.failure(described)) }
+        pendingRequests.removeAll()
+        quic = nil
+    }
+
+    // MARK: Calls from the application (on the loop)
+
+    /// Client: sends a request on a new stream (once the handshake completes and the peer's
+    /// stream limit allows); its body, if `hasBody`, follows through the exchange's outbox.
+    package func sendRequest(fields: [HTTP3Field], hasBody: Bool, context: LoopContext, completion: Completion<HTTP3Exchange>) {
+        if let finalError {
+            completion.resume(.failure(finalError))
+            return
+        }
+        pendingRequests.append((fields, hasBody, completion))
+        if let quicEngine = quic?.engine, engine != nil { openPendingRequests(quicEngine, context: context) }
+    }
+
+    private func openPendingRequests(_ quicEngine: QUICConnection, context: LoopContext) {
+        guard let engine else { return }
+        while let request = pendingRequests.first {
+            guard request.completion.isPending else {
+                pendingRequests.removeFirst()
+                continue
+            }
+            let id: Int64
+            do {
+                id = try quicEngine.openStream(bidirectional: true)
+            } catch QUICError.streamLimitReached {
+                return
+            } catch {
+                pendingRequests.removeFirst()
+                request.completion.resume(.failure(describe(error)))
+                continue
+            }
+            pendingRequests.removeFirst()
+            let exchange = HTTP3Exchange(streamID: id, requestFields: [], channel: reference, bodyLimit: bodyBufferLimit)
+            let outbox = exchange.outbox
+            do {
+                try engine.sendRequest(streamID: id, fields: request.fields, body: request.hasBody ? { outbox.next() } : nil)
+            } catch {
+                try? quicEngine.resetStream(streamID: id, applicationErrorCode: HTTP3ErrorCode.requestCancelled.code)
+                request.completion.resume(.failure(describe(error)))
+                continue
+            }
+            exchanges[id] = exchange
+            if !request.completion.resume(.success(exchange)) {
+                cancel(streamID: id, context: context)
+            }
+        }
+        scheduleService(context)
+    }
+
+    /// Server: answers the request on `streamID`.
+    func sendResponse(streamID: Int64, fields: [HTTP3Field], hasBody: Bool, context: LoopContext, completion: Completion<Void>) {
+        guard let engine, let exchange = exchanges[streamID] else {
+            completion.resume(.failure(finalError ?? describe(HTTP3Error.invalidStream(streamID: streamID, reason: "the request's stream has ended"))))
+            return
+        }
+        let outbox = exchange.outbox
+        do {
+            try engine.sendResponse(streamID: streamID, fields: fields, body: hasBody ? { outbox.next() } : nil)
+            completion.resume(.success(()))
+        } catch {
+            completion.resume(.failure(describe(error)))
+        }
+        scheduleService(context)
+    }
+
+    func resumeBody(streamID: Int64, context: LoopContext) {
+        engine?.resumeBody(streamID: streamID)
+        scheduleService(context)
+    }
+
+    func returnCredit(streamID: Int64, context: LoopContext) {
+        guard let exchange = exchanges[streamID] else { return }
+        let credit = exchange.inbox.takeCredit()
+        guard credit > 0, let quicEngine = quic?.engine else { return }
+        quicEngine.returnCredit(streamID: streamID, bytes: credit)
+        quic?.transmit(context)
+    }
+
+    func cancel(streamID: Int64, context: LoopContext) {
+        guard let engine, exchanges[streamID] != nil else { return }
+        try? engine.cancelStream(streamID: streamID)
+        retire(streamID, quic?.engine, error: CancellationError())
+        scheduleService(context)
+    }
+}

@@ -1,0 +1,46 @@
+import BraidCore
+import BraidHTTP3
+import Foundation
+
+/// How application-side objects (`HTTP3Exchange`, the public client and server) reach an
+/// `HTTP3Channel` on its loop without keeping it alive: a weak reference, used only there.
+package final class HTTP3ChannelReference: @unchecked Sendable {
+    // Unchecked: `channel` is read and written only on `loop`'s thread.
+    package let loop: EventLoop
+    weak var channel: HTTP3Channel?
+
+    init(loop: EventLoop) {
+        self.loop = loop
+    }
+
+    /// Runs `work` on the loop with the channel, if it still exists.
+    func onLoop(_ work: @escaping @Sendable (HTTP3Channel, LoopContext) -> Void) {
+        loop.execute { [self] context in
+            guard let channel else { return }
+            work(channel, context)
+        }
+    }
+
+    /// Runs `work` on the loop with a completion it resumes; throws `gone` if the channel no
+    /// longer exists.
+    func call<Value: Sendable>(
+        _ work: @escaping @Sendable (HTTP3Channel, LoopContext, Completion<Value>) -> Void
+    ) async throws -> Value {
+        try await Completion<Value>.wait(on: loop) { [self] context, completion in
+            guard let channel else {
+                completion.resume(.failure(HTTP3Error.invalidState("The HTTP/3 connection has ended.")))
+                return
+            }
+            work(channel, context, completion)
+        }
+    }
+
+    /// Client: sends a request's header section on a new stream (waiting for the handshake
+    /// and the peer's stream limit); its body, if `hasBody`, follows through the exchange's
+    /// outbox.
+    package func sendRequest(fields: [HTTP3Field], hasBody: Bool) async throws -> HTTP3Exchange {
+        try await call { channel, context, completion in
+            channel.sendRequest(fields: fields, hasBody: hasBody, context: context, completion: completion)
+        }
+    }
+}

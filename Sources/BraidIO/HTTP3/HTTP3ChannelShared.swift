@@ -1,0 +1,35 @@
+import BraidCore
+import Foundation
+
+/// What the application's tasks read of an `HTTP3Channel` without a trip to its loop: the
+/// requests a server receives, in order, and whether the connection still takes new requests.
+package final class HTTP3ChannelShared: Sendable {
+    private struct State {
+        var goingAway = false
+        var error: (any Error)?
+    }
+    private let state = Locked(State())
+    /// Server: each request as its header section arrives; ends when the connection does.
+    /// Unbounded in count only as far as the QUIC stream limit lets the peer open streams.
+    package let requests: AsyncStream<HTTP3Exchange>
+    private let continuation: AsyncStream<HTTP3Exchange>.Continuation
+
+    init() {
+        (requests, continuation) = AsyncStream.makeStream()
+    }
+
+    /// False once the peer sent GOAWAY or the connection ended: new requests need a new
+    /// connection.
+    package var takesNewRequests: Bool { state.withLock { !$0.goingAway && $0.error == nil } }
+    /// Why the connection ended, once it has.
+    package var error: (any Error)? { state.withLock { $0.error } }
+
+    func deliver(_ exchange: HTTP3Exchange) { continuation.yield(exchange) }
+
+    func markGoingAway() { state.withLock { $0.goingAway = true } }
+
+    func end(_ error: any Error) {
+        state.withLock { $0.error = error }
+        continuation.finish()
+    }
+}

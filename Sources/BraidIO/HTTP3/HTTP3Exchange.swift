@@ -1,0 +1,125 @@
+import BraidCore
+import BraidHTTP3
+import Foundation
+
+/// One request and its response on an HTTP/3 connection, as the application's tasks see it
+/// (`Sendable`; the connection's `HTTP3Channel` fills it on its loop).
+///
+/// - `inbox`: the body received (the response's on a client, the request's on a server).
+///   Its flow-control credit goes back to the peer only as the application consumes it
+///   (`receiveBody`), so unread body bytes are bounded by the QUIC stream window.
+/// - `outbox`: the body sent, pulled by the engine as the stream has room, bounded by
+///   `HTTP3BodyOutbox.limit`.
+/// - `head()`: the peer's final header section (a client's response; a server's request is
+///   given at once as `requestFields`).
+package final class HTTP3Exchange: Sendable {
+    package let streamID: Int64
+    package let inbox = StreamInbox()
+    package let outbox: HTTP3BodyOutbox
+    /// Server: the request's header section.
+    package let requestFields: [HTTP3Field]
+    private let channel: HTTP3ChannelReference
+    private let headState = Locked<HeadState>(HeadState())
+    private let failure = Locked<(ended: Bool, waiter: Completion<Void>?)>((false, nil))
+
+    private struct HeadState {
+        var result: Result<[HTTP3Field], any Error>?
+        var waiter: Completion<[HTTP3Field]>?
+    }
+
+    init(streamID: Int64, requestFields: [HTTP3Field], channel: HTTP3ChannelReference, bodyLimit: Int) {
+        self.streamID = streamID
+        self.requestFields = requestFields
+        self.channel = channel
+        outbox = HTTP3BodyOutbox(limit: bodyLimit) { [channel] in
+            channel.onLoop { channel, context in channel.resumeBody(streamID: streamID, context: context) }
+        }
+    }
+
+    // MARK: Application side
+
+    /// Client: the final response's header section, once it arrives.
+    package func head() async throws -> [HTTP3Field] {
+        try await Completion<[HTTP3Field]>.wait { completion in
+            let result = headState.withLock { state -> Result<[HTTP3Field], any Error>? in
+                if let result = state.result { return result }
+                state.waiter = completion
+                return nil
+            }
+            if let result { completion.resume(result) }
+        }
+    }
+
+    /// Up to `maximum` bytes of the received body (nil at its end). Consumed bytes' credit
+    /// goes back to the peer in coalesced loop passes.
+    package func receiveBody(maximum: Int) async throws -> Data? {
+        let delivery = try await inbox.receive(StreamInbox.Request(minimum: 1, maximum: maximum, exact: false)) {
+            postCreditPass()
+        }
+        if inbox.claimCreditPass() { postCreditPass() }
+        if delivery.content.isEmpty && delivery.endOfStream { return nil }
+        return delivery.content
+    }
+
+    private func postCreditPass() {
+        let streamID = streamID
+        channel.onLoop { channel, context in channel.returnCredit(streamID: streamID, context: context) }
+    }
+
+    /// Returns once the exchange has failed or been retired (the peer reset it, the
+    /// connection ended, its stream closed); throws `CancellationError` if the task is
+    /// cancelled first. A server runs its handler only until then.
+    package func ended() async throws {
+        try await Completion<Void>.wait { completion in
+            let done = failure.withLock { state -> Bool in
+                if state.ended { return true }
+                state.waiter = completion
+                return false
+            }
+            if done { completion.resume(.success(())) }
+        }
+    }
+
+    /// Server: sends the response's header section; its body follows through `outbox` (then
+    /// `outbox.finish()`) when `hasBody`.
+    package func respond(fields: [HTTP3Field], hasBody: Bool) async throws {
+        let streamID = streamID
+        try await channel.call { channel, context, completion in
+            channel.sendResponse(streamID: streamID, fields: fields, hasBody: hasBody, context: context, completion: completion)
+        }
+    }
+
+    /// Ends the exchange early: the stream is reset and stopped with H3_REQUEST_CANCELLED
+    /// (nothing happens if it already completed).
+    package func cancel() {
+        let streamID = streamID
+        outbox.fail(CancellationError())
+        channel.onLoop { channel, context in channel.cancel(streamID: streamID, context: context) }
+    }
+
+    // MARK: Loop side
+
+    func deliverHead(_ result: Result<[HTTP3Field], any Error>) {
+        let waiter = headState.withLock { state -> Completion<[HTTP3Field]>? in
+            guard state.result == nil else { return nil }
+            state.result = result
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(result)
+    }
+
+    /// The exchange failed: every waiting and later call throws `error` (received body bytes
+    /// queued before stay readable).
+    func fail(_ error: any Error) {
+        deliverHead(.failure(error))
+        inbox.fail(error)
+        outbox.fail(error)
+        let waiter = failure.withLock { state -> Completion<Void>? in
+            state.ended = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(.success(()))
+    }
+}

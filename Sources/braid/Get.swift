@@ -1,0 +1,84 @@
+import ArgumentParser
+import Braid
+import BraidPerf
+import Foundation
+import HTTPTypes
+
+/// `braid get`: one HTTP/3 GET; prints the body or saves it.
+struct Get: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Fetch an https URL over HTTP/3.",
+        discussion: """
+            Prints the response body to standard output, or saves it with --output. With --json, \
+            prints one JSON object instead: status, bytes, and the time to the response's end. \
+            Exit status 0 for a 2xx response, 2 for any other status, 1 if the request failed. \
+            The body is held in memory, up to --max-size bytes.
+            """)
+
+    @Argument(help: "The URL (https://host[:port]/path).") var url: String
+    @Option(name: .shortAndLong, help: "Save the body to this file instead of printing it.") var output: String?
+    @Option(help: "Trust the CA certificates in this PEM file (default: the system's).") var ca: String?
+    @Flag(help: "Accept any server certificate (testing only).") var insecure = false
+    @Option(help: "Server name for SNI and certificate checks (default: the URL's host).") var sni: String?
+    @Option(name: .customLong("max-size"), help: "Largest body accepted, in bytes.") var maxSize = 1 << 30
+    @Option(help: "Give up after this many seconds.") var timeout = 30.0
+    @Flag(help: "Print one JSON object with the status, size and timings.") var json = false
+
+    func validate() throws {
+        if let ca { _ = try readableFile(ca, flag: "--ca") }
+        if ca != nil && insecure { throw ValidationError("--ca and --insecure exclude each other") }
+        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        guard maxSize >= 0 else { throw ValidationError("--max-size cannot be negative") }
+    }
+
+    func run() async throws {
+        guard let components = URLComponents(string: url), components.scheme?.lowercased() == "https", let host = components.host, !host.isEmpty else {
+            throw CommandFailure("\(url): not an https URL (HTTP/3 runs over https only)")
+        }
+        let bareHost = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        var stack = QUIC(alpn: ["h3"]).serverName(sni ?? bareHost)
+        if let ca { stack = stack.trust(.certificateAuthorities(file: ca)) }
+        if insecure { stack = stack.insecureAcceptAnyCertificate() }
+        let authority = components.port.map { "\(host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host):\($0)" } ?? host
+        var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        if let query = components.percentEncodedQuery { path += "?" + query }
+        let request = HTTPRequest(method: .get, scheme: "https", authority: authority, path: path)
+        let client = HTTP3Client(quic: stack, maximumResponseBodySize: maxSize)
+        let start = ContinuousClock.now
+        let timeout = timeout
+        let outcome = await withTaskGroup(of: Result<(Data, HTTPResponse), any Error>?.self) { group in
+            group.addTask { await Result { try await client.data(for: request) } }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
+                return Task.isCancelled ? nil : .failure(CommandFailure("timed out after \(timeout) s"))
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .failure(CommandFailure("the request ended without a result"))
+        }
+        let elapsed = ContinuousClock.now - start
+        client.close()
+        let (body, response): (Data, HTTPResponse)
+        switch outcome {
+        case .success(let result): (body, response) = result
+        case .failure(let error): throw CommandFailure("GET \(url): \(error)")
+        }
+        if let output {
+            do {
+                try body.write(to: URL(fileURLWithPath: output))
+            } catch {
+                throw CommandFailure("--output \(output): \(error.localizedDescription)")
+            }
+        }
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        if json {
+            printJSON([
+                "url": url, "status": response.status.code, "bytes": body.count, "seconds": seconds,
+                "goodput_mbit_s": seconds > 0 ? Double(body.count) * 8 / seconds / 1e6 : 0,
+            ])
+        } else if output == nil {
+            FileHandle.standardOutput.write(body)
+        }
+        if response.status.kind != .successful { throw ExitCode(2) }
+    }
+}

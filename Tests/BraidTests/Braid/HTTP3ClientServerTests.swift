@@ -1,0 +1,256 @@
+import Braid
+import BraidCore
+import BraidHTTP3
+import Foundation
+import HTTPTypes
+import Testing
+
+/// Braid's HTTP/3 client against Braid's HTTP/3 server over loopback, through the public API.
+@Suite struct HTTP3ClientServerTests {
+    /// Handlers of `/wait-forever` that were cancelled (only `cancelledRequestCancelsItsHandler` asks for it).
+    static let cancelledHandlers = Locked(0)
+    static let startedHandlers = Locked(0)
+    /// Handlers of `/hang` that started (only `listenerShutdownClosesWithNoError` asks for it).
+    static let hangingHandlers = Locked(0)
+
+    /// The byte at `index` of a generated body (so every byte is checked, not just the count).
+    static func patternByte(_ index: Int) -> UInt8 { UInt8(truncatingIfNeeded: index &* 31 &+ index >> 8) }
+
+    static func pattern(_ count: Int) -> Data { Data((0..<count).map(patternByte)) }
+
+    /// The test server: `/hello` says hello; `/N` sends N pattern bytes, streamed; `/count`
+    /// (POST) answers the upload's size and whether it matched the pattern; `/fail` throws.
+    @Sendable static func handler(_ request: HTTPRequest, _ body: HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody) {
+        let path = request.path ?? "/"
+        if path == "/hello" {
+            return (HTTPResponse(status: .ok, headerFields: [.contentType: "text/plain"]), .data(Data("hello, h3".utf8)))
+        }
+        if path == "/count" {
+            let upload = try await body.collect(upTo: 32 * 1024 * 1024)
+            let matches = upload == pattern(upload.count)
+            return (HTTPResponse(status: .ok), .data(Data("\(upload.count) \(matches)".utf8)))
+        }
+        if path == "/wait-forever" {
+            startedHandlers.withLock { $0 += 1 }
+            do {
+                try await Task.sleep(for: .seconds(3600))
+            } catch {
+                cancelledHandlers.withLock { $0 += 1 }
+                throw error
+            }
+        }
+        if path == "/hang" {
+            hangingHandlers.withLock { $0 += 1 }
+            try await Task.sleep(for: .seconds(3600))
+        }
+        if path == "/fail" {
+            throw NetworkError.invalidState("the handler failed on purpose")
+        }
+        if let count = Int(path.dropFirst()) {
+            return (HTTPResponse(status: .ok, headerFields: [.contentLength: String(count)]), .stream { writer in
+                var offset = 0
+                while offset < count {
+                    let end = min(offset + 100_000, count)
+                    try await writer.write(Data((offset..<end).map(patternByte)))
+                    offset = end
+                }
+            })
+        }
+        return (HTTPResponse(status: .notFound), .empty)
+    }
+
+    /// A listener serving `handler` on 127.0.0.1, and a client trusting its certificate.
+    static func start() async throws -> (NetworkListener<QUIC>, Task<Void, any Error>, HTTP3Client, String) {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+            QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        }
+        let task = Task { try await listener.runHTTP3(handler) }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        let client = HTTP3Client(quic: testClient(alpn: ["h3"]))
+        return (listener, task, client, "127.0.0.1:\(listener.port!.rawValue)")
+    }
+
+    static func get(_ authority: String, _ path: String) -> HTTPRequest {
+        HTTPRequest(method: .get, scheme: "https", authority: authority, path: path)
+    }
+
+    @Test func smallGet() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        let (body, response) = try await client.data(for: Self.get(authority, "/hello"))
+        #expect(response.status == .ok)
+        #expect(response.headerFields[.contentType] == "text/plain")
+        #expect(String(decoding: body, as: UTF8.self) == "hello, h3")
+        let (missing, notFound) = try await client.data(for: Self.get(authority, "/nothing-here"))
+        #expect(notFound.status == .notFound)
+        #expect(missing.isEmpty)
+    }
+
+    @Test func tenMegabyteGetIsByteExact() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        let count = 10 * 1024 * 1024
+        let (body, response) = try await client.data(for: Self.get(authority, "/\(count)"))
+        #expect(response.status == .ok)
+        #expect(body.count == count)
+        #expect(body == Self.pattern(count))
+    }
+
+    @Test func tenMegabytePost() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        let count = 10 * 1024 * 1024
+        let request = HTTPRequest(method: .post, scheme: "https", authority: authority, path: "/count")
+        let (body, response) = try await client.upload(for: request, from: Self.pattern(count))
+        #expect(response.status == .ok)
+        #expect(String(decoding: body, as: UTF8.self) == "\(count) true")
+    }
+
+    /// A handler that answers without reading the upload: the client gets the response and
+    /// abandons the rest of its body instead of waiting for flow-control credit forever.
+    @Test func uploadIgnoredByTheHandlerStillGetsItsResponse() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        let request = HTTPRequest(method: .post, scheme: "https", authority: authority, path: "/hello")
+        // Several in turn: the bodies left unread must not use up the connection's window.
+        let upload = Self.pattern(8 * 1024 * 1024)
+        for _ in 0..<6 {
+            let (body, response) = try await client.upload(for: request, from: upload)
+            #expect(response.status == .ok)
+            #expect(body == Data("hello, h3".utf8))
+        }
+        let (again, _) = try await client.data(for: Self.get(authority, "/hello"))
+        #expect(again == Data("hello, h3".utf8))
+    }
+
+    /// A request the client abandons (RESET_STREAM) cancels its handler on the server.
+    @Test func cancelledRequestCancelsItsHandler() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        let waiting = Task { try await client.data(for: Self.get(authority, "/wait-forever")) }
+        // The request must reach its handler first.
+        // (Bounded so that a broken build fails rather than hangs: 30 s is far beyond need.)
+        for _ in 0..<3000 where Self.startedHandlers.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(Self.startedHandlers.withLock { $0 } == 1, "the request never reached its handler")
+        waiting.cancel()
+        await #expect(throws: NetworkError.cancelled) { _ = try await waiting.value }
+        for _ in 0..<3000 where Self.cancelledHandlers.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(Self.cancelledHandlers.withLock { $0 } == 1, "the handler of the abandoned request was not cancelled")
+    }
+
+    @Test func hundredConcurrentRequestsShareOneConnection() async throws {
+        let (listener, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        let intact = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<100 {
+                group.addTask {
+                    let size = 1000 + index * 37
+                    let (body, response) = try await client.data(for: Self.get(authority, "/\(size)"))
+                    return response.status == .ok && body == Self.pattern(size)
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(intact == 100)
+        let connections = await listener.statistics?.connections
+        #expect(connections == 1)
+    }
+
+    /// `bytes(for:)`: the head first, then the body as it comes, byte-checked; a body dropped
+    /// halfway cancels its request and the connection still serves.
+    @Test func streamedResponse() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        let count = 3 * 1024 * 1024
+        let (body, response) = try await client.bytes(for: Self.get(authority, "/\(count)"))
+        #expect(response.status == .ok)
+        var received = Data()
+        for try await chunk in body { received.append(chunk) }
+        #expect(received == Self.pattern(count))
+        do {
+            let (abandoned, _) = try await client.bytes(for: Self.get(authority, "/\(count)"))
+            var iterator = abandoned.makeAsyncIterator()
+            _ = try await iterator.next()
+        }
+        let (hello, _) = try await client.data(for: Self.get(authority, "/hello"))
+        #expect(hello == Data("hello, h3".utf8))
+    }
+
+    /// Stopping the listener closes its connections with H3_NO_ERROR: a request in flight
+    /// fails with the peer's close, not a timeout.
+    @Test func listenerShutdownClosesWithNoError() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { client.close() }
+        _ = try await client.data(for: Self.get(authority, "/hello"))
+        let hanging = Task { try await client.data(for: Self.get(authority, "/hang")) }
+        // The listener stops while the request waits on its handler.
+        for _ in 0..<3000 where Self.hangingHandlers.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(Self.hangingHandlers.withLock { $0 } == 1, "the request never reached its handler")
+        task.cancel()
+        _ = try? await task.value
+        do {
+            _ = try await hanging.value
+            Issue.record("the hanging request completed")
+        } catch NetworkError.peerClosed(let code, _) {
+            #expect(code == HTTP3ErrorCode.noError.code)
+        } catch {
+            Issue.record("expected the server's close with H3_NO_ERROR, got \(error)")
+        }
+    }
+
+    @Test func handlerErrorAnswers500() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        let (body, response) = try await client.data(for: Self.get(authority, "/fail"))
+        #expect(response.status == .internalServerError)
+        #expect(body.isEmpty)
+        // The connection still serves.
+        let (hello, _) = try await client.data(for: Self.get(authority, "/hello"))
+        #expect(hello == Data("hello, h3".utf8))
+    }
+
+    @Test func responseLargerThanTheMaximumThrows() async throws {
+        let (_, task, _, authority) = try await Self.start()
+        defer { task.cancel() }
+        let client = HTTP3Client(quic: testClient(alpn: ["h3"]), maximumResponseBodySize: 1000)
+        defer { client.close() }
+        await #expect(throws: NetworkError.responseTooLarge(size: 5000, maximum: 1000)) {
+            _ = try await client.data(for: Self.get(authority, "/5000"))
+        }
+    }
+
+    @Test func plainHTTPIsUnsupported() async throws {
+        let client = HTTP3Client()
+        await #expect(throws: NetworkError.self) {
+            _ = try await client.data(for: HTTPRequest(method: .get, scheme: "http", authority: "localhost", path: "/"))
+        }
+    }
+
+    /// A request without `:method` and `:path` (RFC 9114 section 4.3.1: malformed) ends its
+    /// stream with H3_MESSAGE_ERROR; the server keeps serving.
+    @Test func malformedRequestEndsItsStreamWithMessageError() async throws {
+        let (listener, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: listener.port!)) { testClient(alpn: ["h3"]) }
+        defer { connection.cancel() }
+        var uni: [QUIC.Stream<QUICStream>] = []
+        for _ in 0..<3 { uni.append(try await connection.openStream(directionality: .unidirectional)) }
+        let request = try await connection.openStream()
+        // The engine encodes what it is given without checks, so it can write the bad request.
+        let engine = try HTTP3Connection(role: .client, localStreams: HTTP3LocalStreams(
+            control: uni[0].streamID, qpackEncoder: uni[1].streamID, qpackDecoder: uni[2].streamID))
+        try engine.sendRequest(streamID: request.streamID, fields: [HTTP3Field(":scheme", "https"), HTTP3Field(":authority", authority)])
+        let streams = Dictionary(uniqueKeysWithValues: (uni + [request]).map { ($0.streamID, $0) })
+        while let write = engine.nextWrite() {
+            try await streams[write.streamID]!.send(Data(write.bytes), endOfStream: write.fin)
+        }
+        await #expect(throws: NetworkError.streamReset(code: HTTP3ErrorCode.messageError.code)) {
+            _ = try await request.receive(atLeast: 1, atMost: 1000)
+        }
+        let (hello, _) = try await client.data(for: Self.get(authority, "/hello"))
+        #expect(hello == Data("hello, h3".utf8))
+    }
+}

@@ -1,0 +1,87 @@
+import BraidPerf
+import Foundation
+import Testing
+
+/// HTTP/3 between Braid's tool and ngtcp2's example programs (Debian's ngtcp2-server and
+/// ngtcp2-client, which tools/install-deps.sh installs): `braid get` from `gtlsserver`, and
+/// `gtlsclient` from `braid serve --alpn h3`, byte-checked against files.
+@Suite struct Ngtcp2HTTP3InteropTests {
+    static func program(_ name: String) throws -> String {
+        for directory in ["/usr/sbin", "/usr/bin", "/usr/local/bin"] where FileManager.default.isExecutableFile(atPath: "\(directory)/\(name)") {
+            return "\(directory)/\(name)"
+        }
+        throw InteropFailure("\(name) is not installed: run tools/install-deps.sh (Debian packages ngtcp2-server and ngtcp2-client)")
+    }
+
+    /// A directory with `index.html` and a file of `size` pattern bytes named `blob`.
+    static func documentRoot(size: Int) throws -> URL {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("braid-h3-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try Data("hello over HTTP/3\n".utf8).write(to: root.appendingPathComponent("index.html"))
+        try Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) }).write(to: root.appendingPathComponent("blob"))
+        return root
+    }
+
+    @Test func braidGetFetchesFromGtlsserver() async throws {
+        let root = try Self.documentRoot(size: 10 * 1024 * 1024)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let port = try freeUDPPort()
+        let server = try ChildProcess(try Self.program("gtlsserver"), [
+            "-q", "-d", root.path, "127.0.0.1", String(port), Fixtures.path("server-key.pem"), Fixtures.path("server.pem"),
+        ])
+        do {
+            try await fetch(port: port, root: root)
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    private func fetch(port: UInt16, root: URL) async throws {
+        let saved = root.appendingPathComponent("fetched")
+        let url = "https://localhost:\(port)/blob"
+        // gtlsserver prints nothing when it is ready: the first tries may find no one there.
+        var fetched = false
+        for _ in 0..<50 where !fetched {
+            let client = try PeerProcess.braid(["get", url, "--ca", Fixtures.caFile, "--output", saved.path, "--timeout", "20"])
+            let exit = try await client.finish(within: 60)
+            if exit.status == 0 {
+                fetched = true
+            } else if !client.errors.contains("refused") && !client.errors.contains("timed out") {
+                Issue.record("braid get exited \(exit.status): \(client.errors)")
+                return
+            } else {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        #expect(fetched, "gtlsserver never answered on port \(port)")
+        #expect(try Data(contentsOf: saved) == Data(contentsOf: root.appendingPathComponent("blob")))
+        let sized = try PeerProcess.braid(["get", "https://localhost:\(port)/1000000", "--ca", Fixtures.caFile, "--json"])
+        let report = try await runClient(sized)
+        #expect(report["status"] as? Int == 200)
+        #expect(report["bytes"] as? Int == 1_000_000)
+    }
+
+    @Test func gtlsclientFetchesFromBraidServe() async throws {
+        let root = try Self.documentRoot(size: 3 * 1024 * 1024)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let downloads = root.appendingPathComponent("downloads")
+        try FileManager.default.createDirectory(at: downloads, withIntermediateDirectories: true)
+        let server = try PeerProcess.braid([
+            "serve", "--alpn", "h3", "--root", root.path, "--host", "127.0.0.1", "--port", "0",
+            "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
+        ])
+        let port = try await server.listeningPort()
+        let client = try ChildProcess(try Self.program("gtlsclient"), [
+            "-q", "--exit-on-all-streams-close", "--download", downloads.path, "127.0.0.1", String(port),
+            "https://localhost:\(port)/blob", "https://localhost:\(port)/1000000", "https://localhost:\(port)/index.html",
+        ])
+        let exit = try await client.finish(within: 60)
+        await server.stop()
+        #expect(exit.status == 0, "gtlsclient exited \(exit.status): \(client.errors)")
+        #expect(try Data(contentsOf: downloads.appendingPathComponent("blob")) == Data(contentsOf: root.appendingPathComponent("blob")))
+        #expect(try Data(contentsOf: downloads.appendingPathComponent("index.html")) == Data("hello over HTTP/3\n".utf8))
+        #expect(try Data(contentsOf: downloads.appendingPathComponent("1000000")) == Data(repeating: 0x61, count: 1_000_000))
+    }
+}
