@@ -40,6 +40,21 @@ package final class MessageInbox<Element: Sendable>: Sendable {
         for reader in readers { reader.resume(.success(())) }
     }
 
+    /// Loop: several datagrams arrived (one socket read's worth): one lock round and at most one
+    /// wake-up for all of them.
+    package func deliver(contentsOf datagrams: some Collection<Element>) {
+        guard !datagrams.isEmpty else { return }
+        let readers = state.withLock { state -> [Completion<Void>] in
+            guard !state.finished else { return [] }
+            state.queue.append(contentsOf: datagrams)
+            let excess = state.queue.count - backlog
+            if excess > 0 { state.queue.removeFirst(excess) }
+            defer { state.readers.removeAll() }
+            return state.readers
+        }
+        for reader in readers { reader.resume(.success(())) }
+    }
+
     /// Loop: no more datagrams will arrive; readers get what is queued, then the end.
     package func finish() {
         let readers = state.withLock { state -> [Completion<Void>] in

@@ -119,11 +119,26 @@ package final class DatagramChannel {
 
     // MARK: Receiving
 
-    /// Loop: a datagram from the peer arrived.
-    package func deliver(_ bytes: UnsafeRawBufferPointer, metadata: DatagramMetadata, context: LoopContext) {
-        guard finalError == nil else { return }
+    /// Datagrams of the current socket read, not yet in the inbox.
+    private var arrivals: [ReceivedDatagram] = []
+
+    /// Loop: a datagram from the peer arrived. It waits with the others of the same socket read
+    /// until `deliverArrivals()`, which hands them to the inbox together. Returns true for the
+    /// first datagram since the last delivery (the caller notes the channel for it).
+    package func arrived(_ bytes: UnsafeRawBufferPointer, metadata: DatagramMetadata, context: LoopContext) -> Bool {
+        guard finalError == nil else { return false }
         lastActivity = context.now
-        inbox.deliver(ReceivedDatagram(content: Data(bytes), metadata: metadata))
+        arrivals.append(ReceivedDatagram(content: Data(bytes), metadata: metadata))
+        return arrivals.count == 1
+    }
+
+    /// Loop: hands the datagrams of the last socket read to the inbox, in one lock round with at
+    /// most one wake-up of a reader (one per datagram cost the receiver a lock round each,
+    /// contended by its reader).
+    package func deliverArrivals() {
+        guard !arrivals.isEmpty else { return }
+        inbox.deliver(contentsOf: arrivals)
+        arrivals.removeAll(keepingCapacity: true)
     }
 
     // MARK: Sending
@@ -300,8 +315,9 @@ package final class DatagramClientTransport: DatagramChannelTransport, LoopHandl
             let received = socket.receive { bytes, metadata in
                 any = true
                 guard metadata.remote == remote else { return }
-                channel?.deliver(bytes, metadata: metadata, context: context)
+                _ = channel?.arrived(bytes, metadata: metadata, context: context)
             }
+            channel?.deliverArrivals()
             guard received, any else { return }
         }
     }

@@ -37,6 +37,7 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     package func readable(_ context: LoopContext) {
         for _ in 0..<4 {
             var any = false
+            var arrivedAt: [DatagramChannel] = []
             let received = socket.receive { bytes, metadata in
                 any = true
                 let channel: DatagramChannel
@@ -52,8 +53,9 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
                     guard made.finalError == nil else { return }
                     channel = made
                 }
-                channel.deliver(bytes, metadata: metadata, context: context)
+                if channel.arrived(bytes, metadata: metadata, context: context) { arrivedAt.append(channel) }
             }
+            for channel in arrivedAt { channel.deliverArrivals() }
             guard received, any else { return }
         }
     }
