@@ -33,6 +33,11 @@ enum PeerProcess {
         try ChildProcess(python, [repository.appendingPathComponent("Tests/Interop/peers/aioquic_peer.py").path] + arguments)
     }
 
+    /// aioquic's HTTP/3 server and client (`aioquic_h3_peer.py`).
+    static func aioquicHTTP3(_ arguments: [String]) throws -> ChildProcess {
+        try ChildProcess(python, [repository.appendingPathComponent("Tests/Interop/peers/aioquic_h3_peer.py").path] + arguments)
+    }
+
     /// The aioquic client that breaks a server's limits on purpose (`hostile_peer.py`).
     static func hostile(_ arguments: [String]) throws -> ChildProcess {
         try ChildProcess(python, [repository.appendingPathComponent("Tests/Interop/peers/hostile_peer.py").path] + arguments)

@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+
+/// HTTP/3 between Braid's tool and aioquic's HTTP/3 stack (`Tests/Interop/peers/aioquic_h3_peer.py`,
+/// aioquic from the project's Python environment that tools/install-deps.sh makes): `braid get`
+/// from aioquic's server, and aioquic's client from `braid serve --alpn h3`, byte-checked.
+@Suite struct AioquicHTTP3InteropTests {
+    /// Byte `i` of the peer's `/N` responses (and of the served file here).
+    static func pattern(_ count: Int) -> Data {
+        Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) })
+    }
+
+    @Test(.timeLimit(.minutes(1))) func braidGetFetchesFromAioquic() async throws {
+        let server = try PeerProcess.aioquicHTTP3([
+            "server", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
+        ])
+        let port = try await server.listeningPort()
+        let saved = FileManager.default.temporaryDirectory.appendingPathComponent("braid-h3-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: saved) }
+        let get = try PeerProcess.braid([
+            "get", "https://localhost:\(port)/3000000", "--ca", Fixtures.caFile, "--output", saved.path, "--timeout", "20",
+        ])
+        let exit = try await get.finish(within: 45)
+        await server.stop()
+        #expect(exit.status == 0, "braid get exited \(exit.status): \(get.errors)")
+        #expect(try Data(contentsOf: saved) == Self.pattern(3_000_000))
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aioquicFetchesFromBraidServe() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("braid-h3-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        try Self.pattern(2 * 1024 * 1024).write(to: root.appendingPathComponent("blob"))
+        let server = try PeerProcess.braid([
+            "serve", "--alpn", "h3", "--root", root.path, "--host", "127.0.0.1", "--port", "0",
+            "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
+        ])
+        let port = try await server.listeningPort()
+        func fetch(_ path: String) async throws -> [String: Any] {
+            try await runClient(try PeerProcess.aioquicHTTP3([
+                "client", "--host", "127.0.0.1", "--port", String(port), "--path", path, "--ca", Fixtures.caFile, "--sni", "localhost",
+            ]), within: 45)
+        }
+        let file = try await fetch("/blob")
+        #expect(file["status"] as? Int == 200)
+        #expect(file["bytes"] as? Int == 2 * 1024 * 1024)
+        #expect(file["pattern"] as? Bool == true)
+        // `/N` answers N bytes of "a": SHA-256 of a million "a" is the standard's test vector.
+        let sized = try await fetch("/1000000")
+        #expect(sized["status"] as? Int == 200)
+        #expect(sized["bytes"] as? Int == 1_000_000)
+        #expect(sized["sha256"] as? String == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+        let missing = try await fetch("/no-such-file")
+        #expect(missing["status"] as? Int == 404)
+        await server.stop()
+    }
+}
