@@ -1,4 +1,6 @@
+import Braid
 import Foundation
+import HTTPTypes
 import Testing
 
 /// HTTP/3 between Braid's tool and aioquic's HTTP/3 stack (`Tests/Interop/peers/aioquic_h3_peer.py`,
@@ -24,6 +26,38 @@ import Testing
         await server.stop()
         #expect(exit.status == 0, "braid get exited \(exit.status): \(get.errors)")
         #expect(try Data(contentsOf: saved) == Self.pattern(3_000_000))
+    }
+
+    /// Through `import Braid`: a 10 MB upload (the server answers with the count it read, in
+    /// `x-request-bytes`) and 100 requests at once on the client's one connection.
+    @Test(.timeLimit(.minutes(1))) func braidClientUploadsAndRunsConcurrentRequestsAgainstAioquic() async throws {
+        let server = try PeerProcess.aioquicHTTP3([
+            "server", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
+        ])
+        let port = try await server.listeningPort()
+        let client = HTTP3Client(quic: QUIC(alpn: ["h3"]).trust(.certificateAuthorities(file: Fixtures.caFile)))
+        defer { client.close() }
+        let authority = "localhost:\(port)"
+        let upload = HTTPRequest(method: .post, scheme: "https", authority: authority, path: "/0")
+        let (_, uploaded) = try await client.upload(for: upload, from: Self.pattern(10_000_000))
+        #expect(uploaded.status == .ok)
+        #expect(uploaded.headerFields[HTTPField.Name("x-request-bytes")!] == "10000000")
+        let bodies = try await withThrowingTaskGroup(of: (Int, Data, HTTPResponse.Status).self) { group in
+            for index in 0..<100 {
+                group.addTask {
+                    let size = 1000 + index * 100
+                    let (body, response) = try await client.data(for: HTTPRequest(method: .get, scheme: "https", authority: authority, path: "/\(size)"))
+                    return (size, body, response.status)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        await server.stop()
+        #expect(bodies.count == 100)
+        for (size, body, status) in bodies {
+            #expect(status == .ok)
+            #expect(body == Self.pattern(size), "/\(size)")
+        }
     }
 
     @Test(.timeLimit(.minutes(1))) func aioquicFetchesFromBraidServe() async throws {
