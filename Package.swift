@@ -108,6 +108,7 @@ let package = Package(
                 "Braid", "BraidQUIC", "BraidIO", "BraidPerf", "CBraid",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Benchmarks"
         ),

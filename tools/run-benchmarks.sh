@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh --benchmarks
+# The HTTP/3 rows run the release `braid` tool beside the suite's own binary.
+swift build -c release --product braid
 swift run -c release benchmarks "$@"

@@ -82,6 +82,13 @@ enum Report {
             "Coder JSON: CPU per message (both ends) <= 1.1x JSONEncoder+JSONDecoder alone (in-process)",
             ratio(value("throughput", FramerRows.configCoder, "cpu per message, total"), value("throughput", FramerRows.configJSON, "cpu per message, total")),
             1.1, atMost: true))
+        // Issue 19: HTTP/3 (rows in `throughput`).
+        rows.append(check(
+            "HTTP/3 download goodput >= 1.5x ngtcp2's example pair (HTTP/3 both sides)",
+            ratio(value("throughput", "braid http/3 download", "goodput median"), ngtcp2Goodput), 1.5, atMost: false))
+        let requestCPU = value("throughput", "braid http/3 requests", "cpu per request, total")
+        rows.append(requestCPU.map { ("HTTP/3 CPU per 1 KiB request (both ends) <= 20 us", String(format: "%.1f us", $0), $0 <= 20) }
+            ?? ("HTTP/3 CPU per 1 KiB request (both ends) <= 20 us", "not measured in this run", nil))
         for side in ["server", "client"] {
             rows.append(checkKiB(
                 "Braid TLS idle connection, \(side) <= 32 KiB (resident memory; kernel socket buffers are not in it)",

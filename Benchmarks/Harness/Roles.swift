@@ -30,6 +30,7 @@ enum Roles {
             case "framed-client": try await framedClient(flags)
             case "udp-server": try await udpServer(flags)
             case "udp-client": try await udpClient(flags)
+            case "http3-client": try await http3Client(flags)
             default:
                 guard try RawBaselines.run(role, Array(arguments.dropFirst())) else {
                     FileHandle.standardError.write(Data("unknown role \(role)\n".utf8))

@@ -274,6 +274,10 @@ enum Throughput {
         if ngtcp2Pair == nil {
             bench.results.note("ngtcp2's example programs are not installed (ngtcp2-server, ngtcp2-client): no reference row")
         }
+        let braidTool = HTTP3Download.braidTool
+        if braidTool == nil {
+            bench.results.note("the braid tool is not built beside this program (swift build -c release --product braid): no braid http/3 row")
+        }
         var quicGo: String?
         switch try await QuicGoPerfPair.prepare() {
         case .success(let binary): quicGo = binary
@@ -284,6 +288,10 @@ enum Throughput {
         let braidStreams = [("tls", "braid tls"), ("tcp", "braid tcp")]
         let ngtcp2Name = "ngtcp2 examples (gnutls), 1 stream"
         let quicGoName = "quic-go 0.29 perf pair, 1 stream"
+        let braidHTTP3Name = "braid http/3 download"
+        var http3CPU: [String: [(client: Double, server: Double, total: Double)]] = [:]
+        let requestsName = "braid http/3 requests"
+        var requestRates: [Double] = [], requestCPU: [HTTP3Requests] = []
         let framers = FramerRows.Samples()
         for _ in 0..<repetitions {
             for (name, config, client) in configurations {
@@ -297,8 +305,20 @@ enum Throughput {
             for (kind, name) in braidStreams {
                 goodputs[name, default: []].append(try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: 65536, braid: true).goodputGbits)
             }
+            // HTTP/3 on both sides: ngtcp2's example pair (a file of `bytes`) and Braid's
+            // server and client (`/bytes`), timed alike.
             if let ngtcp2Pair {
-                goodputs[ngtcp2Name, default: []].append(try await ngtcp2Goodput(ngtcp2Pair, bytes: bytes))
+                let download = try await HTTP3Download.ngtcp2(ngtcp2Pair, bytes: bytes)
+                goodputs[ngtcp2Name, default: []].append(download.goodputGbits)
+                http3CPU[ngtcp2Name, default: []].append(download.cpuNanosecondsPerByte)
+            }
+            if let braidTool {
+                let download = try await HTTP3Download.braid(braidTool, bytes: bytes)
+                goodputs[braidHTTP3Name, default: []].append(download.goodputGbits)
+                http3CPU[braidHTTP3Name, default: []].append(download.cpuNanosecondsPerByte)
+                let small = try await HTTP3Requests.run(braidTool, requests: bench.quick ? 10_000 : 50_000)
+                requestRates.append(small.requestsPerSecond)
+                requestCPU.append(small)
             }
             if let quicGo {
                 goodputs[quicGoName, default: []].append(try await QuicGoPerfPair.goodput(quicGo, bytes: bytes))
@@ -309,30 +329,19 @@ enum Throughput {
             bench.results.recordRepeated(scenario, name, "goodput", goodputs[name] ?? [], "Gbit/s")
             bench.results.recordRepeated(scenario, name, "cpu per byte, total", cpus[name] ?? [], "ns/B")
         }
-        for name in raw.map(\.1) + braidStreams.map(\.1) + [ngtcp2Name, quicGoName] {
+        for name in raw.map(\.1) + braidStreams.map(\.1) + [ngtcp2Name, braidHTTP3Name, quicGoName] {
             bench.results.recordRepeated(scenario, name, "goodput", goodputs[name] ?? [], "Gbit/s")
+        }
+        for name in [ngtcp2Name, braidHTTP3Name] { bench.results.recordCPU(scenario, name, http3CPU[name] ?? []) }
+        // 1 KiB responses, 100 requests in flight on one connection; the CPU rows are the run
+        // with the median total.
+        if !requestCPU.isEmpty {
+            bench.results.recordRepeated(scenario, requestsName, "requests per second", requestRates, "requests/s")
+            let median = requestCPU.sorted { $0.totalMicroseconds < $1.totalMicroseconds }[requestCPU.count / 2]
+            bench.results.record(scenario, requestsName, "cpu per request, client", median.clientMicroseconds, "us")
+            bench.results.record(scenario, requestsName, "cpu per request, server", median.serverMicroseconds, "us")
+            bench.results.record(scenario, requestsName, "cpu per request, total", median.totalMicroseconds, "us")
         }
         FramerRows.record(bench, framers, scenario: scenario)
     }
-
-    /// One download of `bytes` by ngtcp2's example server and client (Debian's
-    /// ngtcp2-server/-client), in Gbit/s.
-    static func ngtcp2Goodput(
-        _ pair: (server: (UInt16) -> [String], client: (UInt16) -> [String], cleanup: () -> Void), bytes: Int
-    ) async throws -> Double {
-        let port = try freeUDPPort()
-        let (serverProgram, serverArguments) = split(pair.server(port))
-        let server = try ChildProcess(serverProgram, serverArguments)
-        try await Task.sleep(for: .milliseconds(300))
-        let start = ContinuousClock.now
-        let (clientProgram, clientArguments) = split(pair.client(port))
-        let client = try ChildProcess(clientProgram, clientArguments)
-        let exit = try await client.finish(within: 300)
-        let seconds = (ContinuousClock.now - start).seconds
-        _ = try? await server.stop()
-        guard exit.status == 0 else { throw ApplicationFailure("ngtcp2 example client exited \(exit.status): \(client.errors.suffix(400))") }
-        return Double(bytes) * 8 / seconds / 1e9
-    }
-
-    private static func split(_ argv: [String]) -> (String, [String]) { (argv[0], Array(argv.dropFirst())) }
 }
