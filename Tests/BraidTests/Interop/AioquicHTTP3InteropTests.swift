@@ -60,6 +60,45 @@ import Testing
         }
     }
 
+    /// aioquic's client against a Braid listener (`runHTTP3` in this process): a 10 MB upload,
+    /// which the handler checks byte by byte, and 100 requests at once on one connection.
+    @Test(.timeLimit(.minutes(1))) func aioquicUploadsAndRunsConcurrentRequestsAgainstBraid() async throws {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+            QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        }
+        let serving = Task {
+            try await listener.runHTTP3 { request, body in
+                if request.method == .post {
+                    // The upload's size, and whether it is the peer's pattern.
+                    let upload = try await body.collect(upTo: 16 * 1024 * 1024)
+                    return (HTTPResponse(status: .ok), .data(Data("\(upload.count) \(upload == Self.pattern(upload.count))".utf8)))
+                }
+                return (HTTPResponse(status: .ok), .data(Self.pattern(Int(request.path?.dropFirst() ?? "") ?? 0)))
+            }
+        }
+        defer { serving.cancel() }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        let port = String(listener.port!.rawValue)
+        func run(_ arguments: [String]) async throws -> [String: Any] {
+            try await runClient(try PeerProcess.aioquicHTTP3([
+                "client", "--host", "127.0.0.1", "--port", port, "--ca", Fixtures.caFile, "--sni", "localhost",
+            ] + arguments), within: 45)
+        }
+        let uploaded = try await run(["--method", "POST", "--path", "/upload", "--upload", "10000000"])
+        #expect(uploaded["status"] as? Int == 200)
+        let answer = (uploaded["body_base64"] as? String).flatMap { Data(base64Encoded: $0) }
+        #expect(answer == Data("10000000 true".utf8))
+        let concurrent = try await run(["--path", "/5000", "--requests", "100"])
+        #expect((concurrent["statuses"] as? [Int])?.count == 100)
+        #expect((concurrent["statuses"] as? [Int])?.allSatisfy { $0 == 200 } == true)
+        #expect((concurrent["sizes"] as? [Int])?.allSatisfy { $0 == 5000 } == true)
+        #expect(concurrent["identical"] as? Bool == true)
+        #expect(concurrent["pattern"] as? Bool == true)
+    }
+
     @Test(.timeLimit(.minutes(1))) func aioquicFetchesFromBraidServe() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("braid-h3-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)

@@ -12,16 +12,19 @@ A request body is read and counted; the response carries it in ``x-request-bytes
 Client
 ------
     aioquic_h3_peer.py client --host H --port P --path /N [--ca FILE] [--sni NAME]
-                              [--method GET|POST] [--upload N] [--timeout 30]
+                              [--method GET|POST] [--upload N] [--requests K] [--timeout 30]
 
-Sends one request (with ``--upload N``, N pattern bytes as its body) and prints one JSON
-object: ``status``, ``bytes`` (the response body's length), ``sha256`` of the body,
-``pattern`` (whether every byte matched ``pattern(i)``) and ``ok``. Exits 0 only if a response
-arrived; 3 on timeout, 4 if the connection failed.
+Sends the request (with ``--upload N``, N pattern bytes as its body; with ``--requests K``, K of
+them at once on the one connection) and prints one JSON object: ``status`` and ``bytes`` (of
+the first response; ``statuses`` and ``sizes`` list every response's), ``sha256`` of the first
+body, ``pattern`` (whether every byte of it matched ``pattern(i)``), ``identical`` (whether
+every body equals the first), ``body_base64`` (the first body, when at most 64 KiB) and ``ok``.
+Exits 0 only if every response arrived; 3 on timeout, 4 if the connection failed.
 """
 
 import argparse
 import asyncio
+import base64
 import hashlib
 import json
 import signal
@@ -106,19 +109,24 @@ class ClientProtocol(QuicConnectionProtocol):
         super().__init__(*args, **kwargs)
         self.h3 = H3Connection(self._quic)
         self.done: asyncio.Future = asyncio.get_running_loop().create_future()
-        self.status: Optional[int] = None
-        self.body = bytearray()
+        self.expected = 1
+        self.status: dict[int, int] = {}
+        self.body: dict[int, bytearray] = {}
+        self.ended: set[int] = set()
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, ConnectionTerminated) and not self.done.done():
             self.done.set_exception(ConnectionError(f"connection closed: {event.error_code:#x} {event.reason_phrase}"))
         for h3_event in self.h3.handle_event(event):
+            stream = getattr(h3_event, "stream_id", None)
             if isinstance(h3_event, HeadersReceived):
-                self.status = int(dict(h3_event.headers).get(b":status", b"0"))
+                self.status[stream] = int(dict(h3_event.headers).get(b":status", b"0"))
             elif isinstance(h3_event, DataReceived):
-                self.body += h3_event.data
-            if getattr(h3_event, "stream_ended", False) and not self.done.done():
-                self.done.set_result(None)
+                self.body.setdefault(stream, bytearray()).extend(h3_event.data)
+            if getattr(h3_event, "stream_ended", False):
+                self.ended.add(stream)
+                if len(self.ended) == self.expected and not self.done.done():
+                    self.done.set_result(None)
 
 
 async def run_client(args: argparse.Namespace) -> int:
@@ -127,7 +135,7 @@ async def run_client(args: argparse.Namespace) -> int:
         configuration.load_verify_locations(args.ca)
     try:
         async with connect(args.host, args.port, configuration=configuration, create_protocol=ClientProtocol) as client:
-            stream_id = client._quic.get_next_available_stream_id()
+            client.expected = args.requests
             upload = pattern(args.upload) if args.upload else b""
             headers = [
                 (b":method", args.method.encode()), (b":scheme", b"https"),
@@ -135,16 +143,26 @@ async def run_client(args: argparse.Namespace) -> int:
             ]
             if upload:
                 headers.append((b"content-length", str(len(upload)).encode()))
-            client.h3.send_headers(stream_id, headers, end_stream=not upload)
-            if upload:
-                client.h3.send_data(stream_id, upload, end_stream=True)
+            streams = []
+            for _ in range(args.requests):
+                stream_id = client._quic.get_next_available_stream_id()
+                streams.append(stream_id)
+                client.h3.send_headers(stream_id, headers, end_stream=not upload)
+                if upload:
+                    client.h3.send_data(stream_id, upload, end_stream=True)
             client.transmit()
             await asyncio.wait_for(client.done, timeout=args.timeout)
-            body = bytes(client.body)
-            print(json.dumps({
-                "ok": True, "status": client.status, "bytes": len(body),
-                "sha256": hashlib.sha256(body).hexdigest(), "pattern": body == pattern(len(body)),
-            }), flush=True)
+            bodies = [bytes(client.body.get(stream, b"")) for stream in streams]
+            first = bodies[0]
+            report = {
+                "ok": True, "status": client.status.get(streams[0]), "bytes": len(first),
+                "statuses": [client.status.get(stream) for stream in streams], "sizes": [len(body) for body in bodies],
+                "sha256": hashlib.sha256(first).hexdigest(), "pattern": first == pattern(len(first)),
+                "identical": all(body == first for body in bodies),
+            }
+            if len(first) <= 65536:
+                report["body_base64"] = base64.b64encode(first).decode()
+            print(json.dumps(report), flush=True)
             return 0
     except asyncio.TimeoutError:
         print(json.dumps({"ok": False, "error": "timeout"}), flush=True)
@@ -168,6 +186,7 @@ def main(argv: list[str]) -> int:
     client.add_argument("--path", default="/")
     client.add_argument("--method", default="GET")
     client.add_argument("--upload", type=int, default=0)
+    client.add_argument("--requests", type=int, default=1)
     client.add_argument("--ca")
     client.add_argument("--sni")
     client.add_argument("--timeout", type=float, default=30)
