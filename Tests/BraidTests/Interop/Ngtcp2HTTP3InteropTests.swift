@@ -18,12 +18,17 @@ import Testing
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("braid-h3-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         try Data("hello over HTTP/3\n".utf8).write(to: root.appendingPathComponent("index.html"))
-        try Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) }).write(to: root.appendingPathComponent("blob"))
+        // Byte i is i * 7 + i >> 10 (mod 256), which repeats every 256 KiB: made once, then copied.
+        let period = 256 * 1024
+        let block = Data((0..<period).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) })
+        var blob = Data(capacity: size)
+        while blob.count < size { blob.append(block.prefix(size - blob.count)) }
+        try blob.write(to: root.appendingPathComponent("blob"))
         return root
     }
 
     @Test func braidGetFetchesFromGtlsserver() async throws {
-        let root = try Self.documentRoot(size: 10 * 1024 * 1024)
+        let root = try Self.documentRoot(size: 100 * 1024 * 1024)
         defer { try? FileManager.default.removeItem(at: root) }
         let port = try freeUDPPort()
         let server = try ChildProcess(try Self.program("gtlsserver"), [
