@@ -43,26 +43,10 @@ extension Roles {
         case "tlv":
             let tls = framedTLS(server: flags)
             let listener = NetworkListener(for: endpoint) { TLV { tls } }
-            try await serveFramed(listener) { connection in
-                var messages = 0, bytes = 0
-                for try await (content, _) in connection.messages {
-                    messages += 1
-                    bytes += content.count
-                    if messages == expected { break }
-                }
-                return (messages, bytes)
-            }
+            try await serveFramed(listener) { try await countTLV(on: $0, expected: expected) }
         case "tlv-tcp":
             let listener = NetworkListener(for: endpoint) { TLV { TCP() } }
-            try await serveFramed(listener) { connection in
-                var messages = 0, bytes = 0
-                for try await (content, _) in connection.messages {
-                    messages += 1
-                    bytes += content.count
-                    if messages == expected { break }
-                }
-                return (messages, bytes)
-            }
+            try await serveFramed(listener) { try await countTLV(on: $0, expected: expected) }
         case "coder":
             let tls = framedTLS(server: flags)
             let listener = NetworkListener(for: endpoint) { Coder(BenchMove.self, using: .json) { tls } }
@@ -104,6 +88,18 @@ extension Roles {
         guard let counted = result.withLock({ $0 }) else { throw ApplicationFailure("no connection served") }
         if let error = counted.error { throw ApplicationFailure("receiving: \(error)") }
         printJSON(["messages": counted.messages, "bytes": counted.bytes])
+    }
+
+    /// Receives TLV messages until `expected` of them came (or the peer ended): how many, and
+    /// their value bytes.
+    private static func countTLV(on connection: NetworkConnection<TLV>, expected: Int) async throws -> (Int, Int) {
+        var messages = 0, bytes = 0
+        for try await (content, _) in connection.messages {
+            messages += 1
+            bytes += content.count
+            if messages == expected { break }
+        }
+        return (messages, bytes)
     }
 
     /// `framed-client`: once the connection is ready, sends `--messages` messages, then waits

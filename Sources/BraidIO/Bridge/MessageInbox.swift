@@ -30,14 +30,7 @@ package final class MessageInbox<Element: Sendable>: Sendable {
 
     /// Loop: one datagram arrived.
     package func deliver(_ datagram: Element) {
-        let readers = state.withLock { state -> [Completion<Void>] in
-            guard !state.finished else { return [] }
-            if state.queue.count >= backlog { state.queue.removeFirst() }
-            state.queue.append(datagram)
-            defer { state.readers.removeAll() }
-            return state.readers
-        }
-        for reader in readers { reader.resume(.success(())) }
+        deliver(contentsOf: CollectionOfOne(datagram))
     }
 
     /// Loop: several datagrams arrived (one socket read's worth): one lock round and at most one
@@ -77,15 +70,7 @@ package final class MessageInbox<Element: Sendable>: Sendable {
                 return nil
             }
             if let taken { return taken }
-            try await Completion<Void>.wait { reader in
-                let ready = state.withLock { state in
-                    guard state.queue.isEmpty, !state.finished else { return true }
-                    state.readers.removeAll { !$0.isPending }
-                    state.readers.append(reader)
-                    return false
-                }
-                if ready { reader.resume(.success(())) }
-            }
+            try await waitForArrival()
         }
     }
 
@@ -98,15 +83,20 @@ package final class MessageInbox<Element: Sendable>: Sendable {
                 return state.finished ? .some(nil) : nil
             }
             if let taken { return taken }
-            try await Completion<Void>.wait { reader in
-                let ready = state.withLock { state in
-                    guard state.queue.isEmpty, !state.finished else { return true }
-                    state.readers.removeAll { !$0.isPending }
-                    state.readers.append(reader)
-                    return false
-                }
-                if ready { reader.resume(.success(())) }
+            try await waitForArrival()
+        }
+    }
+
+    /// Suspends until a datagram is queued or the inbox finishes (at once if either holds).
+    private func waitForArrival() async throws {
+        try await Completion<Void>.wait { reader in
+            let ready = state.withLock { state in
+                guard state.queue.isEmpty, !state.finished else { return true }
+                state.readers.removeAll { !$0.isPending }
+                state.readers.append(reader)
+                return false
             }
+            if ready { reader.resume(.success(())) }
         }
     }
 
