@@ -10,6 +10,21 @@ import Testing
     /// Only the first datagram of a burst asks for a loop pass; the rest ride along until the
     /// loop takes them. Sizes above the published limit, and any send before it is known, go
     /// to the loop; a full outbox makes senders wait until the loop takes some.
+    /// A reader that never reads cannot make the inbox grow past its backlog, whether the
+    /// datagrams come one by one or a socket read at a time: the oldest are dropped, the newest
+    /// kept in order.
+    @Test func theInboxKeepsAtMostItsBacklogDroppingTheOldest() async throws {
+        let inbox = MessageInbox<Int>(backlog: 4)
+        for value in 0..<10 { inbox.deliver(value) }
+        #expect(inbox.count == 4)
+        inbox.deliver(contentsOf: 10..<17)
+        #expect(inbox.count == 4)
+        #expect(Array(try await inbox.takeAll()) == [13, 14, 15, 16])
+        inbox.deliver(contentsOf: 20..<22)
+        inbox.putBack([17, 18, 19])
+        #expect(Array(try await inbox.takeAll()) == [18, 19, 20, 21])
+    }
+
     @Test func theOutboxAsksForOneLoopPassPerBurst() async throws {
         let outbox = DatagramOutbox(limit: 3)
         #expect(outbox.offer(Data(count: 10)) == .needsLoop)
