@@ -10,7 +10,8 @@ struct Get: AsyncParsableCommand {
         abstract: "Fetch an https URL over HTTP/3.",
         discussion: """
             Prints the response body to standard output, or saves it with --output. With --json, \
-            prints one JSON object instead: status, bytes, and the time to the response's end. \
+            prints one JSON object instead: status, bytes, the time to the response's end, and \
+            whether the request went as 0-RTT data the server accepted. \
             Exit status 0 for a 2xx response, 2 for any other status, 1 if the request failed. \
             The body is held in memory, up to --max-size bytes.
             """)
@@ -23,6 +24,8 @@ struct Get: AsyncParsableCommand {
     @Option(name: .customLong("max-size"), help: "Largest body accepted, in bytes.") var maxSize = 1 << 30
     @Option(help: "Give up after this many seconds.") var timeout = 30.0
     @Flag(help: "Print one JSON object with the status, size and timings.") var json = false
+    @Option(name: .customLong("session-file"), help: "Resume with, and store, session tickets in this file; the GET goes in 0-RTT when a ticket is there.")
+    var sessionFile: String?
 
     func validate() throws {
         if let ca { _ = try readableFile(ca, flag: "--ca") }
@@ -39,6 +42,13 @@ struct Get: AsyncParsableCommand {
         var stack = QUIC(alpn: ["h3"]).serverName(sni ?? bareHost)
         if let ca { stack = stack.trust(.certificateAuthorities(file: ca)) }
         if insecure { stack = stack.insecureAcceptAnyCertificate() }
+        if let sessionFile {
+            do {
+                stack = stack.sessionCache(try QUIC.SessionCache(file: sessionFile))
+            } catch {
+                throw CommandFailure("--session-file \(sessionFile): \(error)")
+            }
+        }
         let authority = components.port.map { "\(host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host):\($0)" } ?? host
         var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
         if let query = components.percentEncodedQuery { path += "?" + query }
@@ -57,6 +67,7 @@ struct Get: AsyncParsableCommand {
             return first ?? .failure(CommandFailure("the request ended without a result"))
         }
         let elapsed = ContinuousClock.now - start
+        let earlyData = client.earlyData(authority: authority)
         client.close()
         let (body, response): (Data, HTTPResponse)
         switch outcome {
@@ -75,6 +86,8 @@ struct Get: AsyncParsableCommand {
             printJSON([
                 "url": url, "status": response.status.code, "bytes": body.count, "seconds": seconds,
                 "goodput_mbit_s": seconds > 0 ? Double(body.count) * 8 / seconds / 1e6 : 0,
+                // The GET went before the handshake completed, and the server took it as 0-RTT data.
+                "early_data": earlyData.map { $0.accepted && $0.requests > 0 } ?? false,
             ])
         } else if output == nil {
             FileHandle.standardOutput.write(body)

@@ -95,7 +95,7 @@ final class QUICEstablishment: EstablishmentStrategy {
         // the channel's release closes the socket and drops this handler.
         driver.onEvent = { [channel] _, event in channel.handle(event, context: context) }
         // Calls that were waiting for the connection (e.g. a 0-RTT send) can go now.
-        channel.attach(driver.connection, transport: driver)
+        channel.attach(driver.connection, transport: driver, context: context)
         driver.service(context)
     }
 }

@@ -24,19 +24,29 @@ import HTTPTypes
 ///
 /// `bytes(for:)` streams a response body instead of holding it.
 ///
-/// Not yet: a streaming request body, trailers, 0-RTT with a session cache, and retrying a
-/// request the server rejected with GOAWAY (it throws; `isRetryable` is not exposed yet).
+/// Resumption and 0-RTT: a new connection to an origin resumes with a session ticket from an
+/// earlier one (kept in memory, or in `quic`'s `sessionCache` when it has one). While a
+/// resumed connection's handshake is under way, safe requests (GET, HEAD and OPTIONS without
+/// a body) are sent at once as 0-RTT data; other requests wait for the handshake, because
+/// early data can be replayed. If the server rejects the early data, the same requests are
+/// sent again once the handshake completes. A server can turn this off for itself by not
+/// accepting early data; `QUIC.sessionCache` decides where tickets live.
+///
+/// Not yet: a streaming request body, trailers, and retrying a request the server rejected
+/// with GOAWAY (it throws; `isRetryable` is not exposed yet).
 /// Only `https` URLs (HTTP/3 runs over QUIC, which is always TLS).
 public final class HTTP3Client: Sendable {
-    /// The QUIC options every connection uses (its ALPN must include `h3`).
+    /// The QUIC options every connection uses (its ALPN must include `h3`), with a session
+    /// cache (an in-memory one unless the options given had one).
     public let quic: QUIC
     /// The largest response body `data(for:)` and `upload(for:from:)` return.
     public let maximumResponseBodySize: Int
     private let connections = Locked<[String: HTTP3ClientConnection]>([:])
 
-    /// A client whose connections use `quic` (trust, identity, transport limits).
+    /// A client whose connections use `quic` (trust, identity, transport limits, where session
+    /// tickets are kept).
     public init(quic: QUIC = QUIC(alpn: ["h3"]), maximumResponseBodySize: Int = 64 * 1024 * 1024) {
-        self.quic = quic
+        self.quic = quic.sessionCache == nil ? quic.sessionCache(QUIC.SessionCache()) : quic
         self.maximumResponseBodySize = maximumResponseBodySize
     }
 
@@ -158,6 +168,17 @@ public final class HTTP3Client: Sendable {
             throw NetworkError.protocolError(code: HTTP3ErrorCode.messageError.code, reason: "the response's header section is not valid", byPeer: false)
         }
         return response
+    }
+
+    /// How the current connection to `authority` (`host[:port]`) began: whether it resumed
+    /// with 0-RTT data the server accepted, and how many requests it sent before its
+    /// handshake completed. Nil without a connection, or before its handshake completes.
+    package func earlyData(authority: String) -> (accepted: Bool, requests: Int)? {
+        guard let (host, port) = Self.hostAndPort(authority),
+            let connection = connections.withLock({ $0["\(host):\(port)"] }),
+            case .ready = connection.connection.state
+        else { return nil }
+        return (connection.connection.earlyDataAccepted, connection.shared.earlyRequests)
     }
 
     /// The origin's connection if it still takes requests, else a new one.

@@ -64,7 +64,7 @@ extension NetworkConnection {
         let core = ConnectionCore(
             loop: context.loop, endpointDescription: peer.description, handshakeTimeout: configuration.handshakeTimeout,
             streamSendLimit: configuration.streamSendBufferLimit, connectionSendLimit: configuration.connectionSendBufferLimit)
-        core.channel.attach(engine, transport: transport)
+        core.channel.attach(engine, transport: transport, context: context)
         core.shared.states.update(.preparing)
         return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
     }

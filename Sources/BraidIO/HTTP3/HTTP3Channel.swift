@@ -30,7 +30,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
     /// Streams QUIC flow control stopped (the engine skips them until writable).
     private var blocked: Set<Int64> = []
     /// Client requests waiting for the handshake or for the peer's stream limit, in order.
-    private var pendingRequests: [(fields: [HTTP3Field], hasBody: Bool, completion: Completion<HTTP3Exchange>)] = []
+    private var pendingRequests: [PendingRequest] = []
     private var servicePending = false
     private var finalError: (any Error)?
 
@@ -52,8 +52,19 @@ package final class HTTP3Channel: QUICStreamConsumer {
 
     // MARK: QUICStreamConsumer
 
+    package func channelAttached(_ channel: QUICChannel, engine quicEngine: QUICConnection, context: LoopContext) {
+        // A resuming client starts at once: its SETTINGS and safe requests go as 0-RTT data.
+        if role == .client && quicEngine.attemptedEarlyData { start(quicEngine, context: context) }
+    }
+
     package func channelBecameReady(_ channel: QUICChannel, engine quicEngine: QUICConnection, context: LoopContext) {
-        start(quicEngine, context: context)
+        if engine == nil {
+            start(quicEngine, context: context)
+        } else {
+            // Requests that could not go as 0-RTT data (not safe, or past the remembered
+            // stream limit) go now.
+            openPendingRequests(quicEngine, context: context)
+        }
     }
 
     package func channel(_ channel: QUICChannel, streamEvent event: QUICEvent, engine quicEngine: QUICConnection, context: LoopContext) {
@@ -87,6 +98,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
 
     private func start(_ quicEngine: QUICConnection, context: LoopContext) {
         guard engine == nil, finalError == nil else { return }
+        let early = quic?.isReady != true
         do {
             let streams = HTTP3LocalStreams(
                 control: try quicEngine.openStream(bidirectional: false),
@@ -100,7 +112,9 @@ package final class HTTP3Channel: QUICStreamConsumer {
             }
             self.engine = engine
         } catch {
-            quic?.cancel(context: context, code: HTTP3ErrorCode.internalError.code, reason: "HTTP/3 could not start")
+            // Before the handshake, the remembered limits may not allow the three streams:
+            // start once ready instead (a stream opened here stays unused, which is legal).
+            if !early { quic?.cancel(context: context, code: HTTP3ErrorCode.internalError.code, reason: "HTTP/3 could not start") }
             return
         }
         for id in waitingReadable.sorted() { read(id, quicEngine) }
@@ -267,17 +281,21 @@ package final class HTTP3Channel: QUICStreamConsumer {
             completion.resume(.failure(finalError))
             return
         }
-        pendingRequests.append((fields, hasBody, completion))
+        pendingRequests.append(PendingRequest(fields: fields, hasBody: hasBody, completion: completion))
         if let quicEngine = quic?.engine, engine != nil { openPendingRequests(quicEngine, context: context) }
     }
 
     private func openPendingRequests(_ quicEngine: QUICConnection, context: LoopContext) {
         guard let engine else { return }
+        let ready = quic?.isReady == true
         while let request = pendingRequests.first {
             guard request.completion.isPending else {
                 pendingRequests.removeFirst()
                 continue
             }
+            // Before the handshake completes only safe requests may go (0-RTT data can be
+            // replayed); later ones keep their order behind one that waits.
+            if !ready && !request.mayTravelEarly { return }
             let id: Int64
             do {
                 id = try quicEngine.openStream(bidirectional: true)
@@ -299,6 +317,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
                 continue
             }
             exchanges[id] = exchange
+            if !ready { shared.countEarlyRequest() }
             if !request.completion.resume(.success(exchange)) {
                 cancel(streamID: id, context: context)
             }
@@ -340,5 +359,19 @@ package final class HTTP3Channel: QUICStreamConsumer {
         try? engine.cancelStream(streamID: streamID)
         retire(streamID, quic?.engine, error: CancellationError())
         scheduleService(context)
+    }
+}
+
+/// A client request waiting for its stream.
+private struct PendingRequest {
+    let fields: [HTTP3Field]
+    let hasBody: Bool
+    let completion: Completion<HTTP3Exchange>
+
+    /// Whether it may be sent as 0-RTT data: a safe method (RFC 9110 section 9.2.1) without a
+    /// body, as RFC 9114 section 4.1 and RFC 8470 advise, since early data can be replayed.
+    var mayTravelEarly: Bool {
+        guard !hasBody, let method = fields.value(of: ":method") else { return false }
+        return method == "GET" || method == "HEAD" || method == "OPTIONS"
     }
 }

@@ -7,6 +7,7 @@ package final class HTTP3ChannelShared: Sendable {
     private struct State {
         var goingAway = false
         var error: (any Error)?
+        var earlyRequests = 0
     }
     private let state = Locked(State())
     /// Server: each request as its header section arrives; ends when the connection does.
@@ -21,10 +22,15 @@ package final class HTTP3ChannelShared: Sendable {
     /// False once the peer sent GOAWAY or the connection ended: new requests need a new
     /// connection.
     package var takesNewRequests: Bool { state.withLock { !$0.goingAway && $0.error == nil } }
+    /// Client: how many requests were sent before the handshake completed (as 0-RTT data,
+    /// or again in 1-RTT packets if the server rejected it).
+    package var earlyRequests: Int { state.withLock { $0.earlyRequests } }
     /// Why the connection ended, once it has.
     package var error: (any Error)? { state.withLock { $0.error } }
 
     func deliver(_ exchange: HTTP3Exchange) { continuation.yield(exchange) }
+
+    func countEarlyRequest() { state.withLock { $0.earlyRequests += 1 } }
 
     func markGoingAway() { state.withLock { $0.goingAway = true } }
 

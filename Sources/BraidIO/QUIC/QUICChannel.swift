@@ -21,6 +21,9 @@ package protocol QUICChannelDelegate: AnyObject {
 package protocol QUICStreamConsumer: AnyObject {
     /// A stream event (opened, readable, writable, stop-sending, closed, streams available).
     func channel(_ channel: QUICChannel, streamEvent event: QUICEvent, engine: QUICConnection, context: LoopContext)
+    /// The channel took over its engine connection (a client resuming with 0-RTT can open
+    /// streams from now on; see `QUICConnection.attemptedEarlyData`).
+    func channelAttached(_ channel: QUICChannel, engine: QUICConnection, context: LoopContext)
     /// The handshake completed (after the delegate heard it).
     func channelBecameReady(_ channel: QUICChannel, engine: QUICConnection, context: LoopContext)
     /// The channel ended with `error` (described); the channel has dropped the consumer.
@@ -101,9 +104,10 @@ package final class QUICChannel {
 
     /// Takes over an engine connection and the transport that serves it. Calls made before
     /// (a client still resolving or racing) run now.
-    package func attach(_ engine: QUICConnection, transport: QUICChannelTransport) {
+    package func attach(_ engine: QUICConnection, transport: QUICChannelTransport, context: LoopContext) {
         self.engine = engine
         self.transport = transport
+        streamConsumer?.channelAttached(self, engine: engine, context: context)
         Self.run(&attachWaiters, nil)
     }
 

@@ -114,8 +114,8 @@ public final class QUICConnection {
     /// The name we verify the server certificate against (client) / "" (server).
     public let serverName: String
     var certificateProblem: CertificateProblem?
-    /// Client: we resume and may send 0-RTT data.
-    var attemptedEarlyData = false
+    /// Client: we resume and may send 0-RTT data (streams open before the handshake completes).
+    public internal(set) var attemptedEarlyData = false
     /// Client: HANDSHAKE_DONE arrived (key updates and migration need it).
     var handshakeConfirmed = false
     /// The ALPN both sides agreed on, once the handshake completed.

@@ -60,9 +60,10 @@ import Testing
     }
 
     /// A listener serving `handler` on 127.0.0.1, and a client trusting its certificate.
-    static func start() async throws -> (NetworkListener<QUIC>, Task<Void, any Error>, HTTP3Client, String) {
+    static func start(acceptingEarlyData: Bool = true) async throws -> (NetworkListener<QUIC>, Task<Void, any Error>, HTTP3Client, String) {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
             QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+                .earlyDataEnabled(acceptingEarlyData)
         }
         let task = Task { try await listener.runHTTP3(handler) }
         for await state in listener.states {
@@ -87,6 +88,56 @@ import Testing
         let (missing, notFound) = try await client.data(for: Self.get(authority, "/nothing-here"))
         #expect(notFound.status == .notFound)
         #expect(missing.isEmpty)
+    }
+
+    /// Opens a connection with one request, waits for the server's session ticket, and closes
+    /// it, so the client's next connection to `authority` resumes.
+    static func leaveTicket(_ client: HTTP3Client, _ authority: String) async throws {
+        _ = try await client.data(for: get(authority, "/hello"))
+        #expect(try #require(client.earlyData(authority: authority)).requests == 0, "the first connection had no ticket to resume with")
+        for _ in 0..<500 where client.quic.sessionCache?.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(client.quic.sessionCache?.count == 1, "no session ticket arrived")
+        client.close()
+    }
+
+    /// A resumed connection sends its GET as 0-RTT data, which the server accepts and answers.
+    @Test func zeroRTTGet() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        try await Self.leaveTicket(client, authority)
+        let (body, response) = try await client.data(for: Self.get(authority, "/100000"))
+        #expect(response.status == .ok)
+        #expect(body == Self.pattern(100_000))
+        let early = try #require(client.earlyData(authority: authority))
+        #expect(early.accepted)
+        #expect(early.requests == 1)
+    }
+
+    /// A server that refuses early data still answers the GET the client sent as 0-RTT data:
+    /// it goes again once the handshake completes.
+    @Test func rejectedZeroRTTGetIsSentAgain() async throws {
+        let (_, task, client, authority) = try await Self.start(acceptingEarlyData: false)
+        defer { task.cancel(); client.close() }
+        try await Self.leaveTicket(client, authority)
+        let (body, response) = try await client.data(for: Self.get(authority, "/100000"))
+        #expect(response.status == .ok)
+        #expect(body == Self.pattern(100_000))
+        let early = try #require(client.earlyData(authority: authority))
+        #expect(!early.accepted)
+        #expect(early.requests == 1)
+    }
+
+    /// A POST on a resumed connection waits for the handshake (early data can be replayed).
+    @Test func unsafeRequestsWaitForTheHandshake() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        try await Self.leaveTicket(client, authority)
+        let upload = HTTPRequest(method: .post, scheme: "https", authority: authority, path: "/count")
+        let (reply, response) = try await client.upload(for: upload, from: Self.pattern(5000))
+        #expect(response.status == .ok)
+        #expect(String(decoding: reply, as: UTF8.self) == "5000 true")
+        let early = try #require(client.earlyData(authority: authority))
+        #expect(early.requests == 0)
     }
 
     @Test func tenMegabyteGetIsByteExact() async throws {

@@ -127,4 +127,57 @@ import Testing
         #expect(missing["status"] as? Int == 404)
         await server.stop()
     }
+
+    /// `braid get` resumes with the ticket aioquic's server gave the previous run and sends its
+    /// GET as 0-RTT data, which aioquic accepts.
+    @Test(.timeLimit(.minutes(1))) func braidGetSendsZeroRTTToAioquic() async throws {
+        let server = try PeerProcess.aioquicHTTP3([
+            "server", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
+        ])
+        let port = try await server.listeningPort()
+        let sessionFile = FileManager.default.temporaryDirectory.appendingPathComponent("braid-h3-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: sessionFile) }
+        // 127.0.0.1, not localhost: a connection racing two addresses does not resume.
+        func get() async throws -> [String: Any] {
+            try await runClient(try PeerProcess.braid([
+                "get", "https://127.0.0.1:\(port)/100000", "--ca", Fixtures.caFile, "--json", "--session-file", sessionFile, "--timeout", "20",
+            ]), within: 30)
+        }
+        let fresh = try await get()
+        let resumed = try await get()
+        await server.stop()
+        #expect(fresh["status"] as? Int == 200)
+        #expect(fresh["early_data"] as? Bool == false)
+        #expect(resumed["status"] as? Int == 200)
+        #expect(resumed["bytes"] as? Int == 100_000)
+        #expect(resumed["early_data"] as? Bool == true, "the GET did not go as accepted 0-RTT data: \(resumed)")
+    }
+
+    /// aioquic's client resumes against `braid serve` and sends its GET before the handshake
+    /// completes, as 0-RTT data, which Braid accepts and answers.
+    @Test(.timeLimit(.minutes(1))) func aioquicSendsZeroRTTToBraidServe() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("braid-h3-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let server = try PeerProcess.braid([
+            "serve", "--alpn", "h3", "--root", root.path, "--host", "127.0.0.1", "--port", "0",
+            "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
+        ])
+        let port = try await server.listeningPort()
+        let sessionFile = root.appendingPathComponent("ticket").path
+        func fetch() async throws -> [String: Any] {
+            try await runClient(try PeerProcess.aioquicHTTP3([
+                "client", "--host", "127.0.0.1", "--port", String(port), "--path", "/1000000", "--ca", Fixtures.caFile,
+                "--sni", "localhost", "--session-file", sessionFile,
+            ]), within: 30)
+        }
+        let fresh = try await fetch()
+        let resumed = try await fetch()
+        await server.stop()
+        #expect(fresh["resumed"] as? Bool == false)
+        #expect(resumed["resumed"] as? Bool == true)
+        #expect(resumed["early_data_accepted"] as? Bool == true)
+        #expect(resumed["status"] as? Int == 200)
+        #expect(resumed["sha256"] as? String == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
 }

@@ -7,12 +7,14 @@ Server
 
 Prints ``listening <port>`` as its first stdout line and runs until SIGTERM/SIGINT. ``GET /N``
 answers 200 with N bytes, byte ``i`` being ``pattern(i)`` below; any other path answers 404.
-A request body is read and counted; the response carries it in ``x-request-bytes``.
+A request body is read and counted; the response carries it in ``x-request-bytes``. Session
+tickets it issues are kept in memory, so a client can resume and send 0-RTT requests.
 
 Client
 ------
     aioquic_h3_peer.py client --host H --port P --path /N [--ca FILE] [--sni NAME]
                               [--method GET|POST] [--upload N] [--requests K] [--timeout 30]
+                              [--session-file FILE]
 
 Sends the request (with ``--upload N``, N pattern bytes as its body; with ``--requests K``, K of
 them at once on the one connection) and prints one JSON object: ``status`` and ``bytes`` (of
@@ -20,6 +22,10 @@ the first response; ``statuses`` and ``sizes`` list every response's), ``sha256`
 body, ``pattern`` (whether every byte of it matched ``pattern(i)``), ``identical`` (whether
 every body equals the first), ``body_base64`` (the first body, when at most 64 KiB) and ``ok``.
 Exits 0 only if every response arrived; 3 on timeout, 4 if the connection failed.
+
+With ``--session-file``, a ticket found in FILE resumes the connection and the requests are
+sent at once, as 0-RTT data; the ticket the server sends is saved there for the next run. The
+report then also says ``resumed`` and ``early_data_accepted`` (from the handshake).
 """
 
 import argparse
@@ -27,6 +33,8 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
+import pickle
 import signal
 import sys
 from typing import Optional
@@ -35,7 +43,7 @@ from aioquic.asyncio import QuicConnectionProtocol, connect, serve
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, H3Event, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import ConnectionTerminated, QuicEvent
+from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, QuicEvent
 
 
 def pattern(count: int, start: int = 0) -> bytes:
@@ -92,7 +100,12 @@ class ServerProtocol(QuicConnectionProtocol):
 async def run_server(args: argparse.Namespace) -> int:
     configuration = QuicConfiguration(alpn_protocols=H3_ALPN, is_client=False, max_datagram_frame_size=65536)
     configuration.load_cert_chain(args.cert, args.key)
-    server = await serve(args.host, args.port, configuration=configuration, create_protocol=ServerProtocol)
+    tickets: dict = {}
+    server = await serve(
+        args.host, args.port, configuration=configuration, create_protocol=ServerProtocol,
+        session_ticket_handler=lambda ticket: tickets.__setitem__(ticket.ticket, ticket),
+        session_ticket_fetcher=lambda label: tickets.pop(label, None),
+    )
     port = server._transport.get_extra_info("sockname")[1]
     print(f"listening {port}", flush=True)
     stop = asyncio.Event()
@@ -113,8 +126,11 @@ class ClientProtocol(QuicConnectionProtocol):
         self.status: dict[int, int] = {}
         self.body: dict[int, bytearray] = {}
         self.ended: set[int] = set()
+        self.handshake: Optional[HandshakeCompleted] = None
 
     def quic_event_received(self, event: QuicEvent) -> None:
+        if isinstance(event, HandshakeCompleted):
+            self.handshake = event
         if isinstance(event, ConnectionTerminated) and not self.done.done():
             self.done.set_exception(ConnectionError(f"connection closed: {event.error_code:#x} {event.reason_phrase}"))
         for h3_event in self.h3.handle_event(event):
@@ -133,8 +149,25 @@ async def run_client(args: argparse.Namespace) -> int:
     configuration = QuicConfiguration(alpn_protocols=H3_ALPN, is_client=True, server_name=args.sni or args.host)
     if args.ca:
         configuration.load_verify_locations(args.ca)
+    if args.session_file and os.path.exists(args.session_file):
+        with open(args.session_file, "rb") as file:
+            configuration.session_ticket = pickle.load(file)
+
+    saved: list = []
+
+    def save_ticket(ticket) -> None:
+        saved.append(ticket)
+        if args.session_file:
+            with open(args.session_file, "wb") as file:
+                pickle.dump(ticket, file)
+
     try:
-        async with connect(args.host, args.port, configuration=configuration, create_protocol=ClientProtocol) as client:
+        # Resuming, the requests go at once (0-RTT) instead of after the handshake.
+        early = configuration.session_ticket is not None
+        async with connect(
+            args.host, args.port, configuration=configuration, create_protocol=ClientProtocol,
+            session_ticket_handler=save_ticket, wait_connected=not early,
+        ) as client:
             client.expected = args.requests
             upload = pattern(args.upload) if args.upload else b""
             headers = [
@@ -160,6 +193,15 @@ async def run_client(args: argparse.Namespace) -> int:
                 "sha256": hashlib.sha256(first).hexdigest(), "pattern": first == pattern(len(first)),
                 "identical": all(body == first for body in bodies),
             }
+            if client.handshake is not None:
+                report["resumed"] = client.handshake.session_resumed
+                report["early_data_accepted"] = client.handshake.early_data_accepted
+            if args.session_file:
+                # The server's ticket may follow the responses: wait briefly for it.
+                for _ in range(100):
+                    if saved:
+                        break
+                    await asyncio.sleep(0.01)
             if len(first) <= 65536:
                 report["body_base64"] = base64.b64encode(first).decode()
             print(json.dumps(report), flush=True)
@@ -190,6 +232,7 @@ def main(argv: list[str]) -> int:
     client.add_argument("--ca")
     client.add_argument("--sni")
     client.add_argument("--timeout", type=float, default=30)
+    client.add_argument("--session-file")
     args = parser.parse_args(argv)
     return asyncio.run(run_server(args) if args.mode == "server" else run_client(args))
 
