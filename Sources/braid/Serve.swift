@@ -41,6 +41,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Event loops (cores) serving connections.") var loops = 1
     @OptionGroup var batching: BatchingFlags
     @Flag(help: "One JSON line per finished connection.") var json = false
+    @Option(name: .customLong("requests-per-connection"), help: "HTTP/3: shut a connection down gracefully (GOAWAY) once it has taken this many requests.")
+    var requestsPerConnection: Int?
 
     func validate() throws {
         _ = try readableFile(cert, flag: "--cert")
@@ -58,9 +60,10 @@ struct Serve: AsyncParsableCommand {
             guard unknown.isEmpty, !applications.isEmpty else {
                 throw ValidationError("--alpn \(alpn): the applications are perf and echo (or h3 alone)")
             }
-            guard root == nil else { throw ValidationError("--root is for --alpn h3") }
+            guard root == nil, requestsPerConnection == nil else { throw ValidationError("--root and --requests-per-connection are for --alpn h3") }
         }
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
+        if let requestsPerConnection, requestsPerConnection < 1 { throw ValidationError("--requests-per-connection must be at least 1") }
         guard connectionLimit >= 1, halfOpenLimit >= 1, connectionLimitPerAddress >= 0, retryThreshold >= 0 else {
             throw ValidationError("--connection-limit and --half-open-limit must be at least 1, --connection-limit-per-address and --retry-threshold at least 0")
         }
@@ -84,9 +87,10 @@ struct Serve: AsyncParsableCommand {
         listener.newConnectionLimit = connectionLimit
         let json = json
         let fileServer = applications == ["h3"] ? HTTP3FileServer(root: root) : nil
+        let requestsPerConnection = requestsPerConnection
         let serving = Task {
             if let fileServer {
-                try await listener.runHTTP3(fileServer.handle)
+                try await listener.runHTTP3(requestsPerConnection: requestsPerConnection, fileServer.handle)
                 return
             }
             try await listener.run { connection in
@@ -95,7 +99,8 @@ struct Serve: AsyncParsableCommand {
             }
         }
         // Cancelling `run` is the listener's graceful shutdown: it stops accepting, closes every
-        // connection with code 0, and returns once the closes are on the socket.
+        // connection with code 0 (HTTP/3: GOAWAY, the requests taken finish, then H3_NO_ERROR),
+        // and returns once the closes are on the socket.
         try ShutdownSignals.install(gracePeriod: .seconds(10)) { signal in
             FileHandle.standardError.write(Data("braid: \(ShutdownSignals.name(signal)): closing every connection (again: exit at once)\n".utf8))
             serving.cancel()

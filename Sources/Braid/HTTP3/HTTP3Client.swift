@@ -32,8 +32,12 @@ import HTTPTypes
 /// sent again once the handshake completes. A server can turn this off for itself by not
 /// accepting early data; `QUIC.sessionCache` decides where tickets live.
 ///
-/// Not yet: a streaming request body, trailers, and retrying a request the server rejected
-/// with GOAWAY (it throws; `isRetryable` is not exposed yet).
+/// GOAWAY: once a server sends it, new requests go on a new connection while those in flight
+/// finish. A request the server did not process (beyond its final GOAWAY, or refused with
+/// H3_REQUEST_REJECTED) is sent again on a new connection, up to `maximumAttempts` times in
+/// all; after that it throws `NetworkError.streamReset` with code 0x10b (H3_REQUEST_REJECTED).
+///
+/// Not yet: a streaming request body and trailers.
 /// Only `https` URLs (HTTP/3 runs over QUIC, which is always TLS).
 public final class HTTP3Client: Sendable {
     /// The QUIC options every connection uses (its ALPN must include `h3`), with a session
@@ -42,6 +46,11 @@ public final class HTTP3Client: Sendable {
     /// The largest response body `data(for:)` and `upload(for:from:)` return.
     public let maximumResponseBodySize: Int
     private let connections = Locked<[String: HTTP3ClientConnection]>([:])
+    private let counts = Locked((connections: 0, retries: 0))
+
+    /// Connections opened so far, and requests sent again because a server did not process them.
+    package var connectionsOpened: Int { counts.withLock { $0.connections } }
+    package var requestsRetried: Int { counts.withLock { $0.retries } }
 
     /// A client whose connections use `quic` (trust, identity, transport limits, where session
     /// tickets are kept).
@@ -61,7 +70,7 @@ public final class HTTP3Client: Sendable {
     /// let (body, response) = try await client.data(for: HTTPRequest(method: .get, scheme: "https", authority: "localhost:4433", path: "/1000"))
     /// ```
     public func data(for request: HTTPRequest) async throws -> (Data, HTTPResponse) {
-        try await exchange(request, body: nil)
+        try await retrying { try await exchange(request, body: nil) }
     }
 
     /// Sends `request` with `body` and returns the response's body and head.
@@ -71,7 +80,7 @@ public final class HTTP3Client: Sendable {
     /// let (reply, response) = try await client.upload(for: upload, from: Data("hello".utf8))
     /// ```
     public func upload(for request: HTTPRequest, from body: Data) async throws -> (Data, HTTPResponse) {
-        try await exchange(request, body: body)
+        try await retrying { try await exchange(request, body: body) }
     }
 
     /// Sends `request` (no body) and returns the response's head as soon as it arrives, with
@@ -85,15 +94,34 @@ public final class HTTP3Client: Sendable {
     /// for try await chunk in body { received += chunk.count }
     /// ```
     public func bytes(for request: HTTPRequest) async throws -> (HTTP3IncomingBody, HTTPResponse) {
-        try await NetworkError.mapping {
-            let connection = try connection(for: request)
-            let exchange = try await connection.reference.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: false)
+        try await retrying {
+            try await NetworkError.mapping {
+                let connection = try connection(for: request)
+                let exchange = try await connection.reference.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: false)
+                do {
+                    let response = try await responseHead(exchange)
+                    return (HTTP3IncomingBody(exchange, cancelsWhenDropped: true, keepingAlive: connection), response)
+                } catch {
+                    exchange.cancel()
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// How many times a request the server did not process is sent in all.
+    public static let maximumAttempts = 4
+
+    /// Runs `attempt` again (on a new connection: the one that refused it no longer takes
+    /// requests) while it fails with a request the server did not process.
+    private func retrying<Result>(_ attempt: () async throws -> Result) async throws -> Result {
+        var attempts = 1
+        while true {
             do {
-                let response = try await responseHead(exchange)
-                return (HTTP3IncomingBody(exchange, cancelsWhenDropped: true, keepingAlive: connection), response)
-            } catch {
-                exchange.cancel()
-                throw error
+                return try await attempt()
+            } catch NetworkError.streamReset(let code) where code == HTTP3ErrorCode.requestRejected.code && attempts < Self.maximumAttempts {
+                attempts += 1
+                counts.withLock { $0.retries += 1 }
             }
         }
     }
@@ -197,6 +225,7 @@ public final class HTTP3Client: Sendable {
             if let existing = connections[key], existing.shared.takesNewRequests { return existing }
             let made = HTTP3ClientConnection(endpoint: .hostPort(host: NWEndpoint.Host(host), port: NWEndpoint.Port(integerLiteral: port)), quic: quic)
             connections[key] = made
+            counts.withLock { $0.connections += 1 }
             return made
         }
     }
@@ -242,5 +271,10 @@ final class HTTP3ClientConnection: Sendable {
         let core = connection.core
         connection.loop.execute { _ in owned.value.attach(to: core.value.channel) }
         connection.start()
+    }
+
+    deinit {
+        // Replaced (after GOAWAY) and no request holds it: close it as HTTP/3 closes.
+        connection.cancel(applicationErrorCode: HTTP3ErrorCode.noError.code)
     }
 }

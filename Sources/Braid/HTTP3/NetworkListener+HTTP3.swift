@@ -30,40 +30,72 @@ extension NetworkListener where ApplicationProtocol == QUIC {
     /// A handler whose request the client cancels (RESET_STREAM), or whose connection ends, is
     /// cancelled (its task), so a client resetting requests cannot pile up handlers.
     ///
-    /// Not yet: trailers, interim responses, and a graceful shutdown with GOAWAY (cancelling
-    /// `runHTTP3` closes each connection at once with H3_NO_ERROR).
+    /// Graceful shutdown: cancelling `runHTTP3` sends each connection GOAWAY, first as a notice
+    /// (clients send new requests elsewhere), then, two round trips later, with the last
+    /// request it will process (later ones are refused with H3_REQUEST_REJECTED, which clients
+    /// retry elsewhere: `HTTP3Client` does). Requests already taken run to completion; each
+    /// connection closes with H3_NO_ERROR once they have, or after `shutdownGracePeriod`, and
+    /// `runHTTP3` returns when every connection has closed. With `requestsPerConnection`, a
+    /// connection shuts down the same way once it has taken that many requests (a few more
+    /// may arrive during the first round trip), as servers rotate long-lived connections.
+    ///
+    /// Not yet: trailers and interim responses.
     public func runHTTP3(
+        requestsPerConnection: Int? = nil,
+        shutdownGracePeriod: Duration = .seconds(10),
         _ handler: @escaping @Sendable (HTTPRequest, HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
     ) async throws {
+        if let requestsPerConnection, requestsPerConnection < 1 {
+            throw NetworkError.invalidConfiguration("requestsPerConnection must be at least 1 (it is \(requestsPerConnection))")
+        }
         guard parameters.stack.alpn.contains("h3") else {
             throw NetworkError.invalidConfiguration("an HTTP/3 listener's QUIC options must offer ALPN \"h3\" (they offer \(parameters.stack.alpn))")
         }
         try await run({ connection in
             let core = connection.core
-            let shared = try await Completion<HTTP3ChannelShared?>.wait(on: connection.loop) { _, completion in
-                completion.resume(.success((core.value.channel.streamConsumer as? HTTP3Channel)?.shared))
+            let channel = try await Completion<(HTTP3ChannelShared, HTTP3ChannelReference)?>.wait(on: connection.loop) { _, completion in
+                let channel = core.value.channel.streamConsumer as? HTTP3Channel
+                completion.resume(.success(channel.map { ($0.shared, $0.reference) }))
             }
-            guard let shared else { return }
-            await withDiscardingTaskGroup { tasks in
-                for await exchange in shared.requests {
-                    tasks.addTask {
-                        // The handler runs only while its request lives: a client that resets
-                        // requests cannot pile up handlers (they are cancelled).
-                        await withTaskGroup(of: Void.self) { running in
-                            running.addTask { await Self.serve(exchange, handler) }
-                            running.addTask { try? await exchange.ended() }
-                            await running.next()
-                            running.cancelAll()
-                        }
+            guard let (shared, reference) = channel else { return }
+            // Served in a task of its own, which the listener's cancellation does not reach:
+            // cancelling starts a graceful shutdown instead, and the requests taken until the
+            // final GOAWAY still run. It ends when the connection does.
+            let serving = Task { await Self.serveRequests(shared.requests, handler) }
+            await withTaskCancellationHandler {
+                await serving.value
+            } onCancel: {
+                reference.shutDownGracefully()
+            }
+            // Closed with HTTP/3's H3_NO_ERROR rather than the listener's QUIC code 0.
+            await connection.close(applicationErrorCode: HTTP3ErrorCode.noError.code)
+        }, prepareQUIC: { channel in
+            HTTP3Channel(
+                role: .server, loop: channel.loop, requestsPerConnection: requestsPerConnection, shutdownGracePeriod: shutdownGracePeriod
+            ).attach(to: channel)
+        })
+    }
+
+    /// Runs `handler` for each request of one connection, each in its own child task, until
+    /// the connection ends and every handler has returned.
+    private static func serveRequests(
+        _ requests: AsyncStream<HTTP3Exchange>,
+        _ handler: @escaping @Sendable (HTTPRequest, HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
+    ) async {
+        await withDiscardingTaskGroup { tasks in
+            for await exchange in requests {
+                tasks.addTask {
+                    // The handler runs only while its request lives: a client that resets
+                    // requests cannot pile up handlers (they are cancelled).
+                    await withTaskGroup(of: Void.self) { running in
+                        running.addTask { await Self.serve(exchange, handler) }
+                        running.addTask { try? await exchange.ended() }
+                        await running.next()
+                        running.cancelAll()
                     }
                 }
             }
-            // The listener is shutting down (or the connection ended): close with HTTP/3's
-            // H3_NO_ERROR rather than the listener's QUIC code 0.
-            await connection.close(applicationErrorCode: HTTP3ErrorCode.noError.code)
-        }, prepareQUIC: { channel in
-            HTTP3Channel(role: .server, loop: channel.loop).attach(to: channel)
-        })
+        }
     }
 
     private static func serve(

@@ -20,6 +20,11 @@ package final class HTTP3Channel: QUICStreamConsumer {
     package let configuration: HTTP3Configuration
     /// The most body bytes each exchange's outbox holds.
     package let bodyBufferLimit: Int
+    /// Server: after this many requests the connection shuts down gracefully (nil: never).
+    package let requestsPerConnection: Int?
+    /// Server: how long a graceful shutdown lets requests already taken finish before the
+    /// connection closes anyway.
+    package let shutdownGracePeriod: Duration
     package let reference: HTTP3ChannelReference
     package let shared: HTTP3ChannelShared
     private var quic: QUICChannel?
@@ -33,11 +38,20 @@ package final class HTTP3Channel: QUICStreamConsumer {
     private var pendingRequests: [PendingRequest] = []
     private var servicePending = false
     private var finalError: (any Error)?
+    /// Server: requests taken so far, and how far a graceful shutdown has come.
+    private var requestCount = 0
+    private var shutdown = GracefulShutdown.notStarted
+    private var drainCheckPending = false
 
-    package init(role: HTTP3Connection.Role, loop: EventLoop, configuration: HTTP3Configuration = HTTP3Configuration(), bodyBufferLimit: Int = 256 * 1024) {
+    package init(
+        role: HTTP3Connection.Role, loop: EventLoop, configuration: HTTP3Configuration = HTTP3Configuration(), bodyBufferLimit: Int = 256 * 1024,
+        requestsPerConnection: Int? = nil, shutdownGracePeriod: Duration = .seconds(10)
+    ) {
         self.role = role
         self.configuration = configuration
         self.bodyBufferLimit = bodyBufferLimit
+        self.requestsPerConnection = requestsPerConnection
+        self.shutdownGracePeriod = shutdownGracePeriod
         reference = HTTP3ChannelReference(loop: loop)
         shared = HTTP3ChannelShared()
         reference.channel = self
@@ -176,6 +190,10 @@ package final class HTTP3Channel: QUICStreamConsumer {
         }
         quic?.transmit(context)
         if rounds > 64 { scheduleService(context) }
+        if let limit = requestsPerConnection, requestCount >= limit, case .notStarted = shutdown {
+            shutDownGracefully(context: context)
+        }
+        closeIfDrained(context)
     }
 
     private func write(_ engine: HTTP3Connection, _ quicEngine: QUICConnection) -> Bool {
@@ -211,6 +229,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
                 guard exchanges[id] == nil else { return }
                 let exchange = HTTP3Exchange(streamID: id, requestFields: fields, channel: reference, bodyLimit: bodyBufferLimit)
                 exchanges[id] = exchange
+                requestCount += 1
                 shared.deliver(exchange)
             } else if let exchange = exchanges[id] {
                 // Interim (1xx) responses come before the final one; only that one is kept.
@@ -236,8 +255,13 @@ package final class HTTP3Channel: QUICStreamConsumer {
             exchanges[id]?.outbox.fail(describe(HTTP3StreamFailure(streamID: id, code: code)))
         case .requestRejected(let id):
             exchanges[id]?.fail(describe(HTTP3Error.requestRejected(streamID: id)))
-        case .goaway:
+        case .goaway(let lastStreamID):
             shared.markGoingAway()
+            // Requests still waiting for a stream will not be sent here: they go to a new
+            // connection (the client retries them) rather than wait for this one to close.
+            let waiting = pendingRequests
+            pendingRequests.removeAll()
+            for request in waiting { request.completion.resume(.failure(describe(HTTP3Error.goingAway(lastStreamID: lastStreamID)))) }
         case .connectionError(let error):
             end(error)
         }
@@ -354,6 +378,68 @@ package final class HTTP3Channel: QUICStreamConsumer {
         quic?.transmit(context)
     }
 
+    // MARK: Graceful shutdown (server)
+
+    /// Server: GOAWAY now (a notice: no request in flight is refused, and clients send new ones
+    /// elsewhere); the final GOAWAY two round trips later (RFC 9114 section 5.2 asks for at
+    /// least one, so requests already on their way are processed); the connection closes with
+    /// H3_NO_ERROR once every request taken has finished, or after `shutdownGracePeriod`.
+    package func shutDownGracefully(context: LoopContext) {
+        guard role == .server, case .notStarted = shutdown, finalError == nil else { return }
+        guard let engine, let quicEngine = quic?.engine else {
+            // The handshake has not completed: no request to wait for.
+            quic?.cancel(context: context, code: HTTP3ErrorCode.noError.code)
+            return
+        }
+        do {
+            try engine.sendShutdownNotice()
+        } catch {
+            quic?.cancel(context: context, code: HTTP3ErrorCode.noError.code)
+            return
+        }
+        shutdown = .noticeSent
+        scheduleService(context)
+        let roundTrip = max(quicEngine.statistics.smoothedRTT, .milliseconds(5))
+        context.schedule(at: context.now + roundTrip * 2) { [weak self] context in self?.sendFinalGoaway(context) }
+        context.schedule(at: context.now + shutdownGracePeriod) { [weak self] context in
+            guard let self, finalError == nil else { return }
+            quic?.cancel(context: context, code: HTTP3ErrorCode.noError.code, reason: "shut down")
+        }
+    }
+
+    private func sendFinalGoaway(_ context: LoopContext) {
+        guard let engine, finalError == nil, case .noticeSent = shutdown else { return }
+        do {
+            // nghttp3 rejects the requests that arrive from now on (H3_REQUEST_REJECTED).
+            try engine.shutdown()
+        } catch {
+            quic?.cancel(context: context, code: HTTP3ErrorCode.noError.code)
+            return
+        }
+        shutdown = .draining
+        scheduleService(context)
+    }
+
+    /// Closes a draining connection once no request stream is left and the peer has
+    /// acknowledged everything sent: the final GOAWAY must arrive before the close, or the
+    /// client could not tell which of its requests were refused (and may go elsewhere).
+    private func closeIfDrained(_ context: LoopContext) {
+        guard case .draining = shutdown, finalError == nil, !drainCheckPending, let engine, engine.activeStreamCount == 0, exchanges.isEmpty,
+            let quicEngine = quic?.engine
+        else { return }
+        guard quicEngine.unacknowledgedBytes == 0 else {
+            // Acknowledgements are not stream events: look again in half a round trip.
+            drainCheckPending = true
+            let wait = max(quicEngine.statistics.smoothedRTT / 2, .milliseconds(1))
+            context.schedule(at: context.now + wait) { [weak self] context in
+                self?.drainCheckPending = false
+                self?.closeIfDrained(context)
+            }
+            return
+        }
+        quic?.cancel(context: context, code: HTTP3ErrorCode.noError.code)
+    }
+
     func cancel(streamID: Int64, context: LoopContext) {
         guard let engine, exchanges[streamID] != nil else { return }
         try? engine.cancelStream(streamID: streamID)
@@ -374,4 +460,13 @@ private struct PendingRequest {
         guard !hasBody, let method = fields.value(of: ":method") else { return false }
         return method == "GET" || method == "HEAD" || method == "OPTIONS"
     }
+}
+
+/// How far a server's graceful shutdown has come.
+private enum GracefulShutdown {
+    case notStarted
+    /// The first GOAWAY (the largest ID) is out.
+    case noticeSent
+    /// The final GOAWAY is out: the connection closes once its requests have finished.
+    case draining
 }

@@ -35,6 +35,12 @@ package final class HTTP3ChannelReference: @unchecked Sendable {
         }
     }
 
+    /// Server: starts a graceful shutdown (GOAWAY, then close once the requests taken have
+    /// finished or the grace period has passed).
+    package func shutDownGracefully() {
+        onLoop { channel, context in channel.shutDownGracefully(context: context) }
+    }
+
     /// Client: sends a request's header section on a new stream (waiting for the handshake
     /// and the peer's stream limit); its body, if `hasBody`, follows through the exchange's
     /// outbox.

@@ -12,6 +12,8 @@ import Testing
     static let startedHandlers = Locked(0)
     /// Handlers of `/hang` that started (only `listenerShutdownClosesWithNoError` asks for it).
     static let hangingHandlers = Locked(0)
+    /// Handlers of `/slow` that started (only `gracefulShutdownLetsRequestsFinish` asks for it).
+    static let slowHandlers = Locked(0)
 
     /// The byte at `index` of a generated body (so every byte is checked, not just the count).
     static func patternByte(_ index: Int) -> UInt8 { UInt8(truncatingIfNeeded: index &* 31 &+ index >> 8) }
@@ -43,6 +45,11 @@ import Testing
             hangingHandlers.withLock { $0 += 1 }
             try await Task.sleep(for: .seconds(3600))
         }
+        if path == "/slow" {
+            slowHandlers.withLock { $0 += 1 }
+            try await Task.sleep(for: .milliseconds(500))
+            return (HTTPResponse(status: .ok), .data(Data("finished".utf8)))
+        }
         if path == "/fail" {
             throw NetworkError.invalidState("the handler failed on purpose")
         }
@@ -60,12 +67,16 @@ import Testing
     }
 
     /// A listener serving `handler` on 127.0.0.1, and a client trusting its certificate.
-    static func start(acceptingEarlyData: Bool = true) async throws -> (NetworkListener<QUIC>, Task<Void, any Error>, HTTP3Client, String) {
+    static func start(
+        acceptingEarlyData: Bool = true, requestsPerConnection: Int? = nil, shutdownGracePeriod: Duration = .seconds(10)
+    ) async throws -> (NetworkListener<QUIC>, Task<Void, any Error>, HTTP3Client, String) {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
             QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
                 .earlyDataEnabled(acceptingEarlyData)
         }
-        let task = Task { try await listener.runHTTP3(handler) }
+        let task = Task {
+            try await listener.runHTTP3(requestsPerConnection: requestsPerConnection, shutdownGracePeriod: shutdownGracePeriod, handler)
+        }
         for await state in listener.states {
             if state == .ready { break }
             if case .failed(let error) = state { throw error }
@@ -230,10 +241,10 @@ import Testing
         #expect(hello == Data("hello, h3".utf8))
     }
 
-    /// Stopping the listener closes its connections with H3_NO_ERROR: a request in flight
-    /// fails with the peer's close, not a timeout.
+    /// Stopping the listener closes its connections with H3_NO_ERROR once the grace period
+    /// has passed: a request still in flight then fails with the peer's close, not a timeout.
     @Test func listenerShutdownClosesWithNoError() async throws {
-        let (_, task, client, authority) = try await Self.start()
+        let (_, task, client, authority) = try await Self.start(shutdownGracePeriod: .milliseconds(300))
         defer { client.close() }
         _ = try await client.data(for: Self.get(authority, "/hello"))
         let hanging = Task { try await client.data(for: Self.get(authority, "/hang")) }
@@ -250,6 +261,44 @@ import Testing
         } catch {
             Issue.record("expected the server's close with H3_NO_ERROR, got \(error)")
         }
+    }
+
+    /// Stopping the listener lets a request it has taken finish (GOAWAY, then the close once
+    /// the response is out), and `runHTTP3` returns after that.
+    @Test func gracefulShutdownLetsRequestsFinish() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { client.close() }
+        _ = try await client.data(for: Self.get(authority, "/hello"))
+        let slow = Task { try await client.data(for: Self.get(authority, "/slow")) }
+        for _ in 0..<3000 where Self.slowHandlers.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(Self.slowHandlers.withLock { $0 } == 1, "the request never reached its handler")
+        task.cancel()
+        let (body, response) = try await slow.value
+        #expect(response.status == .ok)
+        #expect(String(decoding: body, as: UTF8.self) == "finished")
+        try await task.value
+    }
+
+    /// A server that sends GOAWAY after every 50 requests while 100 are in flight at a time:
+    /// all 600 complete, byte-checked, over new connections (requests the server refused are
+    /// sent again).
+    @Test func goawayUnderLoadLosesNoRequest() async throws {
+        let (_, task, client, authority) = try await Self.start(requestsPerConnection: 50)
+        defer { task.cancel(); client.close() }
+        let expected = Self.pattern(2000)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<600 {
+                if index >= 100 { try await group.next() }
+                group.addTask {
+                    let (body, response) = try await client.data(for: Self.get(authority, "/2000"))
+                    #expect(response.status == .ok)
+                    #expect(body == expected)
+                }
+            }
+            try await group.waitForAll()
+        }
+        // At most about 50 requests per connection (a few more arrive in GOAWAY's first round trip).
+        #expect(client.connectionsOpened >= 6, "\(client.connectionsOpened) connections for 600 requests")
     }
 
     @Test func handlerErrorAnswers500() async throws {

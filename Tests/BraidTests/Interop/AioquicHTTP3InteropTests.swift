@@ -180,4 +180,74 @@ import Testing
         #expect(resumed["status"] as? Int == 200)
         #expect(resumed["sha256"] as? String == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
+
+    /// An aioquic server that sends GOAWAY after every 40 requests of a connection and refuses
+    /// the requests past it (H3_REQUEST_REJECTED), against `HTTP3Client` keeping 20 in flight:
+    /// all 300 complete, byte-checked, the refused ones sent again on new connections.
+    @Test(.timeLimit(.minutes(1))) func braidClientLosesNoRequestWhenAioquicSendsGoaway() async throws {
+        let server = try PeerProcess.aioquicHTTP3([
+            "server", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
+            "--goaway-after", "40",
+        ])
+        let port = try await server.listeningPort()
+        let client = HTTP3Client(quic: QUIC(alpn: ["h3"]).trust(.certificateAuthorities(file: Fixtures.caFile)))
+        defer { client.close() }
+        let authority = "localhost:\(port)"
+        let completed: Int
+        do {
+            completed = try await withThrowingTaskGroup(of: Bool.self) { group in
+                var completed = 0
+                for index in 0..<300 {
+                    if index >= 20, try await group.next() == true { completed += 1 }
+                    group.addTask {
+                        let (body, response) = try await client.data(for: HTTPRequest(method: .get, scheme: "https", authority: authority, path: "/2000"))
+                        return response.status == .ok && body == Self.pattern(2000)
+                    }
+                }
+                for try await intact in group where intact { completed += 1 }
+                return completed
+            }
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+        #expect(completed == 300, "\(completed) of 300 responses arrived intact")
+        let counts = try #require(server.jsonLines.last, "the server printed no counts: \(server.errors)")
+        #expect(counts["goaways"] as? Int ?? 0 >= 6, "\(counts)")
+        #expect(counts["rejected"] as? Int ?? 0 >= 1, "no request was refused, so none was retried: \(counts)")
+        #expect(client.requestsRetried >= 1)
+        #expect(client.connectionsOpened >= 7, "\(client.connectionsOpened) connections for 300 requests")
+    }
+
+    /// aioquic's load client (which follows RFC 9114's GOAWAY rules) keeping 20 requests in
+    /// flight against a Braid listener that shuts each connection down gracefully after 40
+    /// requests: all 300 complete, byte-checked, none lost.
+    @Test(.timeLimit(.minutes(1))) func aioquicLosesNoRequestWhenBraidSendsGoaway() async throws {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+            QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        }
+        let serving = Task {
+            try await listener.runHTTP3(requestsPerConnection: 40) { request, _ in
+                (HTTPResponse(status: .ok), .data(Self.pattern(Int(request.path?.dropFirst() ?? "") ?? 0)))
+            }
+        }
+        defer { serving.cancel() }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        let report = try await runClient(try PeerProcess.aioquicHTTP3([
+            "load", "--host", "127.0.0.1", "--port", String(listener.port!.rawValue), "--ca", Fixtures.caFile, "--sni", "localhost",
+            "--path", "/2000", "--requests", "300", "--concurrency", "20",
+        ]), within: 50)
+        #expect(report["completed"] as? Int == 300, "\(report)")
+        #expect(report["lost"] as? Int == 0)
+        #expect(report["pattern"] as? Bool == true)
+        // Each connection takes 40 requests and at most 19 more in GOAWAY's first round trip.
+        let connections = report["connections"] as? Int ?? 0
+        #expect(connections >= 5, "\(report)")
+        // Each connection that reached 40 sent two: the notice and the final one.
+        #expect(report["goaways"] as? Int ?? 0 >= 2 * (connections - 1), "\(report)")
+    }
 }

@@ -163,4 +163,30 @@ import Testing
         #expect(resumedLog.contains(":status: 200"))
         #expect(try Data(contentsOf: downloads.appendingPathComponent("index.html")) == Data("hello over HTTP/3\n".utf8))
     }
+
+    /// gtlsclient sends 100 requests at once to `braid serve --requests-per-connection 10`,
+    /// which sends GOAWAY (a notice, then the final one two round trips later) while they run:
+    /// every request that arrived before the final GOAWAY is answered, so all 100 are. gtlsclient
+    /// does not log HTTP/3 frames; its QUIC log shows the server's control stream (ID 3, opened
+    /// first) carrying bytes after its SETTINGS, and only GOAWAY frames can follow them there.
+    @Test func gtlsclientGetsEveryResponseWhileBraidServeSendsGoaway() async throws {
+        let root = try Self.documentRoot(size: 0)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let server = try PeerProcess.braid([
+            "serve", "--alpn", "h3", "--root", root.path, "--host", "127.0.0.1", "--port", "0",
+            "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"), "--requests-per-connection", "10",
+        ])
+        let port = try await server.listeningPort()
+        let client = try ChildProcess(try Self.program("gtlsclient"), [
+            "--exit-on-all-streams-close", "-n", "100", "127.0.0.1", String(port), "https://localhost:\(port)/1000",
+        ])
+        let exit = try await client.finish(within: 60)
+        await server.stop()
+        let log = client.output + client.errors
+        #expect(exit.status == 0, "gtlsclient exited \(exit.status)")
+        #expect(log.components(separatedBy: ":status: 200").count - 1 == 100)
+        let controlFrames = log.split(separator: "\n").filter { $0.contains("frm rx") && $0.contains(" id=0x3 ") }
+        let afterSettings = controlFrames.filter { !$0.contains("offset=0 ") }
+        #expect(afterSettings.count >= 2, "no GOAWAY reached gtlsclient: \(controlFrames)")
+    }
 }

@@ -10,6 +10,24 @@ answers 200 with N bytes, byte ``i`` being ``pattern(i)`` below; any other path 
 A request body is read and counted; the response carries it in ``x-request-bytes``. Session
 tickets it issues are kept in memory, so a client can resume and send 0-RTT requests.
 
+With ``--goaway-after K``, each connection sends GOAWAY once it has taken K requests, naming
+the stream after the K-th as the first it will not process, and refuses every later request
+with H3_REQUEST_REJECTED (RESET_STREAM and STOP_SENDING); the K requests are answered. At
+exit (SIGTERM) it prints ``{"goaways": G, "rejected": R, "answered": A}``.
+
+Load client
+-----------
+    aioquic_h3_peer.py load --host H --port P --path /N --requests N --concurrency C
+                            [--ca FILE] [--sni NAME] [--timeout 60]
+
+Sends N GET requests, C at a time, as a client that follows RFC 9114's GOAWAY rules: after a
+GOAWAY it sends new requests on a new connection, and a request the server did not process
+(its stream at or past the GOAWAY's ID, or reset with H3_REQUEST_REJECTED) is sent again on a
+new connection, at most 4 times in all. Prints ``{"ok", "completed", "lost", "retried",
+"goaways", "connections", "pattern"}``: ``lost`` counts requests that failed otherwise (a
+request the server took and never answered), ``pattern`` whether every body was N pattern
+bytes. Exits 0 only if every request completed.
+
 Client
 ------
     aioquic_h3_peer.py client --host H --port P --path /N [--ca FILE] [--sni NAME]
@@ -31,6 +49,7 @@ report then also says ``resumed`` and ``early_data_accepted`` (from the handshak
 import argparse
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -40,10 +59,14 @@ import sys
 from typing import Optional
 
 from aioquic.asyncio import QuicConnectionProtocol, connect, serve
-from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.buffer import Buffer, BufferReadError, encode_uint_var
+from aioquic.h3.connection import H3_ALPN, FrameType, H3Connection, encode_frame
 from aioquic.h3.events import DataReceived, H3Event, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, QuicEvent
+from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, QuicEvent, StreamDataReceived, StreamReset
+
+H3_NO_ERROR = 0x100
+H3_REQUEST_REJECTED = 0x10B
 
 
 def pattern(count: int, start: int = 0) -> bytes:
@@ -51,11 +74,29 @@ def pattern(count: int, start: int = 0) -> bytes:
     return bytes(((i * 7) + (i >> 10)) & 0xFF for i in range(start, start + count))
 
 
+class ServerCounts:
+    """What ``--goaway-after`` did, over every connection."""
+
+    goaway_after: Optional[int] = None
+    goaways = 0
+    rejected = 0
+    answered = 0
+
+
 class ServerProtocol(QuicConnectionProtocol):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.h3: Optional[H3Connection] = None
         self.requests: dict[int, dict] = {}
+        self.taken = 0
+        # The first request stream this connection will not process, once GOAWAY is sent.
+        self.goaway_id: Optional[int] = None
+
+    def reject(self, stream_id: int) -> None:
+        ServerCounts.rejected += 1
+        self._quic.stop_stream(stream_id, H3_REQUEST_REJECTED)
+        self._quic.reset_stream(stream_id, H3_REQUEST_REJECTED)
+        self.transmit()
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if self.h3 is None:
@@ -64,7 +105,23 @@ class ServerProtocol(QuicConnectionProtocol):
             self.h3_event_received(h3_event)
 
     def h3_event_received(self, event: H3Event) -> None:
+        if self.goaway_id is not None and getattr(event, "stream_id", -1) >= self.goaway_id:
+            if isinstance(event, HeadersReceived):
+                self.reject(event.stream_id)
+            return
         if isinstance(event, HeadersReceived):
+            self.taken += 1
+            if ServerCounts.goaway_after is not None and self.taken == ServerCounts.goaway_after:
+                # The stream after this one is the first not processed (client streams are 4 apart).
+                self.goaway_id = event.stream_id + 4
+                ServerCounts.goaways += 1
+                self._quic.send_stream_data(
+                    self.h3._local_control_stream_id, encode_frame(FrameType.GOAWAY, encode_uint_var(self.goaway_id)))
+                # Requests past the GOAWAY that already arrived are refused too.
+                for stream_id in list(self.requests):
+                    if stream_id >= self.goaway_id:
+                        del self.requests[stream_id]
+                        self.reject(stream_id)
             headers = dict(event.headers)
             self.requests[event.stream_id] = {"path": headers.get(b":path", b"").decode(), "received": 0}
             if event.stream_ended:
@@ -78,6 +135,7 @@ class ServerProtocol(QuicConnectionProtocol):
                 self.respond(event.stream_id)
 
     def respond(self, stream_id: int) -> None:
+        ServerCounts.answered += 1
         request = self.requests.pop(stream_id)
         path = request["path"].lstrip("/")
         extra = [(b"x-request-bytes", str(request["received"]).encode())]
@@ -100,6 +158,7 @@ class ServerProtocol(QuicConnectionProtocol):
 async def run_server(args: argparse.Namespace) -> int:
     configuration = QuicConfiguration(alpn_protocols=H3_ALPN, is_client=False, max_datagram_frame_size=65536)
     configuration.load_cert_chain(args.cert, args.key)
+    ServerCounts.goaway_after = args.goaway_after
     tickets: dict = {}
     server = await serve(
         args.host, args.port, configuration=configuration, create_protocol=ServerProtocol,
@@ -114,6 +173,8 @@ async def run_server(args: argparse.Namespace) -> int:
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     server.close()
+    if args.goaway_after is not None:
+        print(json.dumps({"goaways": ServerCounts.goaways, "rejected": ServerCounts.rejected, "answered": ServerCounts.answered}), flush=True)
     return 0
 
 
@@ -214,6 +275,181 @@ async def run_client(args: argparse.Namespace) -> int:
         return 4
 
 
+class Rejected(Exception):
+    """The server did not process the request: it may go again on a new connection."""
+
+
+class ControlStreamReader:
+    """Finds GOAWAY frames on the server's control stream, which aioquic's H3Connection reads
+    but discards: the stream's bytes are parsed here as well (type, then frames)."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, bytearray] = {}
+        self.not_control: set[int] = set()
+        self.control: set[int] = set()
+
+    def goaways(self, stream_id: int, data: bytes) -> list[int]:
+        if stream_id % 4 != 3 or stream_id in self.not_control:
+            return []
+        buffer = self.buffers.setdefault(stream_id, bytearray())
+        buffer.extend(data)
+        found = []
+        reader = Buffer(data=bytes(buffer))
+        try:
+            if stream_id not in self.control:
+                if reader.pull_uint_var() != 0:
+                    self.not_control.add(stream_id)
+                    del self.buffers[stream_id]
+                    return []
+                self.control.add(stream_id)
+                del buffer[:reader.tell()]
+                reader = Buffer(data=bytes(buffer))
+            while True:
+                start = reader.tell()
+                frame_type = reader.pull_uint_var()
+                length = reader.pull_uint_var()
+                payload = reader.pull_bytes(length)
+                if frame_type == FrameType.GOAWAY:
+                    found.append(Buffer(data=payload).pull_uint_var())
+                del buffer[:reader.tell()]
+                reader = Buffer(data=bytes(buffer))
+        except BufferReadError:
+            pass
+        return found
+
+
+class LoadProtocol(QuicConnectionProtocol):
+    """One connection of the load client: a future per request stream."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.h3 = H3Connection(self._quic)
+        self.control = ControlStreamReader()
+        self.pending: dict[int, asyncio.Future] = {}
+        self.status: dict[int, int] = {}
+        self.body: dict[int, bytearray] = {}
+        self.goaway_id: Optional[int] = None
+        self.closed = False
+
+    def usable(self) -> bool:
+        return not self.closed and self.goaway_id is None
+
+    def goaway_received(self, goaway_id: int) -> None:
+        self.goaway_id = goaway_id if self.goaway_id is None else min(goaway_id, self.goaway_id)
+        LoadClient.goaways += 1
+        for stream_id, future in list(self.pending.items()):
+            if stream_id >= self.goaway_id and not future.done():
+                future.set_exception(Rejected())
+
+    def quic_event_received(self, event: QuicEvent) -> None:
+        if isinstance(event, StreamDataReceived):
+            for goaway_id in self.control.goaways(event.stream_id, event.data):
+                self.goaway_received(goaway_id)
+        if isinstance(event, StreamReset):
+            future = self.pending.get(event.stream_id)
+            if future is not None and not future.done():
+                future.set_exception(Rejected() if event.error_code == H3_REQUEST_REJECTED
+                                     else ConnectionError(f"stream reset {event.error_code:#x}"))
+            return
+        if isinstance(event, ConnectionTerminated):
+            self.closed = True
+            for stream_id, future in self.pending.items():
+                if future.done():
+                    continue
+                unprocessed = self.goaway_id is not None and stream_id >= self.goaway_id
+                future.set_exception(Rejected() if unprocessed else ConnectionError(
+                    f"connection closed ({event.error_code:#x} {event.reason_phrase}) before stream {stream_id} was answered"))
+        for h3_event in self.h3.handle_event(event):
+            stream_id = getattr(h3_event, "stream_id", None)
+            if isinstance(h3_event, HeadersReceived):
+                self.status[stream_id] = int(dict(h3_event.headers).get(b":status", b"0"))
+            elif isinstance(h3_event, DataReceived):
+                self.body.setdefault(stream_id, bytearray()).extend(h3_event.data)
+            if getattr(h3_event, "stream_ended", False):
+                future = self.pending.get(stream_id)
+                if future is not None and not future.done():
+                    future.set_result((self.status.get(stream_id), bytes(self.body.pop(stream_id, b""))))
+
+    async def get(self, headers: list) -> tuple:
+        stream_id = self._quic.get_next_available_stream_id()
+        future = asyncio.get_running_loop().create_future()
+        self.pending[stream_id] = future
+        self.h3.send_headers(stream_id, headers, end_stream=True)
+        self.transmit()
+        try:
+            return await future
+        finally:
+            del self.pending[stream_id]
+
+
+class LoadClient:
+    goaways = 0
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.configuration = QuicConfiguration(alpn_protocols=H3_ALPN, is_client=True, server_name=args.sni or args.host)
+        if args.ca:
+            self.configuration.load_verify_locations(args.ca)
+        self.stack = contextlib.AsyncExitStack()
+        self.current: Optional[LoadProtocol] = None
+        self.opening = asyncio.Lock()
+        self.connections = 0
+        self.retried = 0
+
+    async def connection(self) -> LoadProtocol:
+        async with self.opening:
+            if self.current is None or not self.current.usable():
+                self.current = await self.stack.enter_async_context(
+                    connect(self.args.host, self.args.port, configuration=self.configuration, create_protocol=LoadProtocol))
+                self.connections += 1
+            return self.current
+
+    async def request(self) -> tuple:
+        headers = [
+            (b":method", b"GET"), (b":scheme", b"https"),
+            (b":authority", f"{self.args.sni or self.args.host}:{self.args.port}".encode()), (b":path", self.args.path.encode()),
+        ]
+        for attempt in range(4):
+            protocol = await self.connection()
+            try:
+                return await protocol.get(headers)
+            except Rejected:
+                if attempt == 3:
+                    raise
+                self.retried += 1
+        raise AssertionError("unreachable")
+
+
+async def run_load(args: argparse.Namespace) -> int:
+    client = LoadClient(args)
+    expected = pattern(int(args.path.lstrip("/")))
+    slots = asyncio.Semaphore(args.concurrency)
+    results = {"completed": 0, "lost": 0, "pattern": True}
+    errors: list[str] = []
+
+    async def one() -> None:
+        async with slots:
+            try:
+                status, body = await client.request()
+            except (Rejected, ConnectionError, OSError) as error:
+                results["lost"] += 1
+                errors.append(repr(error))
+                return
+            results["completed"] += 1
+            if status != 200 or body != expected:
+                results["pattern"] = False
+
+    async with client.stack:
+        try:
+            await asyncio.wait_for(asyncio.gather(*(one() for _ in range(args.requests))), timeout=args.timeout)
+        except asyncio.TimeoutError:
+            errors.append("timeout")
+        report = dict(results, ok=results["completed"] == args.requests, retried=client.retried,
+                      goaways=LoadClient.goaways, connections=client.connections, errors=errors[:5])
+        print(json.dumps(report), flush=True)
+        return 0 if report["ok"] else 1
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -222,6 +458,16 @@ def main(argv: list[str]) -> int:
     server.add_argument("--port", type=int, default=0)
     server.add_argument("--cert", required=True)
     server.add_argument("--key", required=True)
+    server.add_argument("--goaway-after", type=int)
+    load = sub.add_parser("load")
+    load.add_argument("--host", default="127.0.0.1")
+    load.add_argument("--port", type=int, required=True)
+    load.add_argument("--path", default="/1000")
+    load.add_argument("--requests", type=int, default=100)
+    load.add_argument("--concurrency", type=int, default=10)
+    load.add_argument("--ca")
+    load.add_argument("--sni")
+    load.add_argument("--timeout", type=float, default=60)
     client = sub.add_parser("client")
     client.add_argument("--host", default="127.0.0.1")
     client.add_argument("--port", type=int, required=True)
@@ -234,7 +480,8 @@ def main(argv: list[str]) -> int:
     client.add_argument("--timeout", type=float, default=30)
     client.add_argument("--session-file")
     args = parser.parse_args(argv)
-    return asyncio.run(run_server(args) if args.mode == "server" else run_client(args))
+    runs = {"server": run_server, "client": run_client, "load": run_load}
+    return asyncio.run(runs[args.mode](args))
 
 
 if __name__ == "__main__":
