@@ -97,7 +97,7 @@ public final class HTTP3Client: Sendable {
         try await retrying {
             try await NetworkError.mapping {
                 let connection = try connection(for: request)
-                let exchange = try await connection.reference.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: false)
+                let exchange = try await connection.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: false)
                 do {
                     let response = try await responseHead(exchange)
                     return (HTTP3IncomingBody(exchange, cancelsWhenDropped: true, keepingAlive: connection), response)
@@ -139,7 +139,7 @@ public final class HTTP3Client: Sendable {
     private func exchange(_ request: HTTPRequest, body: Data?) async throws -> (Data, HTTPResponse) {
         try await NetworkError.mapping {
             let connection = try connection(for: request)
-            let exchange = try await connection.reference.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: body != nil)
+            let exchange = try await connection.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: body != nil)
             do {
                 return try await withThrowingTaskGroup(of: Void.self) { uploads in
                     let uploaded = Locked(body == nil)
@@ -270,7 +270,14 @@ final class HTTP3ClientConnection: Sendable {
         let owned = LoopBound(handingOver: channel, to: connection.loop)
         let core = connection.core
         connection.loop.execute { _ in owned.value.attach(to: core.value.channel) }
-        connection.start()
+    }
+
+    /// Sends a request on this connection; the first starts it, once the request is queued (a
+    /// resuming connection's first request then goes as 0-RTT data however late this task
+    /// runs: on loopback the handshake can complete before it would otherwise be queued).
+    func sendRequest(fields: [HTTP3Field], hasBody: Bool) async throws -> HTTP3Exchange {
+        let connection = connection
+        return try await reference.sendRequest(fields: fields, hasBody: hasBody) { connection.start() }
     }
 
     deinit {

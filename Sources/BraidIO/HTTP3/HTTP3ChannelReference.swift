@@ -43,10 +43,13 @@ package final class HTTP3ChannelReference: @unchecked Sendable {
 
     /// Client: sends a request's header section on a new stream (waiting for the handshake
     /// and the peer's stream limit); its body, if `hasBody`, follows through the exchange's
-    /// outbox.
-    package func sendRequest(fields: [HTTP3Field], hasBody: Bool) async throws -> HTTP3Exchange {
+    /// outbox. `queued` runs on the loop once the request waits in the channel (the client
+    /// starts a new connection there, so its first request is queued before the connection's
+    /// engine exists and goes as 0-RTT data when it resumes).
+    package func sendRequest(fields: [HTTP3Field], hasBody: Bool, queued: @escaping @Sendable () -> Void = {}) async throws -> HTTP3Exchange {
         try await call { channel, context, completion in
             channel.sendRequest(fields: fields, hasBody: hasBody, context: context, completion: completion)
+            queued()
         }
     }
 }
