@@ -1,11 +1,12 @@
 # Shared by the A/B scripts that drive a server role and a client role of the `benchmarks`
-# binary (framed.sh, udp.sh): the scratch directory and cleanup, starting the server role
+# binary (framed.sh, udp.sh, http3-requests.sh): the scratch directory and cleanup, starting the server role
 # under `perf stat`, reading task-clock, taking turns, and the medians at the end. Source it;
 # it defines functions and sets $out and $results.
 #
 #   ab_start_server BIN ROLE-ARGS...   starts `BIN role ROLE-ARGS...` under perf stat (task-clock
 #                                      in $out/server.perf), waits for `listening <port>`, sets
 #                                      $port and $server_pid
+#   ab_start_command COMMAND...        the same for any server command (`braid serve ...`)
 #   ab_finish_server                   waits for the server role to exit
 #   ab_task_ms FILE                    task-clock milliseconds from a perf stat file
 #   ab_record LABEL METRIC VALUE       one result row
@@ -24,9 +25,13 @@ trap ab_cleanup EXIT
 
 ab_start_server() {
   local bin=$1; shift
+  ab_start_command "$bin" role "$@"
+}
+
+ab_start_command() {
   port=""
   : >"$out/server.out"
-  perf stat -e task-clock -x, -o "$out/server.perf" -- "$bin" role "$@" >"$out/server.out" 2>"$out/server.err" &
+  perf stat -e task-clock -x, -o "$out/server.perf" -- "$@" >"$out/server.out" 2>"$out/server.err" &
   server_pid=$!
   for _ in $(seq 1 400); do
     port=$(sed -n 's/^listening \([0-9]*\)$/\1/p' "$out/server.out" | head -1)

@@ -76,26 +76,25 @@ extension NetworkListener where ApplicationProtocol == QUIC {
         })
     }
 
-    /// Runs `handler` for each request of one connection, each in its own child task, until
+    /// Runs `handler` for each request of one connection, each in a task of its own, until
     /// the connection ends and every handler has returned.
     private static func serveRequests(
         _ requests: AsyncStream<HTTP3Exchange>,
         _ handler: @escaping @Sendable (HTTPRequest, HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
     ) async {
-        await withDiscardingTaskGroup { tasks in
-            for await exchange in requests {
-                tasks.addTask {
-                    // The handler runs only while its request lives: a client that resets
-                    // requests cannot pile up handlers (they are cancelled).
-                    await withTaskGroup(of: Void.self) { running in
-                        running.addTask { await Self.serve(exchange, handler) }
-                        running.addTask { try? await exchange.ended() }
-                        await running.next()
-                        running.cancelAll()
-                    }
-                }
+        // One unstructured task per request rather than a child task racing a watcher (three
+        // tasks): the exchange's end cancels it directly, so a client that resets requests
+        // cannot pile up handlers, and a count tells when all have returned.
+        let running = RunningHandlers()
+        for await exchange in requests {
+            running.started()
+            let task = Task {
+                await Self.serve(exchange, handler)
+                running.finished()
             }
+            exchange.whenEnded { task.cancel() }
         }
+        await running.allFinished()
     }
 
     private static func serve(

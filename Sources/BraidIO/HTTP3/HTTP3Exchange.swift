@@ -20,7 +20,8 @@ package final class HTTP3Exchange: Sendable {
     package let requestFields: [HTTP3Field]
     private let channel: HTTP3ChannelReference
     private let headState = Locked<HeadState>(HeadState())
-    private let failure = Locked<(ended: Bool, waiter: Completion<Void>?)>((false, nil))
+    /// Whether the exchange has ended, and what runs when it does.
+    private let ending = Locked<(ended: Bool, action: (@Sendable () -> Void)?)>((false, nil))
 
     private struct HeadState {
         var result: Result<[HTTP3Field], any Error>?
@@ -66,18 +67,15 @@ package final class HTTP3Exchange: Sendable {
         channel.onLoop { channel, context in channel.returnCredit(streamID: streamID, context: context) }
     }
 
-    /// Returns once the exchange has failed or been retired (the peer reset it, the
-    /// connection ended, its stream closed); throws `CancellationError` if the task is
-    /// cancelled first. A server runs its handler only until then.
-    package func ended() async throws {
-        try await Completion<Void>.wait { completion in
-            let done = failure.withLock { state -> Bool in
-                if state.ended { return true }
-                state.waiter = completion
-                return false
-            }
-            if done { completion.resume(.success(())) }
+    /// Runs `action` once the exchange has failed or been retired (the peer reset it, the
+    /// connection ended, its stream closed), at once if it already has; one action at most.
+    /// A server cancels its handler's task there.
+    package func whenEnded(_ action: @escaping @Sendable () -> Void) {
+        let ended = ending.withLock { state -> Bool in
+            if !state.ended { state.action = action }
+            return state.ended
         }
+        if ended { action() }
     }
 
     /// Server: sends the response's header section; its body follows through `outbox` (then
@@ -115,11 +113,11 @@ package final class HTTP3Exchange: Sendable {
         deliverHead(.failure(error))
         inbox.fail(error)
         outbox.fail(error)
-        let waiter = failure.withLock { state -> Completion<Void>? in
+        let action = ending.withLock { state -> (@Sendable () -> Void)? in
             state.ended = true
-            defer { state.waiter = nil }
-            return state.waiter
+            defer { state.action = nil }
+            return state.action
         }
-        waiter?.resume(.success(()))
+        action?()
     }
 }
