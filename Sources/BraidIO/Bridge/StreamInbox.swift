@@ -139,6 +139,9 @@ package final class StreamInbox: Sendable {
     /// Receives waiting (cancelled ones included until they are reached).
     package var waitingReceives: Int { state.withLock { $0.waiters.count } }
 
+    /// Whether the stream has ended (finished or failed).
+    package var hasEnded: Bool { state.withLock { $0.isEnded } }
+
     // MARK: Application side (any thread)
 
     /// Bytes as `request` asks, at once when they are queued (or the stream has ended), else

@@ -53,6 +53,9 @@ package final class HTTP3BodyOutbox: Sendable {
     /// Sends waiting for room now.
     package var waitingSends: Int { state.withLock { $0.senders.count } }
 
+    /// Whether nothing is queued or waiting to be.
+    package var isIdle: Bool { state.withLock { $0.chunks.isEmpty && $0.senders.isEmpty } }
+
     // MARK: Application side
 
     /// Queues `data` (copied once), waiting while the queue is at its limit. Throws the

@@ -273,7 +273,8 @@ package final class HTTP3Channel: QUICStreamConsumer {
     /// connection's other streams; bytes read later are not credited again.
     private func retire(_ id: Int64, _ quicEngine: QUICConnection?, error: any Error) {
         guard let exchange = exchanges.removeValue(forKey: id) else { return }
-        exchange.fail(describe(error))
+        // Most exchanges end complete: no error to describe (that costs a cast chain and text).
+        if !exchange.retireIfComplete() { exchange.fail(describe(error)) }
         var credit = exchange.inbox.takeCredit()
         if exchange.inbox.waitingReceives == 0 { credit += exchange.inbox.available }
         if credit > 0 { quicEngine?.returnCredit(streamID: id, bytes: credit) }

@@ -113,6 +113,20 @@ package final class HTTP3Exchange: Sendable {
         deliverHead(.failure(error))
         inbox.fail(error)
         outbox.fail(error)
+        end()
+    }
+
+    /// The exchange's stream closed: if its message ended both ways (the body received has
+    /// ended, nothing waits to be sent), it ends here and returns true; otherwise nothing
+    /// happens (the caller fails it with the reason, which is then worth describing).
+    func retireIfComplete() -> Bool {
+        guard inbox.hasEnded, outbox.isIdle else { return false }
+        outbox.fail(StreamBridgeError.notWritable)
+        end()
+        return true
+    }
+
+    private func end() {
         let action = ending.withLock { state -> (@Sendable () -> Void)? in
             state.ended = true
             defer { state.action = nil }
