@@ -30,6 +30,11 @@ extension NetworkListener where ApplicationProtocol == QUIC {
     /// A handler whose request the client cancels (RESET_STREAM), or whose connection ends, is
     /// cancelled (its task), so a client resetting requests cannot pile up handlers.
     ///
+    /// Handlers run on their connection's event loop thread (each is a task preferring the
+    /// loop as its executor), so the loop resumes them without a hop to other threads; a
+    /// handler that computes for long holds up the loop's other connections meanwhile, and
+    /// should do that work in `withTaskExecutorPreference(globalConcurrentExecutor) { ... }`.
+    ///
     /// Graceful shutdown: cancelling `runHTTP3` sends each connection GOAWAY, first as a notice
     /// (clients send new requests elsewhere), then, two round trips later, with the last
     /// request it will process (later ones are refused with H3_REQUEST_REJECTED, which clients
@@ -58,10 +63,12 @@ extension NetworkListener where ApplicationProtocol == QUIC {
                 completion.resume(.success(channel.map { ($0.shared, $0.reference) }))
             }
             guard let (shared, reference) = channel else { return }
-            // Served in a task of its own, which the listener's cancellation does not reach:
+            // Served in a task of its own (on the connection's loop, as the handlers are),
+            // which the listener's cancellation does not reach:
             // cancelling starts a graceful shutdown instead, and the requests taken until the
             // final GOAWAY still run. It ends when the connection does.
-            let serving = Task { await Self.serveRequests(shared.requests, handler) }
+            let loop = connection.loop.isVirtual ? nil : connection.loop
+            let serving = Task(executorPreference: loop) { await Self.serveRequests(shared.requests, on: loop, handler) }
             await withTaskCancellationHandler {
                 await serving.value
             } onCancel: {
@@ -79,7 +86,7 @@ extension NetworkListener where ApplicationProtocol == QUIC {
     /// Runs `handler` for each request of one connection, each in a task of its own, until
     /// the connection ends and every handler has returned.
     private static func serveRequests(
-        _ requests: AsyncStream<HTTP3Exchange>,
+        _ requests: AsyncStream<HTTP3Exchange>, on loop: EventLoop?,
         _ handler: @escaping @Sendable (HTTPRequest, HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
     ) async {
         // One unstructured task per request rather than a child task racing a watcher (three
@@ -88,7 +95,7 @@ extension NetworkListener where ApplicationProtocol == QUIC {
         let running = RunningHandlers()
         for await exchange in requests {
             running.started()
-            let task = Task {
+            let task = Task(executorPreference: loop) {
                 await Self.serve(exchange, handler)
                 running.finished()
             }

@@ -39,7 +39,7 @@ public final class EventLoop: Sendable {
     /// `virtualClock != nil`, kept apart: comparing the optional lock with nil reads the lock's
     /// memory outside the lock while another thread may be taking it (ThreadSanitizer saw
     /// `execute` do that against a driving thread's `virtualNow`).
-    private let isVirtual: Bool
+    package let isVirtual: Bool
     /// A virtual loop's loop-side state, driven by whichever thread calls `runPending` (set
     /// once in `init`, used only while driving).
     nonisolated(unsafe) private var virtualContext: LoopContext?
