@@ -141,21 +141,20 @@ public final class HTTP3Client: Sendable {
             let connection = try connection(for: request)
             let exchange = try await connection.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: body != nil)
             do {
+                guard let body else { return try await receiveResponse(exchange) }
                 return try await withThrowingTaskGroup(of: Void.self) { uploads in
-                    let uploaded = Locked(body == nil)
-                    if let body {
-                        // Sent beside the response: a server may answer before it reads the
-                        // whole body, and then the upload is abandoned, not waited on.
-                        uploads.addTask {
-                            var offset = body.startIndex
-                            while offset < body.endIndex {
-                                let end = min(offset + 64 * 1024, body.endIndex)
-                                try await exchange.outbox.send(body[offset..<end])
-                                offset = end
-                            }
-                            exchange.outbox.finish()
-                            uploaded.withLock { $0 = true }
+                    let uploaded = Locked(false)
+                    // Sent beside the response: a server may answer before it reads the
+                    // whole body, and then the upload is abandoned, not waited on.
+                    uploads.addTask {
+                        var offset = body.startIndex
+                        while offset < body.endIndex {
+                            let end = min(offset + 64 * 1024, body.endIndex)
+                            try await exchange.outbox.send(body[offset..<end])
+                            offset = end
                         }
+                        exchange.outbox.finish()
+                        uploaded.withLock { $0 = true }
                     }
                     let result = try await receiveResponse(exchange)
                     if !uploaded.withLock({ $0 }) {

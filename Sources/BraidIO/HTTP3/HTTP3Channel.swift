@@ -34,6 +34,10 @@ package final class HTTP3Channel: QUICStreamConsumer {
     private var waitingReadable: Set<Int64> = []
     /// Streams QUIC flow control stopped (the engine skips them until writable).
     private var blocked: Set<Int64> = []
+    /// Client: response heads that arrived in this round of events, delivered once the round's
+    /// body events are in the exchanges too (a small response's reader then wakes once, with
+    /// its head and body, instead of once for each).
+    private var heads: [(HTTP3Exchange, [HTTP3Field])] = []
     /// Client requests waiting for the handshake or for the peer's stream limit, in order.
     private var pendingRequests: [PendingRequest] = []
     private var servicePending = false
@@ -185,6 +189,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
             }
             let events = engine.takeEvents()
             for event in events { handle(event, engine: engine, quicEngine: quicEngine) }
+            deliverHeads()
             let wrote = write(engine, quicEngine)
             if (events.isEmpty && !wrote) || finalError != nil || rounds > 64 { break }
         }
@@ -224,6 +229,13 @@ package final class HTTP3Channel: QUICStreamConsumer {
 
     private func handle(_ event: HTTP3Event, engine: HTTP3Connection, quicEngine: QUICConnection) {
         switch event {
+        case .headers, .body:
+            break
+        default:
+            // A head held back must reach its exchange before anything that could end it.
+            deliverHeads()
+        }
+        switch event {
         case .headers(let id, let fields):
             if role == .server {
                 guard exchanges[id] == nil else { return }
@@ -234,7 +246,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
             } else if let exchange = exchanges[id] {
                 // Interim (1xx) responses come before the final one; only that one is kept.
                 if let status = fields.value(of: ":status"), status.hasPrefix("1") { return }
-                exchange.deliverHead(.success(fields))
+                heads.append((exchange, fields))
             }
         case .body(let id, let bytes):
             if let exchange = exchanges[id] {
@@ -265,6 +277,12 @@ package final class HTTP3Channel: QUICStreamConsumer {
         case .connectionError(let error):
             end(error)
         }
+    }
+
+    private func deliverHeads() {
+        guard !heads.isEmpty else { return }
+        for (exchange, fields) in heads { exchange.deliverHead(.success(fields)) }
+        heads.removeAll(keepingCapacity: true)
     }
 
     /// Forgets an exchange (its stream closed, or the application cancelled it) after failing
