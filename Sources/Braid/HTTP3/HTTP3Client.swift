@@ -97,7 +97,7 @@ public final class HTTP3Client: Sendable {
         try await retrying {
             try await NetworkError.mapping {
                 let connection = try connection(for: request)
-                let exchange = try await connection.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: false)
+                let exchange = connection.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: false)
                 do {
                     let response = try await responseHead(exchange)
                     return (HTTP3IncomingBody(exchange, cancelsWhenDropped: true, keepingAlive: connection), response)
@@ -139,7 +139,7 @@ public final class HTTP3Client: Sendable {
     private func exchange(_ request: HTTPRequest, body: Data?) async throws -> (Data, HTTPResponse) {
         try await NetworkError.mapping {
             let connection = try connection(for: request)
-            let exchange = try await connection.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: body != nil)
+            let exchange = connection.sendRequest(fields: HTTP3FieldMapping.fields(request), hasBody: body != nil)
             do {
                 guard let body else { return try await receiveResponse(exchange) }
                 return try await withThrowingTaskGroup(of: Void.self) { uploads in
@@ -274,9 +274,9 @@ final class HTTP3ClientConnection: Sendable {
     /// Sends a request on this connection; the first starts it, once the request is queued (a
     /// resuming connection's first request then goes as 0-RTT data however late this task
     /// runs: on loopback the handshake can complete before it would otherwise be queued).
-    func sendRequest(fields: [HTTP3Field], hasBody: Bool) async throws -> HTTP3Exchange {
+    func sendRequest(fields: [HTTP3Field], hasBody: Bool) -> HTTP3Exchange {
         let connection = connection
-        return try await reference.sendRequest(fields: fields, hasBody: hasBody) { connection.start() }
+        return reference.sendRequest(fields: fields, hasBody: hasBody) { connection.start() }
     }
 
     deinit {

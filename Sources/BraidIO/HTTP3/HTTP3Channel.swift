@@ -56,7 +56,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
         self.bodyBufferLimit = bodyBufferLimit
         self.requestsPerConnection = requestsPerConnection
         self.shutdownGracePeriod = shutdownGracePeriod
-        reference = HTTP3ChannelReference(loop: loop)
+        reference = HTTP3ChannelReference(loop: loop, bodyLimit: bodyBufferLimit)
         shared = HTTP3ChannelShared()
         reference.channel = self
     }
@@ -273,7 +273,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
             // connection (the client retries them) rather than wait for this one to close.
             let waiting = pendingRequests
             pendingRequests.removeAll()
-            for request in waiting { request.completion.resume(.failure(describe(HTTP3Error.goingAway(lastStreamID: lastStreamID)))) }
+            for request in waiting { request.exchange.fail(describe(HTTP3Error.goingAway(lastStreamID: lastStreamID))) }
         case .connectionError(let error):
             end(error)
         }
@@ -310,21 +310,22 @@ package final class HTTP3Channel: QUICStreamConsumer {
         shared.end(described)
         for (_, exchange) in exchanges { exchange.fail(described) }
         exchanges.removeAll()
-        for request in pendingRequests { request.completion.resume(.failure(described)) }
+        for request in pendingRequests { request.exchange.fail(described) }
         pendingRequests.removeAll()
         quic = nil
     }
 
     // MARK: Calls from the application (on the loop)
 
-    /// Client: sends a request on a new stream (once the handshake completes and the peer's
-    /// stream limit allows); its body, if `hasBody`, follows through the exchange's outbox.
-    package func sendRequest(fields: [HTTP3Field], hasBody: Bool, context: LoopContext, completion: Completion<HTTP3Exchange>) {
+    /// Client: sends `exchange`'s request on a new stream (once the handshake completes and
+    /// the peer's stream limit allows); its body, if `hasBody`, follows through the exchange's
+    /// outbox. A request that cannot be sent fails its exchange.
+    func sendRequest(_ exchange: HTTP3Exchange, fields: [HTTP3Field], hasBody: Bool, context: LoopContext) {
         if let finalError {
-            completion.resume(.failure(finalError))
+            exchange.fail(finalError)
             return
         }
-        pendingRequests.append(PendingRequest(fields: fields, hasBody: hasBody, completion: completion))
+        pendingRequests.append(PendingRequest(fields: fields, hasBody: hasBody, exchange: exchange))
         if let quicEngine = quic?.engine, engine != nil { openPendingRequests(quicEngine, context: context) }
     }
 
@@ -332,7 +333,8 @@ package final class HTTP3Channel: QUICStreamConsumer {
         guard let engine else { return }
         let ready = quic?.isReady == true
         while let request = pendingRequests.first {
-            guard request.completion.isPending else {
+            guard !request.exchange.hasEnded else {
+                // Cancelled while it waited.
                 pendingRequests.removeFirst()
                 continue
             }
@@ -346,24 +348,22 @@ package final class HTTP3Channel: QUICStreamConsumer {
                 return
             } catch {
                 pendingRequests.removeFirst()
-                request.completion.resume(.failure(describe(error)))
+                request.exchange.fail(describe(error))
                 continue
             }
             pendingRequests.removeFirst()
-            let exchange = HTTP3Exchange(streamID: id, requestFields: [], channel: reference, bodyLimit: bodyBufferLimit)
+            let exchange = request.exchange
             let outbox = exchange.outbox
             do {
                 try engine.sendRequest(streamID: id, fields: request.fields, body: request.hasBody ? { outbox.next() } : nil)
             } catch {
                 try? quicEngine.resetStream(streamID: id, applicationErrorCode: HTTP3ErrorCode.requestCancelled.code)
-                request.completion.resume(.failure(describe(error)))
+                exchange.fail(describe(error))
                 continue
             }
+            exchange.assign(streamID: id)
             exchanges[id] = exchange
             if !ready { shared.countEarlyRequest() }
-            if !request.completion.resume(.success(exchange)) {
-                cancel(streamID: id, context: context)
-            }
         }
         scheduleService(context)
     }
@@ -385,6 +385,8 @@ package final class HTTP3Channel: QUICStreamConsumer {
     }
 
     func resumeBody(streamID: Int64, context: LoopContext) {
+        // A client's body may be queued before its stream opens; opening it pulls the body.
+        guard streamID >= 0 else { return }
         engine?.resumeBody(streamID: streamID)
         scheduleService(context)
     }
@@ -459,6 +461,17 @@ package final class HTTP3Channel: QUICStreamConsumer {
         quic?.cancel(context: context, code: HTTP3ErrorCode.noError.code)
     }
 
+    /// Ends `exchange` from the application's side: its stream is reset, or, still waiting
+    /// for one, it is dropped from the queue.
+    func cancel(_ exchange: HTTP3Exchange, context: LoopContext) {
+        let streamID = exchange.streamID
+        guard streamID >= 0 else {
+            exchange.fail(CancellationError())
+            return
+        }
+        cancel(streamID: streamID, context: context)
+    }
+
     func cancel(streamID: Int64, context: LoopContext) {
         guard let engine, exchanges[streamID] != nil else { return }
         try? engine.cancelStream(streamID: streamID)
@@ -471,7 +484,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
 private struct PendingRequest {
     let fields: [HTTP3Field]
     let hasBody: Bool
-    let completion: Completion<HTTP3Exchange>
+    let exchange: HTTP3Exchange
 
     /// Whether it may be sent as 0-RTT data: a safe method (RFC 9110 section 9.2.1) without a
     /// body, as RFC 9114 section 4.1 and RFC 8470 advise, since early data can be replayed.

@@ -7,10 +7,13 @@ import Foundation
 package final class HTTP3ChannelReference: @unchecked Sendable {
     // Unchecked: `channel` is read and written only on `loop`'s thread.
     package let loop: EventLoop
+    /// The most body bytes each exchange's outbox holds.
+    let bodyLimit: Int
     weak var channel: HTTP3Channel?
 
-    init(loop: EventLoop) {
+    init(loop: EventLoop, bodyLimit: Int) {
         self.loop = loop
+        self.bodyLimit = bodyLimit
     }
 
     /// Runs `work` on the loop with the channel, if it still exists.
@@ -41,15 +44,23 @@ package final class HTTP3ChannelReference: @unchecked Sendable {
         onLoop { channel, context in channel.shutDownGracefully(context: context) }
     }
 
-    /// Client: sends a request's header section on a new stream (waiting for the handshake
-    /// and the peer's stream limit); its body, if `hasBody`, follows through the exchange's
-    /// outbox. `queued` runs on the loop once the request waits in the channel (the client
-    /// starts a new connection there, so its first request is queued before the connection's
-    /// engine exists and goes as 0-RTT data when it resumes).
-    package func sendRequest(fields: [HTTP3Field], hasBody: Bool, queued: @escaping @Sendable () -> Void = {}) async throws -> HTTP3Exchange {
-        try await call { channel, context, completion in
-            channel.sendRequest(fields: fields, hasBody: hasBody, context: context, completion: completion)
+    /// Client: sends a request's header section on a new stream (once the handshake and the
+    /// peer's stream limit allow) and returns its exchange at once, without waiting for the
+    /// loop: the response's `head()` reports a request that could not be sent. Its body, if
+    /// `hasBody`, follows through the exchange's outbox. `queued` runs on the loop once the
+    /// request waits in the channel (the client starts a new connection there, so its first
+    /// request is queued before the connection's engine exists and goes as 0-RTT data when it
+    /// resumes).
+    package func sendRequest(fields: [HTTP3Field], hasBody: Bool, queued: @escaping @Sendable () -> Void = {}) -> HTTP3Exchange {
+        let exchange = HTTP3Exchange(streamID: nil, requestFields: [], channel: self, bodyLimit: bodyLimit)
+        loop.execute { [self] context in
+            guard let channel else {
+                exchange.fail(HTTP3Error.invalidState("The HTTP/3 connection has ended."))
+                return
+            }
+            channel.sendRequest(exchange, fields: fields, hasBody: hasBody, context: context)
             queued()
         }
+        return exchange
     }
 }

@@ -13,7 +13,10 @@ import Foundation
 /// - `head()`: the peer's final header section (a client's response; a server's request is
 ///   given at once as `requestFields`).
 package final class HTTP3Exchange: Sendable {
-    package let streamID: Int64
+    /// The exchange's stream: a server's at once; a client's once the loop has opened it (-1
+    /// until then: a request waits for the handshake and the peer's stream limit).
+    package var streamID: Int64 { stream.id.withLock { $0 } }
+    private let stream: StreamIDCell
     package let inbox = StreamInbox()
     package let outbox: HTTP3BodyOutbox
     /// Server: the request's header section.
@@ -28,14 +31,24 @@ package final class HTTP3Exchange: Sendable {
         var waiter: Completion<[HTTP3Field]>?
     }
 
-    init(streamID: Int64, requestFields: [HTTP3Field], channel: HTTP3ChannelReference, bodyLimit: Int) {
-        self.streamID = streamID
+    init(streamID: Int64?, requestFields: [HTTP3Field], channel: HTTP3ChannelReference, bodyLimit: Int) {
+        let stream = StreamIDCell(streamID ?? -1)
+        self.stream = stream
         self.requestFields = requestFields
         self.channel = channel
         outbox = HTTP3BodyOutbox(limit: bodyLimit) { [channel] in
-            channel.onLoop { channel, context in channel.resumeBody(streamID: streamID, context: context) }
+            // The stream is read on the loop, where it is assigned.
+            channel.onLoop { channel, context in channel.resumeBody(streamID: stream.id.withLock { $0 }, context: context) }
         }
     }
+
+    /// Client: the stream the loop opened for the request.
+    func assign(streamID: Int64) {
+        stream.id.withLock { $0 = streamID }
+    }
+
+    /// Whether the exchange has failed or been retired.
+    var hasEnded: Bool { ending.withLock { $0.ended } }
 
     // MARK: Application side
 
@@ -63,8 +76,7 @@ package final class HTTP3Exchange: Sendable {
     }
 
     private func postCreditPass() {
-        let streamID = streamID
-        channel.onLoop { channel, context in channel.returnCredit(streamID: streamID, context: context) }
+        channel.onLoop { [self] channel, context in channel.returnCredit(streamID: streamID, context: context) }
     }
 
     /// Runs `action` once the exchange has failed or been retired (the peer reset it, the
@@ -90,9 +102,8 @@ package final class HTTP3Exchange: Sendable {
     /// Ends the exchange early: the stream is reset and stopped with H3_REQUEST_CANCELLED
     /// (nothing happens if it already completed).
     package func cancel() {
-        let streamID = streamID
         outbox.fail(CancellationError())
-        channel.onLoop { channel, context in channel.cancel(streamID: streamID, context: context) }
+        channel.onLoop { [self] channel, context in channel.cancel(self, context: context) }
     }
 
     // MARK: Loop side
@@ -133,5 +144,14 @@ package final class HTTP3Exchange: Sendable {
             return state.action
         }
         action?()
+    }
+}
+
+/// An exchange's stream ID, shared with its outbox's wake-up (made before the exchange is).
+private final class StreamIDCell: Sendable {
+    let id: Locked<Int64>
+
+    init(_ id: Int64) {
+        self.id = Locked(id)
     }
 }
