@@ -108,7 +108,7 @@ extension NetworkListener where ApplicationProtocol == QUIC {
         _ exchange: HTTP3Exchange, _ handler: @Sendable (HTTPRequest, HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
     ) async {
         guard let request = HTTP3FieldMapping.request(exchange.requestFields) else {
-            try? await exchange.respond(fields: HTTP3FieldMapping.fields(HTTPResponse(status: .badRequest)), hasBody: false)
+            exchange.respond(fields: HTTP3FieldMapping.fields(HTTPResponse(status: .badRequest)), hasBody: false)
             return
         }
         let response: HTTPResponse, body: HTTP3ResponseBody
@@ -116,11 +116,11 @@ extension NetworkListener where ApplicationProtocol == QUIC {
             (response, body) = try await handler(request, HTTP3IncomingBody(exchange, cancelsWhenDropped: false))
         } catch {
             logger.debug("HTTP/3 handler for \(request.path ?? "") failed: \(error)")
-            try? await exchange.respond(fields: HTTP3FieldMapping.fields(HTTPResponse(status: .internalServerError)), hasBody: false)
+            exchange.respond(fields: HTTP3FieldMapping.fields(HTTPResponse(status: .internalServerError)), hasBody: false)
             return
         }
         do {
-            try await exchange.respond(fields: HTTP3FieldMapping.fields(response), hasBody: !body.isEmpty)
+            exchange.respond(fields: HTTP3FieldMapping.fields(response), hasBody: !body.isEmpty)
             guard !body.isEmpty else { return }
             try await body.write(to: HTTP3BodyWriter(outbox: exchange.outbox))
             exchange.outbox.finish()

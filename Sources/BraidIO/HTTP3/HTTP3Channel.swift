@@ -368,18 +368,21 @@ package final class HTTP3Channel: QUICStreamConsumer {
         scheduleService(context)
     }
 
-    /// Server: answers the request on `streamID`.
-    func sendResponse(streamID: Int64, fields: [HTTP3Field], hasBody: Bool, context: LoopContext, completion: Completion<Void>) {
-        guard let engine, let exchange = exchanges[streamID] else {
-            completion.resume(.failure(finalError ?? describe(HTTP3Error.invalidStream(streamID: streamID, reason: "the request's stream has ended"))))
+    /// Server: answers `exchange`'s request; if that fails, the exchange's outbox fails (its
+    /// body sends throw) and the stream is cancelled.
+    func sendResponse(_ exchange: HTTP3Exchange, fields: [HTTP3Field], hasBody: Bool, context: LoopContext) {
+        let streamID = exchange.streamID
+        guard let engine, exchanges[streamID] === exchange else {
+            // Retired (reset, closed, or the connection ended): the outbox has failed already.
+            exchange.outbox.fail(finalError ?? describe(HTTP3Error.invalidStream(streamID: streamID, reason: "the request's stream has ended")))
             return
         }
         let outbox = exchange.outbox
         do {
             try engine.sendResponse(streamID: streamID, fields: fields, body: hasBody ? { outbox.next() } : nil)
-            completion.resume(.success(()))
         } catch {
-            completion.resume(.failure(describe(error)))
+            outbox.fail(describe(error))
+            cancel(streamID: streamID, context: context)
         }
         scheduleService(context)
     }

@@ -24,20 +24,6 @@ package final class HTTP3ChannelReference: @unchecked Sendable {
         }
     }
 
-    /// Runs `work` on the loop with a completion it resumes; throws `gone` if the channel no
-    /// longer exists.
-    func call<Value: Sendable>(
-        _ work: @escaping @Sendable (HTTP3Channel, LoopContext, Completion<Value>) -> Void
-    ) async throws -> Value {
-        try await Completion<Value>.wait(on: loop) { [self] context, completion in
-            guard let channel else {
-                completion.resume(.failure(HTTP3Error.invalidState("The HTTP/3 connection has ended.")))
-                return
-            }
-            work(channel, context, completion)
-        }
-    }
-
     /// Server: starts a graceful shutdown (GOAWAY, then close once the requests taken have
     /// finished or the grace period has passed).
     package func shutDownGracefully() {

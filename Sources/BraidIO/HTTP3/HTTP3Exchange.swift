@@ -92,10 +92,14 @@ package final class HTTP3Exchange: Sendable {
 
     /// Server: sends the response's header section; its body follows through `outbox` (then
     /// `outbox.finish()`) when `hasBody`.
-    package func respond(fields: [HTTP3Field], hasBody: Bool) async throws {
-        let streamID = streamID
-        try await channel.call { channel, context, completion in
-            channel.sendResponse(streamID: streamID, fields: fields, hasBody: hasBody, context: context, completion: completion)
+    ///
+    /// Returns at once: the loop sends the head later, and body bytes queued meanwhile go
+    /// with it (a handler on the loop queues its whole small body before the head is sent,
+    /// so both leave in one pass, without waking the loop for each). A head that cannot be
+    /// sent (the stream ended) fails the outbox, so body sends throw.
+    package func respond(fields: [HTTP3Field], hasBody: Bool) {
+        channel.onLoop { [self] channel, context in
+            channel.sendResponse(self, fields: fields, hasBody: hasBody, context: context)
         }
     }
 
