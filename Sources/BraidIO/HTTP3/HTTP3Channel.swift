@@ -2,6 +2,7 @@ import BraidCore
 import BraidHTTP3
 import BraidQUIC
 import Foundation
+import Logging
 
 /// One HTTP/3 connection's owner on its loop, client or server: the `HTTP3Connection` engine
 /// over a `QUICChannel`'s streams. The channel hands it every stream event (it is the
@@ -46,6 +47,8 @@ package final class HTTP3Channel: QUICStreamConsumer {
     private var requestCount = 0
     private var shutdown = GracefulShutdown.notStarted
     private var drainCheckPending = false
+    /// When a draining connection's last request stream was found gone.
+    private var drainedAt: MonotonicInstant?
 
     package init(
         role: HTTP3Connection.Role, loop: EventLoop, configuration: HTTP3Configuration = HTTP3Configuration(), bodyBufferLimit: Int = 256 * 1024,
@@ -404,6 +407,8 @@ package final class HTTP3Channel: QUICStreamConsumer {
 
     // MARK: Graceful shutdown (server)
 
+    private static let logger = Logger(label: "braid.http3")
+
     /// Server: GOAWAY now (a notice: no request in flight is refused, and clients send new ones
     /// elsewhere); the final GOAWAY two round trips later (RFC 9114 section 5.2 asks for at
     /// least one, so requests already on their way are processed); the connection closes with
@@ -427,6 +432,12 @@ package final class HTTP3Channel: QUICStreamConsumer {
         context.schedule(at: context.now + roundTrip * 2) { [weak self] context in self?.sendFinalGoaway(context) }
         context.schedule(at: context.now + shutdownGracePeriod) { [weak self] context in
             guard let self, finalError == nil else { return }
+            Self.logger.debug(
+                "HTTP/3 graceful shutdown cut short after its grace period",
+                metadata: [
+                    "requests": "\(exchanges.keys.sorted())", "streams": "\(self.engine?.activeStreamCount ?? 0)",
+                    "unacknowledged": "\(quic?.engine?.unacknowledgedBytes ?? 0)",
+                ])
             quic?.cancel(context: context, code: HTTP3ErrorCode.noError.code, reason: "shut down")
         }
     }
@@ -446,15 +457,21 @@ package final class HTTP3Channel: QUICStreamConsumer {
 
     /// Closes a draining connection once no request stream is left and the peer has
     /// acknowledged everything sent: the final GOAWAY must arrive before the close, or the
-    /// client could not tell which of its requests were refused (and may go elsewhere).
+    /// client could not tell which of its requests were refused (and may go elsewhere). The
+    /// acknowledgements are awaited for 8 smoothed RTTs, at least 1 s, at most: a client that
+    /// left without them does not hold the connection open for the whole grace period.
     private func closeIfDrained(_ context: LoopContext) {
         guard case .draining = shutdown, finalError == nil, !drainCheckPending, let engine, engine.activeStreamCount == 0, exchanges.isEmpty,
             let quicEngine = quic?.engine
         else { return }
-        guard quicEngine.unacknowledgedBytes == 0 else {
+        let roundTrip = quicEngine.statistics.smoothedRTT
+        let drained = drainedAt ?? context.now
+        drainedAt = drained
+        let waitedEnough = context.now >= drained + max(roundTrip * 8, .seconds(1))
+        guard quicEngine.unacknowledgedBytes == 0 || waitedEnough else {
             // Acknowledgements are not stream events: look again in half a round trip.
             drainCheckPending = true
-            let wait = max(quicEngine.statistics.smoothedRTT / 2, .milliseconds(1))
+            let wait = max(roundTrip / 2, .milliseconds(1))
             context.schedule(at: context.now + wait) { [weak self] context in
                 self?.drainCheckPending = false
                 self?.closeIfDrained(context)

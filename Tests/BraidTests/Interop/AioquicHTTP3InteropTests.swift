@@ -181,9 +181,10 @@ import Testing
         #expect(resumed["sha256"] as? String == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
-    /// An aioquic server that sends GOAWAY after every 40 requests of a connection and refuses
-    /// the requests past it (H3_REQUEST_REJECTED), against `HTTP3Client` keeping 20 in flight:
-    /// all 300 complete, byte-checked, the refused ones sent again on new connections.
+    /// An aioquic server that sends GOAWAY at the 40th request of each connection and refuses
+    /// that request and those past it (H3_REQUEST_REJECTED), against `HTTP3Client` keeping 20
+    /// in flight: all 300 complete, byte-checked, the refused ones sent again on new
+    /// connections.
     @Test(.timeLimit(.minutes(1))) func braidClientLosesNoRequestWhenAioquicSendsGoaway() async throws {
         let server = try PeerProcess.aioquicHTTP3([
             "server", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
@@ -214,9 +215,11 @@ import Testing
         await server.stop()
         #expect(completed == 300, "\(completed) of 300 responses arrived intact")
         let counts = try #require(server.jsonLines.last, "the server printed no counts: \(server.errors)")
-        #expect(counts["goaways"] as? Int ?? 0 >= 6, "\(counts)")
-        #expect(counts["rejected"] as? Int ?? 0 >= 1, "no request was refused, so none was retried: \(counts)")
-        #expect(client.requestsRetried >= 1)
+        // 39 answered per connection: at least 7 GOAWAYs, each refusing at least its request.
+        let goaways = counts["goaways"] as? Int ?? 0
+        #expect(goaways >= 7, "\(counts)")
+        #expect(counts["rejected"] as? Int ?? 0 >= goaways, "\(counts)")
+        #expect(client.requestsRetried >= goaways, "\(client.requestsRetried) requests sent again")
         #expect(client.connectionsOpened >= 7, "\(client.connectionsOpened) connections for 300 requests")
     }
 
@@ -247,7 +250,8 @@ import Testing
         // Each connection takes 40 requests and at most 19 more in GOAWAY's first round trip.
         let connections = report["connections"] as? Int ?? 0
         #expect(connections >= 5, "\(report)")
-        // Each connection that reached 40 sent two: the notice and the final one.
-        #expect(report["goaways"] as? Int ?? 0 >= 2 * (connections - 1), "\(report)")
+        // Each connection that reached 40 sent its notice (the final GOAWAY too, which can be
+        // lost with the close when the client has nothing left in flight).
+        #expect(report["goaways"] as? Int ?? 0 >= connections - 1, "\(report)")
     }
 }

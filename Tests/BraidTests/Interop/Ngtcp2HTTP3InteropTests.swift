@@ -167,32 +167,44 @@ import Testing
     /// gtlsclient sends 100 requests at once to `braid serve --requests-per-connection 10`,
     /// which sends GOAWAY (a notice, then the final one two round trips later) while they run:
     /// every request that arrived before the final GOAWAY is answered, so all 100 are. gtlsclient
-    /// does not log HTTP/3 frames; its QUIC log shows the server's control stream (ID 3, opened
-    /// first) carrying bytes after its SETTINGS, and only GOAWAY frames can follow them there.
+    /// does not log HTTP/3 frames; its QUIC log shows how many bytes the server's control
+    /// stream (ID 3, opened first) carried, which a run without GOAWAY measures for SETTINGS
+    /// alone: GOAWAY frames are all that can follow them there.
     @Test func gtlsclientGetsEveryResponseWhileBraidServeSendsGoaway() async throws {
         let root = try Self.documentRoot(size: 0)
         defer { try? FileManager.default.removeItem(at: root) }
-        let server = try PeerProcess.braid([
-            "serve", "--alpn", "h3", "--root", root.path, "--host", "127.0.0.1", "--port", "0",
-            "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"), "--requests-per-connection", "10",
-        ])
-        let port = try await server.listeningPort()
-        let client = try ChildProcess(try Self.program("gtlsclient"), [
-            "--exit-on-all-streams-close", "-n", "100", "127.0.0.1", String(port), "https://localhost:\(port)/1000",
-        ])
-        let exit = try await client.finish(within: 60)
-        await server.stop()
-        let log = client.output + client.errors
-        #expect(exit.status == 0, "gtlsclient exited \(exit.status)")
-        #expect(log.components(separatedBy: ":status: 200").count - 1 == 100)
-        // Bytes by offset, so a retransmission that carries both GOAWAYs in one frame counts.
-        let controlFrames = log.split(separator: "\n").filter { $0.contains("frm rx") && $0.contains(" id=0x3 ") }
-        func field(_ name: String, _ line: Substring) -> Int? {
-            line.split(separator: " ").first { $0.hasPrefix(name + "=") }.flatMap { Int($0.dropFirst(name.count + 1)) }
+        func run(requests: Int, requestsPerConnection: Int?) async throws -> (statuses: Int, controlBytes: Int) {
+            let server = try PeerProcess.braid([
+                "serve", "--alpn", "h3", "--root", root.path, "--host", "127.0.0.1", "--port", "0",
+                "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
+            ] + (requestsPerConnection.map { ["--requests-per-connection", String($0)] } ?? []))
+            let port = try await server.listeningPort()
+            let client = try ChildProcess(try Self.program("gtlsclient"), [
+                "--exit-on-all-streams-close", "-n", String(requests), "127.0.0.1", String(port), "https://localhost:\(port)/1000",
+            ])
+            let exit = try await client.finish(within: 60)
+            await server.stop()
+            #expect(exit.status == 0, "gtlsclient exited \(exit.status)")
+            let log = client.output + client.errors
+            // The furthest byte by offset: a retransmission after a loss may carry several
+            // frames' bytes in one STREAM frame.
+            let ends = log.split(separator: "\n").filter { $0.contains("frm rx") && $0.contains(" id=0x3 ") }.compactMap { line -> Int? in
+                let fields = Dictionary(line.split(separator: " ").compactMap { part -> (String, Int)? in
+                    let pair = part.split(separator: "=", maxSplits: 1)
+                    guard pair.count == 2, let value = Int(pair[1]) else { return nil }
+                    return (String(pair[0]), value)
+                }, uniquingKeysWith: { first, _ in first })
+                guard let offset = fields["offset"], let length = fields["len"] else { return nil }
+                return offset + length
+            }
+            return (log.components(separatedBy: ":status: 200").count - 1, ends.max() ?? 0)
         }
-        let settingsEnd = controlFrames.filter { field("offset", $0) == 0 }.compactMap { field("len", $0) }.min() ?? 0
-        let received = controlFrames.compactMap { line in field("offset", line).flatMap { offset in field("len", line).map { offset + $0 } } }.max() ?? 0
+        let settingsOnly = try await run(requests: 1, requestsPerConnection: nil)
+        #expect(settingsOnly.statuses == 1)
+        let rotated = try await run(requests: 100, requestsPerConnection: 10)
+        #expect(rotated.statuses == 100)
         // The notice is 10 bytes (type, length, an 8-byte ID), the final GOAWAY at least 3.
-        #expect(received - settingsEnd >= 13, "the GOAWAYs did not reach gtlsclient: \(controlFrames)")
+        #expect(rotated.controlBytes - settingsOnly.controlBytes >= 13,
+                "control stream: \(rotated.controlBytes) bytes, \(settingsOnly.controlBytes) without GOAWAY")
     }
 }

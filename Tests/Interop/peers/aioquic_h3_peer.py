@@ -10,9 +10,9 @@ answers 200 with N bytes, byte ``i`` being ``pattern(i)`` below; any other path 
 A request body is read and counted; the response carries it in ``x-request-bytes``. Session
 tickets it issues are kept in memory, so a client can resume and send 0-RTT requests.
 
-With ``--goaway-after K``, each connection sends GOAWAY once it has taken K requests, naming
-the stream after the K-th as the first it will not process, and refuses every later request
-with H3_REQUEST_REJECTED (RESET_STREAM and STOP_SENDING); the K requests are answered. At
+With ``--goaway-after K``, each connection sends GOAWAY when its K-th request arrives, naming
+that request's stream as the first it will not process, and refuses it and every later request
+with H3_REQUEST_REJECTED (RESET_STREAM and STOP_SENDING); the K - 1 before it are answered. At
 exit (SIGTERM) it prints ``{"goaways": G, "rejected": R, "answered": A}``.
 
 Load client
@@ -112,8 +112,9 @@ class ServerProtocol(QuicConnectionProtocol):
         if isinstance(event, HeadersReceived):
             self.taken += 1
             if ServerCounts.goaway_after is not None and self.taken == ServerCounts.goaway_after:
-                # The stream after this one is the first not processed (client streams are 4 apart).
-                self.goaway_id = event.stream_id + 4
+                # This request's stream is the first not processed, so at least one request of
+                # each connection is refused, however the client's requests interleave.
+                self.goaway_id = event.stream_id
                 ServerCounts.goaways += 1
                 self._quic.send_stream_data(
                     self.h3._local_control_stream_id, encode_frame(FrameType.GOAWAY, encode_uint_var(self.goaway_id)))
@@ -122,6 +123,8 @@ class ServerProtocol(QuicConnectionProtocol):
                     if stream_id >= self.goaway_id:
                         del self.requests[stream_id]
                         self.reject(stream_id)
+                self.reject(event.stream_id)
+                return
             headers = dict(event.headers)
             self.requests[event.stream_id] = {"path": headers.get(b":path", b"").decode(), "received": 0}
             if event.stream_ended:
