@@ -240,7 +240,7 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             case .internalError: self = .internalError(error.description)
             }
         } else if let error = error as? HTTP3StreamFailure {
-            self = .streamReset(code: error.code.code)
+            self = error.byPeer ? .streamReset(code: error.code.code) : .protocolError(code: error.code.code, reason: error.description, byPeer: false)
         } else if error is CancellationError {
             self = .cancelled
         } else {

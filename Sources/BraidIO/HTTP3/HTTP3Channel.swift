@@ -186,7 +186,11 @@ package final class HTTP3Channel: QUICStreamConsumer {
                 case .resetStream(let id, let code):
                     try? quicEngine.resetStream(streamID: id, applicationErrorCode: code.code)
                 case .closeConnection(let code, let reason):
-                    quic?.cancel(context: context, code: code.code, reason: reason)
+                    // The peer broke the protocol: what waits fails with that, not with the
+                    // cancellation the close below would report.
+                    let channel = quic
+                    end(engine.failure ?? HTTP3Error.connectionError(code, reason: reason, byPeer: false))
+                    channel?.cancel(context: context, code: code.code, reason: reason)
                     return
                 }
             }
@@ -264,8 +268,10 @@ package final class HTTP3Channel: QUICStreamConsumer {
             guard let exchange = exchanges[id] else { return }
             exchange.deliverHead(.failure(describe(HTTP3Error.invalidStream(streamID: id, reason: "the response ended without a header section"))))
             exchange.inbox.fill(adopting: Data(), end: .finished)
-        case .streamReset(let id, let code), .streamError(let id, let code):
+        case .streamReset(let id, let code):
             exchanges[id]?.fail(describe(HTTP3StreamFailure(streamID: id, code: code)))
+        case .streamError(let id, let code):
+            exchanges[id]?.fail(describe(HTTP3StreamFailure(streamID: id, code: code, byPeer: false)))
         case .stopSending(let id, let code):
             exchanges[id]?.outbox.fail(describe(HTTP3StreamFailure(streamID: id, code: code)))
         case .requestRejected(let id):

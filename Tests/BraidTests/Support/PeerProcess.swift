@@ -38,6 +38,11 @@ enum PeerProcess {
         try ChildProcess(python, [repository.appendingPathComponent("Tests/Interop/peers/aioquic_h3_peer.py").path] + arguments)
     }
 
+    /// Malformed HTTP/3 and QPACK on aioquic, as a client or a server (`aioquic_h3_hostile.py`).
+    static func aioquicHTTP3Hostile(_ arguments: [String]) throws -> ChildProcess {
+        try ChildProcess(python, [repository.appendingPathComponent("Tests/Interop/peers/aioquic_h3_hostile.py").path] + arguments)
+    }
+
     /// The aioquic client that breaks a server's limits on purpose (`hostile_peer.py`).
     static func hostile(_ arguments: [String]) throws -> ChildProcess {
         try ChildProcess(python, [repository.appendingPathComponent("Tests/Interop/peers/hostile_peer.py").path] + arguments)
