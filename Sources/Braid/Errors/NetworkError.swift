@@ -103,6 +103,10 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
     /// An HTTP/3 response body (`size` bytes so far, or its content-length) is larger than
     /// the client's `maximumResponseBodySize`: the request was cancelled.
     case responseTooLarge(size: Int, maximum: Int)
+    /// The peer's HTTP/3 broke the protocol (a malformed message, invalid QPACK): Braid ended
+    /// the request's stream, or the connection, with this HTTP/3 error code (RFC 9114 section
+    /// 8.1, RFC 9204 section 6), which the peer received. `reason` says what was wrong.
+    case http3ProtocolError(code: UInt64, reason: String)
 
     /// What happened and what to do about it, in a sentence or two.
     /// The same text as `description`, so `error.localizedDescription` says what happened and
@@ -177,6 +181,8 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             "A \(type) could not be encoded: \(reason). Nothing was sent."
         case .responseTooLarge(let size, let maximum):
             "The HTTP/3 response body (\(size) bytes) exceeds the client's maximumResponseBodySize of \(maximum) bytes; the request was cancelled. Raise maximumResponseBodySize if the server is trusted."
+        case .http3ProtocolError(let code, let reason):
+            "The peer broke the HTTP/3 protocol (\(HTTP3ErrorCode(code: code))): \(reason). The peer was sent that error code; this is the peer's bug, not something to retry."
         }
     }
 
@@ -233,14 +239,14 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
         } else if let error = error as? HTTP3Error {
             switch error {
             case .connectionError(let code, let reason, let byPeer):
-                self = byPeer ? .peerClosed(code: code.code, reason: reason) : .protocolError(code: code.code, reason: "\(code): \(reason)", byPeer: false)
+                self = byPeer ? .peerClosed(code: code.code, reason: reason) : .http3ProtocolError(code: code.code, reason: reason)
             case .goingAway, .requestRejected: self = .streamReset(code: HTTP3ErrorCode.requestRejected.code)
             case .invalidStream(_, let reason): self = .invalidState(reason)
             case .invalidState(let what): self = .invalidState(what)
             case .internalError: self = .internalError(error.description)
             }
         } else if let error = error as? HTTP3StreamFailure {
-            self = error.byPeer ? .streamReset(code: error.code.code) : .protocolError(code: error.code.code, reason: error.description, byPeer: false)
+            self = error.byPeer ? .streamReset(code: error.code.code) : .http3ProtocolError(code: error.code.code, reason: error.description)
         } else if error is CancellationError {
             self = .cancelled
         } else {

@@ -192,7 +192,7 @@ public final class HTTP3Client: Sendable {
     private func responseHead(_ exchange: HTTP3Exchange) async throws -> HTTPResponse {
         let fields = try await exchange.head()
         guard let response = HTTP3FieldMapping.response(fields) else {
-            throw NetworkError.protocolError(code: HTTP3ErrorCode.messageError.code, reason: "the response's header section is not valid", byPeer: false)
+            throw NetworkError.http3ProtocolError(code: HTTP3ErrorCode.messageError.code, reason: "the response's header section cannot be represented as an HTTPResponse")
         }
         return response
     }
