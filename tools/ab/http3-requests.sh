@@ -33,16 +33,7 @@ run() { # label directory
   # The server is perf stat's child: signalled itself, it shuts down and perf reports.
   pkill -TERM -P "$server_pid"
   ab_finish_server
-  local count seconds client_ms server_ms
-  read -r count seconds < <(python3 -c 'import json, sys; r = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1]); print(r["requests"], r["seconds"])' "$out/client.out")
-  client_ms=$(ab_task_ms "$out/client.perf") server_ms=$(ab_task_ms "$out/server.perf")
-  local rate c s
-  rate=$(python3 -c "print($count / $seconds)") c=$(python3 -c "print($client_ms * 1e3 / $count)") s=$(python3 -c "print($server_ms * 1e3 / $count)")
-  printf '%s: %.0f req/s, cpu client %.2f server %.2f both %.2f us/req\n' "$label" "$rate" "$c" "$s" "$(python3 -c "print($c + $s)")"
-  ab_record "$label" "req/s" "$rate"
-  ab_record "$label" "cpu client us" "$c"
-  ab_record "$label" "cpu server us" "$s"
-  ab_record "$label" "cpu both us" "$(python3 -c "print($c + $s)")"
+  ab_record_rate "$label" req requests
 }
 
 ab_interleave "$rounds" "$a" "$b"

@@ -10,6 +10,7 @@
 #   ab_finish_server                   waits for the server role to exit
 #   ab_task_ms FILE                    task-clock milliseconds from a perf stat file
 #   ab_record LABEL METRIC VALUE       one result row
+#   ab_record_rate LABEL UNIT KEY      the rate and CPU per item rows of a client's JSON report
 #   ab_interleave ROUNDS A B           calls `run A A-binary`, `run B B-binary`, then the other
 #                                      way round, ROUNDS times (the script defines `run`)
 #   ab_summary METRIC...               the median of each metric per build, and B/A
@@ -49,6 +50,22 @@ ab_finish_server() {
 ab_task_ms() { awk -F, '$3 == "task-clock" { print $1 }' "$1"; }
 
 ab_record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"; }
+
+# ab_record_rate LABEL UNIT COUNT-KEY: reads COUNT-KEY and "seconds" from the client's last JSON
+# line ($out/client.out) and both task-clocks; prints and records UNIT/s and the CPU per UNIT
+# of the client, the server and both, in microseconds.
+ab_record_rate() {
+  local label=$1 unit=$2 key=$3 count seconds client_ms server_ms rate c s both
+  read -r count seconds < <(python3 -c 'import json, sys; r = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1]); print(r[sys.argv[2]], r["seconds"])' "$out/client.out" "$key")
+  client_ms=$(ab_task_ms "$out/client.perf") server_ms=$(ab_task_ms "$out/server.perf")
+  rate=$(python3 -c "print($count / $seconds)") c=$(python3 -c "print($client_ms * 1e3 / $count)") s=$(python3 -c "print($server_ms * 1e3 / $count)")
+  both=$(python3 -c "print($c + $s)")
+  printf '%s: %.0f %s/s, cpu client %.2f server %.2f both %.2f us/%s\n' "$label" "$rate" "$unit" "$c" "$s" "$both" "$unit"
+  ab_record "$label" "$unit/s" "$rate"
+  ab_record "$label" "cpu client us" "$c"
+  ab_record "$label" "cpu server us" "$s"
+  ab_record "$label" "cpu both us" "$both"
+}
 
 ab_interleave() {
   local rounds=$1 a=$2 b=$3

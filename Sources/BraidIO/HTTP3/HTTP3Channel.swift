@@ -475,9 +475,10 @@ package final class HTTP3Channel: QUICStreamConsumer {
         drainedAt = drained
         let waitedEnough = context.now >= drained + max(roundTrip * 8, .seconds(1))
         guard quicEngine.unacknowledgedBytes == 0 || waitedEnough else {
-            // Acknowledgements are not stream events: look again in half a round trip.
+            // Acknowledgements are not stream events: look again in half a round trip (10 ms
+            // at least, so a loopback peer is not polled a thousand times a second).
             drainCheckPending = true
-            let wait = max(roundTrip / 2, .milliseconds(1))
+            let wait = max(roundTrip / 2, .milliseconds(10))
             context.schedule(at: context.now + wait) { [weak self] context in
                 self?.drainCheckPending = false
                 self?.closeIfDrained(context)
