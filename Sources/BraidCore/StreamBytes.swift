@@ -3,6 +3,10 @@
 /// may be copied by the optimizer). Made where the application calls `send`, then passed down
 /// as is. Sendable because the bytes are written only by `init` and read-only afterwards.
 ///
+/// Received bytes use the same memory (`init(capacity:)`): one producer fills it in order, and
+/// each run is read only after the producer has published it under a lock and never writes it
+/// again (see `InboxWriter`), so readers and the producer never touch the same bytes at once.
+///
 /// Sends of 16 KiB and more take their memory from `StreamBlockPool`: a bulk sender's 64 KiB
 /// sends would otherwise each get fresh pages from the allocator (glibc gives freed blocks of
 /// that size back to the kernel), and the page faults cost a fifth of a TLS sender's CPU.
@@ -33,6 +37,11 @@ public final class StreamBytes: @unchecked Sendable {
             base = .allocate(byteCount: count, alignment: 1)
         }
         initialize(base)
+    }
+
+    /// `capacity` bytes of memory to be written later, by one producer, as above.
+    package convenience init(capacity: Int) {
+        self.init(count: capacity) { _ in }
     }
 
     public var count: Int { base.count }

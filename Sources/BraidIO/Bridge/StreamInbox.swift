@@ -4,15 +4,22 @@ import Foundation
 
 /// The receive half of a byte stream, shared by the application's tasks and the stream's loop.
 ///
-/// The loop moves every byte the engine has into the inbox as it arrives (one copy), but the
-/// flow-control credit for those bytes goes back to the peer only as the application consumes
-/// them, so the peer never has more than its window unread here and in the engine together: a
-/// reader that stops reading stops the peer. A `receive` that finds enough bytes takes them
+/// The loop moves every byte the engine has into the inbox as it arrives (one copy, or none: a
+/// socket read lands in the inbox's memory, see `InboxWriter`), but the flow-control credit
+/// for those bytes goes back to the peer only as the application consumes them, so the peer
+/// never has more than its window unread here and in the engine together: a reader that stops
+/// reading stops the peer. A `receive` that finds enough bytes takes them
 /// under the lock and returns without a trip to the loop; only one that must wait suspends,
 /// and the loop resumes it when bytes arrive. The consumed credit is handed back in coalesced
 /// loop passes (`claimCreditPass`), never by the receive waiting for one.
 ///
-/// Stack-neutral: a QUIC stream uses it now; TLS and TCP connections receive the same way.
+/// Unread bytes are runs of chunks (`InboxWriter.Segment`). A receive takes from the first run
+/// alone when that run holds what it needs at least: a large part of a chunk (16 KiB or more,
+/// and a quarter of the chunk or more, so a kept `Data` never holds more than four times its
+/// size) is handed over as a `Data` over the chunk's memory, without a copy; a smaller part, or
+/// one gathered across runs, is copied.
+///
+/// Stack-neutral: QUIC streams, HTTP/3 bodies, and TLS and TCP connections receive this way.
 package final class StreamInbox: Sendable {
     /// What one receive asks for: between `minimum` and `maximum` bytes; with `exact`, fewer
     /// than `minimum` only as an error.
@@ -51,9 +58,11 @@ package final class StreamInbox: Sendable {
     }
 
     private struct State {
-        /// Unread bytes are `bytes[readOffset...]` (contiguous, indexed from 0).
-        var bytes = Data()
-        var readOffset = 0
+        /// Unread bytes, in order.
+        var segments = Deque<InboxWriter.Segment>()
+        var available = 0
+        /// Where `fill(from:)` copies bytes.
+        var writer = InboxWriter(largestChunk: StreamInbox.largestOwnChunk)
         var finished = false
         var error: (any Error)?
         var waiters = Deque<Waiter>()
@@ -65,7 +74,6 @@ package final class StreamInbox: Sendable {
         /// A loop pass that returns the credit is posted and has not run yet.
         var creditPassPosted = false
 
-        var available: Int { bytes.count - readOffset }
         var isEnded: Bool { finished || error != nil }
 
         /// No live receive is waiting (cancelled ones at the front are dropped, so they cannot
@@ -85,7 +93,15 @@ package final class StreamInbox: Sendable {
                 // The bytes stay queued for a later, smaller receive.
                 return .failure(error ?? StreamBridgeError.unexpectedEndOfStream(received: count, wanted: request.minimum))
             }
-            let content = take(min(count, request.maximum))
+            // From the first run alone when it holds the minimum and goes out without a copy;
+            // a copy gathers as much as the request allows.
+            var taken = min(count, request.maximum)
+            if let first = segments.first, first.count >= request.minimum, first.count < taken,
+                Self.handsOver(first.count, of: first.chunk)
+            {
+                taken = first.count
+            }
+            let content = take(taken)
             return .success(Delivery(content: content, endOfStream: finished && available == 0))
         }
 
@@ -100,33 +116,54 @@ package final class StreamInbox: Sendable {
             creditedAhead = promised
         }
 
-        /// Removes and returns the first `count` unread bytes: the buffer itself when that is
-        /// all of it (no copy), else one copy of the prefix.
+        /// Removes and returns the first `count` unread bytes: a large part of the first run
+        /// without a copy, anything else copied.
         mutating func take(_ count: Int) -> Data {
             let credited = min(count, creditedAhead)
             creditedAhead -= credited
             unreturnedCredit += count - credited
-            if readOffset == 0 && count == bytes.count {
-                defer { bytes = Data() }
-                return bytes
+            available -= count
+            guard count > 0 else { return Data() }
+            var first = segments[segments.startIndex]
+            if first.count >= count {
+                let content = Self.content(of: first.chunk, from: first.start, count: count)
+                first.start += count
+                if first.count == 0 { segments.removeFirst() } else { segments[segments.startIndex] = first }
+                return content
             }
-            let content = Data(bytes[readOffset..<readOffset + count])
-            readOffset += count
-            if readOffset == bytes.count {
-                bytes.removeAll(keepingCapacity: true)
-                readOffset = 0
-            } else if readOffset >= StreamInbox.compactionThreshold && readOffset * 2 >= bytes.count {
-                // Reclaim the read prefix once it is at least half the buffer: each byte moves
-                // at most once more.
-                bytes.removeSubrange(0..<readOffset)
-                readOffset = 0
+            var content = Data(capacity: count)
+            var left = count
+            while left > 0 {
+                var segment = segments[segments.startIndex]
+                let piece = min(left, segment.count)
+                content.append(UnsafeRawBufferPointer(rebasing: segment.chunk.base[segment.start..<segment.start + piece]).assumingMemoryBound(to: UInt8.self))
+                segment.start += piece
+                left -= piece
+                if segment.count == 0 { segments.removeFirst() } else { segments[segments.startIndex] = segment }
             }
             return content
         }
+
+        /// `count` bytes of `chunk` from `start` as a `Data` indexed from 0: over the chunk itself
+        /// when they are a large part of it (the `Data` keeps the chunk alive; the inbox's producer
+        /// never writes those bytes again), else a copy.
+        private static func content(of chunk: StreamBytes, from start: Int, count: Int) -> Data {
+            let region = chunk.base.baseAddress! + start
+            guard handsOver(count, of: chunk) else { return Data(bytes: region, count: count) }
+            return Data(bytesNoCopy: region, count: count, deallocator: .custom { _, _ in withExtendedLifetime(chunk) {} })
+        }
+
+        /// Whether `count` bytes of `chunk` go out without a copy.
+        static func handsOver(_ count: Int, of chunk: StreamBytes) -> Bool {
+            count >= StreamInbox.zeroCopyMinimum && count * 4 >= chunk.count
+        }
     }
 
-    /// A read prefix at least this long (and half the buffer) is reclaimed.
-    package static let compactionThreshold = 64 * 1024
+    /// A receive of at least this many bytes from one run (and a quarter of its chunk) gets
+    /// them without a copy.
+    package static let zeroCopyMinimum = 16 * 1024
+    /// The largest chunk `fill(from:)` copies into.
+    package static let largestOwnChunk = 64 * 1024
     /// Consumed credit goes back in a loop pass once this much has gathered, or whenever the
     /// reader has caught up (nothing left unread), whichever comes first.
     package static let creditBatch = 64 * 1024
@@ -193,7 +230,8 @@ package final class StreamInbox: Sendable {
     package func fill(from source: (_ sink: (UnsafeRawBufferPointer) -> Void) -> End?) {
         let claims = state.withLock { state -> [(Completion<Delivery>.Claim, Result<Delivery, any Error>)] in
             guard !state.isEnded else { return [] }
-            let end = source { region in state.bytes.append(region.assumingMemoryBound(to: UInt8.self)) }
+            let end = source { region in state.writer.write(region) }
+            state.available += state.writer.publish(into: &state.segments)
             switch end {
             case .finished: state.finished = true
             case .failed(let error): state.error = error
@@ -204,19 +242,19 @@ package final class StreamInbox: Sendable {
         for (claim, result) in claims { claim.resume(result) }
     }
 
-    /// Appends `bytes` (taking them over without a copy when nothing is unread) and, with
-    /// `end`, ends the stream after them; then hands bytes to waiting receives in order. For a
-    /// producer that makes its bytes outside the lock (TLS decrypting a batch of records), so a
-    /// receive never waits on that work. Does nothing once the stream has ended.
-    package func fill(adopting bytes: Data, end: End? = nil) {
+    /// Takes over what `writer` wrote since its last publication (without a copy) and, with
+    /// `end`, ends the stream after it; then hands bytes to waiting receives in order. For a
+    /// producer that writes outside the lock (a socket read, TLS decrypting a batch of
+    /// records), so a receive never waits on that work. Does nothing once the stream has ended.
+    package func fill(publishing writer: inout InboxWriter, end: End? = nil) {
+        guard writer.hasUnpublished || end != nil else { return }
         let claims = state.withLock { state -> [(Completion<Delivery>.Claim, Result<Delivery, any Error>)] in
-            guard !state.isEnded else { return [] }
-            if state.available == 0 {
-                state.bytes = bytes
-                state.readOffset = 0
-            } else {
-                state.bytes.append(bytes)
+            guard !state.isEnded else {
+                // Nobody reads any more (a closing connection reads until the peer's FIN).
+                writer.discardUnpublished()
+                return []
             }
+            state.available += writer.publish(into: &state.segments)
             switch end {
             case .finished: state.finished = true
             case .failed(let error): state.error = error

@@ -44,6 +44,13 @@ package final class ByteStreamChannel: LoopHandler {
     static let readsPerEvent = 16
     /// The smallest read: one full TLS record.
     static let minimumRead = 16 * 1024 + 256
+    /// TCP: the smallest free space read into; less left in the current chunk starts a new one.
+    static let minimumPlainRead = 4 * 1024
+    /// The largest chunk received bytes are read (TCP) or decrypted (TLS) into: a bulk reader
+    /// moves up to this much per system call.
+    static let largestReceiveChunk = 256 * 1024
+    /// Where received bytes (TCP's as read, TLS's as decrypted) are written for the inbox.
+    private var receiveWriter = InboxWriter(largestChunk: ByteStreamChannel.largestReceiveChunk)
     /// Turns TLS, datapath and internal errors into the caller's error type.
     let describe: (any Error) -> any Error
     private let handshakeTimeout: Duration
@@ -229,13 +236,12 @@ package final class ByteStreamChannel: LoopHandler {
                     }
                     result = outcome
                 } else {
-                    let scratch = UnsafeMutableRawBufferPointer(rebasing: context.readScratch[..<min(context.readScratch.count, room)])
-                    result = try socket.read(into: scratch)
+                    // Straight into the inbox's memory: the kernel's copy is the only one.
+                    let space = receiveWriter.space(minimum: Self.minimumPlainRead)
+                    result = try socket.read(into: UnsafeMutableRawBufferPointer(rebasing: space[..<min(space.count, room)]))
                     if case .bytes(let count) = result {
-                        inbox.fill { sink in
-                            sink(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
-                            return nil
-                        }
+                        receiveWriter.didWrite(count)
+                        inbox.fill(publishing: &receiveWriter)
                     }
                 }
             } catch {
@@ -288,16 +294,16 @@ package final class ByteStreamChannel: LoopHandler {
             // Nobody reads any more: what arrives is decrypted and dropped.
             do { events = try tls.process { _ in } } catch { failure = error }
         } else {
-            // Decrypted outside the inbox's lock, so a receive never waits on the decryption;
-            // the inbox takes the batch over without a copy when its reader has caught up.
-            var plaintext = Data()
-            plaintext.reserveCapacity(tls.bufferedCiphertextCount)
+            // Decrypted outside the inbox's lock, into its memory, so a receive never waits on
+            // the decryption and the inbox takes the batch over without a copy (the plaintext
+            // is shorter than the ciphertext it came from, so one chunk holds it).
+            receiveWriter.reserve(tls.bufferedCiphertextCount)
             do {
-                events = try tls.process { region in plaintext.append(region.assumingMemoryBound(to: UInt8.self)) }
+                events = try tls.process { region in receiveWriter.write(region) }
             } catch {
                 failure = error
             }
-            if !plaintext.isEmpty { inbox.fill(adopting: plaintext) }
+            inbox.fill(publishing: &receiveWriter)
         }
         // Rejected early data goes again first, ahead of every send that waited for the
         // handshake (it is at most the ticket's early data limit, 16 KiB by default, less than

@@ -257,7 +257,10 @@ package final class HTTP3Channel: QUICStreamConsumer {
             }
         case .body(let id, let bytes):
             if let exchange = exchanges[id] {
-                exchange.inbox.fill(adopting: Data(bytes))
+                exchange.inbox.fill { sink in
+                    bytes.withUnsafeBytes { sink($0) }
+                    return nil
+                }
             } else {
                 quicEngine.returnCredit(streamID: id, bytes: bytes.count)
             }
@@ -267,7 +270,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
         case .endOfMessage(let id):
             guard let exchange = exchanges[id] else { return }
             exchange.deliverHead(.failure(describe(HTTP3Error.invalidStream(streamID: id, reason: "the response ended without a header section"))))
-            exchange.inbox.fill(adopting: Data(), end: .finished)
+            exchange.inbox.fill { _ in .finished }
         case .streamReset(let id, let code):
             exchanges[id]?.fail(describe(HTTP3StreamFailure(streamID: id, code: code)))
         case .streamError(let id, let code):

@@ -36,11 +36,11 @@ import BraidCore
         #expect(second.content.startIndex == 0)
     }
 
-    /// Bytes read in small pieces come out in order across the reclaiming of the read prefix
-    /// (past `compactionThreshold`) and across later fills.
-    @Test(.timeLimit(.minutes(1))) func smallReceivesKeepOrderAcrossCompaction() async throws {
+    /// Bytes read in small pieces come out in order across the inbox's chunks (`fill(from:)`
+    /// starts a new one as each fills) and across later fills.
+    @Test(.timeLimit(.minutes(1))) func smallReceivesKeepOrderAcrossChunks() async throws {
         let inbox = StreamInbox()
-        let total = 3 * StreamInbox.compactionThreshold
+        let total = 3 * StreamInbox.largestOwnChunk
         let pattern = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) }
         fill(inbox, Array(pattern[..<(total / 2)]))
         var received = Data()
@@ -53,6 +53,104 @@ import BraidCore
             let piece = try await inbox.receive(request(1, 1000)) {}
             #expect(piece.content.startIndex == 0)
             received.append(piece.content)
+        }
+        #expect(received == Data(pattern))
+    }
+
+    /// Bytes a producer writes (a socket read) reach a large receive as the chunk's own memory,
+    /// without a copy; a small receive gets a copy, so it does not keep the chunk alive.
+    @Test func aLargeReceiveTakesTheWrittenMemoryWithoutACopy() async throws {
+        let inbox = StreamInbox()
+        var writer = InboxWriter(largestChunk: 256 * 1024)
+        // Fill the first (smallest) chunks, so the third is 64 KiB.
+        for size in [InboxWriter.smallestChunk, 2 * InboxWriter.smallestChunk] {
+            _ = writer.space(minimum: size)
+            writer.didWrite(size)
+        }
+        inbox.fill(publishing: &writer)
+        _ = try await inbox.receive(request(3 * InboxWriter.smallestChunk, 3 * InboxWriter.smallestChunk, exact: true)) {}
+        let space = writer.space(minimum: 1)
+        #expect(space.count == 64 * 1024)
+        for index in 0..<space.count { space[index] = UInt8(truncatingIfNeeded: index) }
+        writer.didWrite(space.count)
+        inbox.fill(publishing: &writer)
+
+        let small = try await inbox.receive(request(100, 100, exact: true)) {}
+        #expect(small.content.withUnsafeBytes { $0.baseAddress } != UnsafeRawPointer(space.baseAddress!))
+        let large = try await inbox.receive(request(1, 1 << 20)) {}
+        #expect(large.content.count == space.count - 100)
+        #expect(large.content.withUnsafeBytes { $0.baseAddress } == UnsafeRawPointer(space.baseAddress! + 100))
+        #expect(large.content.startIndex == 0)
+        #expect(large.content.first == 100 && large.content.last == 0xFF)
+    }
+
+    /// A `Data` handed out without a copy keeps its chunk: after the inbox is gone and pooled
+    /// chunks have been reused and overwritten, its bytes are unchanged.
+    @Test func aZeroCopyReceiveOutlivesItsInbox() async throws {
+        var kept: Data
+        do {
+            let inbox = StreamInbox()
+            var writer = InboxWriter(largestChunk: InboxWriter.smallestChunk)
+            let space = writer.space(minimum: InboxWriter.smallestChunk)
+            for index in 0..<space.count { space[index] = 0xA5 }
+            writer.didWrite(space.count)
+            inbox.fill(publishing: &writer)
+            kept = try await inbox.receive(request(1, space.count)) {}.content
+        }
+        for _ in 0..<(2 * StreamBlockPool.blocksPerClass) {
+            var writer = InboxWriter(largestChunk: InboxWriter.smallestChunk)
+            let space = writer.space(minimum: InboxWriter.smallestChunk)
+            for index in 0..<space.count { space[index] = 0x5A }
+        }
+        #expect(kept.count == InboxWriter.smallestChunk)
+        #expect(kept.allSatisfy { $0 == 0xA5 })
+    }
+
+    /// Once the inbox has ended (a connection closing reads until the peer's FIN), what a
+    /// producer writes is dropped at publication, not kept in the writer.
+    @Test func anEndedInboxDropsWhatIsWrittenAfter() async throws {
+        let inbox = StreamInbox()
+        inbox.fail(NetworkError.cancelled)
+        var writer = InboxWriter(largestChunk: 64 * 1024)
+        let megabyte = [UInt8](repeating: 1, count: 1 << 20)
+        megabyte.withUnsafeBytes { writer.write($0) }
+        #expect(writer.hasUnpublished)
+        inbox.fill(publishing: &writer)
+        #expect(!writer.hasUnpublished)
+        #expect(inbox.available == 0)
+    }
+
+    /// Writes of every size, published at random points, come out in order through receives
+    /// of every size, exact ones gathering across chunks; chunk sizes never exceed the largest.
+    @Test(.timeLimit(.minutes(1))) func writtenBytesComeOutInOrderThroughAnyReceives() async throws {
+        var generator = SystemRandomNumberGenerator()
+        let inbox = StreamInbox()
+        var writer = InboxWriter(largestChunk: 64 * 1024)
+        let total = 1 << 20
+        let pattern = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 11) }
+        var written = 0
+        var received = Data()
+        while received.count < total {
+            if written < total {
+                let piece = min(total - written, Int.random(in: 1...40_000, using: &generator))
+                if Bool.random(using: &generator) {
+                    pattern[written..<written + piece].withUnsafeBytes { writer.write($0) }
+                } else {
+                    let space = writer.space(minimum: min(piece, 4096))
+                    #expect(space.count <= 64 * 1024 || space.count == piece)
+                    let count = min(piece, space.count)
+                    pattern[written..<written + count].withUnsafeBytes { space.copyMemory(from: $0) }
+                    writer.didWrite(count)
+                    written += count - piece
+                }
+                written += piece
+                if written == total || Int.random(in: 0..<3, using: &generator) == 0 { inbox.fill(publishing: &writer) }
+            }
+            guard inbox.available > 0 else { continue }
+            let want = Int.random(in: 1...min(inbox.available, 100_000), using: &generator)
+            let delivery = try await inbox.receive(request(want, want, exact: Bool.random(using: &generator))) {}
+            #expect(delivery.content.count <= want && delivery.content.startIndex == 0)
+            received.append(delivery.content)
         }
         #expect(received == Data(pattern))
     }

@@ -1,0 +1,121 @@
+import BraidCore
+import DequeModule
+
+/// Where a stream's received bytes are written before a `StreamInbox` publishes them: chunks of
+/// memory that never move (`StreamBytes`, from `StreamBlockPool`), written in order by one
+/// producer, the stream's loop.
+///
+/// The producer writes into `space` (a socket read straight into it, or `write` copying a
+/// decrypted record), outside the inbox's lock; `StreamInbox.fill(publishing:)` then hands the
+/// written runs to the inbox in one lock round. A receive that takes a large run gets it as a
+/// `Data` over the chunk itself, without a copy (see `StreamInbox`), so bytes read from a
+/// socket reach the application with the kernel's copy only.
+///
+/// Chunks grow from `smallestChunk` to `largestChunk`, doubling each time one fills: a
+/// connection that carries little holds a small chunk, a bulk one reads up to `largestChunk`
+/// per system call. A full chunk is left to the inbox, which lets it go once its bytes are read.
+package struct InboxWriter {
+    /// A written run of one chunk, published to the inbox or about to be.
+    package struct Segment {
+        package let chunk: StreamBytes
+        package var start: Int
+        package var end: Int
+        package var count: Int { end - start }
+    }
+
+    /// The first chunk's size (the pool's smallest class).
+    package static let smallestChunk = 1 << StreamBlockPool.smallestClass
+    package let largestChunk: Int
+    private var chunk: StreamBytes?
+    /// Bytes of `chunk` written so far, and how many of those the inbox has.
+    private var written = 0
+    private var published = 0
+    /// Written runs of earlier chunks the inbox does not have yet.
+    private var retired: [Segment] = []
+    private var nextChunkSize = InboxWriter.smallestChunk
+
+    package init(largestChunk: Int) {
+        self.largestChunk = max(largestChunk, Self.smallestChunk)
+    }
+
+    /// Whether bytes were written that the inbox does not have yet.
+    package var hasUnpublished: Bool { written > published || !retired.isEmpty }
+
+    /// Free memory at the end of the current chunk, at least `minimum` bytes (a new chunk when
+    /// the current one has less). Write from its start, then call `didWrite`.
+    package mutating func space(minimum: Int) -> UnsafeMutableRawBufferPointer {
+        if let chunk, chunk.count - written >= max(minimum, 1) {
+            return UnsafeMutableRawBufferPointer(rebasing: chunk.base[written...])
+        }
+        retireChunk()
+        let size = max(minimum, nextChunkSize)
+        nextChunkSize = min(nextChunkSize * 2, largestChunk)
+        let fresh = StreamBytes(capacity: size)
+        chunk = fresh
+        return fresh.base
+    }
+
+    /// Makes the next `count` bytes written land in one chunk: a new one of `count` bytes when
+    /// the current one has less room. For a producer that knows how much comes (TLS decrypting
+    /// what it has buffered), so a receive can take the batch whole, without a copy.
+    package mutating func reserve(_ count: Int) {
+        guard count > 0, (chunk?.count ?? 0) - written < count else { return }
+        retireChunk()
+        chunk = StreamBytes(capacity: max(count, Self.smallestChunk))
+    }
+
+    /// The producer wrote `count` bytes at the start of the last `space`.
+    package mutating func didWrite(_ count: Int) {
+        written += count
+    }
+
+    /// Copies `region` in, across chunks when the current one is nearly full.
+    package mutating func write(_ region: UnsafeRawBufferPointer) {
+        var offset = 0
+        while offset < region.count {
+            let space = space(minimum: 1)
+            let count = min(space.count, region.count - offset)
+            space.baseAddress!.copyMemory(from: region.baseAddress! + offset, byteCount: count)
+            didWrite(count)
+            offset += count
+        }
+    }
+
+    /// Moves the runs written since the last call to the end of `segments` (a run continuing the
+    /// last segment's chunk extends it); returns their byte count.
+    package mutating func publish(into segments: inout Deque<Segment>) -> Int {
+        var total = 0
+        for segment in retired { total += Self.append(segment, to: &segments) }
+        retired.removeAll(keepingCapacity: true)
+        if let chunk, written > published {
+            total += Self.append(Segment(chunk: chunk, start: published, end: written), to: &segments)
+            published = written
+        }
+        return total
+    }
+
+    /// Drops what was written since the last publication (for an inbox that has ended: what
+    /// still arrives is not kept).
+    package mutating func discardUnpublished() {
+        retired.removeAll()
+        published = written
+    }
+
+    private static func append(_ segment: Segment, to segments: inout Deque<Segment>) -> Int {
+        if var last = segments.last, last.chunk === segment.chunk, last.end == segment.start {
+            last.end = segment.end
+            segments[segments.index(before: segments.endIndex)] = last
+        } else {
+            segments.append(segment)
+        }
+        return segment.count
+    }
+
+    /// Stops writing into the current chunk; its unpublished run waits for `publish`.
+    private mutating func retireChunk() {
+        if let chunk, written > published { retired.append(Segment(chunk: chunk, start: published, end: written)) }
+        chunk = nil
+        written = 0
+        published = 0
+    }
+}
