@@ -29,31 +29,46 @@ struct RunningUDPEcho {
     }
 }
 
-/// Sends `message` until it comes back (UDP may drop one under load): at most `attempts`
-/// tries, each waiting `interval` for the reply. Nil if it never comes back.
+/// Sends `message` until a reply comes back, as a UDP client does: again every `interval` in
+/// case UDP dropped it or its echo, `attempts` sends in all, while one receive waits throughout
+/// (a reply that comes after the next send went out is still taken). Nil if none came within
+/// `attempts` intervals.
 func udpEcho(
     _ message: Data, on connection: NetworkConnection<UDP>, attempts: Int = 25, interval: Duration = .milliseconds(200)
 ) async throws -> (content: Data, metadata: UDP.Metadata)? {
-    for _ in 0..<attempts {
-        try await connection.send(message)
-        if let reply = try await receiveWithin(interval, on: connection) { return reply }
+    try await firstReply(on: connection) {
+        for _ in 0..<attempts {
+            try await connection.send(message)
+            try await Task.sleep(for: interval)
+        }
     }
-    return nil
 }
 
 /// The next datagram, or nil if none arrives within `interval`.
 func receiveWithin(
     _ interval: Duration, on connection: NetworkConnection<UDP>
 ) async throws -> (content: Data, metadata: UDP.Metadata)? {
+    try await firstReply(on: connection) { try await Task.sleep(for: interval) }
+}
+
+/// The next datagram received while `timer` runs, or nil once it returns. A datagram the
+/// receive took as the timer ran out is returned, not dropped with the cancelled receive.
+private func firstReply(
+    on connection: NetworkConnection<UDP>, while timer: @escaping @Sendable () async throws -> Void
+) async throws -> (content: Data, metadata: UDP.Metadata)? {
     try await withThrowingTaskGroup(of: (content: Data, metadata: UDP.Metadata)?.self) { group in
         group.addTask { try await connection.receive() }
         group.addTask {
-            try await Task.sleep(for: interval)
+            try await timer()
             return nil
         }
         let first = try await group.next() ?? nil
         group.cancelAll()
-        return first
+        if let first { return first }
+        while let result = await group.nextResult() {
+            if case .success(let reply?) = result { return reply }
+        }
+        return nil
     }
 }
 
