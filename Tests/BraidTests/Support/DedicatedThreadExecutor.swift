@@ -37,8 +37,9 @@ final class DedicatedThreadExecutor: TaskExecutor {
             return true
         }
         // A job after `stop()` (a task that outlived the scope that preferred this executor)
-        // still runs, on the global executor.
-        guard accepted else { return job.runSynchronously(on: globalConcurrentExecutor.asUnownedTaskExecutor()) }
+        // goes to the global executor: never run here, on the enqueuing thread, which may be
+        // an event loop's in the middle of its pass.
+        guard accepted else { return globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
         wake.signal()
     }
 

@@ -3,7 +3,8 @@ import Foundation
 import Testing
 
 /// Runs each test it is given to (or each test of a suite) on a thread of its own rather than
-/// on Swift's cooperative pool, at most one such test per core at a time.
+/// on Swift's cooperative pool, at most one such test per core at a time. For synchronous
+/// tests: an async test's own tasks (a listener's handlers, say) would share its one thread.
 ///
 /// Why: the pool has one thread per core (two in CI), and a synchronous test that computes for
 /// a second or more (two engines driven in memory, megabytes through TLS) holds a pool thread
