@@ -36,7 +36,7 @@ import BraidCore
         let connection = NetworkConnection(to: server.endpoint) { testClient() }
         defer { connection.cancel() }
         let stream = try await connection.openStream()
-        let payload = Data((0..<2_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        let payload = patternData(2_000_000) { UInt8(truncatingIfNeeded: $0 &* 31) }
         let before = try #require(connection.localEndpoint)
         let echoed = Task { try await stream.receive(exactly: payload.count).content }
         try await stream.send(payload.prefix(1_000_000))

@@ -18,7 +18,7 @@ import Testing
     /// The byte at `index` of a generated body (so every byte is checked, not just the count).
     static func patternByte(_ index: Int) -> UInt8 { UInt8(truncatingIfNeeded: index &* 31 &+ index >> 8) }
 
-    static func pattern(_ count: Int) -> Data { Data((0..<count).map(patternByte)) }
+    static func pattern(_ count: Int) -> Data { patternData(count, patternByte) }
 
     /// The test server: `/hello` says hello; `/N` sends N pattern bytes, streamed; `/count`
     /// (POST) answers the upload's size and whether it matched the pattern; `/fail` throws.

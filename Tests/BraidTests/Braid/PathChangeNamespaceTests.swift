@@ -23,7 +23,7 @@ import Testing
     @Test(arguments: Loss.allCases)
     func aQUICConnectionMovesToTheOtherUplinkWhenItsOwnGoesAway(_ loss: Loss) async throws {
         let total = 20_000_000
-        let payload = Data((0..<total).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 16) })
+        let payload = patternData(total) { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 16) }
         let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
         try await UplinkNamespaces.withNamespaces { client, server in
             try await UplinkNamespaces.addTwoUplinks(client: client, server: server)

@@ -4,7 +4,7 @@ import Testing
 
 /// The HTTP/3 engine, client and server, joined by in-memory streams (`HTTP3Pipe`) that
 /// deliver every stream's bytes in pieces of random sizes.
-@Suite struct HTTP3EngineTests {
+@Suite(.ownThread) struct HTTP3EngineTests {
     static func get(_ path: String, authority: String = "example.com") -> [HTTP3Field] {
         [HTTP3Field(":method", "GET"), HTTP3Field(":scheme", "https"), HTTP3Field(":authority", authority), HTTP3Field(":path", path)]
     }

@@ -5,7 +5,7 @@ import Testing
 
 /// The HTTP/3 engines over two BraidQUIC engines on the simulated wire (`SimulatedNetwork`):
 /// real stream IDs, flow control, loss recovery and the QUIC layer's send budget.
-@Suite struct HTTP3QUICTests {
+@Suite(.ownThread) struct HTTP3QUICTests {
     final class Run {
         let network: SimulatedNetwork
         var client: HTTP3OverQUIC!

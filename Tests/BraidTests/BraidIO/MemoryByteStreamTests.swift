@@ -22,7 +22,7 @@ extension EventLoop {
 /// The in-memory byte stream (`MemoryStreamNetwork`) the connection owners' tests run on:
 /// bounded buffers, level-triggered readiness through a virtual loop, end of stream, reset,
 /// refusal.
-@Suite struct MemoryByteStreamTests {
+@Suite(.ownThread) struct MemoryByteStreamTests {
     private func virtualLoop() throws -> EventLoop {
         try EventLoop(virtualTimeStartingAt: MonotonicInstant(nanoseconds: 1_000_000_000))
     }

@@ -1,7 +1,7 @@
 import Testing
 @testable import BraidQUIC
 
-@Suite struct DatagramTests {
+@Suite(.ownThread) struct DatagramTests {
     func established(conditions: LinkConditions = LinkConditions(), seed: UInt64 = 1)
         throws -> (SimulatedNetwork, QUICConnection, [(bytes: [UInt8], early: Bool)])
     {

@@ -1,7 +1,7 @@
 import Testing
 @testable import BraidQUIC
 
-@Suite struct EndpointTests {
+@Suite(.ownThread) struct EndpointTests {
     @Test func retryValidatesAddressThenConnects() throws {
         let server = try Fixtures.server { $0.retry = .always }
         let network = SimulatedNetwork(server: server)

@@ -5,7 +5,7 @@ import Testing
 /// peer that grants no credit holds at most the budget of a sender's bytes, whatever the
 /// number of streams; sends resume, on every stream, once credit and acknowledgements come;
 /// and a reset stream's bytes go back to the streams waiting for room.
-@Suite struct SendBudgetTests {
+@Suite(.ownThread) struct SendBudgetTests {
     static let budget = 256 * 1024
     static let streamLimit = 128 * 1024
 

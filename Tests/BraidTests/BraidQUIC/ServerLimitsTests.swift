@@ -5,7 +5,7 @@ import Testing
 /// The server endpoint's limits, asserted on its live counts: half-open handshakes (automatic
 /// Retry and the hard cap), connections per address, the connection table (idle eviction), and
 /// rounds of abandoned handshakes that must leave nothing behind.
-@Suite struct ServerLimitsTests {
+@Suite(.ownThread) struct ServerLimitsTests {
     /// Real ClientHellos from fresh connections (Braid's own client engine) that never go
     /// further: the endpoint's half of every handshake stays open until the handshake timeout.
     /// The server's replies are dropped, as a spoofing flooder never sees them.

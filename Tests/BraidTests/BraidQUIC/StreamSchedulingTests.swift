@@ -3,7 +3,7 @@ import Testing
 
 /// How a sender shares its packets among streams with bytes to send: turns of up to
 /// `QUICConnection.streamSendQuantum` bytes, less when the window's share per stream is smaller.
-@Suite struct StreamSchedulingTests {
+@Suite(.ownThread) struct StreamSchedulingTests {
     /// A client sending on several streams to a server that reads each stream as it becomes
     /// readable (the wire delivers one packet at a time), logging each read in arrival order.
     final class Upload {

@@ -3,7 +3,7 @@ import Testing
 
 /// Stream transfer over the in-memory wire: integrity, concurrency, loss, corruption, resets,
 /// and flow control.
-@Suite struct StreamTests {
+@Suite(.ownThread) struct StreamTests {
     /// A client that echoes through an `EchoServer` and collects what comes back.
     final class EchoRun {
         let network: SimulatedNetwork

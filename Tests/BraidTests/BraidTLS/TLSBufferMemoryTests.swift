@@ -2,7 +2,7 @@ import Testing
 @testable import BraidTLS
 
 /// The ciphertext buffers hold memory only while bytes are in them.
-@Suite struct TLSBufferMemoryTests {
+@Suite(.ownThread) struct TLSBufferMemoryTests {
     func holdsMemory(_ end: TLSEnd) -> Bool {
         end.connection.input.holdsStorage || end.connection.output.holdsStorage
     }

@@ -2,7 +2,7 @@ import Testing
 import BraidTLS
 
 /// Bulk data through the engines: integrity, backpressure and the input bound.
-@Suite struct TLSTransferTests {
+@Suite(.ownThread) struct TLSTransferTests {
     func establishedPair(configure: (inout TLSClientConfiguration) -> Void = { _ in }) throws -> TLSPair {
         let pair = try TLSPair(client: TLSFixtures.client(configure: configure), server: TLSFixtures.server())
         pair.run()

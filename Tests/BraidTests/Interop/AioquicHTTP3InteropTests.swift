@@ -9,7 +9,7 @@ import Testing
 @Suite struct AioquicHTTP3InteropTests {
     /// Byte `i` of the peer's `/N` responses (and of the served file here).
     static func pattern(_ count: Int) -> Data {
-        Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) })
+        patternData(count) { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) }
     }
 
     @Test(.timeLimit(.minutes(1))) func braidGetFetchesFromAioquic() async throws {

@@ -20,7 +20,7 @@ import Testing
         try Data("hello over HTTP/3\n".utf8).write(to: root.appendingPathComponent("index.html"))
         // Byte i is i * 7 + i >> 10 (mod 256), which repeats every 256 KiB: made once, then copied.
         let period = 256 * 1024
-        let block = Data((0..<period).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) })
+        let block = patternData(period) { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) }
         var blob = Data(capacity: size)
         while blob.count < size { blob.append(block.prefix(size - blob.count)) }
         try blob.write(to: root.appendingPathComponent("blob"))
