@@ -29,11 +29,15 @@ import Testing
         _ value: Sending, on connection: NetworkConnection<JSONCoder<Sending, Receiving>>, attempts: Int = 25,
         interval: Duration = .milliseconds(200), until accept: (Receiving) -> Bool
     ) async throws -> Receiving? {
+        // Backing off as `udpEcho` does (200 ms doubling to 1 s): a full suite's load can hold
+        // a reply's task for seconds.
+        var wait = interval
         for _ in 0..<attempts {
             try await connection.send(value)
-            while let reply = try await receiveValueWithin(interval, on: connection) {
+            while let reply = try await receiveValueWithin(wait, on: connection) {
                 if accept(reply) { return reply }
             }
+            wait = min(wait * 2, max(interval, .seconds(1)))
         }
         return nil
     }
@@ -102,12 +106,14 @@ import Testing
         let connection = NetworkConnection(to: server.endpoint) { UDP() }
         defer { connection.cancel() }
         func report(for datagram: Data, until accept: (Report) -> Bool) async throws -> Report? {
+            var wait = Duration.milliseconds(200)
             for _ in 0..<25 {
                 try await connection.send(datagram)
-                while let reply = try await receiveWithin(.milliseconds(200), on: connection) {
+                while let reply = try await receiveWithin(wait, on: connection) {
                     let report = try JSONDecoder().decode(Report.self, from: reply.content)
                     if accept(report) { return report }
                 }
+                wait = min(wait * 2, .seconds(1))
             }
             return nil
         }

@@ -297,12 +297,14 @@ private func firstReply(
         // comes from the server: a late duplicate echo of "hello" (udpEcho may have sent it
         // twice) can come too, an intruder's datagram never.
         var received: [(content: Data, metadata: UDP.Metadata)] = []
+        var wait = Duration.milliseconds(200)
         for _ in 0..<25 where !received.contains(where: { $0.content == Data("peer".utf8) }) {
             try await connection.send(Data("peer".utf8))
-            while let reply = try await receiveWithin(.milliseconds(200), on: connection) {
+            while let reply = try await receiveWithin(wait, on: connection) {
                 received.append(reply)
                 if reply.content == Data("peer".utf8) { break }
             }
+            wait = min(wait * 2, .seconds(1))
         }
         while let late = try await receiveWithin(.milliseconds(50), on: connection) { received.append(late) }
         #expect(received.contains { $0.content == Data("peer".utf8) })
