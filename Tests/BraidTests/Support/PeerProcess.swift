@@ -22,34 +22,47 @@ enum PeerProcess {
     }
 
     /// The Python with aioquic: $BRAID_PYTHON, else the project's environment that
-    /// tools/install-deps.sh makes, else python3 from PATH.
-    static var python: String {
-        if let chosen = ProcessInfo.processInfo.environment["BRAID_PYTHON"] { return chosen }
-        let project = repository.appendingPathComponent(".build-python/bin/python3").path
-        return FileManager.default.isExecutableFile(atPath: project) ? project : "python3"
+    /// tools/install-deps.sh makes. Without either, the aioquic peers fail with that fix in
+    /// the error, not with an import error from some other Python (or 150 timeouts).
+    static var aioquicPython: String {
+        get throws {
+            if let chosen = ProcessInfo.processInfo.environment["BRAID_PYTHON"] { return chosen }
+            let project = repository.appendingPathComponent(".build-python/bin/python3").path
+            guard FileManager.default.isExecutableFile(atPath: project) else {
+                throw InteropFailure(
+                    "aioquic's Python environment \(project) is missing: run tools/install-deps.sh (the README's test command does), or set BRAID_PYTHON")
+            }
+            return project
+        }
+    }
+
+    /// A peer script of this repository, run by the Python with aioquic.
+    private static func aioquicScript(_ path: String, _ arguments: [String]) throws -> ChildProcess {
+        try ChildProcess(try aioquicPython, [repository.appendingPathComponent(path).path] + arguments)
     }
 
     static func aioquic(_ arguments: [String]) throws -> ChildProcess {
-        try ChildProcess(python, [repository.appendingPathComponent("Tests/Interop/peers/aioquic_peer.py").path] + arguments)
+        try aioquicScript("Tests/Interop/peers/aioquic_peer.py", arguments)
     }
 
     /// aioquic's HTTP/3 server and client (`aioquic_h3_peer.py`).
     static func aioquicHTTP3(_ arguments: [String]) throws -> ChildProcess {
-        try ChildProcess(python, [repository.appendingPathComponent("Tests/Interop/peers/aioquic_h3_peer.py").path] + arguments)
+        try aioquicScript("Tests/Interop/peers/aioquic_h3_peer.py", arguments)
     }
 
     /// Malformed HTTP/3 and QPACK on aioquic, as a client or a server (`aioquic_h3_hostile.py`).
     static func aioquicHTTP3Hostile(_ arguments: [String]) throws -> ChildProcess {
-        try ChildProcess(python, [repository.appendingPathComponent("Tests/Interop/peers/aioquic_h3_hostile.py").path] + arguments)
+        try aioquicScript("Tests/Interop/peers/aioquic_h3_hostile.py", arguments)
     }
 
     /// The aioquic client that breaks a server's limits on purpose (`hostile_peer.py`).
     static func hostile(_ arguments: [String]) throws -> ChildProcess {
-        try ChildProcess(python, [repository.appendingPathComponent("Tests/Interop/peers/hostile_peer.py").path] + arguments)
+        try aioquicScript("Tests/Interop/peers/hostile_peer.py", arguments)
     }
 
+    /// The network emulator: standard library only, so any python3 runs it.
     static func emulator(_ arguments: [String]) throws -> ChildProcess {
-        try ChildProcess(python, [repository.appendingPathComponent("tools/netem/braid_netem.py").path] + arguments)
+        try ChildProcess("python3", [repository.appendingPathComponent("tools/netem/braid_netem.py").path] + arguments)
     }
 
     static func braid(_ arguments: [String]) throws -> ChildProcess { try ChildProcess(try braidTool, arguments) }

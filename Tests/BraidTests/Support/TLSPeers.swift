@@ -19,7 +19,7 @@ enum TLSPeer: String, CaseIterable, CustomTestStringConvertible, Sendable {
             switch self {
             case .gnutls: try TLSPeerTools.find("gnutls-serv", package: "gnutls-bin")
             case .openssl: try TLSPeerTools.find("openssl", package: "openssl")
-            case .python: PeerProcess.python
+            case .python: try TLSPeerTools.find("python3", package: "python3")  // the ssl module alone
             }
         }
     }
@@ -30,7 +30,7 @@ enum TLSPeer: String, CaseIterable, CustomTestStringConvertible, Sendable {
             switch self {
             case .gnutls: try TLSPeerTools.find("gnutls-cli", package: "gnutls-bin")
             case .openssl: try TLSPeerTools.find("openssl", package: "openssl")
-            case .python: PeerProcess.python
+            case .python: try TLSPeerTools.find("python3", package: "python3")  // the ssl module alone
             }
         }
     }
