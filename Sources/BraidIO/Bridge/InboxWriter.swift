@@ -33,6 +33,8 @@ package struct InboxWriter {
     /// Written runs of earlier chunks the inbox does not have yet.
     private var retired: [Segment] = []
     private var nextChunkSize = InboxWriter.smallestChunk
+    /// Set by `reserve`: what the next write that needs memory makes room for in one chunk.
+    private var reservation = 0
 
     package init(largestChunk: Int) {
         self.largestChunk = max(largestChunk, Self.smallestChunk)
@@ -44,6 +46,14 @@ package struct InboxWriter {
     /// Free memory at the end of the current chunk, at least `minimum` bytes (a new chunk when
     /// the current one has less). Write from its start, then call `didWrite`.
     package mutating func space(minimum: Int) -> UnsafeMutableRawBufferPointer {
+        if reservation > 0 {
+            let needed = max(reservation, minimum)
+            reservation = 0
+            if (chunk?.count ?? 0) - written < needed {
+                retireChunk()
+                chunk = StreamBytes(capacity: max(needed, Self.smallestChunk))
+            }
+        }
         if let chunk, chunk.count - written >= max(minimum, 1) {
             return UnsafeMutableRawBufferPointer(rebasing: chunk.base[written...])
         }
@@ -55,13 +65,13 @@ package struct InboxWriter {
         return fresh.base
     }
 
-    /// Makes the next `count` bytes written land in one chunk: a new one of `count` bytes when
-    /// the current one has less room. For a producer that knows how much comes (TLS decrypting
-    /// what it has buffered), so a receive can take the batch whole, without a copy.
+    /// Makes up to `count` bytes written next land in one chunk: a new one of `count` bytes
+    /// when the current one has less room. For a producer that knows how much may come (TLS
+    /// decrypting what it has buffered), so a receive can take the batch whole, without a copy.
+    /// The chunk is made at the first write, so a batch with no plaintext (a handshake, a
+    /// ticket) takes no memory; the next `reserve` replaces an unused one.
     package mutating func reserve(_ count: Int) {
-        guard count > 0, (chunk?.count ?? 0) - written < count else { return }
-        retireChunk()
-        chunk = StreamBytes(capacity: max(count, Self.smallestChunk))
+        reservation = count
     }
 
     /// The producer wrote `count` bytes at the start of the last `space`.

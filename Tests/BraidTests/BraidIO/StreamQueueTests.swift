@@ -106,6 +106,25 @@ import BraidCore
         #expect(kept.allSatisfy { $0 == 0xA5 })
     }
 
+    /// A reservation (TLS: what it has buffered) makes the batch land in one chunk of that
+    /// size, so a receive can take it whole without a copy; one that nothing is written
+    /// under makes no chunk (an idle connection's handshake bytes hold no memory here).
+    @Test func aReservationMakesOneChunkAtTheFirstWrite() async throws {
+        let inbox = StreamInbox()
+        var writer = InboxWriter(largestChunk: 256 * 1024)
+        writer.reserve(100_000)
+        inbox.fill(publishing: &writer)
+        writer.reserve(70_000)
+        let batch = pattern(seed: 5, count: 69_000)
+        for start in stride(from: 0, to: batch.count, by: 16_384) {
+            batch[start..<min(start + 16_384, batch.count)].withUnsafeBytes { writer.write($0) }
+        }
+        #expect(writer.space(minimum: 1).count == 1_000)
+        inbox.fill(publishing: &writer)
+        let whole = try await inbox.receive(request(1, 1 << 20)) {}
+        #expect(whole.content == Data(batch))
+    }
+
     /// Once the inbox has ended (a connection closing reads until the peer's FIN), what a
     /// producer writes is dropped at publication, not kept in the writer.
     @Test func anEndedInboxDropsWhatIsWrittenAfter() async throws {
