@@ -11,9 +11,12 @@ import DequeModule
 /// `Data` over the chunk itself, without a copy (see `StreamInbox`), so bytes read from a
 /// socket reach the application with the kernel's copy only.
 ///
-/// Chunks grow from `smallestChunk` to `largestChunk`, doubling each time one fills: a
-/// connection that carries little holds a small chunk, a bulk one reads up to `largestChunk`
-/// per system call. A full chunk is left to the inbox, which lets it go once its bytes are read.
+/// Chunks grow from `smallestChunk` (a page) to `largestChunk`, doubling each time one fills: a
+/// stream that carries little holds a small chunk, a bulk one reads up to `largestChunk` per
+/// system call. A full chunk is left to the inbox, which lets it go once its bytes are read; so
+/// is the current one when the owner releases it (`releaseChunk`, a QUIC stream's inbox once
+/// its reader has caught up). A stream that carries little holds at most a page beyond its
+/// unread bytes.
 package struct InboxWriter {
     /// A written run of one chunk, published to the inbox or about to be.
     package struct Segment {
@@ -23,8 +26,9 @@ package struct InboxWriter {
         package var count: Int { end - start }
     }
 
-    /// The first chunk's size (the pool's smallest class).
-    package static let smallestChunk = 1 << StreamBlockPool.smallestClass
+    /// The first chunk's size: a page, so a peer that sends a few bytes on each of many streams
+    /// (or connections) makes each hold a page, not a pool block.
+    package static let smallestChunk = 4 * 1024
     package let largestChunk: Int
     private var chunk: StreamBytes?
     /// Bytes of `chunk` written so far, and how many of those the inbox has.
@@ -57,9 +61,10 @@ package struct InboxWriter {
         if let chunk, chunk.count - written >= max(minimum, 1) {
             return UnsafeMutableRawBufferPointer(rebasing: chunk.base[written...])
         }
+        // Larger chunks only for a stream that fills them, not one that was released.
+        if chunk != nil { nextChunkSize = min(nextChunkSize * 2, largestChunk) }
         retireChunk()
         let size = max(minimum, nextChunkSize)
-        nextChunkSize = min(nextChunkSize * 2, largestChunk)
         let fresh = StreamBytes(capacity: size)
         chunk = fresh
         return fresh.base
@@ -102,6 +107,12 @@ package struct InboxWriter {
             published = written
         }
         return total
+    }
+
+    /// Stops writing into the current chunk (the reader has caught up): the inbox lets it go once
+    /// its bytes are read, and the next write takes a new one of the size reached so far.
+    package mutating func releaseChunk() {
+        retireChunk()
     }
 
     /// Drops what was written since the last publication (for an inbox that has ended: what

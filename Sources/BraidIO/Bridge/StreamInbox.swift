@@ -123,6 +123,10 @@ package final class StreamInbox: Sendable {
             creditedAhead -= credited
             unreturnedCredit += count - credited
             available -= count
+            // Caught up: the inbox's own writer lets its chunk go, so a QUIC stream whose bytes
+            // are all read holds none. (A TLS or TCP connection's writer keeps its one chunk:
+            // letting it go at each catch-up cost a bulk TCP receiver 5% to 10% more CPU.)
+            if available == 0 { writer.releaseChunk() }
             guard count > 0 else { return Data() }
             var first = segments[segments.startIndex]
             if first.count >= count {

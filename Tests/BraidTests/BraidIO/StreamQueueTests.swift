@@ -62,15 +62,19 @@ import BraidCore
     @Test func aLargeReceiveTakesTheWrittenMemoryWithoutACopy() async throws {
         let inbox = StreamInbox()
         var writer = InboxWriter(largestChunk: 256 * 1024)
-        // Fill the first (smallest) chunks, so the third is 64 KiB.
-        for size in [InboxWriter.smallestChunk, 2 * InboxWriter.smallestChunk] {
-            _ = writer.space(minimum: size)
-            writer.didWrite(size)
+        // Fill chunks (a page, then doubling) until the next one is 64 KiB.
+        var filled = 0
+        while true {
+            let space = writer.space(minimum: 1)
+            if space.count == 64 * 1024 { break }
+            #expect(space.count == InboxWriter.smallestChunk << filled)
+            writer.didWrite(space.count)
+            filled += 1
         }
         inbox.fill(publishing: &writer)
-        _ = try await inbox.receive(request(3 * InboxWriter.smallestChunk, 3 * InboxWriter.smallestChunk, exact: true)) {}
+        let before = inbox.available
+        _ = try await inbox.receive(request(before, before, exact: true)) {}
         let space = writer.space(minimum: 1)
-        #expect(space.count == 64 * 1024)
         for index in 0..<space.count { space[index] = UInt8(truncatingIfNeeded: index) }
         writer.didWrite(space.count)
         inbox.fill(publishing: &writer)
@@ -90,20 +94,39 @@ import BraidCore
         var kept: Data
         do {
             let inbox = StreamInbox()
-            var writer = InboxWriter(largestChunk: InboxWriter.smallestChunk)
-            let space = writer.space(minimum: InboxWriter.smallestChunk)
+            var writer = InboxWriter(largestChunk: StreamInbox.zeroCopyMinimum)
+            let space = writer.space(minimum: StreamInbox.zeroCopyMinimum)
             for index in 0..<space.count { space[index] = 0xA5 }
             writer.didWrite(space.count)
             inbox.fill(publishing: &writer)
             kept = try await inbox.receive(request(1, space.count)) {}.content
         }
         for _ in 0..<(2 * StreamBlockPool.blocksPerClass) {
-            var writer = InboxWriter(largestChunk: InboxWriter.smallestChunk)
-            let space = writer.space(minimum: InboxWriter.smallestChunk)
+            var writer = InboxWriter(largestChunk: StreamInbox.zeroCopyMinimum)
+            let space = writer.space(minimum: StreamInbox.zeroCopyMinimum)
             for index in 0..<space.count { space[index] = 0x5A }
         }
-        #expect(kept.count == InboxWriter.smallestChunk)
+        #expect(kept.count == StreamInbox.zeroCopyMinimum)
         #expect(kept.allSatisfy { $0 == 0xA5 })
+    }
+
+    /// A writer released when its reader caught up takes a new chunk at the next write, of the
+    /// size its filled chunks had reached; a release alone does not grow it. A first chunk is
+    /// a page: a peer sending a few bytes on each of many streams makes each hold a page.
+    @Test func aReleasedWriterTakesANewChunkOfTheSizeReached() {
+        var writer = InboxWriter(largestChunk: 64 * 1024)
+        let first = writer.space(minimum: 1)
+        #expect(first.count == InboxWriter.smallestChunk)
+        writer.didWrite(first.count)
+        let second = writer.space(minimum: 1)
+        #expect(second.count == 2 * InboxWriter.smallestChunk)
+        writer.didWrite(10)
+        writer.releaseChunk()
+        let third = writer.space(minimum: 1)
+        #expect(third.baseAddress != second.baseAddress! + 10)
+        #expect(third.count == 2 * InboxWriter.smallestChunk)
+        writer.releaseChunk()
+        #expect(writer.space(minimum: 1).count == 2 * InboxWriter.smallestChunk)
     }
 
     /// A reservation (TLS: what it has buffered) makes the batch land in one chunk of that
