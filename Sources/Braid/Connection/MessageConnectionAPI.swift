@@ -4,27 +4,37 @@ import Foundation
 /// Whole messages received on a framed connection (`TLV`, `Coder`), one per iteration, until
 /// the peer finishes the stream at a message boundary; errors are thrown by the iteration.
 public struct NetworkMessages<Element>: AsyncSequence {
-    /// Makes each iterator's source of messages: the same function for a byte stream's
-    /// messages; for a UDP connection's, one that takes every datagram queued at once into the
-    /// iterator and hands them out from there.
-    let makeReceive: @Sendable () -> () async throws -> Element?
+    /// One iteration's source of messages. `poll` hands out a message that is already here
+    /// without suspending (nil: none is); `receive` waits for the next one (nil: the end). A
+    /// burst of messages is taken through `poll`, so each costs a lock round rather than a
+    /// chain of suspendable calls.
+    struct Source {
+        var poll: () throws -> Element? = { nil }
+        let receive: () async throws -> Element?
+    }
 
-    init(receive: @escaping @Sendable () async throws -> Element?) {
-        makeReceive = { receive }
+    /// Makes each iterator's source: the same functions for a byte stream's messages; for a
+    /// UDP connection's, a `receive` that takes every datagram queued at once into the
+    /// iterator and hands them out from there.
+    let makeSource: @Sendable () -> Source
+
+    init(poll: @escaping @Sendable () throws -> Element?, receive: @escaping @Sendable () async throws -> Element?) {
+        makeSource = { Source(poll: poll, receive: receive) }
     }
 
     init(makingReceive: @escaping @Sendable () -> () async throws -> Element?) {
-        makeReceive = makingReceive
+        makeSource = { Source(receive: makingReceive()) }
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let receive: () async throws -> Element?
+        let source: Source
         var finished = false
 
         public mutating func next() async throws -> Element? {
             guard !finished else { return nil }
             do {
-                let element = try await receive()
+                if let element = try source.poll() { return element }
+                let element = try await source.receive()
                 if element == nil { finished = true }
                 return element
             } catch {
@@ -34,22 +44,24 @@ public struct NetworkMessages<Element>: AsyncSequence {
         }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(receive: makeReceive()) }
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(source: makeSource()) }
 }
 
 extension NetworkConnection {
-    /// The connection's messages: its byte stream, framed. A peer that breaks the framing
-    /// fails the connection.
+    /// The connection's messages: its byte stream, framed (nil without a message receiver). A
+    /// peer that breaks the framing fails the connection.
+    static func framedEnd(shared: ConnectionShared, core: LoopBound<ConnectionCore>) -> MessageEnd? {
+        guard let end = shared.byteStream, let receiver = shared.messageReceiver else { return nil }
+        return MessageEnd(end: end, receiver: receiver) { error in
+            // The stream has lost its message boundaries: end the connection with the error.
+            core.loop.execute { context in core.value.failByteStream(error, context: context) }
+        }
+    }
+
     fileprivate var messageEnd: MessageEnd {
         get throws {
-            guard let end = shared.byteStream, let receiver = shared.messageReceiver else {
-                throw NetworkError.internalError("a framed connection without a message receiver")
-            }
-            let core = core, loop = loop
-            return MessageEnd(end: end, receiver: receiver) { error in
-                // The stream has lost its message boundaries: end the connection with the error.
-                loop.execute { context in core.value.failByteStream(error, context: context) }
-            }
+            guard let framedEnd else { throw NetworkError.internalError("a framed connection without a message receiver") }
+            return framedEnd
         }
     }
 }
@@ -62,7 +74,9 @@ extension NetworkConnection where ApplicationProtocol == TLV {
     /// try await connection.send(Data("e2e4".utf8), type: 2)
     /// ```
     public func send(_ content: some Collection<UInt8>, type: UInt32) async throws {
-        try await messageEnd.send(content, type: type, queued: start)
+        let end = try messageEnd.end, bytes = try MessageEnd.frame(content, type: type)
+        if try end.queueAtOnce(bytes, endOfStream: false, idempotent: false, queued: start) { return }
+        try await end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
     }
 
     /// The next whole message and its type. Concurrent receives each get a different whole
@@ -90,7 +104,7 @@ extension NetworkConnection where ApplicationProtocol == TLV {
     public var messages: NetworkMessages<(content: Data, metadata: TLV.Metadata)> {
         // Made once per iteration, not once per message.
         let end = Result { try messageEnd }
-        return NetworkMessages { [self] in
+        return NetworkMessages(poll: { try end.get().decodedTLV() }) { [self] in
             let framed = try end.get()
             start()
             return try await framed.nextTLV()
@@ -110,7 +124,9 @@ extension NetworkConnection where ApplicationProtocol: CoderProtocol {
         if isOverUDP {
             try await sendDatagram(MessageEnd.encode(value, using: stack.coder))
         } else {
-            try await messageEnd.send(value: value, using: stack.coder, queued: start)
+            let end = try messageEnd.end, bytes = try MessageEnd.frame(value: value, using: stack.coder)
+            if try end.queueAtOnce(bytes, endOfStream: false, idempotent: false, queued: start) { return }
+            try await end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
         }
     }
 
@@ -142,7 +158,7 @@ extension NetworkConnection where ApplicationProtocol: CoderProtocol {
         }
         // Made once per iteration, not once per message.
         let end = Result { try messageEnd }, coder = stack.coder
-        return NetworkMessages { [self] in
+        return NetworkMessages(poll: { try end.get().decodedValue(ApplicationProtocol.Receiving.self, using: coder) }) { [self] in
             let framed = try end.get()
             start()
             return try await framed.nextValue(ApplicationProtocol.Receiving.self, using: coder)

@@ -38,6 +38,9 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     let streamSockets: any ByteStreamSocketFactory
     let shared: ConnectionShared
     let core: LoopBound<ConnectionCore>
+    /// A `TLV` or `Coder` connection's messages over its byte stream (nil for other stacks,
+    /// and for `Coder` over UDP): made once, not per send or receive.
+    let framedEnd: MessageEnd?
     private let started: Atomic<Bool>
 
     /// A connection to `endpoint` over the stack the builder returns.
@@ -59,6 +62,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         let core = ConnectionCore.make(for: stack, loop: loop, endpointDescription: endpoint.description)
         shared = core.shared
         self.core = LoopBound(handingOver: core, to: loop)
+        framedEnd = Self.framedEnd(shared: shared, core: self.core)
         started = Atomic(false)
     }
 
@@ -72,6 +76,7 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         sockets = UDPSockets()
         streamSockets = TCPSockets()
         parameters = NetworkParameters(stack: stack)
+        framedEnd = Self.framedEnd(shared: shared, core: core)
         started = Atomic(true)
     }
 
@@ -105,7 +110,9 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
 
     /// Starts connecting (optional: the first send, receive or `openStream` starts it too).
     public func start() {
-        guard !started.exchange(true, ordering: .relaxed) else { return }
+        // Read first: every send and receive calls this, and a load shares the cache line
+        // where an exchange would take it.
+        guard !started.load(ordering: .relaxed), !started.exchange(true, ordering: .relaxed) else { return }
         shared.states.update(.preparing)
         let endpoint = endpoint, core = core, local = requestedLocalEndpoint, sockets = sockets, streamSockets = streamSockets
         let serviceClass = parameters.serviceClass, multipath = parameters.multipathServiceType

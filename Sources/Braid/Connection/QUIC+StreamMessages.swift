@@ -54,7 +54,9 @@ extension QUIC.Stream where ApplicationProtocol == TLV {
     /// }
     /// ```
     public var messages: NetworkMessages<(content: Data, metadata: TLV.Metadata)> {
-        NetworkMessages { [self] in try await messageEnd(sending: false).nextTLV() }
+        // Made once per iteration, not once per message.
+        let end = Result { try messageEnd(sending: false) }
+        return NetworkMessages(poll: { try end.get().decodedTLV() }) { try await end.get().nextTLV() }
     }
 }
 
@@ -88,8 +90,9 @@ extension QUIC.Stream where ApplicationProtocol: CoderProtocol {
     /// not decode ends the iteration with `NetworkError.messageDecodingFailed` (the stream
     /// stays usable).
     public var messages: NetworkMessages<(content: ApplicationProtocol.Receiving, metadata: TLV.Metadata)> {
-        NetworkMessages { [self] in
-            try await messageEnd(sending: false).nextValue(ApplicationProtocol.Receiving.self, using: stack.coder)
+        let end = Result { try messageEnd(sending: false) }, coder = stack.coder
+        return NetworkMessages(poll: { try end.get().decodedValue(ApplicationProtocol.Receiving.self, using: coder) }) {
+            try await end.get().nextValue(ApplicationProtocol.Receiving.self, using: coder)
         }
     }
 }

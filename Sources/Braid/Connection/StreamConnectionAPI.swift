@@ -35,7 +35,9 @@ extension NetworkConnection where ApplicationProtocol: StreamProtocol {
     /// ```
     public func send<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
     where Content.Element == UInt8 {
-        try await byteStream.send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: false, queued: start)
+        let end = try byteStream, bytes = StreamBytes(copying: content)
+        if try end.queueAtOnce(bytes, endOfStream: endOfStream, idempotent: false, queued: start) { return }
+        try await end.sendWaiting(bytes, endOfStream: endOfStream, idempotent: false, queued: start)
     }
 
     /// Sends an integer in network byte order.

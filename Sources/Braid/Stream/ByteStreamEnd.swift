@@ -19,8 +19,35 @@ struct ByteStreamEnd: Sendable {
     /// idempotent bytes sent first can go as early data. A QUIC stream's send first waits
     /// for room in its connection's budget (`SendBudget`). Throws `NetworkError`.
     func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, queued: () -> Void = {}) async throws {
+        if try queueAtOnce(bytes, endOfStream: endOfStream, idempotent: idempotent, queued: queued) { return }
+        try await sendWaiting(bytes, endOfStream: endOfStream, idempotent: idempotent, queued: queued)
+    }
+
+    /// `send` after `queueAtOnce` said no: charges the budget and queues, waiting for room.
+    /// A public send calls `queueAtOnce` itself and then this, so a send that finds room makes
+    /// no suspendable call at all.
+    func sendWaiting(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, queued: () -> Void = {}) async throws {
         try await admit(bytes.count)
         try await queue(bytes, endOfStream: endOfStream, idempotent: idempotent, queued: queued)
+    }
+
+    /// Queues `bytes` without suspending if the stream has room now and no send budget to
+    /// charge (TLS, TCP): true when queued; false when the caller must take the waiting path.
+    /// A burst of small sends then costs a lock round each rather than a chain of
+    /// suspendable calls. Throws `NetworkError` for a stream that takes no more.
+    func queueAtOnce(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, queued: () -> Void) throws -> Bool {
+        guard outbox.budget == nil else { return false }
+        switch outbox.offer(bytes, endOfStream: endOfStream, idempotent: idempotent) {
+        case .accepted(let drainNeeded):
+            queued()
+            if drainNeeded { postPump() }
+            return true
+        case .failed(let error):
+            queued()
+            throw NetworkError(error)
+        case .mustWait:
+            return false
+        }
     }
 
     /// Like `send`, but copies `content` only once the connection's budget admits it, so a

@@ -17,11 +17,23 @@ struct MessageEnd: Sendable {
     /// senders never interleave; with `endOfStream`, the stream ends after it. `queued` runs
     /// once the bytes are queued (see `ByteStreamEnd`).
     func send(_ content: some Collection<UInt8>, type: UInt32, endOfStream: Bool = false, queued: () -> Void = {}) async throws {
+        try await send(framed: Self.frame(content, type: type), endOfStream: endOfStream, queued: queued)
+    }
+
+    /// Sends a message `frame` made. Not generic, so the part of a send that suspends is
+    /// compiled once, without the caller's collection type to look up at run time.
+    func send(framed bytes: StreamBytes, endOfStream: Bool = false, queued: () -> Void = {}) async throws {
+        try await end.send(bytes, endOfStream: endOfStream, idempotent: false, queued: queued)
+    }
+
+    /// One TLV message's bytes: header then `content`. Throws `messageTooLarge` for a value
+    /// a UInt32 length cannot say.
+    static func frame(_ content: some Collection<UInt8>, type: UInt32) throws -> StreamBytes {
         let count = content.count
         guard let length = UInt32(exactly: count) else {
             throw NetworkError.messageTooLarge(size: count, maximum: TLVFraming.largestEncodableSize)
         }
-        let bytes = StreamBytes(count: TLVFraming.headerSize + count) { buffer in
+        return StreamBytes(count: TLVFraming.headerSize + count) { buffer in
             TLVEncoder.writeHeader(type: type, length: length, into: buffer)
             let value = UnsafeMutableRawBufferPointer(rebasing: buffer[TLVFraming.headerSize...])
             let copied: Void? = content.withContiguousStorageIfAvailable { value.copyMemory(from: UnsafeRawBufferPointer($0)) }
@@ -29,12 +41,17 @@ struct MessageEnd: Sendable {
                 for (index, byte) in content.enumerated() { value[index] = byte }
             }
         }
-        try await end.send(bytes, endOfStream: endOfStream, idempotent: false, queued: queued)
     }
 
     /// The next whole TLV message; nil once the peer finished at a message boundary.
     func receive() async throws -> TLVMessage? {
         try await receiver.receive(from: end, tooLarge: lostBoundaries)
+    }
+
+    /// A message already decoded, taken without suspending; nil if the next one needs a
+    /// `receive()` (which may wait for bytes).
+    func decoded() throws -> TLVMessage? {
+        try receiver.decodedMessage(tooLarge: lostBoundaries)
     }
 
     /// What a receive throws once the peer finished at a message boundary.
@@ -51,8 +68,14 @@ struct MessageEnd: Sendable {
 
     /// `receive()` of a `TLV` connection or stream.
     func receiveTLV() async throws -> (content: Data, metadata: TLV.Metadata) {
+        if let message = try decodedTLV() { return message }
         guard let message = try await nextTLV() else { throw Self.endedBetweenMessages }
         return message
+    }
+
+    /// `decoded()` in `TLV`'s shape.
+    func decodedTLV() throws -> (content: Data, metadata: TLV.Metadata)? {
+        try decoded().map { ($0.value, TLV.Metadata(type: $0.type)) }
     }
 
     // MARK: Coder's shapes
@@ -60,13 +83,30 @@ struct MessageEnd: Sendable {
     /// `send(_:)` of a `Coder` connection or stream: `value`, encoded by `coder`, as one
     /// message of `CoderFraming.messageType`.
     func send(value: some Encodable, using coder: some NetworkCoder, endOfStream: Bool = false, queued: () -> Void = {}) async throws {
-        try await send(Self.encode(value, using: coder), type: CoderFraming.messageType, endOfStream: endOfStream, queued: queued)
+        try await send(framed: Self.frame(value: value, using: coder), endOfStream: endOfStream, queued: queued)
+    }
+
+    /// One `Coder` message's bytes: `value` encoded by `coder`, framed.
+    static func frame(value: some Encodable, using coder: some NetworkCoder) throws -> StreamBytes {
+        try frame(encode(value, using: coder), type: CoderFraming.messageType)
     }
 
     /// The next value, decoded by `coder`; nil once the peer finished at a message boundary.
     /// A message that does not decode is consumed and throws `messageDecodingFailed`.
     func nextValue<Value: Decodable>(_ type: Value.Type, using coder: some NetworkCoder) async throws -> (content: Value, metadata: TLV.Metadata)? {
         guard let message = try await receive() else { return nil }
+        return try Self.value(type, from: message, using: coder)
+    }
+
+    /// `decoded()` as a value: nil if the next message needs a `receive()`.
+    func decodedValue<Value: Decodable>(_ type: Value.Type, using coder: some NetworkCoder) throws -> (content: Value, metadata: TLV.Metadata)? {
+        guard let message = try decoded() else { return nil }
+        return try Self.value(type, from: message, using: coder)
+    }
+
+    private static func value<Value: Decodable>(
+        _ type: Value.Type, from message: TLVMessage, using coder: some NetworkCoder
+    ) throws -> (content: Value, metadata: TLV.Metadata) {
         do {
             return (try CoderFraming.decode(type, from: message, using: coder), TLV.Metadata(type: message.type))
         } catch {
@@ -96,6 +136,7 @@ struct MessageEnd: Sendable {
 
     /// `receive()` of a `Coder` connection or stream.
     func receiveValue<Value: Decodable>(_ type: Value.Type, using coder: some NetworkCoder) async throws -> (content: Value, metadata: TLV.Metadata) {
+        if let value = try decodedValue(type, using: coder) { return value }
         guard let value = try await nextValue(type, using: coder) else { throw Self.endedBetweenMessages }
         return value
     }

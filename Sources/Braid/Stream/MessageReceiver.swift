@@ -16,7 +16,9 @@ import Foundation
 ///
 /// A receive that finds a whole message already decoded, with no receive feeding or queued,
 /// takes it in one lock round without suspending: a burst of small messages arrives in one
-/// read of up to 64 KiB, and all but the first of them are taken that way.
+/// read of up to 64 KiB, and all but the first of them are taken that way (`decodedMessage`,
+/// which `messages` and `receive()` call before anything that suspends). The decoder keeps
+/// the read's `Data` as it is, so each received byte is copied once, into its message.
 final class MessageReceiver: Sendable {
     private struct State {
         var decoder: TLVDecoder
@@ -40,6 +42,18 @@ final class MessageReceiver: Sendable {
     /// header announcing more than the maximum, `unexpectedEndOfStream` for a stream that
     /// ends inside a message, and the connection's errors.
     func receive(from end: ByteStreamEnd, tooLarge: @Sendable (NetworkError) -> Void) async throws -> TLVMessage? {
+        if let message = try decodedMessage(tooLarge: tooLarge) { return message }
+        return try await NetworkError.mapping {
+            try await startFeeding()
+            defer { finishFeeding() }
+            return try await feed(from: end, tooLarge: tooLarge)
+        }
+    }
+
+    /// A whole message already decoded, taken in one lock round without suspending; nil when
+    /// none is, or when a receive is feeding or queued (they come first). Throws as `receive`
+    /// does for a header announcing more than the maximum.
+    func decodedMessage(tooLarge: @Sendable (NetworkError) -> Void) throws(NetworkError) -> TLVMessage? {
         let decoded: Result<TLVMessage, TLVFramingError>? = state.withLock { state in
             guard !state.feeding, state.queued.isEmpty else { return nil }
             do throws(TLVFramingError) {
@@ -51,12 +65,7 @@ final class MessageReceiver: Sendable {
         switch decoded {
         case .success(let message)?: return message
         case .failure(let error)?: throw Self.framingFailure(error, tooLarge: tooLarge)
-        case nil: break
-        }
-        return try await NetworkError.mapping {
-            try await startFeeding()
-            defer { finishFeeding() }
-            return try await feed(from: end, tooLarge: tooLarge)
+        case nil: return nil
         }
     }
 

@@ -139,6 +139,35 @@ import Testing
         }
         #expect(try Self.decode(pieces) == expected)
     }
+
+    /// Values taken from appended `Data` pieces without a copy, or with one: each is indexed
+    /// from 0 and keeps its bytes after the decoder and the pieces are gone. A piece that is
+    /// itself a slice (its indices not starting at 0) decodes the same.
+    @Test func valuesFromDataPiecesAreWholeAndOwnTheirBytes() throws {
+        let large = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        let small = Data("small".utf8)
+        var wire = Data([0xEE, 0xEE])  // sliced off below
+        wire.append(contentsOf: try TLVEncoder.encode(type: 1, value: large))
+        wire.append(contentsOf: try TLVEncoder.encode(type: 2, value: small))
+        wire.append(contentsOf: try TLVEncoder.encode(type: 3, value: large))
+        var values: [TLVMessage] = []
+        do {
+            var decoder = TLVDecoder()
+            let sliced = wire[2...]
+            #expect(sliced.startIndex == 2)
+            // The last message split across two pieces: gathered into a copy.
+            let cut = sliced.endIndex - 5000
+            decoder.append(Data(sliced[..<cut]))
+            decoder.append(sliced[cut...])
+            while let message = try decoder.next() { values.append(message) }
+            #expect(decoder.isAtMessageBoundary)
+        }
+        wire.resetBytes(in: wire.indices)
+        #expect(values.map(\.type) == [1, 2, 3])
+        #expect(values.map(\.value) == [large, small, large])
+        #expect(values.allSatisfy { $0.value.startIndex == 0 })
+        #expect(values[0].value[0] == large[0] && values[2].value[9_999] == large[9_999])
+    }
 }
 
 /// The Coder decode path under the framing.
