@@ -74,9 +74,9 @@ extension NetworkConnection where ApplicationProtocol == TLV {
     /// try await connection.send(Data("e2e4".utf8), type: 2)
     /// ```
     public func send(_ content: some Collection<UInt8>, type: UInt32) async throws {
-        let end = try messageEnd.end, bytes = try MessageEnd.frame(content, type: type)
-        if try end.queueAtOnce(bytes, endOfStream: false, idempotent: false, queued: start) { return }
-        try await end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
+        let end = try messageEnd
+        guard let bytes = try end.queueAtOnce(content, type: type, queued: start) else { return }
+        try await end.end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
     }
 
     /// The next whole message and its type. Concurrent receives each get a different whole
@@ -124,9 +124,10 @@ extension NetworkConnection where ApplicationProtocol: CoderProtocol {
         if isOverUDP {
             try await sendDatagram(MessageEnd.encode(value, using: stack.coder))
         } else {
-            let end = try messageEnd.end, bytes = try MessageEnd.frame(value: value, using: stack.coder)
-            if try end.queueAtOnce(bytes, endOfStream: false, idempotent: false, queued: start) { return }
-            try await end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
+            let end = try messageEnd
+            guard let bytes = try end.queueAtOnce(MessageEnd.encode(value, using: stack.coder), type: CoderFraming.messageType, queued: start)
+            else { return }
+            try await end.end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
         }
     }
 

@@ -35,8 +35,8 @@ extension NetworkConnection where ApplicationProtocol: StreamProtocol {
     /// ```
     public func send<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
     where Content.Element == UInt8 {
-        let end = try byteStream, bytes = StreamBytes(copying: content)
-        if try end.queueAtOnce(bytes, endOfStream: endOfStream, idempotent: false, queued: start) { return }
+        let end = try byteStream
+        guard let bytes = try end.queueAtOnce(copying: content, endOfStream: endOfStream, queued: start) else { return }
         try await end.sendWaiting(bytes, endOfStream: endOfStream, idempotent: false, queued: start)
     }
 

@@ -23,6 +23,35 @@ struct ByteStreamEnd: Sendable {
         try await sendWaiting(bytes, endOfStream: endOfStream, idempotent: idempotent, queued: queued)
     }
 
+    /// `queueAtOnce` for a small send (at most `StreamOutbox.largestSharedSend` bytes) that
+    /// `write` copies straight into the block earlier small sends fill: no `StreamBytes` of its
+    /// own. False when it must wait, or the stream has a budget: the caller then makes its
+    /// bytes and calls `sendWaiting`.
+    func queueAtOnce(count: Int, endOfStream: Bool, queued: () -> Void, writing write: (UnsafeMutableRawBufferPointer) -> Void) throws -> Bool {
+        guard outbox.budget == nil, count <= StreamOutbox.largestSharedSend else { return false }
+        return try settle(outbox.offer(count: count, endOfStream: endOfStream, writing: write), queued: queued)
+    }
+
+    /// Queues a send of `content` if the stream has room now, copying a small one into a
+    /// shared block (nil: queued); otherwise its own copy, for `sendWaiting`.
+    func queueAtOnce(copying content: some Collection<UInt8>, endOfStream: Bool, queued: () -> Void) throws -> StreamBytes? {
+        let count = content.count
+        if count <= StreamOutbox.largestSharedSend,
+            try queueAtOnce(count: count, endOfStream: endOfStream, queued: queued, writing: { Self.copy(content, into: $0) }) {
+            return nil
+        }
+        let bytes = StreamBytes(copying: content)
+        return try queueAtOnce(bytes, endOfStream: endOfStream, idempotent: false, queued: queued) ? nil : bytes
+    }
+
+    /// Copies `content` into `buffer`, which has room for exactly all of it.
+    static func copy(_ content: some Collection<UInt8>, into buffer: UnsafeMutableRawBufferPointer) {
+        let copied: Void? = content.withContiguousStorageIfAvailable { buffer.copyMemory(from: UnsafeRawBufferPointer($0)) }
+        if copied == nil {
+            for (index, byte) in content.enumerated() { buffer[index] = byte }
+        }
+    }
+
     /// `send` after `queueAtOnce` said no: charges the budget and queues, waiting for room.
     /// A public send calls `queueAtOnce` itself and then this, so a send that finds room makes
     /// no suspendable call at all.
@@ -37,7 +66,12 @@ struct ByteStreamEnd: Sendable {
     /// suspendable calls. Throws `NetworkError` for a stream that takes no more.
     func queueAtOnce(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, queued: () -> Void) throws -> Bool {
         guard outbox.budget == nil else { return false }
-        switch outbox.offer(bytes, endOfStream: endOfStream, idempotent: idempotent) {
+        return try settle(outbox.offer(bytes, endOfStream: endOfStream, idempotent: idempotent), queued: queued)
+    }
+
+    /// What a caller does after an offer: true once queued, false to wait, or the error.
+    private func settle(_ offer: StreamOutbox.Offer, queued: () -> Void) throws -> Bool {
+        switch offer {
         case .accepted(let drainNeeded):
             queued()
             if drainNeeded { postPump() }

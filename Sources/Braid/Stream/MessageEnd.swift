@@ -29,18 +29,37 @@ struct MessageEnd: Sendable {
     /// One TLV message's bytes: header then `content`. Throws `messageTooLarge` for a value
     /// a UInt32 length cannot say.
     static func frame(_ content: some Collection<UInt8>, type: UInt32) throws -> StreamBytes {
+        let length = try length(of: content)
+        return StreamBytes(count: TLVFraming.headerSize + Int(length)) { write(content, type: type, length: length, into: $0) }
+    }
+
+    /// Queues one message if the stream has room now (nil: queued; a small one is copied
+    /// into the block earlier small sends fill), else its framed bytes for `sendWaiting`.
+    /// TLS and TCP only: a QUIC stream's sends are charged to a budget first.
+    func queueAtOnce(_ content: some Collection<UInt8>, type: UInt32, queued: () -> Void) throws -> StreamBytes? {
+        let length = try Self.length(of: content)
+        let count = TLVFraming.headerSize + Int(length)
+        if count <= StreamOutbox.largestSharedSend,
+            try end.queueAtOnce(count: count, endOfStream: false, queued: queued, writing: { Self.write(content, type: type, length: length, into: $0) }) {
+            return nil
+        }
+        let bytes = try Self.frame(content, type: type)
+        return try end.queueAtOnce(bytes, endOfStream: false, idempotent: false, queued: queued) ? nil : bytes
+    }
+
+    /// The length field for `content`, or `messageTooLarge`.
+    private static func length(of content: some Collection<UInt8>) throws -> UInt32 {
         let count = content.count
         guard let length = UInt32(exactly: count) else {
             throw NetworkError.messageTooLarge(size: count, maximum: TLVFraming.largestEncodableSize)
         }
-        return StreamBytes(count: TLVFraming.headerSize + count) { buffer in
-            TLVEncoder.writeHeader(type: type, length: length, into: buffer)
-            let value = UnsafeMutableRawBufferPointer(rebasing: buffer[TLVFraming.headerSize...])
-            let copied: Void? = content.withContiguousStorageIfAvailable { value.copyMemory(from: UnsafeRawBufferPointer($0)) }
-            if copied == nil {
-                for (index, byte) in content.enumerated() { value[index] = byte }
-            }
-        }
+        return length
+    }
+
+    /// Header then `content` into `buffer`, which has room for exactly both.
+    private static func write(_ content: some Collection<UInt8>, type: UInt32, length: UInt32, into buffer: UnsafeMutableRawBufferPointer) {
+        TLVEncoder.writeHeader(type: type, length: length, into: buffer)
+        ByteStreamEnd.copy(content, into: UnsafeMutableRawBufferPointer(rebasing: buffer[TLVFraming.headerSize...]))
     }
 
     /// The next whole TLV message; nil once the peer finished at a message boundary.
@@ -83,13 +102,10 @@ struct MessageEnd: Sendable {
     /// `send(_:)` of a `Coder` connection or stream: `value`, encoded by `coder`, as one
     /// message of `CoderFraming.messageType`.
     func send(value: some Encodable, using coder: some NetworkCoder, endOfStream: Bool = false, queued: () -> Void = {}) async throws {
-        try await send(framed: Self.frame(value: value, using: coder), endOfStream: endOfStream, queued: queued)
+        try await send(Self.encode(value, using: coder), type: CoderFraming.messageType, endOfStream: endOfStream, queued: queued)
     }
 
-    /// One `Coder` message's bytes: `value` encoded by `coder`, framed.
-    static func frame(value: some Encodable, using coder: some NetworkCoder) throws -> StreamBytes {
-        try frame(encode(value, using: coder), type: CoderFraming.messageType)
-    }
+
 
     /// The next value, decoded by `coder`; nil once the peer finished at a message boundary.
     /// A message that does not decode is consumed and throws `messageDecodingFailed`.

@@ -15,6 +15,10 @@ import DequeModule
 /// is handed over while the engine's unacknowledged bytes are below `limit`. So a stream holds
 /// at most `limit` plus one send's last piece.
 ///
+/// Small sends on a stream without a budget (TLS, TCP) need no `StreamBytes` of their own: they
+/// are copied into a shared block that the next small sends go on filling (see
+/// `offer(count:endOfStream:writing:)`); an entry's `count` says how far.
+///
 /// With a `budget` (a QUIC connection's, shared by its streams), every send was charged to it
 /// before it came here (`SendBudget.admit`); the outbox gives the charge back for bytes it
 /// drops and hands it over for bytes the engine takes.
@@ -29,15 +33,46 @@ package final class StreamOutbox: Sendable {
         case failed(any Error)
     }
 
-    /// Queued bytes: a send, and how far the engine has taken it.
+    /// Queued bytes: a send (or small sends sharing one block), and how far the engine has
+    /// taken them.
     package struct Entry {
         package let bytes: StreamBytes
+        /// The bytes of `bytes` queued: all of them, or for a shared block the part small sends
+        /// have filled (the rest is written only under the outbox's lock, after the end).
+        package var count: Int
         package var offset = 0
-        package let endOfStream: Bool
+        package var endOfStream: Bool
         package let idempotent: Bool
         /// The waiting `send`, resumed once every byte is with the engine; nil for a send that
         /// already returned.
         let completion: Completion<Void>?
+        /// Small sends may still be copied in after `count` (see `offer(count:endOfStream:writing:)`).
+        let shared: Bool
+
+        init(bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, completion: Completion<Void>?) {
+            self.bytes = bytes
+            count = bytes.count
+            self.endOfStream = endOfStream
+            self.idempotent = idempotent
+            self.completion = completion
+            shared = false
+        }
+
+        /// The entry's bytes from `offset` to its end (`count`, not the end of `bytes`: a
+        /// shared block goes on past it).
+        package func bytes(from offset: Int) -> UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(rebasing: bytes.base[offset..<count])
+        }
+
+        /// A block small sends share, with the first one's `count` bytes in it.
+        init(sharedBlock: StreamBytes, count: Int, endOfStream: Bool) {
+            bytes = sharedBlock
+            self.count = count
+            self.endOfStream = endOfStream
+            idempotent = false
+            completion = nil
+            shared = true
+        }
     }
 
     private struct State {
@@ -99,6 +134,43 @@ package final class StreamOutbox: Sendable {
         return offer
     }
 
+    /// The largest send `offer(count:endOfStream:writing:)` copies into a shared block.
+    package static let largestSharedSend = 4 * 1024
+    /// The size of a block small sends share: a pooled size class.
+    static let sharedBlockSize = 16 * 1024
+
+    /// Queues a small send (at most `largestSharedSend` bytes, on a stream without a budget:
+    /// TLS and TCP) if the stream has room now, copying it with `write` into the block earlier
+    /// small sends fill, or a fresh one. A burst of small messages then costs no allocation
+    /// per message. `write` runs under the outbox's lock and must write all `count` bytes.
+    /// `.mustWait` leaves it to the caller to make its own `StreamBytes` and `enqueue` them.
+    package func offer(count: Int, endOfStream: Bool, writing write: (UnsafeMutableRawBufferPointer) -> Void) -> Offer {
+        precondition(budget == nil && count <= Self.largestSharedSend, "a shared-block send on a budgeted stream, or too large")
+        return state.withLock { state -> Offer in
+            if let failure = state.failure { return .failed(failure) }
+            if state.endOfStreamQueued { return .failed(StreamBridgeError.notWritable) }
+            guard state.open, state.waitingSenders == 0, state.engineUnacknowledged + state.queuedBytes + count <= limit else {
+                return .mustWait
+            }
+            if count == 0 && !endOfStream { return .accepted(drainNeeded: false) }
+            if var last = state.queue.last, last.shared, !last.endOfStream, last.bytes.count - last.count >= count {
+                write(UnsafeMutableRawBufferPointer(rebasing: last.bytes.base[last.count..<(last.count + count)]))
+                last.count += count
+                last.endOfStream = endOfStream
+                state.queue[state.queue.index(before: state.queue.endIndex)] = last
+            } else {
+                let block = StreamBytes(capacity: Self.sharedBlockSize)
+                write(UnsafeMutableRawBufferPointer(rebasing: block.base[..<count]))
+                state.queue.append(Entry(sharedBlock: block, count: count, endOfStream: endOfStream))
+            }
+            state.queuedBytes += count
+            state.endOfStreamQueued = endOfStream
+            if state.drainPending { return .accepted(drainNeeded: false) }
+            state.drainPending = true
+            return .accepted(drainNeeded: true)
+        }
+    }
+
     /// Queues `bytes` behind everything queued, for the loop to complete `completion` once the
     /// engine has them all. Returns whether the caller must post a drain pass, or why the
     /// stream takes no more.
@@ -136,8 +208,8 @@ package final class StreamOutbox: Sendable {
             while var entry = state.queue.first {
                 if let completion = entry.completion, !completion.isPending {
                     state.queue.removeFirst()
-                    state.queuedBytes -= entry.bytes.count - entry.offset
-                    dropped += entry.bytes.count - entry.offset
+                    state.queuedBytes -= entry.count - entry.offset
+                    dropped += entry.count - entry.offset
                     state.waitingSenders -= 1
                     continue
                 }
@@ -153,7 +225,7 @@ package final class StreamOutbox: Sendable {
                 state.queuedBytes -= offset - entry.offset
                 taken += offset - entry.offset
                 entry.offset = offset
-                guard offset == entry.bytes.count else {
+                guard offset == entry.count else {
                     state.queue[state.queue.startIndex] = entry
                     break
                 }
@@ -211,8 +283,8 @@ package final class StreamOutbox: Sendable {
             for entry in state.queue {
                 if let completion = entry.completion {
                     failed.append(completion)
-                    state.queuedBytes -= entry.bytes.count - entry.offset
-                    dropped += entry.bytes.count - entry.offset
+                    state.queuedBytes -= entry.count - entry.offset
+                    dropped += entry.count - entry.offset
                     state.waitingSenders -= 1
                 } else {
                     kept.append(entry)

@@ -72,7 +72,7 @@ package final class ByteStreamChannel: LoopHandler {
     /// own memory (no copy). They go out together, up to `TCPSocket.maxWriteRegions` per
     /// sendmsg, so a burst of small sends (a message framer's messages) costs one system call
     /// instead of one each.
-    private var unwritten = Deque<(bytes: StreamBytes, offset: Int)>()
+    private var unwritten = Deque<(bytes: StreamBytes, offset: Int, end: Int)>()
     private var unwrittenByteCount = 0
     /// Sends are taken from the outbox while fewer bytes than this are unwritten.
     static let unwrittenLimit = 64 * 1024
@@ -163,9 +163,9 @@ package final class ByteStreamChannel: LoopHandler {
         outbox.drain { entry -> Int? in
             // A send that ends the stream waits for the handshake whole: its close_notify
             // cannot travel as early data.
-            guard entry.idempotent, !entry.endOfStream, entry.offset < entry.bytes.count else { return nil }
+            guard entry.idempotent, !entry.endOfStream, entry.offset < entry.count else { return nil }
             do {
-                return entry.offset + (try tls.sendEarlyData(UnsafeRawBufferPointer(rebasing: entry.bytes.base[entry.offset...])))
+                return entry.offset + (try tls.sendEarlyData(entry.bytes(from: entry.offset)))
             } catch {
                 failure = describe(error)
                 throw failure!
@@ -371,10 +371,10 @@ package final class ByteStreamChannel: LoopHandler {
                 tlsFull = false
                 outbox.drain { entry -> Int? in
                     var offset = entry.offset
-                    while offset < entry.bytes.count {
+                    while offset < entry.count {
                         let taken: Int
                         do {
-                            taken = try tls.sendCoalescing(UnsafeRawBufferPointer(rebasing: entry.bytes.base[offset...]))
+                            taken = try tls.sendCoalescing(entry.bytes(from: offset))
                         } catch {
                             failure = describe(error)
                             throw failure!
@@ -385,7 +385,7 @@ package final class ByteStreamChannel: LoopHandler {
                         }
                         offset += taken
                     }
-                    if offset == entry.bytes.count && entry.endOfStream {
+                    if offset == entry.count && entry.endOfStream {
                         tls.close()
                         endOfStreamQueued = true
                     }
@@ -415,12 +415,12 @@ package final class ByteStreamChannel: LoopHandler {
                 outbox.drain { entry -> Int? in
                     guard unwrittenByteCount < Self.unwrittenLimit, !awaitingWritable else { return nil }
                     var offset = entry.offset
-                    if unwrittenByteCount == 0 && entry.bytes.count - offset >= Self.directWriteMinimum {
+                    if unwrittenByteCount == 0 && entry.count - offset >= Self.directWriteMinimum {
                         // A large send alone: written from the outbox, done once the kernel
                         // has it all, as bulk transfers always were.
                         do {
-                            while offset < entry.bytes.count {
-                                let written = try socket.write { $0.append(UnsafeRawBufferPointer(rebasing: entry.bytes.base[offset...])) }
+                            while offset < entry.count {
+                                let written = try socket.write { $0.append(entry.bytes(from: offset)) }
                                 if written == 0 {
                                     awaitWritable(context)
                                     break
@@ -431,12 +431,12 @@ package final class ByteStreamChannel: LoopHandler {
                             failure = describe(error)
                             throw failure!
                         }
-                    } else if offset < entry.bytes.count {
-                        unwritten.append((entry.bytes, offset))
-                        unwrittenByteCount += entry.bytes.count - offset
-                        offset = entry.bytes.count
+                    } else if offset < entry.count {
+                        unwritten.append((entry.bytes, offset, entry.count))
+                        unwrittenByteCount += entry.count - offset
+                        offset = entry.count
                     }
-                    if offset == entry.bytes.count && entry.endOfStream { endOfStreamQueued = true }
+                    if offset == entry.count && entry.endOfStream { endOfStreamQueued = true }
                     took = offset > entry.offset || entry.endOfStream
                     return offset
                 } unacknowledged: {
@@ -462,7 +462,7 @@ package final class ByteStreamChannel: LoopHandler {
             do {
                 written = try socket.write { regions in
                     for item in unwritten {
-                        guard regions.append(UnsafeRawBufferPointer(rebasing: item.bytes.base[item.offset...])) else { break }
+                        guard regions.append(UnsafeRawBufferPointer(rebasing: item.bytes.base[item.offset..<item.end])) else { break }
                     }
                 }
             } catch {
@@ -475,7 +475,7 @@ package final class ByteStreamChannel: LoopHandler {
             unwrittenByteCount -= written
             var left = written
             while left > 0, var first = unwritten.first {
-                let remaining = first.bytes.count - first.offset
+                let remaining = first.end - first.offset
                 if left < remaining {
                     first.offset += left
                     unwritten[unwritten.startIndex] = first

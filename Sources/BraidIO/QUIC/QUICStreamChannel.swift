@@ -91,16 +91,16 @@ package final class QUICStreamChannel {
             if clientBeforeReady && !entry.idempotent { return nil }
             var offset = entry.offset
             do {
-                while offset < entry.bytes.count {
+                while offset < entry.count {
                     let room = connection.sendRoom(streamID: id)
                     guard room > 0 else { break }
-                    let end = min(offset + min(Self.sendChunk, room), entry.bytes.count)
+                    let end = min(offset + min(Self.sendChunk, room), entry.count)
                     try connection.send(
-                        streamID: id, bytes: entry.bytes, range: offset..<end, fin: entry.endOfStream && end == entry.bytes.count)
+                        streamID: id, bytes: entry.bytes, range: offset..<end, fin: entry.endOfStream && end == entry.count)
                     offset = end
                     wrote = true
                 }
-                if entry.bytes.count == 0 && entry.endOfStream {
+                if entry.count == 0 && entry.endOfStream {
                     try connection.send(streamID: id, bytes: EmptyCollection<UInt8>(), fin: true)
                     wrote = true
                 }

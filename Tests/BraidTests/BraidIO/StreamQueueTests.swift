@@ -304,7 +304,7 @@ import BraidCore
             var budget = 50
             var pass: [Int] = []
             outbox.drain { entry in
-                let taken = min(entry.bytes.count - entry.offset, budget)
+                let taken = min(entry.count - entry.offset, budget)
                 budget -= taken
                 pass.append(taken)
                 return entry.offset + taken
@@ -316,6 +316,59 @@ import BraidCore
         #expect(outbox.waitingSenders == 0)
         #expect(outbox.offer(bytes(1), endOfStream: true, idempotent: false) == .accepted(drainNeeded: true))
         #expect(outbox.offer(bytes(1), endOfStream: false, idempotent: false) == .failed(StreamBridgeError.notWritable), "after the end of stream")
+    }
+
+    /// Small sends copied into a shared block: a burst fills one block (one entry), a send
+    /// after the loop took part of it goes on filling it behind what was taken, one after the
+    /// loop took it all starts a new block, a full block starts the next, and an own-bytes
+    /// send between them keeps its place. Every byte comes out once, in order.
+    @Test func smallSendsShareBlocksAndKeepTheirOrder() {
+        let outbox = StreamOutbox(limit: 1 << 20, open: true)
+        var sent: [UInt8] = []
+        var next: UInt8 = 0
+        func offerShared(_ count: Int) -> StreamOutbox.Offer {
+            let values = (0..<count).map { _ -> UInt8 in
+                next &+= 1
+                return next
+            }
+            sent += values
+            return outbox.offer(count: count, endOfStream: false) { buffer in values.withUnsafeBytes { buffer.copyMemory(from: $0) } }
+        }
+        var received: [UInt8] = []
+        var entries: [(shared: Int, count: Int)] = []
+        func drain(taking limit: Int = .max) {
+            var budget = limit
+            outbox.drain { entry in
+                let taken = min(entry.count - entry.offset, budget)
+                budget -= taken
+                received += entry.bytes.base[entry.offset..<(entry.offset + taken)]
+                entries.append((entry.bytes.count, entry.count))
+                return entry.offset + taken
+            } unacknowledged: { 0 }
+        }
+        #expect(offerShared(1000) == .accepted(drainNeeded: true))
+        for _ in 0..<3 { #expect(offerShared(1000) == .accepted(drainNeeded: false)) }
+        drain(taking: 2500)
+        #expect(entries.map(\.count) == [4000], "one entry for the burst")
+        #expect(offerShared(500) == .accepted(drainNeeded: false), "behind the part taken, in the same block")
+        drain()
+        #expect(entries.last?.count == 4500)
+        #expect(offerShared(10) == .accepted(drainNeeded: true))
+        // Fill the second block to its 16 KiB, then one more starts a third.
+        for _ in 0..<4 { #expect(offerShared(StreamOutbox.largestSharedSend) == .accepted(drainNeeded: false)) }
+        let own = StreamBytes(copying: (0..<100).map { _ -> UInt8 in
+            next &+= 1
+            return next
+        })
+        sent += own.base
+        #expect(outbox.offer(own, endOfStream: false, idempotent: false) == .accepted(drainNeeded: false))
+        #expect(offerShared(3) == .accepted(drainNeeded: false))
+        entries = []
+        drain()
+        #expect(entries.map(\.count) == [10 + 3 * StreamOutbox.largestSharedSend, StreamOutbox.largestSharedSend, 100, 3])
+        #expect(entries.map(\.shared) == [16_384, 16_384, 100, 16_384])
+        #expect(received == sent)
+        #expect(outbox.isEmpty)
     }
 
     /// Once the stream fails, waiting senders and new ones get the error.
