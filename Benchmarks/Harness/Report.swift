@@ -78,8 +78,15 @@ enum Report {
             "TLV over TLS, 1 KiB messages: goodput >= 0.85x raw TCP+TLS moving the same bytes",
             ratio(value("throughput", FramerRows.configTLV(1024), "goodput median"), value("throughput", FramerRows.configRaw(1024), "goodput median")),
             0.85, atMost: false))
+        // The issue's words are "the framing adds at most 10%": measured without a transport
+        // (both in this process), and, for what a user pays end to end, over TLS (two
+        // processes, TLS and loopback TCP included) against the same in-process JSON.
         rows.append(check(
-            "Coder JSON: CPU per message (both ends) <= 1.1x JSONEncoder+JSONDecoder alone (in-process)",
+            "Coder JSON framing: CPU per message <= 1.1x JSONEncoder+JSONDecoder alone (both in-process, no transport)",
+            ratio(value("throughput", FramerRows.configCoderFraming, "cpu per message, total"), value("throughput", FramerRows.configJSON, "cpu per message, total")),
+            1.1, atMost: true))
+        rows.append(check(
+            "Coder JSON over TLS: CPU per message (both ends) <= 1.1x JSONEncoder+JSONDecoder alone (in-process)",
             ratio(value("throughput", FramerRows.configCoder, "cpu per message, total"), value("throughput", FramerRows.configJSON, "cpu per message, total")),
             1.1, atMost: true))
         // Issue 19: HTTP/3 (rows in `throughput`).

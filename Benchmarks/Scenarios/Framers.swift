@@ -55,6 +55,11 @@ enum FramerRows {
     /// `.json` does; and one of each reused for every value.
     static let configJSON = "json encode+decode alone"
     static let configJSONReused = "json encode+decode alone, reused"
+    /// The same values through Coder's framing without a transport, in this process: encoded
+    /// as `.json` does, framed as a connection's send frames them (TLV header and value in one
+    /// buffer), fed to a `TLVDecoder` in 64 KiB reads as a connection's receive feeds it, and
+    /// decoded by `CoderFraming` as `receive()` decodes them. What the framing adds to JSON.
+    static let configCoderFraming = "coder framing + json, no transport"
 
     private static func sizeName(_ size: Int) -> String { size == 1024 ? "1 KiB" : "\(size) B" }
 
@@ -93,25 +98,34 @@ enum FramerRows {
         let coder = try await FramedTransfer.run(bench, framer: "coder", size: 0, messages: count)
         samples.rate[configCoder, default: []].append(coder.messagesPerSecond)
         samples.cpu[configCoder, default: []].append(coder.cpuPerMessage)
-        // The first values the Coder row sent (the cost per value is flat beyond a few thousand).
-        let jsonCount = min(count, 200_000)
-        let alone = try jsonAlone(jsonCount, reuse: false)
-        samples.rate[configJSON, default: []].append(1e6 / alone.total)
-        samples.cpu[configJSON, default: []].append(alone)
-        let reused = try jsonAlone(jsonCount, reuse: true)
-        samples.rate[configJSONReused, default: []].append(1e6 / reused.total)
-        samples.cpu[configJSONReused, default: []].append(reused)
+        // The first values the Coder row sent (the cost per value is flat beyond a few thousand),
+        // in slices that take turns, so the machine's drift falls on the three rows alike.
+        let slices = 10, slice = min(count, 200_000) / slices
+        var alone: [(client: Double, server: Double, total: Double)] = []
+        var reused = alone, framed = alone
+        for _ in 0..<slices {
+            alone.append(try jsonAlone(slice, reuse: false))
+            framed.append(try coderFramingAlone(slice))
+            reused.append(try jsonAlone(slice, reuse: true))
+        }
+        for (config, runs) in [(configJSON, alone), (configJSONReused, reused), (configCoderFraming, framed)] {
+            let n = Double(runs.count)
+            let mean = (runs.map(\.client).reduce(0, +) / n, runs.map(\.server).reduce(0, +) / n, runs.map(\.total).reduce(0, +) / n)
+            samples.rate[config, default: []].append(1e6 / mean.2)
+            samples.cpu[config, default: []].append(mean)
+        }
     }
 
     static func record(_ bench: Bench, _ samples: Samples, scenario: String) {
-        let configs = tlvSizes.flatMap { [configTLV($0), configRaw($0)] } + [configCoder, configJSON, configJSONReused]
+        let configs = tlvSizes.flatMap { [configTLV($0), configRaw($0)] } + [configCoder, configJSON, configJSONReused, configCoderFraming]
         for config in configs {
             bench.results.recordRepeated(scenario, config, "messages per second", samples.rate[config] ?? [], "msg/s")
             if let goodput = samples.goodput[config] { bench.results.recordRepeated(scenario, config, "goodput", goodput, "Gbit/s") }
             let runs = (samples.cpu[config] ?? []).sorted { $0.total < $1.total }
             guard !runs.isEmpty else { continue }
             let median = runs[runs.count / 2]
-            let (clientName, serverName) = config.hasPrefix("json ") ? ("encode", "decode") : ("client", "server")
+            let inProcess = config.hasPrefix("json ") || config == configCoderFraming
+            let (clientName, serverName) = inProcess ? ("encode", "decode") : ("client", "server")
             bench.results.record(scenario, config, "cpu per message, \(clientName)", median.client, "us")
             bench.results.record(scenario, config, "cpu per message, \(serverName)", median.server, "us")
             bench.results.record(scenario, config, "cpu per message, total", median.total, "us")
@@ -144,6 +158,39 @@ enum FramerRows {
         }
         let end = threadCPU()
         guard checksum == (0..<count).reduce(0, &+) else { throw ApplicationFailure("json: decoded values differ") }
+        let n = Double(count)
+        return ((middle - start) * 1e6 / n, (end - middle) * 1e6 / n, (end - start) * 1e6 / n)
+    }
+
+    /// `configCoderFraming`: us of CPU per message to encode and frame, to deframe and
+    /// decode, and both, in this process on one thread.
+    static func coderFramingAlone(_ count: Int) throws -> (client: Double, server: Double, total: Double) {
+        var stream = Data()
+        let start = threadCPU()
+        for sequence in 0..<count {
+            let value = try CoderFraming.encode(BenchMove.sample(sequence), using: .json)
+            let length = UInt32(value.count)
+            withUnsafeTemporaryAllocation(byteCount: TLVFraming.headerSize + value.count, alignment: 8) { message in
+                TLVEncoder.writeHeader(type: CoderFraming.messageType, length: length, into: message)
+                value.copyBytes(to: UnsafeMutableRawBufferPointer(rebasing: message[TLVFraming.headerSize...]))
+                stream.append(message.baseAddress!.assumingMemoryBound(to: UInt8.self), count: message.count)
+            }
+        }
+        let middle = threadCPU()
+        var decoder = TLVDecoder()
+        var checksum = 0, offset = 0
+        while offset < stream.count {
+            let read = min(64 * 1024, stream.count - offset)
+            decoder.append(stream.subdata(in: offset..<(offset + read)))
+            offset += read
+            while let message = try decoder.next() {
+                checksum &+= try CoderFraming.decode(BenchMove.self, from: message, using: .json).sequence
+            }
+        }
+        let end = threadCPU()
+        guard checksum == (0..<count).reduce(0, &+), decoder.isAtMessageBoundary else {
+            throw ApplicationFailure("coder framing: decoded values differ")
+        }
         let n = Double(count)
         return ((middle - start) * 1e6 / n, (end - middle) * 1e6 / n, (end - start) * 1e6 / n)
     }
