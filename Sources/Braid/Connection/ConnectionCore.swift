@@ -89,7 +89,10 @@ final class ConnectionCore: QUICChannelDelegate {
 
     /// The core of a TLS or TCP connection: one byte stream each way; with
     /// `maximumMessageSize`, a `TLV` or `Coder` connection, whose messages travel on it.
-    init(loop: EventLoop, endpointDescription: String, tcp: TCP, handshakeTimeout: Duration, maximumMessageSize: Int? = nil) {
+    init(
+        loop: EventLoop, endpointDescription: String, tcp: TCP, handshakeTimeout: Duration, maximumMessageSize: Int? = nil,
+        borrowsLargeSends: Bool = false
+    ) {
         self.endpointDescription = endpointDescription
         let channel = ByteStreamChannel(
             loop: loop, sendLimit: tcp.sendBufferLimit, receiveLimit: tcp.receiveBufferLimit, handshakeTimeout: handshakeTimeout
@@ -102,7 +105,8 @@ final class ConnectionCore: QUICChannelDelegate {
         let end = ByteStreamEnd(
             inbox: channel.inbox, outbox: channel.outbox,
             postPump: { loop.execute { context in bound.value.pump(context) } },
-            postCreditPass: { loop.execute { context in bound.value.returnConsumedCredit(context) } })
+            postCreditPass: { loop.execute { context in bound.value.returnConsumedCredit(context) } },
+            borrowsLargeSends: borrowsLargeSends)
         // Byte-stream connections carry no datagrams: their queues stay empty and closed.
         let datagramInbox = DatagramInbox(backlog: 0)
         datagramInbox.finish()
@@ -137,7 +141,9 @@ final class ConnectionCore: QUICChannelDelegate {
             ConnectionCore(loop: loop, endpointDescription: endpointDescription, tcp: tls.tcp, handshakeTimeout: tls.handshakeTimeout)
         case let tcp as TCP:
             // No TLS handshake to time: the connect has its own timeout (`TCP.connectionTimeout`).
-            ConnectionCore(loop: loop, endpointDescription: endpointDescription, tcp: tcp, handshakeTimeout: TLS().handshakeTimeout)
+            ConnectionCore(
+                loop: loop, endpointDescription: endpointDescription, tcp: tcp, handshakeTimeout: TLS().handshakeTimeout,
+                borrowsLargeSends: true)
         case let framed as any MessageFramedStack:
             // A byte-stream connection of the lower stack, with messages on top (an
             // unsupported lower stack gets one too, and fails on start).

@@ -12,6 +12,8 @@ struct ByteStreamEnd: Sendable {
     let postPump: @Sendable () -> Void
     /// Posts a pass that returns the credit (room) of bytes the application consumed.
     let postCreditPass: @Sendable () -> Void
+    /// Large sends keep the caller's bytes instead of a copy (plain TCP: see `queueAtOnce(copying:)`).
+    var borrowsLargeSends = false
 
     /// Queues `bytes`: at once when the stream has room, else waiting until the owner has
     /// taken them (see `StreamOutbox`). `queued` runs once the bytes are in the outbox (or
@@ -32,17 +34,33 @@ struct ByteStreamEnd: Sendable {
         return try settle(outbox.offer(count: count, endOfStream: endOfStream, writing: write), queued: queued)
     }
 
-    /// Queues a send of `content` if the stream has room now, copying a small one into a
-    /// shared block (nil: queued); otherwise its own copy, for `sendWaiting`.
-    func queueAtOnce(copying content: some Collection<UInt8>, endOfStream: Bool, queued: () -> Void) throws -> StreamBytes? {
+    /// Queues a send of `content` if the stream has room now (nil: queued); otherwise what
+    /// `sendWaiting` queues. A small send is copied into a shared block. On plain TCP
+    /// (`borrowsLargeSends`) one of at least `smallestBorrowedSend` bytes in contiguous memory
+    /// (`Data`, arrays) is not copied at all: the outbox keeps the immutable value until the
+    /// socket has taken its bytes. Anything else gets its own copy. (Over TLS, borrowing saved
+    /// the client its copy but measured 0.91x and 0.95x bulk goodput, the server's CPU up
+    /// 1.07x and 1.11x, on this 2-core machine, so TLS copies.)
+    func queueAtOnce(copying content: some Collection<UInt8> & Sendable, endOfStream: Bool, queued: () -> Void) throws -> StreamOutbox.Storage? {
         let count = content.count
         if count <= StreamOutbox.largestSharedSend,
             try queueAtOnce(count: count, endOfStream: endOfStream, queued: queued, writing: { Self.copy(content, into: $0) }) {
             return nil
         }
-        let bytes = StreamBytes(copying: content)
-        return try queueAtOnce(bytes, endOfStream: endOfStream, idempotent: false, queued: queued) ? nil : bytes
+        let storage: StreamOutbox.Storage
+        if borrowsLargeSends, outbox.budget == nil, count >= Self.smallestBorrowedSend,
+            content.withContiguousStorageIfAvailable({ _ in true }) == true {
+            storage = .borrowed(content)
+        } else {
+            storage = .owned(StreamBytes(copying: content))
+        }
+        guard outbox.budget == nil else { return storage }
+        return try settle(outbox.offer(storage, endOfStream: endOfStream, idempotent: false), queued: queued) ? nil : storage
     }
+
+    /// Sends of at least this many bytes are borrowed rather than copied on TLS and TCP: below
+    /// it the copy costs less than the gathered writes of many small borrowed pieces.
+    static let smallestBorrowedSend = 16 * 1024
 
     /// Copies `content` into `buffer`, which has room for exactly all of it.
     static func copy(_ content: some Collection<UInt8>, into buffer: UnsafeMutableRawBufferPointer) {
@@ -56,8 +74,13 @@ struct ByteStreamEnd: Sendable {
     /// A public send calls `queueAtOnce` itself and then this, so a send that finds room makes
     /// no suspendable call at all.
     func sendWaiting(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, queued: () -> Void = {}) async throws {
-        try await admit(bytes.count)
-        try await queue(bytes, endOfStream: endOfStream, idempotent: idempotent, queued: queued)
+        try await sendWaiting(.owned(bytes), endOfStream: endOfStream, idempotent: idempotent, queued: queued)
+    }
+
+    /// `sendWaiting` for any storage (`.borrowed` only on a stream without a budget).
+    func sendWaiting(_ storage: StreamOutbox.Storage, endOfStream: Bool, idempotent: Bool, queued: () -> Void = {}) async throws {
+        try await admit(storage.count)
+        try await queue(storage, endOfStream: endOfStream, idempotent: idempotent, queued: queued)
     }
 
     /// Queues `bytes` without suspending if the stream has room now and no send budget to
@@ -89,7 +112,7 @@ struct ByteStreamEnd: Sendable {
     func send<Content: Collection>(copying content: Content, endOfStream: Bool, idempotent: Bool) async throws
     where Content.Element == UInt8 {
         try await admit(content.count)
-        try await queue(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: idempotent, queued: {})
+        try await queue(.owned(StreamBytes(copying: content)), endOfStream: endOfStream, idempotent: idempotent, queued: {})
     }
 
     /// Charges `count` bytes to the connection's send budget, waiting (in turn) while it is
@@ -101,7 +124,7 @@ struct ByteStreamEnd: Sendable {
         try await NetworkError.mapping { try await budget.admit(count, for: outbox) { postPump() } }
     }
 
-    private func queue(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, queued: () -> Void) async throws {
+    private func queue(_ bytes: StreamOutbox.Storage, endOfStream: Bool, idempotent: Bool, queued: () -> Void) async throws {
         try await NetworkError.mapping {
             // With room, the bytes are queued here and the call returns; the first send of a
             // burst posts the one loop pass that hands them all on.

@@ -33,12 +33,30 @@ package final class StreamOutbox: Sendable {
         case failed(any Error)
     }
 
+    /// A send's bytes: copied for it (`StreamBytes`, or a block small sends share), or the
+    /// caller's own immutable value, borrowed (TLS and TCP, which take the bytes on the loop
+    /// and keep no pointer to them; a QUIC engine keeps pointers until acknowledged, so its
+    /// streams always copy).
+    package enum Storage: Sendable {
+        case owned(StreamBytes)
+        /// A value whose `withContiguousStorageIfAvailable` gives its bytes (checked when it
+        /// was queued).
+        case borrowed(any Collection<UInt8> & Sendable)
+
+        package var count: Int {
+            switch self {
+            case .owned(let bytes): bytes.count
+            case .borrowed(let content): content.count
+            }
+        }
+    }
+
     /// Queued bytes: a send (or small sends sharing one block), and how far the engine has
     /// taken them.
     package struct Entry {
-        package let bytes: StreamBytes
-        /// The bytes of `bytes` queued: all of them, or for a shared block the part small sends
-        /// have filled (the rest is written only under the outbox's lock, after the end).
+        package let storage: Storage
+        /// The bytes of `storage` queued: all of them, or for a shared block the part small
+        /// sends have filled (the rest is written only under the outbox's lock, after the end).
         package var count: Int
         package var offset = 0
         package var endOfStream: Bool
@@ -49,29 +67,50 @@ package final class StreamOutbox: Sendable {
         /// Small sends may still be copied in after `count` (see `offer(count:endOfStream:writing:)`).
         let shared: Bool
 
-        init(bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, completion: Completion<Void>?) {
-            self.bytes = bytes
-            count = bytes.count
+        init(storage: Storage, endOfStream: Bool, idempotent: Bool, completion: Completion<Void>?) {
+            self.storage = storage
+            count = storage.count
             self.endOfStream = endOfStream
             self.idempotent = idempotent
             self.completion = completion
             shared = false
         }
 
-        /// The entry's bytes from `offset` to its end (`count`, not the end of `bytes`: a
-        /// shared block goes on past it).
-        package func bytes(from offset: Int) -> UnsafeRawBufferPointer {
-            UnsafeRawBufferPointer(rebasing: bytes.base[offset..<count])
-        }
-
         /// A block small sends share, with the first one's `count` bytes in it.
         init(sharedBlock: StreamBytes, count: Int, endOfStream: Bool) {
-            bytes = sharedBlock
+            storage = .owned(sharedBlock)
             self.count = count
             self.endOfStream = endOfStream
             idempotent = false
             completion = nil
             shared = true
+        }
+
+        /// The entry's own memory; nil for a borrowed send.
+        package var bytes: StreamBytes? {
+            guard case .owned(let bytes) = storage else { return nil }
+            return bytes
+        }
+
+        /// The entry's own memory, for an engine that keeps pointers into it (QUIC, whose
+        /// sends are never borrowed).
+        package var ownedBytes: StreamBytes {
+            guard let bytes else { preconditionFailure("a borrowed send reached an engine that keeps its bytes") }
+            return bytes
+        }
+
+        /// Runs `body` over the entry's bytes from `offset` to its end (`count`, not the end of
+        /// a shared block, which goes on past it). `body` must not keep the pointer.
+        package func withBytes<Result>(from offset: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+            switch storage {
+            case .owned(let bytes):
+                return try body(UnsafeRawBufferPointer(rebasing: bytes.base[offset..<count]))
+            case .borrowed(let content):
+                let count = count
+                return try content.withContiguousStorageIfAvailable { buffer in
+                    try body(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[offset..<count]))
+                }!
+            }
         }
     }
 
@@ -114,23 +153,29 @@ package final class StreamOutbox: Sendable {
 
     /// Queues `bytes` if the stream has room now.
     package func offer(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool) -> Offer {
+        offer(.owned(bytes), endOfStream: endOfStream, idempotent: idempotent)
+    }
+
+    /// Queues `storage` if the stream has room now (`.borrowed` only without a budget).
+    package func offer(_ storage: Storage, endOfStream: Bool, idempotent: Bool) -> Offer {
+        let count = storage.count
         let offer = state.withLock { state -> Offer in
             if let failure = state.failure { return .failed(failure) }
             if state.endOfStreamQueued { return .failed(StreamBridgeError.notWritable) }
-            guard state.open, state.waitingSenders == 0, bytes.count <= Self.maxQueuedSend,
-                state.engineUnacknowledged + state.queuedBytes + bytes.count <= limit
+            guard state.open, state.waitingSenders == 0, count <= Self.maxQueuedSend,
+                state.engineUnacknowledged + state.queuedBytes + count <= limit
             else {
                 return .mustWait
             }
-            if bytes.count == 0 && !endOfStream { return .accepted(drainNeeded: false) }
-            state.queue.append(Entry(bytes: bytes, endOfStream: endOfStream, idempotent: idempotent, completion: nil))
-            state.queuedBytes += bytes.count
+            if count == 0 && !endOfStream { return .accepted(drainNeeded: false) }
+            state.queue.append(Entry(storage: storage, endOfStream: endOfStream, idempotent: idempotent, completion: nil))
+            state.queuedBytes += count
             state.endOfStreamQueued = endOfStream
             if state.drainPending { return .accepted(drainNeeded: false) }
             state.drainPending = true
             return .accepted(drainNeeded: true)
         }
-        if case .failed = offer { budget?.release(bytes.count) }
+        if case .failed = offer { budget?.release(count) }
         return offer
     }
 
@@ -153,8 +198,8 @@ package final class StreamOutbox: Sendable {
                 return .mustWait
             }
             if count == 0 && !endOfStream { return .accepted(drainNeeded: false) }
-            if var last = state.queue.last, last.shared, !last.endOfStream, last.bytes.count - last.count >= count {
-                write(UnsafeMutableRawBufferPointer(rebasing: last.bytes.base[last.count..<(last.count + count)]))
+            if var last = state.queue.last, last.shared, !last.endOfStream, let block = last.bytes, block.count - last.count >= count {
+                write(UnsafeMutableRawBufferPointer(rebasing: block.base[last.count..<(last.count + count)]))
                 last.count += count
                 last.endOfStream = endOfStream
                 state.queue[state.queue.index(before: state.queue.endIndex)] = last
@@ -177,18 +222,26 @@ package final class StreamOutbox: Sendable {
     package func enqueue(
         _ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, completion: Completion<Void>
     ) -> Result<Bool, any Error> {
+        enqueue(.owned(bytes), endOfStream: endOfStream, idempotent: idempotent, completion: completion)
+    }
+
+    /// `enqueue` for any storage (`.borrowed` only without a budget).
+    package func enqueue(
+        _ storage: Storage, endOfStream: Bool, idempotent: Bool, completion: Completion<Void>
+    ) -> Result<Bool, any Error> {
+        let count = storage.count
         let result = state.withLock { state -> Result<Bool, any Error> in
             if let failure = state.failure { return .failure(failure) }
             if state.endOfStreamQueued { return .failure(StreamBridgeError.notWritable) }
-            state.queue.append(Entry(bytes: bytes, endOfStream: endOfStream, idempotent: idempotent, completion: completion))
-            state.queuedBytes += bytes.count
+            state.queue.append(Entry(storage: storage, endOfStream: endOfStream, idempotent: idempotent, completion: completion))
+            state.queuedBytes += count
             state.waitingSenders += 1
             state.endOfStreamQueued = endOfStream
             if state.drainPending { return .success(false) }
             state.drainPending = true
             return .success(true)
         }
-        if case .failure = result { budget?.release(bytes.count) }
+        if case .failure = result { budget?.release(count) }
         return result
     }
 

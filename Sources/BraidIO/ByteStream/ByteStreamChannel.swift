@@ -165,7 +165,7 @@ package final class ByteStreamChannel: LoopHandler {
             // cannot travel as early data.
             guard entry.idempotent, !entry.endOfStream, entry.offset < entry.count else { return nil }
             do {
-                return entry.offset + (try tls.sendEarlyData(entry.bytes(from: entry.offset)))
+                return entry.offset + (try entry.withBytes(from: entry.offset) { try tls.sendEarlyData($0) })
             } catch {
                 failure = describe(error)
                 throw failure!
@@ -374,7 +374,7 @@ package final class ByteStreamChannel: LoopHandler {
                     while offset < entry.count {
                         let taken: Int
                         do {
-                            taken = try tls.sendCoalescing(entry.bytes(from: offset))
+                            taken = try entry.withBytes(from: offset) { try tls.sendCoalescing($0) }
                         } catch {
                             failure = describe(error)
                             throw failure!
@@ -420,7 +420,7 @@ package final class ByteStreamChannel: LoopHandler {
                         // has it all, as bulk transfers always were.
                         do {
                             while offset < entry.count {
-                                let written = try socket.write { $0.append(entry.bytes(from: offset)) }
+                                let written = try entry.withBytes(from: offset) { unsent in try socket.write { $0.append(unsent) } }
                                 if written == 0 {
                                     awaitWritable(context)
                                     break
@@ -432,7 +432,14 @@ package final class ByteStreamChannel: LoopHandler {
                             throw failure!
                         }
                     } else if offset < entry.count {
-                        unwritten.append((entry.bytes, offset, entry.count))
+                        if let bytes = entry.bytes {
+                            unwritten.append((bytes, offset, entry.count))
+                        } else {
+                            // A borrowed send cannot wait beyond this call: copied now (only
+                            // when it comes behind small sends not yet written).
+                            let copy = entry.withBytes(from: offset) { StreamBytes(copying: $0) }
+                            unwritten.append((copy, 0, copy.count))
+                        }
                         unwrittenByteCount += entry.count - offset
                         offset = entry.count
                     }

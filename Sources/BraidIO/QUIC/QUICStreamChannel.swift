@@ -96,7 +96,7 @@ package final class QUICStreamChannel {
                     guard room > 0 else { break }
                     let end = min(offset + min(Self.sendChunk, room), entry.count)
                     try connection.send(
-                        streamID: id, bytes: entry.bytes, range: offset..<end, fin: entry.endOfStream && end == entry.count)
+                        streamID: id, bytes: entry.ownedBytes, range: offset..<end, fin: entry.endOfStream && end == entry.count)
                     offset = end
                     wrote = true
                 }

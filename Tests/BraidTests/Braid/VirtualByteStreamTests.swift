@@ -81,6 +81,40 @@ import Testing
         #expect(writes == [1], "write calls of the client's socket: \(writes)")
     }
 
+    /// Large sends on plain TCP keep the caller's bytes (no copy) until the socket has them;
+    /// one queued behind small sends not yet written is copied then. Either way the peer gets
+    /// every byte in order, and the caller may change its own copy of the value right after
+    /// the send returns.
+    @Test(.timeLimit(.minutes(1))) func largeTCPSendsBorrowedOrCopiedArriveInOrder() async throws {
+        let setup = try Setup()
+        defer { setup.loop.shutdown() }
+        let (connection, running) = try await setup.echoPair(listening: { TCP() }, connecting: { TCP() })
+        defer { running.cancel() }
+        defer { connection.cancel() }
+        connection.start()
+        try await setup.loop.drive {
+            for await state in connection.states where state == .ready { break }
+        }
+        // The loop does not run until driven: small sends, then a large one behind them.
+        var expected: [UInt8] = []
+        for seed in 0..<5 {
+            let small = pattern(seed: UInt64(seed), count: 300)
+            expected += small
+            try await connection.send(small)
+        }
+        var large = Data(pattern(seed: 99, count: 40_000))
+        expected += large
+        try await connection.send(large)
+        large.resetBytes(in: 0..<large.count)  // the sender's own copy; what was sent stays
+        let last = pattern(seed: 100, count: 50_000)
+        expected += last
+        let echoed = try await setup.loop.drive {
+            try await connection.send(last, endOfStream: true)
+            return try await receiveAll(connection)
+        }
+        #expect(echoed == expected)
+    }
+
     /// A server that accepts TCP but never answers the ClientHello: the client fails with
     /// `noResponse` once the handshake timeout has passed, in virtual time.
     @Test(.timeLimit(.minutes(1))) func aSilentTLSServerTimesOutTheHandshake() async throws {

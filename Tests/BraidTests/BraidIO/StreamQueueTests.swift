@@ -341,8 +341,8 @@ import BraidCore
             outbox.drain { entry in
                 let taken = min(entry.count - entry.offset, budget)
                 budget -= taken
-                received += entry.bytes.base[entry.offset..<(entry.offset + taken)]
-                entries.append((entry.bytes.count, entry.count))
+                received += entry.withBytes(from: entry.offset) { Array($0.prefix(taken)) }
+                entries.append((entry.bytes?.count ?? 0, entry.count))
                 return entry.offset + taken
             } unacknowledged: { 0 }
         }
@@ -369,6 +369,31 @@ import BraidCore
         #expect(entries.map(\.shared) == [16_384, 16_384, 100, 16_384])
         #expect(received == sent)
         #expect(outbox.isEmpty)
+    }
+
+    /// Borrowed sends (the caller's `Data`, array or array slice, not copied) come out through
+    /// `withBytes` from any offset the engine reached, in order with copied ones, and an
+    /// engine that keeps pointers (QUIC) cannot be handed one (`bytes` is nil).
+    @Test func borrowedSendsComeOutInOrderFromAnyOffset() {
+        let outbox = StreamOutbox(limit: 1 << 20, open: true)
+        let data = Data((0..<40_000).map { UInt8(truncatingIfNeeded: $0) })
+        let array = (0..<30_000).map { UInt8(truncatingIfNeeded: $0 &* 3) }
+        let slice = array[1000..<21_000]
+        #expect(outbox.offer(.borrowed(data), endOfStream: false, idempotent: false) == .accepted(drainNeeded: true))
+        #expect(outbox.offer(bytes(100), endOfStream: false, idempotent: false) == .accepted(drainNeeded: false))
+        #expect(outbox.offer(.borrowed(slice), endOfStream: true, idempotent: false) == .accepted(drainNeeded: false))
+        var received: [UInt8] = [], borrowed: [Bool] = []
+        while !outbox.isEmpty {
+            outbox.drain { entry in
+                // An engine that takes 7,000 bytes at a time.
+                let taken = min(entry.count - entry.offset, 7000)
+                received += entry.withBytes(from: entry.offset) { Array($0.prefix(taken)) }
+                if entry.offset == 0 { borrowed.append(entry.bytes == nil) }
+                return entry.offset + taken
+            } unacknowledged: { 0 }
+        }
+        #expect(received == Array(data) + Array(repeating: 0, count: 100) + Array(slice))
+        #expect(borrowed == [true, false, true])
     }
 
     /// Once the stream fails, waiting senders and new ones get the error.
