@@ -58,6 +58,14 @@ extension NetworkConnection {
         }
     }
 
+    /// `MessageEnd.queueAtOnce` on the connection's own end, outside the async call: in the
+    /// async function the end was copied into its frame (a reference count per part, per send).
+    fileprivate func queueMessageAtOnce(_ content: some Collection<UInt8>, type: UInt32) throws -> StreamBytes? {
+        // Called through the optional in place: `guard let` copied it.
+        guard framedEnd != nil else { throw NetworkError.internalError("a framed connection without a message receiver") }
+        return try framedEnd?.queueAtOnce(content, type: type, queued: start) ?? nil
+    }
+
     fileprivate var messageEnd: MessageEnd {
         get throws {
             guard let framedEnd else { throw NetworkError.internalError("a framed connection without a message receiver") }
@@ -74,9 +82,8 @@ extension NetworkConnection where ApplicationProtocol == TLV {
     /// try await connection.send(Data("e2e4".utf8), type: 2)
     /// ```
     public func send(_ content: some Collection<UInt8>, type: UInt32) async throws {
-        let end = try messageEnd
-        guard let bytes = try end.queueAtOnce(content, type: type, queued: start) else { return }
-        try await end.end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
+        guard let bytes = try queueMessageAtOnce(content, type: type) else { return }
+        try await messageEnd.end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
     }
 
     /// The next whole message and its type. Concurrent receives each get a different whole
@@ -124,10 +131,9 @@ extension NetworkConnection where ApplicationProtocol: CoderProtocol {
         if isOverUDP {
             try await sendDatagram(MessageEnd.encode(value, using: stack.coder))
         } else {
-            let end = try messageEnd
-            guard let bytes = try end.queueAtOnce(MessageEnd.encode(value, using: stack.coder), type: CoderFraming.messageType, queued: start)
+            guard let bytes = try queueMessageAtOnce(MessageEnd.encode(value, using: stack.coder), type: CoderFraming.messageType)
             else { return }
-            try await end.end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
+            try await messageEnd.end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
         }
     }
 

@@ -35,9 +35,19 @@ extension NetworkConnection where ApplicationProtocol: StreamProtocol {
     /// ```
     public func send<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
     where Content.Element == UInt8 {
-        let end = try byteStream
-        guard let bytes = try end.queueAtOnce(copying: content, endOfStream: endOfStream, queued: start) else { return }
-        try await end.sendWaiting(bytes, endOfStream: endOfStream, idempotent: false, queued: start)
+        guard let storage = try queueAtOnce(content, endOfStream: endOfStream) else { return }
+        try await byteStream.sendWaiting(storage, endOfStream: endOfStream, idempotent: false, queued: start)
+    }
+
+    /// `ByteStreamEnd.queueAtOnce(copying:)` on the connection's own end, outside the async
+    /// call and through the optional in place: a copy of the end into the async frame cost a
+    /// reference count per part, per send.
+    private func queueAtOnce(_ content: some Collection<UInt8> & Sendable, endOfStream: Bool) throws -> StreamOutbox.Storage? {
+        guard shared.byteStream != nil else {
+            _ = try byteStream  // throws the missing stream's error
+            return nil
+        }
+        return try shared.byteStream?.queueAtOnce(copying: content, endOfStream: endOfStream, queued: start) ?? nil
     }
 
     /// Sends an integer in network byte order.

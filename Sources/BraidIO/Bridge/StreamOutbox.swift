@@ -64,8 +64,10 @@ package final class StreamOutbox: Sendable {
         /// The waiting `send`, resumed once every byte is with the engine; nil for a send that
         /// already returned.
         let completion: Completion<Void>?
-        /// Small sends may still be copied in after `count` (see `offer(count:endOfStream:writing:)`).
-        let shared: Bool
+        /// A shared block's memory, where small sends may still be copied in after `count`
+        /// (see `offer(count:endOfStream:writing:)`); nil for any other entry. A plain
+        /// pointer, so extending the entry needs no reference count: `storage` keeps it alive.
+        let sharedBlock: UnsafeMutableRawBufferPointer?
 
         init(storage: Storage, endOfStream: Bool, idempotent: Bool, completion: Completion<Void>?) {
             self.storage = storage
@@ -73,17 +75,17 @@ package final class StreamOutbox: Sendable {
             self.endOfStream = endOfStream
             self.idempotent = idempotent
             self.completion = completion
-            shared = false
+            sharedBlock = nil
         }
 
         /// A block small sends share, with the first one's `count` bytes in it.
         init(sharedBlock: StreamBytes, count: Int, endOfStream: Bool) {
             storage = .owned(sharedBlock)
+            self.sharedBlock = sharedBlock.base
             self.count = count
             self.endOfStream = endOfStream
             idempotent = false
             completion = nil
-            shared = true
         }
 
         /// The entry's own memory; nil for a borrowed send.
@@ -116,6 +118,16 @@ package final class StreamOutbox: Sendable {
 
     private struct State {
         var queue = Deque<Entry>()
+        /// The shared block small sends are filling, after everything in `queue`. Kept out of
+        /// the queue so it grows in place (a `Deque` element is copied out and back to be
+        /// changed, a reference count each way per send); it joins the queue before anything
+        /// else does and before every drain.
+        var tail: Entry?
+
+        /// Moves the block being filled into the queue.
+        mutating func closeTail() {
+            if let tail = tail.take() { queue.append(tail) }
+        }
         /// Bytes in `queue` the engine has not taken yet.
         var queuedBytes = 0
         /// What the engine held unacknowledged when the loop last looked.
@@ -168,6 +180,7 @@ package final class StreamOutbox: Sendable {
                 return .mustWait
             }
             if count == 0 && !endOfStream { return .accepted(drainNeeded: false) }
+            state.closeTail()
             state.queue.append(Entry(storage: storage, endOfStream: endOfStream, idempotent: idempotent, completion: nil))
             state.queuedBytes += count
             state.endOfStreamQueued = endOfStream
@@ -198,15 +211,15 @@ package final class StreamOutbox: Sendable {
                 return .mustWait
             }
             if count == 0 && !endOfStream { return .accepted(drainNeeded: false) }
-            if var last = state.queue.last, last.shared, !last.endOfStream, let block = last.bytes, block.count - last.count >= count {
-                write(UnsafeMutableRawBufferPointer(rebasing: block.base[last.count..<(last.count + count)]))
-                last.count += count
-                last.endOfStream = endOfStream
-                state.queue[state.queue.index(before: state.queue.endIndex)] = last
+            if let block = state.tail?.sharedBlock, let filled = state.tail?.count, block.count - filled >= count {
+                write(UnsafeMutableRawBufferPointer(rebasing: block[filled..<(filled + count)]))
+                state.tail!.count += count
+                state.tail!.endOfStream = endOfStream
             } else {
+                state.closeTail()
                 let block = StreamBytes(capacity: Self.sharedBlockSize)
                 write(UnsafeMutableRawBufferPointer(rebasing: block.base[..<count]))
-                state.queue.append(Entry(sharedBlock: block, count: count, endOfStream: endOfStream))
+                state.tail = Entry(sharedBlock: block, count: count, endOfStream: endOfStream)
             }
             state.queuedBytes += count
             state.endOfStreamQueued = endOfStream
@@ -233,6 +246,7 @@ package final class StreamOutbox: Sendable {
         let result = state.withLock { state -> Result<Bool, any Error> in
             if let failure = state.failure { return .failure(failure) }
             if state.endOfStreamQueued { return .failure(StreamBridgeError.notWritable) }
+            state.closeTail()
             state.queue.append(Entry(storage: storage, endOfStream: endOfStream, idempotent: idempotent, completion: completion))
             state.queuedBytes += count
             state.waitingSenders += 1
@@ -258,6 +272,7 @@ package final class StreamOutbox: Sendable {
         var taken = 0, dropped = 0
         let (done, failed, error) = state.withLock { state -> ([Completion<Void>.Claim], [Completion<Void>], (any Error)?) in
             var done: [Completion<Void>.Claim] = []
+            state.closeTail()
             while var entry = state.queue.first {
                 if let completion = entry.completion, !completion.isPending {
                     state.queue.removeFirst()
@@ -317,7 +332,7 @@ package final class StreamOutbox: Sendable {
     package var takesSends: Bool { state.withLock { $0.failure == nil && !$0.endOfStreamQueued } }
 
     /// True when nothing is queued (every send handed on, or dropped).
-    package var isEmpty: Bool { state.withLock { $0.queue.isEmpty } }
+    package var isEmpty: Bool { state.withLock { $0.queue.isEmpty && $0.tail == nil } }
 
     /// Whether the end of the stream is queued (or already handed on): sends throw
     /// `notWritable` from then on.
@@ -333,6 +348,7 @@ package final class StreamOutbox: Sendable {
             if state.failure == nil { state.failure = error }
             var failed: [Completion<Void>] = []
             var kept = Deque<Entry>()
+            state.closeTail()
             for entry in state.queue {
                 if let completion = entry.completion {
                     failed.append(completion)
@@ -370,6 +386,7 @@ package final class StreamOutbox: Sendable {
         if state.failure == nil { state.failure = error }
         let failed = state.queue.compactMap(\.completion)
         state.queue.removeAll()
+        state.tail = nil
         state.queuedBytes = 0
         state.waitingSenders = 0
         state.drainPending = false
