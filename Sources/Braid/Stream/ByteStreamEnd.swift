@@ -36,11 +36,11 @@ struct ByteStreamEnd: Sendable {
 
     /// Queues a send of `content` if the stream has room now (nil: queued); otherwise what
     /// `sendWaiting` queues. A small send is copied into a shared block. On plain TCP
-    /// (`borrowsLargeSends`) one of at least `smallestBorrowedSend` bytes in contiguous memory
-    /// (`Data`, arrays) is not copied at all: the outbox keeps the immutable value until the
-    /// socket has taken its bytes. Anything else gets its own copy. (Over TLS, borrowing saved
-    /// the client its copy but measured 0.91x and 0.95x bulk goodput, the server's CPU up
-    /// 1.07x and 1.11x, on this 2-core machine, so TLS copies.)
+    /// (`borrowsLargeSends`) one of at least `smallestBorrowedSend` bytes in a `Data`, array,
+    /// array slice or contiguous array is not copied at all: the outbox keeps the immutable
+    /// value until the socket has taken its bytes. Anything else gets its own copy. (Over TLS,
+    /// borrowing saved the client its copy but measured 0.91x and 0.95x bulk goodput, the
+    /// server's CPU up 1.07x and 1.11x, on this 2-core machine, so TLS copies.)
     func queueAtOnce(copying content: some Collection<UInt8> & Sendable, endOfStream: Bool, queued: () -> Void) throws -> StreamOutbox.Storage? {
         let count = content.count
         if count <= StreamOutbox.largestSharedSend,
@@ -48,8 +48,7 @@ struct ByteStreamEnd: Sendable {
             return nil
         }
         let storage: StreamOutbox.Storage
-        if borrowsLargeSends, outbox.budget == nil, count >= Self.smallestBorrowedSend,
-            content.withContiguousStorageIfAvailable({ _ in true }) == true {
+        if borrowsLargeSends, outbox.budget == nil, count >= Self.smallestBorrowedSend, Self.isBorrowable(content) {
             storage = .borrowed(content)
         } else {
             storage = .owned(StreamBytes(copying: content))
@@ -58,7 +57,17 @@ struct ByteStreamEnd: Sendable {
         return try settle(outbox.offer(storage, endOfStream: endOfStream, idempotent: false), queued: queued) ? nil : storage
     }
 
-    /// Sends of at least this many bytes are borrowed rather than copied on TLS and TCP: below
+    /// Whether `content` is one of the standard byte containers, whose bytes stay contiguous
+    /// and unchanged while the value lives (a value of another `Collection` type, whose
+    /// contiguity or count could vary between calls, is copied).
+    private static func isBorrowable(_ content: some Collection<UInt8>) -> Bool {
+        guard content is Data || content is [UInt8] || content is ArraySlice<UInt8> || content is ContiguousArray<UInt8> else {
+            return false
+        }
+        return content.withContiguousStorageIfAvailable { _ in true } == true
+    }
+
+    /// Sends of at least this many bytes are borrowed rather than copied on plain TCP: below
     /// it the copy costs less than the gathered writes of many small borrowed pieces.
     static let smallestBorrowedSend = 16 * 1024
 

@@ -34,13 +34,13 @@ package final class StreamOutbox: Sendable {
     }
 
     /// A send's bytes: copied for it (`StreamBytes`, or a block small sends share), or the
-    /// caller's own immutable value, borrowed (TLS and TCP, which take the bytes on the loop
-    /// and keep no pointer to them; a QUIC engine keeps pointers until acknowledged, so its
+    /// caller's own immutable value, borrowed (plain TCP, which takes the bytes on the loop and
+    /// keeps no pointer to them; a QUIC engine keeps pointers until acknowledged, so its
     /// streams always copy).
     package enum Storage: Sendable {
         case owned(StreamBytes)
-        /// A value whose `withContiguousStorageIfAvailable` gives its bytes (checked when it
-        /// was queued).
+        /// A standard byte container (`Data`, an array or slice of one) whose
+        /// `withContiguousStorageIfAvailable` gives its bytes (checked when it was queued).
         case borrowed(any Collection<UInt8> & Sendable)
 
         package var count: Int {
