@@ -56,19 +56,21 @@ extension NetworkListener where ApplicationProtocol == QUIC {
         guard parameters.stack.alpn.contains("h3") else {
             throw NetworkError.invalidConfiguration("an HTTP/3 listener's QUIC options must offer ALPN \"h3\" (they offer \(parameters.stack.alpn))")
         }
+        // Each connection's requests are served from its acceptance, by a task on its loop (as
+        // the handlers are), not from the connection's task below: that one starts on the
+        // global executor, which a busy process (a full test suite on 2 cores) kept from it
+        // for seconds while the connection took requests and a graceful shutdown's grace
+        // period ran. Kept here, by channel, until that task takes it.
+        let servingTasks = Locked<[ObjectIdentifier: (serving: Task<Void, Never>, reference: HTTP3ChannelReference)]>([:])
         try await run({ connection in
             let core = connection.core
-            let channel = try await Completion<(HTTP3ChannelShared, HTTP3ChannelReference)?>.wait(on: connection.loop) { _, completion in
-                let channel = core.value.channel.streamConsumer as? HTTP3Channel
-                completion.resume(.success(channel.map { ($0.shared, $0.reference) }))
+            let key = try await Completion<ObjectIdentifier>.wait(on: connection.loop) { _, completion in
+                completion.resume(.success(ObjectIdentifier(core.value.channel)))
             }
-            guard let (shared, reference) = channel else { return }
-            // Served in a task of its own (on the connection's loop, as the handlers are),
-            // which the listener's cancellation does not reach:
-            // cancelling starts a graceful shutdown instead, and the requests taken until the
-            // final GOAWAY still run. It ends when the connection does.
-            let loop = connection.loop.isVirtual ? nil : connection.loop
-            let serving = Task(executorPreference: loop) { await Self.serveRequests(shared.requests, on: loop, handler) }
+            guard let (serving, reference) = servingTasks.withLock({ $0.removeValue(forKey: key) }) else { return }
+            // The listener's cancellation does not reach the serving task: it starts a graceful
+            // shutdown instead, and the requests taken until the final GOAWAY still run. The
+            // task ends when the connection does and every handler has returned.
             await withTaskCancellationHandler {
                 await serving.value
             } onCancel: {
@@ -77,9 +79,14 @@ extension NetworkListener where ApplicationProtocol == QUIC {
             // Closed with HTTP/3's H3_NO_ERROR rather than the listener's QUIC code 0.
             await connection.close(applicationErrorCode: HTTP3ErrorCode.noError.code)
         }, prepareQUIC: { channel in
-            HTTP3Channel(
+            let http3 = HTTP3Channel(
                 role: .server, loop: channel.loop, requestsPerConnection: requestsPerConnection, shutdownGracePeriod: shutdownGracePeriod
-            ).attach(to: channel)
+            )
+            http3.attach(to: channel)
+            let loop = channel.loop.isVirtual ? nil : channel.loop
+            let requests = http3.shared.requests
+            let serving = Task(executorPreference: loop) { await Self.serveRequests(requests, on: loop, handler) }
+            servingTasks.withLock { $0[ObjectIdentifier(channel)] = (serving, http3.reference) }
         })
     }
 

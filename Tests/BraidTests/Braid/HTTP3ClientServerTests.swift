@@ -279,6 +279,34 @@ import Testing
         try await task.value
     }
 
+    /// A new connection's requests are answered while Swift's global executor is busy: the
+    /// server runs them on the connection's loop from the moment it accepts it. (They once
+    /// waited for the listener's per-connection task, which starts on that executor: in full
+    /// debug-build suite runs on 2 cores, seconds after the requests arrived, so a graceful
+    /// shutdown's 10 s grace period could end before a handler had run.)
+    @Test func requestsAreAnsweredWhileTheGlobalExecutorIsBusy() async throws {
+        let (_, task, client, authority) = try await Self.start()
+        defer { task.cancel(); client.close() }
+        // The client's side runs on a thread of its own, so only the server could need the
+        // global executor.
+        let clientThread = DedicatedThreadExecutor(name: "test-h3-client")
+        defer { clientThread.stop() }
+        let answered = DispatchSemaphore(value: 0)
+        let (request, answeredWhileHeld) = GlobalExecutorHold.whileHeld {
+            let request = Task(executorPreference: clientThread) {
+                defer { answered.signal() }
+                return try await client.data(for: Self.get(authority, "/hello"))
+            }
+            // Bounded so that a failure ends (before QUIC's 30 s idle timeout would end the
+            // connection); answered, it takes a handshake and a request's round trips.
+            return (request, answered.wait(timeout: .now() + 20) == .success)
+        }
+        #expect(answeredWhileHeld, "the request was not answered while the global executor was busy")
+        let (body, response) = try await request.value
+        #expect(response.status == .ok)
+        #expect(String(decoding: body, as: UTF8.self) == "hello, h3")
+    }
+
     /// A server that sends GOAWAY after every 50 requests while 100 are in flight at a time:
     /// all 600 complete, byte-checked, over new connections (requests the server refused are
     /// sent again). The grace period is a minute, not the default 10 s: in full debug-build
