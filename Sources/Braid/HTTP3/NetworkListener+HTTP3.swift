@@ -62,6 +62,7 @@ extension NetworkListener where ApplicationProtocol == QUIC {
         // for seconds while the connection took requests and a graceful shutdown's grace
         // period ran. Kept here, by channel, until that task takes it.
         let servingTasks = Locked<[ObjectIdentifier: (serving: Task<Void, Never>, reference: HTTP3ChannelReference)]>([:])
+        let forgetServingTask: @Sendable (ObjectIdentifier) -> Void = { key in servingTasks.withLock { _ = $0.removeValue(forKey: key) } }
         try await run({ connection in
             let core = connection.core
             let key = try await Completion<ObjectIdentifier>.wait(on: connection.loop) { _, completion in
@@ -84,9 +85,17 @@ extension NetworkListener where ApplicationProtocol == QUIC {
             )
             http3.attach(to: channel)
             let loop = channel.loop.isVirtual ? nil : channel.loop
-            let requests = http3.shared.requests
-            let serving = Task(executorPreference: loop) { await Self.serveRequests(requests, on: loop, handler) }
-            servingTasks.withLock { $0[ObjectIdentifier(channel)] = (serving, http3.reference) }
+            let requests = http3.shared.requests, key = ObjectIdentifier(channel)
+            // The entry goes when the connection's task takes it, or when the serving ends,
+            // whichever comes first: a connection the listener never runs a task for (over
+            // `newConnectionLimit`, or at cancellation) leaves nothing behind. The serving
+            // cannot end before the entry is in: its requests end only when the connection
+            // does, which this loop pass (still running here) has to process first.
+            let serving = Task(executorPreference: loop) {
+                await Self.serveRequests(requests, on: loop, handler)
+                forgetServingTask(key)
+            }
+            servingTasks.withLock { $0[key] = (serving, http3.reference) }
         })
     }
 
