@@ -55,10 +55,9 @@ import Testing
         #expect(connection.negotiatedALPN == "echo")
     }
 
-    /// A hundred small sends queued while the loop is busy leave in one write instead of a
-    /// hundred (they are copied into one shared 16 KiB block; a gathered sendmsg takes up to 64
-    /// regions besides), and arrive whole and in order.
-    @Test(.timeLimit(.minutes(1))) func smallTCPSendsLeaveInGatheredWrites() async throws {
+    /// Runs `body` with a TCP connection to an echo server on a virtual loop, once ready; the
+    /// loop runs only while `body` drives it.
+    private func withReadyTCPEcho(_ body: (Setup, NetworkConnection<TCP>) async throws -> Void) async throws {
         let setup = try Setup()
         defer { setup.loop.shutdown() }
         let (connection, running) = try await setup.echoPair(listening: { TCP() }, connecting: { TCP() })
@@ -68,6 +67,17 @@ import Testing
         try await setup.loop.drive {
             for await state in connection.states where state == .ready { break }
         }
+        try await body(setup, connection)
+    }
+
+    /// A hundred small sends queued while the loop is busy leave in one write instead of a
+    /// hundred (they are copied into one shared 16 KiB block; a gathered sendmsg takes up to 64
+    /// regions besides), and arrive whole and in order.
+    @Test(.timeLimit(.minutes(1))) func smallTCPSendsLeaveInGatheredWrites() async throws {
+        try await withReadyTCPEcho { setup, connection in try await Self.smallSendsLeaveInOneWrite(setup, connection) }
+    }
+
+    private static func smallSendsLeaveInOneWrite(_ setup: Setup, _ connection: NetworkConnection<TCP>) async throws {
         // The loop does not run until driven: every send is queued first.
         let messages = (0..<100).map { pattern(seed: UInt64($0), count: 100) }
         for message in messages { try await connection.send(message) }
@@ -86,15 +96,10 @@ import Testing
     /// every byte in order, and the caller may change its own copy of the value right after
     /// the send returns.
     @Test(.timeLimit(.minutes(1))) func largeTCPSendsBorrowedOrCopiedArriveInOrder() async throws {
-        let setup = try Setup()
-        defer { setup.loop.shutdown() }
-        let (connection, running) = try await setup.echoPair(listening: { TCP() }, connecting: { TCP() })
-        defer { running.cancel() }
-        defer { connection.cancel() }
-        connection.start()
-        try await setup.loop.drive {
-            for await state in connection.states where state == .ready { break }
-        }
+        try await withReadyTCPEcho { setup, connection in try await Self.largeSendsArriveInOrder(setup, connection) }
+    }
+
+    private static func largeSendsArriveInOrder(_ setup: Setup, _ connection: NetworkConnection<TCP>) async throws {
         // The loop does not run until driven: small sends, then a large one behind them.
         var expected: [UInt8] = []
         for seed in 0..<5 {
