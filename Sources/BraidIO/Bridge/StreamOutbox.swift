@@ -172,21 +172,12 @@ package final class StreamOutbox: Sendable {
     package func offer(_ storage: Storage, endOfStream: Bool, idempotent: Bool) -> Offer {
         let count = storage.count
         let offer = state.withLock { state -> Offer in
-            if let failure = state.failure { return .failed(failure) }
-            if state.endOfStreamQueued { return .failed(StreamBridgeError.notWritable) }
-            guard state.open, state.waitingSenders == 0, count <= Self.maxQueuedSend,
-                state.engineUnacknowledged + state.queuedBytes + count <= limit
-            else {
-                return .mustWait
-            }
+            if let refusal = Self.refusal(state) { return .failed(refusal) }
+            guard count <= Self.maxQueuedSend, hasRoom(for: count, in: state) else { return .mustWait }
             if count == 0 && !endOfStream { return .accepted(drainNeeded: false) }
             state.closeTail()
             state.queue.append(Entry(storage: storage, endOfStream: endOfStream, idempotent: idempotent, completion: nil))
-            state.queuedBytes += count
-            state.endOfStreamQueued = endOfStream
-            if state.drainPending { return .accepted(drainNeeded: false) }
-            state.drainPending = true
-            return .accepted(drainNeeded: true)
+            return .accepted(drainNeeded: Self.recordQueued(count, endOfStream: endOfStream, in: &state))
         }
         if case .failed = offer { budget?.release(count) }
         return offer
@@ -205,11 +196,8 @@ package final class StreamOutbox: Sendable {
     package func offer(count: Int, endOfStream: Bool, writing write: (UnsafeMutableRawBufferPointer) -> Void) -> Offer {
         precondition(budget == nil && count <= Self.largestSharedSend, "a shared-block send on a budgeted stream, or too large")
         return state.withLock { state -> Offer in
-            if let failure = state.failure { return .failed(failure) }
-            if state.endOfStreamQueued { return .failed(StreamBridgeError.notWritable) }
-            guard state.open, state.waitingSenders == 0, state.engineUnacknowledged + state.queuedBytes + count <= limit else {
-                return .mustWait
-            }
+            if let refusal = Self.refusal(state) { return .failed(refusal) }
+            guard hasRoom(for: count, in: state) else { return .mustWait }
             if count == 0 && !endOfStream { return .accepted(drainNeeded: false) }
             if let block = state.tail?.sharedBlock, let filled = state.tail?.count, block.count - filled >= count {
                 write(UnsafeMutableRawBufferPointer(rebasing: block[filled..<(filled + count)]))
@@ -221,12 +209,30 @@ package final class StreamOutbox: Sendable {
                 write(UnsafeMutableRawBufferPointer(rebasing: block.base[..<count]))
                 state.tail = Entry(sharedBlock: block, count: count, endOfStream: endOfStream)
             }
-            state.queuedBytes += count
-            state.endOfStreamQueued = endOfStream
-            if state.drainPending { return .accepted(drainNeeded: false) }
-            state.drainPending = true
-            return .accepted(drainNeeded: true)
+            return .accepted(drainNeeded: Self.recordQueued(count, endOfStream: endOfStream, in: &state))
         }
+    }
+
+    /// Why the stream takes no more sends, if it does not: its failure, or its end queued.
+    private static func refusal(_ state: State) -> (any Error)? {
+        if let failure = state.failure { return failure }
+        return state.endOfStreamQueued ? StreamBridgeError.notWritable : nil
+    }
+
+    /// Whether a send of `count` bytes may be queued now without waiting: the stream is open,
+    /// no sender waits before it, and it fits under the bound.
+    private func hasRoom(for count: Int, in state: State) -> Bool {
+        state.open && state.waitingSenders == 0 && state.engineUnacknowledged + state.queuedBytes + count <= limit
+    }
+
+    /// Counts `count` more queued bytes (and the end, if it is one); true when the caller must
+    /// post the drain pass (none is pending yet).
+    private static func recordQueued(_ count: Int, endOfStream: Bool, in state: inout State) -> Bool {
+        state.queuedBytes += count
+        state.endOfStreamQueued = endOfStream
+        if state.drainPending { return false }
+        state.drainPending = true
+        return true
     }
 
     /// Queues `bytes` behind everything queued, for the loop to complete `completion` once the
@@ -244,16 +250,11 @@ package final class StreamOutbox: Sendable {
     ) -> Result<Bool, any Error> {
         let count = storage.count
         let result = state.withLock { state -> Result<Bool, any Error> in
-            if let failure = state.failure { return .failure(failure) }
-            if state.endOfStreamQueued { return .failure(StreamBridgeError.notWritable) }
+            if let refusal = Self.refusal(state) { return .failure(refusal) }
             state.closeTail()
             state.queue.append(Entry(storage: storage, endOfStream: endOfStream, idempotent: idempotent, completion: completion))
-            state.queuedBytes += count
             state.waitingSenders += 1
-            state.endOfStreamQueued = endOfStream
-            if state.drainPending { return .success(false) }
-            state.drainPending = true
-            return .success(true)
+            return .success(Self.recordQueued(count, endOfStream: endOfStream, in: &state))
         }
         if case .failure = result { budget?.release(count) }
         return result
