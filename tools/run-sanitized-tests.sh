@@ -29,11 +29,8 @@ esac
 shift
 
 tools/install-deps.sh
-# Under ThreadSanitizer, Braid's lock (BraidCore's Locked) shows its hand-overs to it.
-flags=()
-[ "$sanitizer" = thread ] && flags=(-Xswiftc -DBRAID_THREAD_SANITIZER)
-swift build --build-tests --sanitize="$sanitizer" --scratch-path "$scratch" "${flags[@]}"
-bin="$(swift build --show-bin-path --sanitize="$sanitizer" --scratch-path "$scratch" "${flags[@]}")"
+swift build --build-tests --sanitize="$sanitizer" --scratch-path "$scratch"
+bin="$(swift build --show-bin-path --sanitize="$sanitizer" --scratch-path "$scratch")"
 
 reports="$root/$scratch/sanitizer-reports"
 rm -rf "$reports"

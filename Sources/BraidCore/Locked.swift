@@ -1,81 +1,69 @@
-import Synchronization
-
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// `Synchronization.Mutex` with the hand-over made visible to ThreadSanitizer: Braid's lock.
+/// Braid's lock: a value reached only under a glibc `pthread_mutex_t`.
 ///
-/// On Linux a contended `Mutex` passes from one thread to the next through the kernel
-/// (`FUTEX_LOCK_PI`/`FUTEX_UNLOCK_PI`, and a spin on the lock word, both inside the
-/// toolchain's `libswiftSynchronization.so`, which is not instrumented). A `-sanitize=thread`
-/// build sees only the uncontended fast path, so every critical section that ever waited was
-/// reported as a data race with the one before it. `Locked` is the same mutex and, when the
-/// process runs under ThreadSanitizer, tells it that the lock was taken after the section that
-/// last released it (`__tsan_acquire`/`__tsan_release` on the mutex's address: the
-/// happens-before edge the kernel really provides). The hooks are compiled in only when the
-/// build defines BRAID_THREAD_SANITIZER (tools/run-sanitized-tests.sh thread does), and looked
-/// up once with `dlsym`, as the Swift concurrency runtime finds them; every other build is
-/// `Mutex.withLock` and nothing else.
+/// Not `Synchronization.Mutex`: on Linux that is a priority-inheritance futex, whose unlock
+/// hands the lock to the first waiter while it is still asleep. With more runnable threads
+/// than cores (a loaded server, or the test suite on 2 cores) the lock then stays owned by a
+/// thread waiting for a core, and every thread that asks in the meantime queues behind it:
+/// perf's sched_switch chains showed event loops asleep on one short critical section for
+/// seconds per pass. A glibc mutex is released outright and woken waiters compete for it
+/// again, so a running thread takes it at once. ThreadSanitizer understands pthread mutexes
+/// natively, which the futex never was.
+///
+/// The mutex and the value share one allocation, made when the lock is; locking allocates
+/// nothing. Debug builds use an error-checking mutex so that taking a lock twice on one
+/// thread stops with a message instead of hanging.
 ///
 /// Same shape as `Mutex`: keep it in a `let` of a class or a global, and read or change the
 /// value only inside `withLock`.
 ///
-/// Public and `@inlinable` so that every module's critical sections compile to the inlined
-/// mutex, as `Mutex.withLock` does: this toolchain does not inline a `package` declaration
-/// into another module, and called through its generic entry point each section cost runtime
+/// Public and `@inlinable` so that every module's critical sections compile to direct calls,
+/// as `Mutex.withLock` does: this toolchain does not inline a `package` declaration into
+/// another module, and called through its generic entry point each section cost runtime
 /// type-metadata lookups (2% to 3% of a QUIC receiver's CPU). `Braid` does not re-export it.
 public struct Locked<Value: ~Copyable>: ~Copyable {
-    @usableFromInline let mutex: Mutex<Value>
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let value: UnsafeMutablePointer<Value>
 
     @inlinable public init(_ initialValue: consuming sending Value) {
-        mutex = Mutex(initialValue)
+        let alignment = MemoryLayout<Value>.alignment
+        let valueOffset = (MemoryLayout<pthread_mutex_t>.stride + alignment - 1) / alignment * alignment
+        let block = UnsafeMutableRawPointer.allocate(
+            byteCount: valueOffset + MemoryLayout<Value>.size,
+            alignment: max(MemoryLayout<pthread_mutex_t>.alignment, alignment))
+        mutex = block.bindMemory(to: pthread_mutex_t.self, capacity: 1)
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        #if DEBUG
+        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
+        #endif
+        pthread_mutex_init(mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
+        value = (block + valueOffset).bindMemory(to: Value.self, capacity: 1)
+        value.initialize(to: initialValue)
+    }
+
+    @inlinable deinit {
+        value.deinitialize(count: 1)
+        pthread_mutex_destroy(mutex)
+        UnsafeMutableRawPointer(mutex).deallocate()
     }
 
     /// Runs `body` with the value while holding the lock.
     @inlinable public borrowing func withLock<Result, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        #if BRAID_THREAD_SANITIZER
-        guard let hooks = ThreadSanitizerHooks.installed else { return try mutex.withLock(body) }
-        // The mutex's own address names the lock to ThreadSanitizer: stable, because a
-        // ~Copyable value kept in a `let` never moves (taking the value's address instead
-        // would be an access to it before the acquire is known).
-        let address = withUnsafePointer(to: mutex) { UnsafeRawPointer($0) }
-        return try mutex.withLock { (value: inout sending Value) throws(E) -> sending Result in
-            hooks.acquire(address)
-            defer { hooks.release(address) }
-            return try body(&value)
-        }
-        #else
-        return try mutex.withLock(body)
-        #endif
+        let locked = pthread_mutex_lock(mutex)
+        // Only an error-checking (debug) mutex reports anything: EDEADLK, this thread holds it.
+        precondition(locked == 0, "Locked: pthread_mutex_lock failed with \(locked) (a lock taken twice on one thread?)")
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value.pointee)
     }
 }
 
-extension Locked: Sendable where Value: ~Copyable {}
-
-#if BRAID_THREAD_SANITIZER
-/// ThreadSanitizer's annotation entry points, present only in a process built with it.
-@usableFromInline struct ThreadSanitizerHooks: Sendable {
-    @usableFromInline typealias Hook = @convention(c) (UnsafeRawPointer?) -> Void
-
-    @usableFromInline let acquire: Hook
-    @usableFromInline let release: Hook
-
-    @usableFromInline static let installed: ThreadSanitizerHooks? = {
-        #if canImport(Glibc)
-        // A nil handle is RTLD_DEFAULT: the executable (where the sanitizer runtime is linked
-        // statically) and every library loaded.
-        guard let acquire = dlsym(nil, "__tsan_acquire"), let release = dlsym(nil, "__tsan_release")
-        else { return nil }
-        return ThreadSanitizerHooks(
-            acquire: unsafeBitCast(acquire, to: Hook.self),
-            release: unsafeBitCast(release, to: Hook.self)
-        )
-        #else
-        return nil
-        #endif
-    }()
-}
-#endif
+// The value is reached only inside `withLock`, under the mutex, and is passed in and out as
+// `sending`: the same reasoning as `Mutex`'s own conformance.
+extension Locked: @unchecked Sendable where Value: ~Copyable {}
