@@ -34,7 +34,10 @@ let package = Package(
         ),
         // The values every layer speaks: socket addresses, ECN marks, monotonic instants, UDP
         // segmentation limits. Below both the engines and the datapath, so neither imports the other.
-        .target(name: "BraidCore", path: "Sources/BraidCore"),
+        .target(name: "BraidCore", dependencies: ["CBraidLock"], path: "Sources/BraidCore"),
+        // The lock word under BraidCore's `Locked`: a futex lock that spins briefly, without
+        // priority inheritance.
+        .target(name: "CBraidLock", path: "Sources/CBraidLock"),
         // Sans-IO message framing (TLV, and the Coder formats over it): bytes in any pieces in,
         // whole messages out. Foundation only, so the fuzz harness compiles it with swiftc alone.
         .target(name: "BraidFramers", path: "Sources/BraidFramers"),

@@ -68,7 +68,7 @@ build_with_modules() {
     build="$scratch/release"
     # The object files, in a response file: some of their names have spaces.
     : >"$out/$target-objects"
-    for module in BraidPerf Braid BraidIO BraidQUIC BraidTLS BraidCore BraidFramers CBraid CBraidUDP \
+    for module in BraidPerf Braid BraidIO BraidQUIC BraidTLS BraidCore BraidFramers CBraid CBraidUDP CBraidLock \
         DequeModule HeapModule InternalCollectionsUtilities ContainersPreview Logging; do
         if [ -f "$build/$module.build/sources" ]; then
             # The objects of the module's current sources only: a deleted source's object stays behind.
@@ -85,6 +85,7 @@ build_with_modules() {
         -I "$build/Modules" \
         -Xcc -fmodule-map-file="$build/CBraid.build/module.modulemap" -Xcc -I"$root/Sources/CBraid/include" \
         -Xcc -fmodule-map-file="$build/CBraidUDP.build/module.modulemap" -Xcc -I"$root/Sources/CBraidUDP/include" \
+        -Xcc -fmodule-map-file="$build/CBraidLock.build/module.modulemap" -Xcc -I"$root/Sources/CBraidLock/include" \
         "$root/$input" "$root/$main" @"$out/$target-objects" \
         -lngtcp2 -lngtcp2_crypto_gnutls -lgnutls -lnghttp3 -o "$binary"
 }

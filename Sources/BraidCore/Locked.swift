@@ -1,21 +1,22 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import CBraidLock
 
-/// Braid's lock: a value reached only under a glibc `pthread_mutex_t`.
+/// Braid's lock: a value reached only while holding a futex lock without priority
+/// inheritance (`braid_lock_t`, in CBraidLock).
 ///
 /// Not `Synchronization.Mutex`: on Linux that is a priority-inheritance futex, whose unlock
 /// hands the lock to the first waiter while it is still asleep. With more runnable threads
 /// than cores (a loaded server, or the test suite on 2 cores) the lock then stays owned by a
 /// thread waiting for a core, and every thread that asks in the meantime queues behind it:
 /// perf's sched_switch chains showed event loops asleep on one short critical section for
-/// seconds per pass. A glibc mutex is released outright and woken waiters compete for it
-/// again, so a running thread takes it at once. ThreadSanitizer understands pthread mutexes
-/// natively, which the futex never was.
+/// seconds per pass. Not glibc's `pthread_mutex_t` either, which sleeps at once when the lock
+/// is taken: a sender task and its loop, each on a core, passing a stream's outbox back and
+/// forth made 100,000 futex calls and 40,000 context switches for 400,000 messages (Mutex,
+/// which spins first: about 1,000 of each). So: spin briefly like Mutex, then sleep on a
+/// plain futex, whose unlock frees the lock for whichever thread runs first. Hand-written
+/// because neither library lock here does both; ThreadSanitizer sees its atomics.
 ///
-/// The mutex and the value share one allocation, made when the lock is; locking allocates
-/// nothing. Debug builds use an error-checking mutex so that taking a lock twice on one
-/// thread stops with a message instead of hanging.
+/// The lock word and the value share one allocation, made when the lock is; locking
+/// allocates nothing. Debug builds stop with a message when a thread takes a lock it holds.
 ///
 /// Same shape as `Mutex`: keep it in a `let` of a class or a global, and read or change the
 /// value only inside `withLock`.
@@ -25,45 +26,35 @@ import Glibc
 /// another module, and called through its generic entry point each section cost runtime
 /// type-metadata lookups (2% to 3% of a QUIC receiver's CPU). `Braid` does not re-export it.
 public struct Locked<Value: ~Copyable>: ~Copyable {
-    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let lock: UnsafeMutablePointer<braid_lock_t>
     @usableFromInline let value: UnsafeMutablePointer<Value>
 
     @inlinable public init(_ initialValue: consuming sending Value) {
         let alignment = MemoryLayout<Value>.alignment
-        let valueOffset = (MemoryLayout<pthread_mutex_t>.stride + alignment - 1) / alignment * alignment
+        let valueOffset = (MemoryLayout<braid_lock_t>.stride + alignment - 1) / alignment * alignment
         let block = UnsafeMutableRawPointer.allocate(
             byteCount: valueOffset + MemoryLayout<Value>.size,
-            alignment: max(MemoryLayout<pthread_mutex_t>.alignment, alignment))
-        mutex = block.bindMemory(to: pthread_mutex_t.self, capacity: 1)
-        var attributes = pthread_mutexattr_t()
-        pthread_mutexattr_init(&attributes)
-        #if DEBUG
-        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
-        #endif
-        pthread_mutex_init(mutex, &attributes)
-        pthread_mutexattr_destroy(&attributes)
+            alignment: max(MemoryLayout<braid_lock_t>.alignment, alignment))
+        lock = block.initializeMemory(as: braid_lock_t.self, repeating: braid_lock_t(word: 0, owner: 0), count: 1)
         value = (block + valueOffset).bindMemory(to: Value.self, capacity: 1)
         value.initialize(to: initialValue)
     }
 
     @inlinable deinit {
         value.deinitialize(count: 1)
-        pthread_mutex_destroy(mutex)
-        UnsafeMutableRawPointer(mutex).deallocate()
+        UnsafeMutableRawPointer(lock).deallocate()
     }
 
     /// Runs `body` with the value while holding the lock.
     @inlinable public borrowing func withLock<Result, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        let locked = pthread_mutex_lock(mutex)
-        // Only an error-checking (debug) mutex reports anything: EDEADLK, this thread holds it.
-        precondition(locked == 0, "Locked: pthread_mutex_lock failed with \(locked) (a lock taken twice on one thread?)")
-        defer { pthread_mutex_unlock(mutex) }
+        braid_lock_acquire(lock)
+        defer { braid_lock_release(lock) }
         return try body(&value.pointee)
     }
 }
 
-// The value is reached only inside `withLock`, under the mutex, and is passed in and out as
+// The value is reached only inside `withLock`, under the lock, and is passed in and out as
 // `sending`: the same reasoning as `Mutex`'s own conformance.
 extension Locked: @unchecked Sendable where Value: ~Copyable {}
