@@ -63,6 +63,8 @@ extension NetworkListener where ApplicationProtocol == QUIC {
         // period ran. Kept here, by channel, until that task takes it.
         let servingTasks = Locked<[ObjectIdentifier: (serving: Task<Void, Never>, reference: HTTP3ChannelReference)]>([:])
         let forgetServingTask: @Sendable (ObjectIdentifier) -> Void = { key in servingTasks.withLock { _ = $0.removeValue(forKey: key) } }
+        servingTaskCounter.withLock { $0 = { servingTasks.withLock { $0.count } } }
+        defer { servingTaskCounter.withLock { $0 = nil } }
         try await run({ connection in
             let core = connection.core
             let key = try await Completion<ObjectIdentifier>.wait(on: connection.loop) { _, completion in
@@ -98,6 +100,10 @@ extension NetworkListener where ApplicationProtocol == QUIC {
             servingTasks.withLock { $0[key] = (serving, http3.reference) }
         })
     }
+
+    /// How many connections' serving tasks `runHTTP3` keeps now (each until the connection's
+    /// task takes it or the serving ends); nil unless `runHTTP3` is running.
+    package var servingTaskCount: Int? { servingTaskCounter.withLock { $0 }?() }
 
     /// Runs `handler` for each request of one connection, each in a task of its own, until
     /// the connection ends and every handler has returned.

@@ -35,6 +35,9 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     private let running = Atomic(false)
     /// The sockets and loops while `run` runs.
     private let group = Locked<(any ListenerGroup)?>(nil)
+    /// While `runHTTP3` runs: counts the serving tasks it keeps by connection (tests check
+    /// that each goes when its connection ends). Nil otherwise, so it keeps nothing alive.
+    let servingTaskCounter = Locked<(@Sendable () -> Int)?>(nil)
     private static var logger: Logger { Logger(label: "braid.listener") }
 
     /// A listener on `endpoint` (a name resolves to its first address; nil: every IPv4 address,
