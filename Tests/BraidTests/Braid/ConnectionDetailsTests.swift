@@ -91,7 +91,7 @@ import Testing
     /// flipped, the entry's digest no longer matches (or the format is not recognized), the
     /// ticket is dropped, and the connection makes a full handshake and echoes. (Before the
     /// digests, one of these flips crashed the process inside GnuTLS's handshake.)
-    @Test(.timeLimit(.minutes(2))) func everyOneByteCorruptionOfATicketFileIsSurvived() async throws {
+    @Test(.timeLimit(.minutes(3))) func everyOneByteCorruptionOfATicketFileIsSurvived() async throws {
         let server = try await RunningListener.start()
         defer { server.task.cancel() }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("braid-tickets-\(UUID())")

@@ -41,7 +41,7 @@ import Testing
     }
 
     /// A client that echoed on a stream and closed: its owner goes once the close is done.
-    @Test(.timeLimit(.minutes(1))) func aClosedClientLeavesNothingBehind() async throws {
+    @Test(.timeLimit(.minutes(3))) func aClosedClientLeavesNothingBehind() async throws {
         let server = try await RunningListener.start()
         defer { server.task.cancel() }
         var connection: NetworkConnection<QUIC>? = NetworkConnection(to: server.endpoint) { testClient() }
@@ -60,7 +60,7 @@ import Testing
 
     /// A client cancelled while it still races its handshake (the server never answers): the
     /// establishment that stood in for its transport lets go too.
-    @Test(.timeLimit(.minutes(1))) func aClientCancelledBeforeReadyLeavesNothingBehind() async throws {
+    @Test(.timeLimit(.minutes(3))) func aClientCancelledBeforeReadyLeavesNothingBehind() async throws {
         // A bound port nobody reads: the handshake never ends.
         let silent = try UDPSocket(bindTo: SocketAddress(ip: "127.0.0.1", port: 0)!)
         defer { silent.close() }

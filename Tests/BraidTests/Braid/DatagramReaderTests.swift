@@ -11,7 +11,7 @@ import BraidCore
 @Suite struct DatagramReaderTests {
     /// A reader that stops early (a `break` out of `for await`) took a whole batch; what it
     /// did not hand out goes back to the connection for the next reader, in order.
-    @Test(.timeLimit(.minutes(1))) func datagramsAnIteratorTookButDidNotReturnAreKept() async throws {
+    @Test(.timeLimit(.minutes(3))) func datagramsAnIteratorTookButDidNotReturnAreKept() async throws {
         let server = try await RunningListener.start()
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { testClient() }
@@ -35,7 +35,7 @@ import BraidCore
     }
 
     /// Many tasks reading one connection's datagrams at once: each datagram reaches exactly one.
-    @Test(.timeLimit(.minutes(1))) func concurrentReadersShareTheDatagrams() async throws {
+    @Test(.timeLimit(.minutes(3))) func concurrentReadersShareTheDatagrams() async throws {
         let server = try await RunningListener.start()
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { testClient() }

@@ -30,7 +30,7 @@ import BraidCore
 
     /// Messages from empty to 3 MiB go out and come back whole, with their types; the client
     /// sends them all before reading, so the echo's bytes arrive in whatever pieces TCP makes.
-    @Test(.timeLimit(.minutes(1)), arguments: Lower.allCases)
+    @Test(.timeLimit(.minutes(3)), arguments: Lower.allCases)
     func messagesOfManySizesEchoWhole(_ lower: Lower) async throws {
         let server = try await RunningFramedListener.start(lower.server, handler: echoMessages)
         defer { server.task.cancel() }
@@ -60,7 +60,7 @@ import BraidCore
     /// Eight tasks send 40 messages each while four tasks receive on the same connection:
     /// every message arrives whole (its content matches its type and sequence number) exactly
     /// once.
-    @Test(.timeLimit(.minutes(1)), arguments: Lower.allCases)
+    @Test(.timeLimit(.minutes(3)), arguments: Lower.allCases)
     func concurrentSendersAndReceiversGetWholeMessages(_ lower: Lower) async throws {
         let server = try await RunningFramedListener.start(lower.server, handler: echoMessages)
         defer { server.task.cancel() }
@@ -96,7 +96,7 @@ import BraidCore
     /// Receives cancelled while they wait, one feeding the decoder (waiting for bytes) and one
     /// queued behind it, throw `cancelled` and take nothing: the receives after them get every
     /// message whole and in order.
-    @Test(.timeLimit(.minutes(1))) func cancelledReceivesLoseNoMessage() async throws {
+    @Test(.timeLimit(.minutes(3))) func cancelledReceivesLoseNoMessage() async throws {
         let server = try await RunningFramedListener.start(Lower.tcp.server, handler: echoMessages)
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { Lower.tcp.client }
@@ -130,7 +130,7 @@ import BraidCore
 
     /// A raw TCP server announces a 4 GiB message: the TLV client's receive throws
     /// `messageTooLarge`, the connection fails with it, and the server sees it close.
-    @Test(.timeLimit(.minutes(1))) func aHostileLengthFailsTheClientAndClosesTheConnection() async throws {
+    @Test(.timeLimit(.minutes(3))) func aHostileLengthFailsTheClientAndClosesTheConnection() async throws {
         // What the server saw, awaited (within the time limit) rather than polled for a fixed
         // time: under a full suite's load the server's task may run seconds later.
         let (serverSaw, seen) = AsyncStream<String>.makeStream()
@@ -161,7 +161,7 @@ import BraidCore
 
     /// A raw TCP client sends a header one byte above the listener's configured maximum: the
     /// listener's receive throws `messageTooLarge` and the client sees the connection close.
-    @Test(.timeLimit(.minutes(1))) func aHostileLengthFromARawClientIsRejectedByTheListener() async throws {
+    @Test(.timeLimit(.minutes(3))) func aHostileLengthFromARawClientIsRejectedByTheListener() async throws {
         let serverError = Locked<(any Error)?>(nil)
         let server = try await RunningFramedListener.start(TLV { TCP() }.maximumMessageSize(1024)) { connection in
             do {
@@ -193,7 +193,7 @@ import BraidCore
     /// A TLV server sends a type-0 message that is not JSON, then a good one: the Coder
     /// client's first receive throws `messageDecodingFailed` naming the type, and the next
     /// receive returns the good value (the connection stays usable).
-    @Test(.timeLimit(.minutes(1)), arguments: Lower.allCases)
+    @Test(.timeLimit(.minutes(3)), arguments: Lower.allCases)
     func aMessageThatDoesNotDecodeIsATypedErrorAndTheConnectionGoesOn(_ lower: Lower) async throws {
         let server = try await RunningFramedListener.start(lower.server) { connection in
             _ = try await connection.receive()
@@ -222,7 +222,7 @@ import BraidCore
 
     /// Apple's general form with different types each way, in property lists over TCP: the
     /// server's `Coder(receiving:sending:)` mirrors the client's `Coder(sending:receiving:)`.
-    @Test(.timeLimit(.minutes(1))) func propertyListCoderWithDifferentTypesEachWay() async throws {
+    @Test(.timeLimit(.minutes(3))) func propertyListCoderWithDifferentTypesEachWay() async throws {
         struct Request: Codable, Sendable { var numbers: [Int] }
         struct Reply: Codable, Sendable, Equatable { var sum: Int; var count: Int }
         let server = try await RunningFramedListener.start(
@@ -246,7 +246,7 @@ import BraidCore
     }
 
     /// `messages` ends when the peer closes between messages.
-    @Test(.timeLimit(.minutes(1))) func messagesEndWhenThePeerCloses() async throws {
+    @Test(.timeLimit(.minutes(3))) func messagesEndWhenThePeerCloses() async throws {
         let server = try await RunningFramedListener.start(TLV { TCP() }) { connection in
             for index in 0..<3 { try await connection.send(Data([UInt8(index)]), type: 5) }
         }

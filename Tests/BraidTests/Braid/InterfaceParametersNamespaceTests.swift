@@ -9,7 +9,7 @@ import Testing
 /// namespaces: which uplink a connection used is what the server sees, the source address of
 /// its packets. A waiting connection has an hour-long retry timer, so only the path (or the
 /// interface marks) can wake it.
-@Suite(.timeLimit(.minutes(2))) struct InterfaceParametersNamespaceTests {
+@Suite(.timeLimit(.minutes(3))) struct InterfaceParametersNamespaceTests {
     /// What each case asks, and the client address the server must see.
     private static func cases<Stack>(_ stack: Stack) -> [(String, NetworkParameters<Stack>, String)] {
         let ipw2 = NWInterface(type: .other, name: "ipw2", index: 0)

@@ -53,7 +53,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1))) func echoOverOneHundredConcurrentStreams() async throws {
+    @Test(.timeLimit(.minutes(3))) func echoOverOneHundredConcurrentStreams() async throws {
         let world = try World()
         let intact = try await world.run { endpoint in
             let connection = NetworkConnection(to: endpoint) { testClient() }
@@ -64,7 +64,7 @@ import Testing
     }
 
     /// Twenty clients at once, each its own connection through establishment, each echoed.
-    @Test(.timeLimit(.minutes(1))) func aListenerServesTwentyClients() async throws {
+    @Test(.timeLimit(.minutes(3))) func aListenerServesTwentyClients() async throws {
         let world = try World()
         let served = try await world.run { endpoint in
             try await withThrowingTaskGroup(of: Bool.self) { group in
@@ -83,7 +83,7 @@ import Testing
         #expect(served == 20)
     }
 
-    @Test(.timeLimit(.minutes(1))) func statesGoPreparingReadyCancelled() async throws {
+    @Test(.timeLimit(.minutes(3))) func statesGoPreparingReadyCancelled() async throws {
         let world = try World()
         let seen = try await world.run { endpoint in
             let connection = NetworkConnection(to: endpoint) { testClient() }
@@ -102,7 +102,7 @@ import Testing
     }
 
     /// The handshake's failures reach the caller as the same errors as over loopback.
-    @Test(.timeLimit(.minutes(1))) func handshakeFailuresHaveTheirReasons() async throws {
+    @Test(.timeLimit(.minutes(3))) func handshakeFailuresHaveTheirReasons() async throws {
         let world = try World()
         try await world.run { endpoint in
             let wrongALPN = NetworkConnection(to: endpoint) { testClient(alpn: ["h3"]) }
@@ -118,7 +118,7 @@ import Testing
     }
 
     /// A second connection resumes with the first one's ticket and its request goes in 0-RTT.
-    @Test(.timeLimit(.minutes(1))) func resumptionDeliversEarlyData() async throws {
+    @Test(.timeLimit(.minutes(3))) func resumptionDeliversEarlyData() async throws {
         let world = try World()
         let cache = QUIC.SessionCache()
         let (reply, early) = try await world.run { endpoint in
@@ -142,7 +142,7 @@ import Testing
 
     /// A listener's live counts follow its connections, and a client over its address's limit
     /// is refused with an error that says the server is busy.
-    @Test(.timeLimit(.minutes(1))) func aBusyListenerSaysSo() async throws {
+    @Test(.timeLimit(.minutes(3))) func aBusyListenerSaysSo() async throws {
         let world = try World()
         try await world.run(configure: { $0.newConnectionLimitPerAddress(2) }) { endpoint, listener in
             let held = [NetworkConnection(to: endpoint) { testClient() }, NetworkConnection(to: endpoint) { testClient() }]
@@ -175,7 +175,7 @@ import Testing
     /// At `newConnectionLimit` a new client takes the place of the connection idle longest,
     /// whose client learns that the server was busy; a client arriving while the only
     /// connection has a stream open is refused as busy.
-    @Test(.timeLimit(.minutes(1))) func aFullListenerEvictsTheIdleConnection() async throws {
+    @Test(.timeLimit(.minutes(3))) func aFullListenerEvictsTheIdleConnection() async throws {
         let world = try World()
         try await world.run(connectionLimit: 1) { endpoint, listener in
             let idle = NetworkConnection(to: endpoint) { testClient() }

@@ -8,7 +8,7 @@ import Testing
 /// Ready connections whose paths change under them, in `UplinkNamespaces`' namespaces: a QUIC
 /// client moves to the other uplink when its address goes away, and a better uplink that
 /// appears is reported.
-@Suite(.timeLimit(.minutes(2))) struct PathChangeNamespaceTests {
+@Suite(.timeLimit(.minutes(3))) struct PathChangeNamespaceTests {
     /// How the uplink a connection uses goes away.
     enum Loss: String, CaseIterable, Sendable {
         /// `ip address del` of the client's address on it.

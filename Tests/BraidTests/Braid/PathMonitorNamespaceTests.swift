@@ -8,7 +8,7 @@ import BraidCore
 /// `NWPathMonitor` against the kernel: each test makes its own network namespace with veth
 /// pairs, starts monitors inside it and changes links, addresses and routes. Latencies are
 /// printed, never asserted; what is asserted is the order of the updates and what they say.
-@Suite(.timeLimit(.minutes(2))) struct PathMonitorNamespaceTests {
+@Suite(.timeLimit(.minutes(3))) struct PathMonitorNamespaceTests {
     /// A namespace with loopback and one uplink: `va` (10.77.0.1) joined to `vb` (10.77.0.2),
     /// the default route through `va`.
     private static func withUplink<T: Sendable>(_ body: (NetworkNamespace) async throws -> T) async throws -> T {

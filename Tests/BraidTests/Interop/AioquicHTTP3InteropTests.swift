@@ -12,7 +12,7 @@ import Testing
         patternData(count) { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 10) }
     }
 
-    @Test(.timeLimit(.minutes(1))) func braidGetFetchesFromAioquic() async throws {
+    @Test(.timeLimit(.minutes(3))) func braidGetFetchesFromAioquic() async throws {
         let server = try PeerProcess.aioquicHTTP3([
             "server", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
         ])
@@ -30,7 +30,7 @@ import Testing
 
     /// Through `import Braid`: a 10 MB upload (the server answers with the count it read, in
     /// `x-request-bytes`) and 100 requests at once on the client's one connection.
-    @Test(.timeLimit(.minutes(1))) func braidClientUploadsAndRunsConcurrentRequestsAgainstAioquic() async throws {
+    @Test(.timeLimit(.minutes(3))) func braidClientUploadsAndRunsConcurrentRequestsAgainstAioquic() async throws {
         let server = try PeerProcess.aioquicHTTP3([
             "server", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
         ])
@@ -62,7 +62,7 @@ import Testing
 
     /// aioquic's client against a Braid listener (`runHTTP3` in this process): a 10 MB upload,
     /// which the handler checks byte by byte, and 100 requests at once on one connection.
-    @Test(.timeLimit(.minutes(1))) func aioquicUploadsAndRunsConcurrentRequestsAgainstBraid() async throws {
+    @Test(.timeLimit(.minutes(3))) func aioquicUploadsAndRunsConcurrentRequestsAgainstBraid() async throws {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
             QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
         }
@@ -99,7 +99,7 @@ import Testing
         #expect(concurrent["pattern"] as? Bool == true)
     }
 
-    @Test(.timeLimit(.minutes(1))) func aioquicFetchesFromBraidServe() async throws {
+    @Test(.timeLimit(.minutes(3))) func aioquicFetchesFromBraidServe() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("braid-h3-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
@@ -130,7 +130,7 @@ import Testing
 
     /// `braid get` resumes with the ticket aioquic's server gave the previous run and sends its
     /// GET as 0-RTT data, which aioquic accepts.
-    @Test(.timeLimit(.minutes(1))) func braidGetSendsZeroRTTToAioquic() async throws {
+    @Test(.timeLimit(.minutes(3))) func braidGetSendsZeroRTTToAioquic() async throws {
         let server = try PeerProcess.aioquicHTTP3([
             "server", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
         ])
@@ -155,7 +155,7 @@ import Testing
 
     /// aioquic's client resumes against `braid serve` and sends its GET before the handshake
     /// completes, as 0-RTT data, which Braid accepts and answers.
-    @Test(.timeLimit(.minutes(1))) func aioquicSendsZeroRTTToBraidServe() async throws {
+    @Test(.timeLimit(.minutes(3))) func aioquicSendsZeroRTTToBraidServe() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("braid-h3-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
@@ -185,7 +185,7 @@ import Testing
     /// that request and those past it (H3_REQUEST_REJECTED), against `HTTP3Client` keeping 20
     /// in flight: all 300 complete, byte-checked, the refused ones sent again on new
     /// connections.
-    @Test(.timeLimit(.minutes(1))) func braidClientLosesNoRequestWhenAioquicSendsGoaway() async throws {
+    @Test(.timeLimit(.minutes(3))) func braidClientLosesNoRequestWhenAioquicSendsGoaway() async throws {
         let server = try PeerProcess.aioquicHTTP3([
             "server", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
             "--goaway-after", "40",
@@ -226,7 +226,7 @@ import Testing
     /// aioquic's load client (which follows RFC 9114's GOAWAY rules) keeping 20 requests in
     /// flight against a Braid listener that shuts each connection down gracefully after 40
     /// requests: all 300 complete, byte-checked, none lost.
-    @Test(.timeLimit(.minutes(1))) func aioquicLosesNoRequestWhenBraidSendsGoaway() async throws {
+    @Test(.timeLimit(.minutes(3))) func aioquicLosesNoRequestWhenBraidSendsGoaway() async throws {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
             QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
         }

@@ -11,7 +11,7 @@ import Testing
 /// checks Braid's side and, where the peer prints it, the peer's: the agreed ALPN, 10 MB each
 /// way byte for byte, session resumption, and client certificates (accepted, and refused
 /// with the right errors when missing).
-@Suite(.serialized, .timeLimit(.minutes(2))) struct TLSInteropTests {
+@Suite(.serialized, .timeLimit(.minutes(3))) struct TLSInteropTests {
     static let tenMegabytes = 10_000_000
 
     // MARK: ALPN
