@@ -108,7 +108,7 @@ extension Roles {
 }
 
 /// A Braid UDP bulk transfer between `udp-client` and `udp-server`, as `RawTransfer` for the raw
-/// UDP loops: bytes are what the server received.
+/// UDP loops.
 struct UDPTransfer {
     var bytesSent: Double
     var bytesReceived: Double
@@ -141,8 +141,8 @@ struct UDPTransfer {
             perfServerSyscalls: run.perf.map { perf in calls.reduce(0) { $0 + (perf.server[$1] ?? 0) } })
     }
 
-    /// Per byte the server received, as the raw UDP rows.
+    /// Each end per byte it handled, as the raw UDP rows.
     var cpuNanosecondsPerByte: (client: Double, server: Double, total: Double) {
-        (clientCPU * 1e9 / bytesReceived, serverCPU * 1e9 / bytesReceived, (clientCPU + serverCPU) * 1e9 / bytesReceived)
+        CPUPerByte.split(clientCPU: clientCPU, bytesSent: bytesSent, serverCPU: serverCPU, bytesReceived: bytesReceived)
     }
 }

@@ -64,7 +64,9 @@ struct QUICTransfer {
 /// the client timing its sends and the wait for the server's close, not the handshake).
 struct RawTransfer {
     var goodputGbits: Double
-    /// Payload bytes the server received (UDP senders outrun receivers; only delivered bytes count).
+    /// Payload bytes the client sent and the server received (UDP may drop some; TCP and TLS
+    /// deliver all).
+    var bytesSent: Double
     var bytesReceived: Double
     var clientCPU: Double
     var serverCPU: Double
@@ -88,17 +90,20 @@ struct RawTransfer {
         guard received > 0 else { throw ApplicationFailure("\(braid ? "braid" : "raw") \(kind): the server received nothing") }
         if braid && Int(received) != bytes { throw ApplicationFailure("braid \(kind): the server received \(Int(received)) of \(bytes) bytes") }
         return RawTransfer(
-            goodputGbits: seconds > 0 ? received * 8 / seconds / 1e9 : 0, bytesReceived: received,
+            goodputGbits: seconds > 0 ? received * 8 / seconds / 1e9 : 0,
+            bytesSent: Double(run.client["bytes"] as? Int ?? bytes), bytesReceived: received,
             clientCPU: run.clientExit.cpuSeconds, serverCPU: run.serverExit.cpuSeconds,
             clientSwitches: run.clientExit.contextSwitches, serverSwitches: run.serverExit.contextSwitches)
     }
 
+    /// Each end's CPU per byte it handled (the client's per byte sent, the server's per byte
+    /// received), and their sum: the same as per byte received when nothing is dropped.
     var cpuNanosecondsPerByte: (client: Double, server: Double, total: Double) {
-        (clientCPU * 1e9 / bytesReceived, serverCPU * 1e9 / bytesReceived, (clientCPU + serverCPU) * 1e9 / bytesReceived)
+        CPUPerByte.split(clientCPU: clientCPU, bytesSent: bytesSent, serverCPU: serverCPU, bytesReceived: bytesReceived)
     }
 
     var contextSwitchesPerMegabyte: (client: Double, server: Double) {
-        (Double(clientSwitches) * 1e6 / bytesReceived, Double(serverSwitches) * 1e6 / bytesReceived)
+        (Double(clientSwitches) * 1e6 / bytesSent, Double(serverSwitches) * 1e6 / bytesReceived)
     }
 }
 
@@ -214,7 +219,7 @@ enum CPUCost {
                 client: ["alpn": "echo", "streams": "0", "datagrams": String(datagramCount), "datagram-size": String(CPUCost.largeDatagram)])
             samples["braid quic datagrams", default: []].append(datagrams.cpuNanosecondsPerByte)
             // Braid `UDP()` doing what the raw UDP loops do (1,200-byte datagrams, client to
-            // server, the same bytes, per byte the server received).
+            // server, the same bytes; each end's CPU per byte it sent or received).
             // A failed UDP run (seen once: the server received nothing) is noted, not fatal.
             for (batch, config) in braidUDP {
                 let udp: UDPTransfer
@@ -230,7 +235,7 @@ enum CPUCost {
             bench.results.recordCPU(scenario, config, samples[config] ?? [])
         }
         // UDP drops what the receiver cannot keep up with: the share of the bytes sent that
-        // the server received (the CPU rows are per received byte).
+        // the server received.
         for (config, values) in delivered.sorted(by: { $0.key < $1.key }) {
             bench.results.recordRepeated(scenario, config, "delivered", values, "%")
         }
