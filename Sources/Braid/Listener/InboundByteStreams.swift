@@ -11,34 +11,30 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
     private let tls: TLSServerContext?
     private let handshakeTimeout: Duration
     private let admission: ConnectionAdmission
-    private let deliver: (NetworkConnection<ApplicationProtocol>) -> Void
+    private let intake: InboundIntake<ApplicationProtocol>
     private static var logger: Logger { Logger(label: "braid.listener") }
 
     init(
         stack: ApplicationProtocol, tcp: TCP, tls: TLSServerContext?, handshakeTimeout: Duration, admission: ConnectionAdmission,
-        deliver: @escaping (NetworkConnection<ApplicationProtocol>) -> Void
+        intake: InboundIntake<ApplicationProtocol>
     ) {
         self.stack = stack
         self.tcp = tcp
         self.tls = tls
         self.handshakeTimeout = handshakeTimeout
         self.admission = admission
-        self.deliver = deliver
+        self.intake = intake
     }
 
-    /// An accepted socket becomes a connection, unless the listener is full (then it is reset
-    /// at once, so the client learns it was refused instead of waiting).
+    /// An accepted socket becomes a connection, unless the listener is full or `run` was
+    /// cancelled (then it is reset at once, so the client learns it was refused instead of
+    /// waiting).
     func accept(_ socket: any ByteStreamSocket, context: LoopContext) {
         guard admission.admit() else {
             socket.abort()
             return
         }
         let peer = NWEndpoint(socket.remoteAddress)
-        let core = ConnectionCore(
-            loop: context.loop, endpointDescription: peer.description, tcp: tcp, handshakeTimeout: handshakeTimeout,
-            maximumMessageSize: (stack as? any MessageFramedStack)?.maximumMessageSize)
-        let admission = admission
-        core.whenEnded = { admission.release() }
         let engine: TLSConnection?
         do {
             engine = try tls.map { try TLSConnection.server(context: $0) }
@@ -48,8 +44,20 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
             admission.release()
             return
         }
-        core.shared.states.update(.preparing)
-        core.byteStream.attach(socket: socket, tls: engine, context: context)
-        deliver(NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared))
+        let admission = admission
+        let admitted = intake.admit {
+            let core = ConnectionCore(
+                loop: context.loop, endpointDescription: peer.description, tcp: tcp, handshakeTimeout: handshakeTimeout,
+                maximumMessageSize: (stack as? any MessageFramedStack)?.maximumMessageSize)
+            core.whenEnded = { admission.release() }
+            core.shared.states.update(.preparing)
+            core.byteStream.attach(socket: socket, tls: engine, context: context)
+            return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
+        }
+        if admitted == nil {
+            // Accepted from the backlog before the listening socket closed.
+            socket.abort()
+            admission.release()
+        }
     }
 }

@@ -8,7 +8,7 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
     private let context: LoopContext
     private let stack: ApplicationProtocol
     private let transport: QUICTransportConfiguration
-    private let deliver: (NetworkConnection<ApplicationProtocol>) -> Void
+    private let intake: InboundIntake<ApplicationProtocol>
     /// Runs on each new connection's channel before it hears any event (HTTP/3 takes the
     /// channel's streams here).
     private let prepare: (@Sendable (QUICChannel) -> Void)?
@@ -17,14 +17,14 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
 
     init(
         driver: QUICServerDriver, context: LoopContext, stack: ApplicationProtocol, transport: QUICTransportConfiguration,
-        prepare: (@Sendable (QUICChannel) -> Void)? = nil, deliver: @escaping (NetworkConnection<ApplicationProtocol>) -> Void
+        prepare: (@Sendable (QUICChannel) -> Void)? = nil, intake: InboundIntake<ApplicationProtocol>
     ) {
         self.prepare = prepare
         self.driver = driver
         self.context = context
         self.stack = stack
         self.transport = transport
-        self.deliver = deliver
+        self.intake = intake
     }
 
     func handle(_ connection: QUICConnection, _ event: QUICEvent) {
@@ -38,15 +38,26 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
                 // A handshake that ended before anything reached the application (abandoned,
                 // refused, timed out): nobody is told, and no connection object is made for it.
                 return
-            default: break
+            default:
+                // Refused below: its remaining events go nowhere either.
+                if connection.isClosed { return }
             }
-            let inbound = NetworkConnection<ApplicationProtocol>.running(
-                connection, transport: QUICServerConnectionTransport(driver: driver, connection: connection),
-                peer: NWEndpoint(connection.path.remote), stack: stack, configuration: transport, context: context)
-            channel = inbound.core.value.channel
+            let admitted = intake.admit {
+                let inbound = NetworkConnection<ApplicationProtocol>.running(
+                    connection, transport: QUICServerConnectionTransport(driver: driver, connection: connection),
+                    peer: NWEndpoint(connection.path.remote), stack: stack, configuration: transport, context: context)
+                prepare?(inbound.core.value.channel)
+                return inbound
+            }
+            guard let admitted else {
+                // `run` was cancelled after the endpoint took this client (the endpoint's own
+                // refusal reaches it at the loop's next pass): refused the same way.
+                connection.refuse(reason: QUICServerEndpoint.shuttingDownReason, now: context.now)
+                driver.service(connection, context)
+                return
+            }
+            channel = admitted.core.value.channel
             channels[key] = channel
-            prepare?(channel)
-            deliver(inbound)
         }
         channel.handle(event, context: context)
         if case .terminated = event { channels[key] = nil }

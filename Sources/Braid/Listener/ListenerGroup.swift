@@ -5,13 +5,20 @@ import Synchronization
 protocol ListenerGroup: Sendable {
     /// The address listened on (with the port the system chose).
     var localAddress: SocketAddress { get }
+    /// Takes no new connections from now on (QUIC: refused with CONNECTION_REFUSED; TLS and
+    /// TCP: the listening sockets close); those already accepted carry on. Returns at once.
+    func stopAccepting()
     /// Stops listening (QUIC: closing every connection too).
     func close() async
 }
 
 extension QUICServerGroup: ListenerGroup {}
 extension TCPServerGroup: ListenerGroup {}
-extension UDPServerGroup: ListenerGroup {}
+extension UDPServerGroup: ListenerGroup {
+    /// Nothing to do here: the socket also carries the peers' channels, and the listener's
+    /// `InboundIntake`, once closed, drops a new peer's datagrams (as at `newConnectionLimit`).
+    func stopAccepting() {}
+}
 
 /// The connections a TLS or TCP listener has open, across its loops, against
 /// `newConnectionLimit`.

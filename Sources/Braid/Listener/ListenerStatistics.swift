@@ -25,7 +25,8 @@ public struct ListenerStatistics: Sendable, Hashable {
     public var isRetryActive: Bool
     /// Retry packets sent so far.
     public var retriesSent: Int
-    /// Clients refused so far because a limit was reached (they see `NetworkError.serverBusy`).
+    /// Clients refused so far because a limit was reached, or because `run` was cancelled (they
+    /// see `NetworkError.serverBusy`).
     public var refusedConnections: Int
     /// Idle connections closed so far to make room for new clients at `newConnectionLimit`.
     public var evictedConnections: Int

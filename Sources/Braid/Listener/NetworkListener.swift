@@ -18,9 +18,12 @@ import Synchronization
 /// ```
 ///
 /// Each connection's handler runs in its own child task; when it returns, the connection
-/// closes. Cancelling the task that called `run` is the graceful shutdown: it stops accepting,
-/// cancels every handler, closes every connection (QUIC: application error code 0) and the
-/// socket(s), and `run` returns once the closes have been sent.
+/// closes. Cancelling the task that called `run` is the graceful shutdown: it stops accepting
+/// at once (new QUIC clients are refused with CONNECTION_REFUSED, which a Braid client reports
+/// as `NetworkError.serverBusy`; TLS and TCP listening sockets close, so the kernel refuses
+/// new clients; a UDP listener drops a new peer's datagrams), cancels every handler, closes
+/// every connection (QUIC: application error code 0) and the socket(s), and `run` returns once
+/// the closes have been sent.
 public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendable {
     /// The listener's states: `NetworkConnectionState`, with the same cases as a connection's.
     public typealias State = NetworkConnectionState
@@ -130,7 +133,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         }
         broadcast.update(.preparing)
         let group: any ListenerGroup
-        let incoming: AsyncStream<NetworkConnection<ApplicationProtocol>>
+        let intake = InboundIntake<ApplicationProtocol>()
         do {
             var constraints = parameters.interfaceConstraints
             constraints.requiredInterface = nil
@@ -140,23 +143,20 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                     "requiredInterfaceType, prohibitedInterfaceTypes, prohibitedInterfaces, expensivePathsProhibited and constrainedPathsProhibited on listeners (a listener takes requiredInterface; connections apply them all)")
             }
             let address = try await bindAddress()
-            let (stream, continuation) = AsyncStream<NetworkConnection<ApplicationProtocol>>.makeStream()
-            incoming = stream
-            let deliver: @Sendable (NetworkConnection<ApplicationProtocol>) -> Void = { continuation.yield($0) }
             switch parameters.stack {
             case let quic as QUIC:
-                group = try await startQUIC(quic, bindTo: address, prepare: prepareQUIC, deliver: deliver)
+                group = try await startQUIC(quic, bindTo: address, prepare: prepareQUIC, intake: intake)
             case let udp as UDP:
-                group = try await startUDP(udp, bindTo: address, deliver: deliver)
+                group = try await startUDP(udp, bindTo: address, intake: intake)
             case let tls as TLS:
-                group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, deliver: deliver)
+                group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, intake: intake)
             case let tcp as TCP:
-                group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, deliver: deliver)
+                group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, intake: intake)
             case let framed as any MessageFramedStack:
                 switch framed.framedLower {
-                case .tls(let tls): group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, deliver: deliver)
-                case .tcp(let tcp): group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, deliver: deliver)
-                case .udp(let udp): group = try await startUDP(udp, bindTo: address, deliver: deliver)
+                case .tls(let tls): group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, intake: intake)
+                case .tcp(let tcp): group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, intake: intake)
+                case .udp(let udp): group = try await startUDP(udp, bindTo: address, intake: intake)
                 case .quicStream, .unsupported:
                     throw NetworkError.unsupported((framed.framedLower.unsupportedOnConnections ?? "") + " (listener)")
                 }
@@ -165,6 +165,10 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             }
             boundPort.withLock { $0 = NWEndpoint.Port(integerLiteral: group.localAddress.port) }
             self.group.withLock { $0 = group }
+            // Cancelling `run` closes the intake at once (no connection is made for which no
+            // handler would run), and the sockets stop taking new clients: waiting for `run` to
+            // get there left them accepting clients nobody served while handlers ran down.
+            intake.closeWhenCancelled { group.stopAccepting() }
         } catch {
             let error = NetworkError(error)
             broadcast.update(.failed(error))
@@ -172,8 +176,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         }
         broadcast.update(.ready)
         await withDiscardingTaskGroup { tasks in
-            // Ends when the calling task is cancelled.
-            for await connection in incoming {
+            // Ends when the calling task is cancelled (after any connection admitted before).
+            for await connection in intake.connections {
                 tasks.addTask {
                     do {
                         try await handler(connection)
@@ -200,7 +204,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
 
     private func startQUIC(
         _ quic: QUIC, bindTo address: SocketAddress, prepare: (@Sendable (QUICChannel) -> Void)?,
-        deliver: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) -> Void
+        intake: InboundIntake<ApplicationProtocol>
     ) async throws -> QUICServerGroup {
         if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled {
             throw NetworkError.unsupported("serviceClass and multipathServiceType on QUIC listeners (TCP and TLS listeners apply them)")
@@ -214,13 +218,13 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             bindTo: address, batching: quic.udp.batching, sockets: try listeningSockets(environment?.sockets ?? UDPSockets())
         ) { driver, context in
             InboundConnections(
-                driver: driver, context: context, stack: stack, transport: quic.transport, prepare: prepare, deliver: deliver
+                driver: driver, context: context, stack: stack, transport: quic.transport, prepare: prepare, intake: intake
             ).handle
         }
     }
 
     private func startUDP(
-        _ udp: UDP, bindTo address: SocketAddress, deliver: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) -> Void
+        _ udp: UDP, bindTo address: SocketAddress, intake: InboundIntake<ApplicationProtocol>
     ) async throws -> UDPServerGroup {
         try udp.validateForDatagrams()
         if parameters.localEndpoint != nil {
@@ -239,18 +243,24 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             { metadata, _, context in
                 guard admission.admit() else { return nil }
                 let peer = NWEndpoint(metadata.remote)
-                let core = ConnectionCore(loop: context.loop, endpointDescription: peer.description)
-                core.whenEnded = { admission.release() }
-                core.shared.states.update(.preparing)
-                deliver(NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared))
-                return core.datagram
+                // Once `run` is cancelled, a new peer's datagrams are dropped, as at the limit.
+                let admitted = intake.admit {
+                    let core = ConnectionCore(loop: context.loop, endpointDescription: peer.description)
+                    core.whenEnded = { admission.release() }
+                    core.shared.states.update(.preparing)
+                    return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
+                }
+                guard let admitted else {
+                    admission.release()
+                    return nil
+                }
+                return admitted.core.value.datagram
             }
         }
     }
 
     private func startByteStreams(
-        tcp: TCP, tls: TLS?, bindTo address: SocketAddress,
-        deliver: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) -> Void
+        tcp: TCP, tls: TLS?, bindTo address: SocketAddress, intake: InboundIntake<ApplicationProtocol>
     ) async throws -> TCPServerGroup {
         if parameters.localEndpoint != nil {
             // Not silently dropped: a listener binds where `init(for:)` says.
@@ -271,7 +281,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             sockets: environment?.streamSockets ?? TCPSockets()
         ) { _ in
             InboundByteStreams(stack: stack, tcp: tcp, tls: tlsContext, handshakeTimeout: tls?.handshakeTimeout ?? .seconds(10),
-                admission: admission, deliver: deliver).accept
+                admission: admission, intake: intake).accept
         }
     }
 

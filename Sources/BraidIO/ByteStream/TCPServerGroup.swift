@@ -51,6 +51,14 @@ package final class TCPServerGroup: Sendable {
         return TCPServerGroup(localAddress: bound, acceptors: acceptors)
     }
 
+    /// `close()` without waiting: each loop closes its listening socket at its next pass, so
+    /// clients connecting after that are refused by the kernel (RST).
+    package func stopAccepting() {
+        for acceptor in acceptors {
+            acceptor.loop.execute { _ in acceptor.value.listener.close() }
+        }
+    }
+
     /// Stops accepting: closes every listening socket (connections already accepted carry on).
     package func close() async {
         await Self.close(acceptors)

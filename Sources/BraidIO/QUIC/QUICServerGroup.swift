@@ -86,6 +86,15 @@ public final class QUICServerGroup: Sendable {
         return QUICServerGroup(localAddress: bound, drivers: drivers)
     }
 
+    /// Refuses new clients from now on (CONNECTION_REFUSED, see
+    /// `QUICServerEndpoint.isAcceptingNewConnections`); connections already accepted carry on.
+    /// Returns at once: each loop applies it at its next pass.
+    public func stopAccepting() {
+        for driver in drivers {
+            driver.loop.execute { _ in driver.value.endpoint.isAcceptingNewConnections = false }
+        }
+    }
+
     /// Closes every connection (application error code 0, sent to the peers) and every socket.
     public func close() async {
         await Self.close(drivers)

@@ -85,6 +85,11 @@ public final class QUICServerEndpoint {
         }
     }
 
+    /// False once the owner stops taking clients (a listener shutting down): every new client
+    /// is then refused with CONNECTION_REFUSED, "server shutting down: not accepting new
+    /// connections"; connections already accepted carry on.
+    public var isAcceptingNewConnections = true
+
     /// Every place in the connection table is taken (evicted connections no longer count).
     private var isFull: Bool { admitted.count - evicting >= configuration.maxConnections }
 
@@ -208,6 +213,11 @@ public final class QUICServerEndpoint {
             // Not an Initial that can start a connection (at 0.12.1 this includes 0-RTT that
             // overtook its Initial); the client will retransmit.
             droppedDatagrams += 1
+            return nil
+        }
+        guard isAcceptingNewConnections else {
+            // Before Retry: a client that would be refused anyway costs no round trip.
+            refuse(header, reason: Self.shuttingDownReason, path: path)
             return nil
         }
         let address = Self.clientKey(path.remote)
@@ -444,6 +454,9 @@ public final class QUICServerEndpoint {
         evictedSinceLastPoll.append(connection)
         applyRoutingChanges(of: connection)
     }
+
+    /// Why clients are refused once `isAcceptingNewConnections` is false.
+    public static let shuttingDownReason = "server shutting down: not accepting new connections"
 
     /// Refuses a new client statelessly: CONNECTION_REFUSED with a reason that says why.
     private func refuse(_ header: ngtcp2_pkt_hd, reason: String, path: QUICPath) {

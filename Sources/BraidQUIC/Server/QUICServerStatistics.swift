@@ -12,7 +12,7 @@ public struct QUICServerStatistics: Sendable, Hashable {
     /// A client without a token gets a Retry now.
     public var isRetryActive = false
     public var retriesSent = 0
-    /// Clients refused with CONNECTION_REFUSED (a limit was reached).
+    /// Clients refused with CONNECTION_REFUSED (a limit was reached, or the server stopped accepting).
     public var refusedConnections = 0
     /// Idle connections closed to make room for a new client.
     public var evictedConnections = 0

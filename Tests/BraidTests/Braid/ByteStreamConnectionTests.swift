@@ -320,6 +320,58 @@ import BraidCore
         }
     }
 
+    /// Once `run` is cancelled, the listening socket closes at once, though `run` keeps
+    /// running for a handler that has not returned: new clients are refused (a client already
+    /// in the backlog when it closed is reset), never accepted without a handler, and the held
+    /// connection is still served.
+    @Test(.timeLimit(.minutes(3))) func aCancelledListenerRefusesNewClients() async throws {
+        final class Flags: Sendable {
+            let isOpen = Atomic(false), entered = Atomic(false)
+        }
+        let flags = Flags()
+        let server = try await RunningStreamListener.start(TCP(), handler: { connection in
+            let request = try await connection.receive(exactly: 1).content
+            flags.entered.store(true, ordering: .relaxed)
+            // Not cancelled with the handler: `run` cannot return before the test lets it.
+            await Task { while !flags.isOpen.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(10)) } }.value
+            try await connection.send(request)
+        })
+        defer {
+            flags.isOpen.store(true, ordering: .relaxed)
+            server.task.cancel()
+        }
+        let held = NetworkConnection(to: server.endpoint) { TCP() }
+        defer { held.cancel() }
+        try await held.send(Data("1".utf8))
+        for _ in 0..<1000 where !flags.entered.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(10)) }
+        let handlerHasIt = flags.entered.load(ordering: .relaxed)
+        try #require(handlerHasIt, "the first connection never reached its handler")
+        server.task.cancel()
+        var refused = false
+        for _ in 0..<100 where !refused {
+            let late = NetworkConnection(to: server.endpoint) { TCP() }
+            defer { late.cancel() }
+            do {
+                try await late.send(Data("2".utf8))
+                let reply = try await late.receive(exactly: 1).content
+                Issue.record("a client connecting after cancellation was served: \(Array(reply))")
+                break
+            } catch NetworkError.connectionRefused {
+                refused = true
+            } catch NetworkError.connectionReset {
+                // Taken from the backlog before the listening socket closed.
+            } catch {
+                Issue.record("a client connecting after cancellation failed with \(error)")
+                break
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(refused, "the cancelled listener still accepts connections")
+        flags.isOpen.store(true, ordering: .relaxed)
+        #expect(try await held.receive(exactly: 1).content == Data("1".utf8))
+        try await server.task.value
+    }
+
     @Test func aListenerWithoutAnIdentityFailsClearly() async throws {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TLS() }
         await #expect(throws: NetworkError.invalidConfiguration(

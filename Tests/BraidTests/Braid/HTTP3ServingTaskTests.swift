@@ -5,8 +5,8 @@ import HTTPTypes
 import Testing
 
 /// What `runHTTP3` keeps for each connection it accepts (its serving task, by channel, until
-/// the listener's task for that connection takes it) goes when the connection ends, also for
-/// a connection the listener runs no task for.
+/// the listener's task for that connection takes it) is taken by that task; once `runHTTP3`
+/// is cancelled, no connection is accepted that no task would take.
 @Suite struct HTTP3ServingTaskTests {
     /// Lets a handler wait until the test opens it.
     private final class Gate: Sendable {
@@ -28,11 +28,11 @@ import Testing
         return condition()
     }
 
-    /// Clients that connect while the listener shuts down (cancelled, waiting for a request
-    /// it took to finish) are accepted, but the listener starts no task for them: its loop
-    /// over new connections has ended. Each one's serving task must go when its connection
-    /// ends; kept until `runHTTP3` returned, they piled up with every client that came and went.
-    @Test(.timeLimit(.minutes(3))) func connectionsAcceptedDuringShutdownLeaveNothingBehind() async throws {
+    /// Once `runHTTP3` is cancelled (here while a request it took is held, so the shutdown
+    /// lasts), new clients are refused at once as the server shutting down, so no connection
+    /// is accepted that the listener runs no task for (such connections used to be served
+    /// requests and then closed with QUIC code 0); the held request still completes.
+    @Test(.timeLimit(.minutes(3))) func aShuttingDownListenerRefusesNewClients() async throws {
         let gate = Gate()
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
             QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
@@ -49,13 +49,16 @@ import Testing
             if case .failed(let error) = state { throw error }
         }
         let port = try #require(listener.port)
+        let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: port)
         let client = HTTP3Client(quic: testClient(alpn: ["h3"]))
         let request = HTTPRequest(method: .get, scheme: "https", authority: "127.0.0.1:\(port.rawValue)", path: "/")
         let inFlight = Task { try await client.data(for: request) }
+        let lateClient = HTTP3Client(quic: testClient(alpn: ["h3"]))
         defer {
             // Also on failure: the handler returns, the shutdown ends and `runHTTP3` with it.
             gate.open()
             client.close()
+            lateClient.close()
         }
         try #require(try await eventually { gate.entered == 1 }, "the request never reached its handler")
         // The request's connection is taken by its task before the shutdown starts, so it
@@ -63,22 +66,23 @@ import Testing
         try #require(try await eventually { listener.servingTaskCount == 0 }, "the listener's task never took the first connection's serving task")
 
         task.cancel()
+        let refusal = NetworkError.serverBusy(endpoint: endpoint.description, reason: "server shutting down: not accepting new connections")
         for _ in 0..<3 {
-            let late = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: port)) { testClient(alpn: ["h3"]) }
+            let late = NetworkConnection(to: endpoint) { testClient(alpn: ["h3"]) }
             late.start()
-            var isReady = false
-            for await state in late.states {
-                if state == .ready { isReady = true }
-                if state == .ready || state.isFinal { break }
+            var final: NetworkConnection<QUIC>.State?
+            for await state in late.states where state == .ready || state.isFinal {
+                final = state
+                break
             }
             await late.close()
-            try #require(isReady, "the shutting-down listener no longer accepts connections: this test needs another way to reach one it runs no task for")
+            #expect(final == .failed(refusal))
         }
-        let drained = try await eventually { listener.servingTaskCount == 0 }
-        // Still shutting down: the count is of a `runHTTP3` that has not returned.
-        let stillRunning = listener.servingTaskCount != nil
-        #expect(drained, "\(listener.servingTaskCount ?? 0) serving tasks kept for connections that ended")
-        #expect(stillRunning, "runHTTP3 returned before its connections were counted")
+        await #expect(throws: refusal) { _ = try await lateClient.data(for: request) }
+        // Nothing was kept for the refused clients, and the shutdown still waits for the held request.
+        #expect(listener.servingTaskCount == 0)
+        #expect(gate.entered == 1)
+        #expect((await listener.statistics?.refusedConnections ?? 0) >= 4)
 
         gate.open()
         let (_, response) = try await inFlight.value
