@@ -14,6 +14,10 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
     private let prepare: (@Sendable (QUICChannel) -> Void)?
     /// The channels of live connections (the public connections are their handlers' to keep).
     private var channels: [ObjectIdentifier: QUICChannel] = [:]
+    /// Connections refused because `run` was cancelled after the endpoint took them: their
+    /// remaining events go nowhere. Held (not only their identifiers) until they terminate,
+    /// so a new connection cannot reuse an identifier still listed here.
+    private var refused: [ObjectIdentifier: QUICConnection] = [:]
 
     init(
         driver: QUICServerDriver, context: LoopContext, stack: ApplicationProtocol, transport: QUICTransportConfiguration,
@@ -33,14 +37,16 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
         if let existing = channels[key] {
             channel = existing
         } else {
+            if refused[key] != nil {
+                if case .terminated = event { refused[key] = nil }
+                return
+            }
             switch event {
             case .connectionClosed, .terminated:
                 // A handshake that ended before anything reached the application (abandoned,
                 // refused, timed out): nobody is told, and no connection object is made for it.
                 return
-            default:
-                // Refused below: its remaining events go nowhere either.
-                if connection.isClosed { return }
+            default: break
             }
             let admitted = intake.admit {
                 let inbound = NetworkConnection<ApplicationProtocol>.running(
@@ -53,6 +59,7 @@ final class InboundConnections<ApplicationProtocol: NetworkProtocol> {
                 // `run` was cancelled after the endpoint took this client (the endpoint's own
                 // refusal reaches it at the loop's next pass): refused the same way.
                 connection.refuse(reason: QUICServerEndpoint.shuttingDownReason, now: context.now)
+                refused[key] = connection
                 driver.service(connection, context)
                 return
             }
