@@ -89,8 +89,8 @@ extension NetworkListener where ApplicationProtocol == QUIC {
             let loop = channel.loop.isVirtual ? nil : channel.loop
             let requests = http3.shared.requests, key = ObjectIdentifier(channel)
             // The entry goes when the connection's task takes it, or when the serving ends,
-            // whichever comes first: a connection the listener never runs a task for (one
-            // accepted after `run` was cancelled, while it drains) leaves nothing behind. The serving
+            // whichever comes first: a connection the listener never runs a task for leaves
+            // nothing behind (a backstop: a cancelled listener accepts no new connection). The serving
             // cannot end before the entry is in: its requests end only when the connection
             // does, which this loop pass (still running here) has to process first.
             let serving = Task(executorPreference: loop) {
