@@ -38,10 +38,20 @@ static void take(braid_lock_t *lock) {
     }
 }
 
+#ifdef DEBUG
+// This thread's ID, read once: gettid is a system call in glibc, and every lock asks for it.
+static _Thread_local uint32_t cached_thread_id;
+
+static uint32_t thread_id(void) {
+    if (cached_thread_id == 0) cached_thread_id = (uint32_t)gettid();
+    return cached_thread_id;
+}
+#endif
+
 void braid_lock_acquire(braid_lock_t *lock) {
 #ifdef DEBUG
     // Only this thread can have stored its own ID here, and it clears it before releasing.
-    uint32_t self = (uint32_t)gettid();
+    uint32_t self = thread_id();
     if (__atomic_load_n(&lock->owner, __ATOMIC_RELAXED) == self) {
         fprintf(stderr, "Locked: the lock was taken again on the thread that holds it\n");
         abort();
