@@ -188,10 +188,21 @@ import BraidCore
     }
 
     /// A name whose first address has nothing listening: the race moves to the next address.
+    /// The closed address's port is held by a socket that never listens: left free, another
+    /// test's listener could take it, and the client would reach that one instead.
     @Test(arguments: [("::1", "127.0.0.1"), ("127.0.0.1", "::1")])
     func happyEyeballsReachesTheServerOnEitherFamily(serverHost: String, closedHost: String) async throws {
-        let server = try await RunningStreamListener.start(host: NWEndpoint.Host(serverHost), TCP())
-        defer { server.task.cancel() }
+        var attempt: (server: RunningStreamListener<TCP>, closed: ClosedTCPPort)?
+        for _ in 0..<20 where attempt == nil {
+            let server = try await RunningStreamListener.start(host: NWEndpoint.Host(serverHost), TCP())
+            if let closed = ClosedTCPPort(SocketAddress(ip: closedHost, port: server.port.rawValue)!) {
+                attempt = (server, closed)
+            } else {
+                server.task.cancel()
+            }
+        }
+        let (server, closed) = try #require(attempt, "no port free on both \(serverHost) and \(closedHost)")
+        defer { server.task.cancel(); withExtendedLifetime(closed) {} }
         let port = server.port.rawValue
         let name = "tcp-dual-\(port).test"
         Resolver.namesForTesting.withLock {

@@ -1,3 +1,4 @@
+import BraidIO
 import BraidQUIC
 import Foundation
 import Glibc
@@ -36,8 +37,22 @@ import Testing
     /// (or only the first) fails.
     @Test(.timeLimit(.minutes(3)), arguments: [("::1", "127.0.0.1"), ("127.0.0.1", "::1")])
     func happyEyeballsReachesTheServerOnEitherFamily(serverHost: String, silentHost: String) async throws {
-        let (listener, task) = try await listener(on: NWEndpoint.Host(serverHost))
-        defer { task.cancel() }
+        // The silent address is held by a socket that never answers: a free port there could be
+        // taken by another test's listener (the suite runs in parallel), which the client would
+        // reach instead and see closed or reset when that test ended. A port already taken on
+        // the silent host means another listener, on another port.
+        var attempt: (listener: NetworkListener<QUIC>, task: Task<Void, any Error>, silent: UDPSocket)?
+        for _ in 0..<20 where attempt == nil {
+            let (listener, task) = try await listener(on: NWEndpoint.Host(serverHost))
+            if let silent = try? UDPSocket(bindTo: SocketAddress(ip: silentHost, port: listener.port!.rawValue)!) {
+                attempt = (listener, task, silent)
+            } else {
+                task.cancel()
+                _ = try? await task.value
+            }
+        }
+        let (listener, task, silent) = try #require(attempt, "no port free on both \(serverHost) and \(silentHost)")
+        defer { task.cancel(); silent.close() }
         let port = listener.port!.rawValue
         let name = "dual-\(port).test"
         // The silent address is listed first, so it is tried first.
