@@ -136,6 +136,21 @@ extension Roles {
         }
     }
 
+    /// `coder-framing`: the `throughput` scenario's in-process JSON and Coder framing rows
+    /// alone, `--slices` turns of `--values` values each (default 10 of 20,000). Prints the
+    /// mean us per message, both halves: `{"json", "json_reused", "framed"}`.
+    static func coderFraming(_ flags: Flags) throws {
+        let slices = flags.int("slices", 10), values = flags.int("values", 20_000)
+        var alone = 0.0, reused = 0.0, framed = 0.0
+        for _ in 0..<slices {
+            alone += try FramerRows.jsonAlone(values, reuse: false).total
+            framed += try FramerRows.coderFramingAlone(values).total
+            reused += try FramerRows.jsonAlone(values, reuse: true).total
+        }
+        let n = Double(slices)
+        printJSON(["json": alone / n, "json_reused": reused / n, "framed": framed / n])
+    }
+
     private static func timeFramed<Stack: NetworkProtocol>(
         _ connection: NetworkConnection<Stack>, messages: Int, send: () async throws -> Void, waitForClose: () async throws -> Void
     ) async throws {

@@ -28,6 +28,7 @@ enum Roles {
             case "stream-idle-connections": try await streamIdleConnections(flags)
             case "framed-server": try await framedServer(flags)
             case "framed-client": try await framedClient(flags)
+            case "coder-framing": try coderFraming(flags)
             case "udp-server": try await udpServer(flags)
             case "udp-client": try await udpClient(flags)
             case "http3-client": try await http3Client(flags)

@@ -171,8 +171,7 @@ enum FramerRows {
             let value = try CoderFraming.encode(BenchMove.sample(sequence), using: .json)
             let length = UInt32(value.count)
             withUnsafeTemporaryAllocation(byteCount: TLVFraming.headerSize + value.count, alignment: 8) { message in
-                TLVEncoder.writeHeader(type: CoderFraming.messageType, length: length, into: message)
-                value.copyBytes(to: UnsafeMutableRawBufferPointer(rebasing: message[TLVFraming.headerSize...]))
+                TLVEncoder.write(value, type: CoderFraming.messageType, length: length, into: message)
                 stream.append(message.baseAddress!.assumingMemoryBound(to: UInt8.self), count: message.count)
             }
         }
@@ -183,7 +182,7 @@ enum FramerRows {
             let read = min(64 * 1024, stream.count - offset)
             decoder.append(stream.subdata(in: offset..<(offset + read)))
             offset += read
-            while let message = try decoder.next() {
+            while let message = try decoder.next(sharingStorage: true) {
                 checksum &+= try CoderFraming.decode(BenchMove.self, from: message, using: .json).sequence
             }
         }

@@ -79,7 +79,12 @@ public struct TLVDecoder: Sendable {
     /// A value of 4 KiB or more lying within one appended piece and at least half its size
     /// shares that piece's memory; any other value is copied. So a message an application
     /// keeps holds at most twice its own size, however large the piece it arrived in.
-    public mutating func next() throws(TLVFramingError) -> TLVMessage? {
+    ///
+    /// `sharingStorage: true` is for a value used at once and dropped, as `Coder` decodes
+    /// one: a value lying within one appended piece is then a slice of it, however small (no
+    /// allocation, no copy; its indices start where it lies in the piece, not at 0), and
+    /// keeps the whole piece alive while it lives.
+    public mutating func next(sharingStorage: Bool = false) throws(TLVFramingError) -> TLVMessage? {
         if let failure { throw failure }
         guard buffered >= TLVFraming.headerSize else { return nil }
         let fields = header()
@@ -97,7 +102,7 @@ public struct TLVDecoder: Sendable {
         let count = Int(length)
         guard buffered >= TLVFraming.headerSize + count else { return nil }
         skip(TLVFraming.headerSize)
-        return TLVMessage(type: type, value: take(count))
+        return TLVMessage(type: type, value: take(count, sharingStorage: sharingStorage))
     }
 
     /// The header at the first unread byte, type in the high half: 8 bytes, gathered across
@@ -146,14 +151,17 @@ public struct TLVDecoder: Sendable {
     }
 
     /// The next `count` buffered bytes as a value (the caller checked they are here).
-    private mutating func take(_ count: Int) -> Data {
+    private mutating func take(_ count: Int, sharingStorage: Bool) -> Data {
         guard count > 0 else { return Data() }
         let piece = pieces[first], from = offset
         if piece.count - from >= count {
             let value: Data
-            // Small values are copied: a few bytes' `Data` may keep them inline, with no
-            // memory of its own to share.
-            if count >= Self.smallestSharedValue && count * 2 >= piece.count {
+            if sharingStorage {
+                let start = piece.startIndex + from
+                value = piece[start..<(start + count)]
+            } else if count >= Self.smallestSharedValue && count * 2 >= piece.count {
+                // Small values are copied (below): a few bytes' `Data` may keep them inline,
+                // with no memory of its own to share.
                 if from == 0 && count == piece.count && piece.startIndex == 0 {
                     value = piece
                 } else {

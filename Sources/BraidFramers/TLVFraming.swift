@@ -65,6 +65,20 @@ public enum TLVEncoder {
         buffer.storeBytes(of: length.bigEndian, toByteOffset: 4, as: UInt32.self)
     }
 
+    /// A whole message into `buffer`, which has room for exactly the header and `value`:
+    /// what a send of one message queues. `length` is `value.count` as the header says it.
+    @inlinable  // specialized in the caller for its `Data` or array: a generic call per message costs more than the copy
+    public static func write(_ value: some Collection<UInt8>, type: UInt32, length: UInt32, into buffer: UnsafeMutableRawBufferPointer) {
+        precondition(buffer.count == TLVFraming.headerSize + Int(length) && value.count == Int(length), "a TLV message's buffer holds its header and value")
+        writeHeader(type: type, length: length, into: buffer)
+        let destination = UnsafeMutableRawBufferPointer(rebasing: buffer[TLVFraming.headerSize...])
+        // `Data` and arrays copy in one `memcpy`; `DataProtocol.copyBytes` would take the generic path per call.
+        let copied: Void? = value.withContiguousStorageIfAvailable { destination.copyMemory(from: UnsafeRawBufferPointer($0)) }
+        if copied == nil {
+            for (index, byte) in value.enumerated() { destination[index] = byte }
+        }
+    }
+
     /// The length field for a value of `count` bytes; throws if a UInt32 cannot say it.
     public static func length(type: UInt32, count: Int) throws(TLVFramingError) -> UInt32 {
         guard let length = UInt32(exactly: count) else {

@@ -30,7 +30,7 @@ struct MessageEnd: Sendable {
     /// a UInt32 length cannot say.
     static func frame(_ content: some Collection<UInt8>, type: UInt32) throws -> StreamBytes {
         let length = try length(of: content)
-        return StreamBytes(count: TLVFraming.headerSize + Int(length)) { write(content, type: type, length: length, into: $0) }
+        return StreamBytes(count: TLVFraming.headerSize + Int(length)) { TLVEncoder.write(content, type: type, length: length, into: $0) }
     }
 
     /// Queues one message if the stream has room now (nil: queued; a small one is copied
@@ -40,7 +40,7 @@ struct MessageEnd: Sendable {
         let length = try Self.length(of: content)
         let count = TLVFraming.headerSize + Int(length)
         if count <= StreamOutbox.largestSharedSend,
-            try end.queueAtOnce(count: count, endOfStream: false, queued: queued, writing: { Self.write(content, type: type, length: length, into: $0) }) {
+            try end.queueAtOnce(count: count, endOfStream: false, queued: queued, writing: { TLVEncoder.write(content, type: type, length: length, into: $0) }) {
             return nil
         }
         let bytes = try Self.frame(content, type: type)
@@ -56,21 +56,16 @@ struct MessageEnd: Sendable {
         return length
     }
 
-    /// Header then `content` into `buffer`, which has room for exactly both.
-    private static func write(_ content: some Collection<UInt8>, type: UInt32, length: UInt32, into buffer: UnsafeMutableRawBufferPointer) {
-        TLVEncoder.writeHeader(type: type, length: length, into: buffer)
-        ByteStreamEnd.copy(content, into: UnsafeMutableRawBufferPointer(rebasing: buffer[TLVFraming.headerSize...]))
-    }
-
     /// The next whole TLV message; nil once the peer finished at a message boundary.
-    func receive() async throws -> TLVMessage? {
-        try await receiver.receive(from: end, tooLarge: lostBoundaries)
+    /// `sharingStorage`: for a message decoded at once and dropped (`TLVDecoder.next(sharingStorage:)`).
+    func receive(sharingStorage: Bool = false) async throws -> TLVMessage? {
+        try await receiver.receive(from: end, sharingStorage: sharingStorage, tooLarge: lostBoundaries)
     }
 
     /// A message already decoded, taken without suspending; nil if the next one needs a
     /// `receive()` (which may wait for bytes).
-    func decoded() throws -> TLVMessage? {
-        try receiver.decodedMessage(tooLarge: lostBoundaries)
+    func decoded(sharingStorage: Bool = false) throws -> TLVMessage? {
+        try receiver.decodedMessage(sharingStorage: sharingStorage, tooLarge: lostBoundaries)
     }
 
     /// What a receive throws once the peer finished at a message boundary.
@@ -105,19 +100,24 @@ struct MessageEnd: Sendable {
         try await send(Self.encode(value, using: coder), type: CoderFraming.messageType, endOfStream: endOfStream, queued: queued)
     }
 
-
-
     /// The next value, decoded by `coder`; nil once the peer finished at a message boundary.
     /// A message that does not decode is consumed and throws `messageDecodingFailed`.
     func nextValue<Value: Decodable>(_ type: Value.Type, using coder: some NetworkCoder) async throws -> (content: Value, metadata: TLV.Metadata)? {
-        guard let message = try await receive() else { return nil }
+        guard let message = try await receive(sharingStorage: Self.decodesSlices(coder)) else { return nil }
         return try Self.value(type, from: message, using: coder)
     }
 
     /// `decoded()` as a value: nil if the next message needs a `receive()`.
     func decodedValue<Value: Decodable>(_ type: Value.Type, using coder: some NetworkCoder) throws -> (content: Value, metadata: TLV.Metadata)? {
-        guard let message = try decoded() else { return nil }
+        guard let message = try decoded(sharingStorage: Self.decodesSlices(coder)) else { return nil }
         return try Self.value(type, from: message, using: coder)
+    }
+
+    /// Whether `coder`'s decoder takes a message's value as a slice of the bytes it arrived
+    /// in (no copy): Braid's own coders do, as `JSONDecoder` and `PropertyListDecoder` read a
+    /// `Data` from its `startIndex`. A user's decoder gets a value indexed from 0, as ever.
+    private static func decodesSlices(_ coder: some NetworkCoder) -> Bool {
+        coder is NetworkJSONCoder || coder is NetworkPropertyListCoder
     }
 
     private static func value<Value: Decodable>(

@@ -40,24 +40,25 @@ final class MessageReceiver: Sendable {
     /// The next whole message; nil when the peer finished the stream at a message boundary.
     /// Throws `NetworkError.messageTooLarge` (after `tooLarge` ran with it) for a
     /// header announcing more than the maximum, `unexpectedEndOfStream` for a stream that
-    /// ends inside a message, and the connection's errors.
-    func receive(from end: ByteStreamEnd, tooLarge: @Sendable (NetworkError) -> Void) async throws -> TLVMessage? {
-        if let message = try decodedMessage(tooLarge: tooLarge) { return message }
+    /// ends inside a message, and the connection's errors. `sharingStorage`: as
+    /// `TLVDecoder.next(sharingStorage:)`, for a message decoded at once and dropped.
+    func receive(from end: ByteStreamEnd, sharingStorage: Bool = false, tooLarge: @Sendable (NetworkError) -> Void) async throws -> TLVMessage? {
+        if let message = try decodedMessage(sharingStorage: sharingStorage, tooLarge: tooLarge) { return message }
         return try await NetworkError.mapping {
             try await startFeeding()
             defer { finishFeeding() }
-            return try await feed(from: end, tooLarge: tooLarge)
+            return try await feed(from: end, sharingStorage: sharingStorage, tooLarge: tooLarge)
         }
     }
 
     /// A whole message already decoded, taken in one lock round without suspending; nil when
     /// none is, or when a receive is feeding or queued (they come first). Throws as `receive`
     /// does for a header announcing more than the maximum.
-    func decodedMessage(tooLarge: @Sendable (NetworkError) -> Void) throws(NetworkError) -> TLVMessage? {
+    func decodedMessage(sharingStorage: Bool = false, tooLarge: @Sendable (NetworkError) -> Void) throws(NetworkError) -> TLVMessage? {
         let decoded: Result<TLVMessage, TLVFramingError>? = state.withLock { state in
             guard !state.feeding, state.queued.isEmpty else { return nil }
             do throws(TLVFramingError) {
-                return try state.decoder.next().map { .success($0) }
+                return try state.decoder.next(sharingStorage: sharingStorage).map { .success($0) }
             } catch {
                 return .failure(error)
             }
@@ -71,11 +72,11 @@ final class MessageReceiver: Sendable {
 
     /// Decodes, reading from `end` whenever the decoder needs bytes, until a whole message (or
     /// the end of the stream). Only the feeding receive calls it.
-    private func feed(from end: ByteStreamEnd, tooLarge: @Sendable (NetworkError) -> Void) async throws -> TLVMessage? {
+    private func feed(from end: ByteStreamEnd, sharingStorage: Bool, tooLarge: @Sendable (NetworkError) -> Void) async throws -> TLVMessage? {
         while true {
             let step: Result<(message: TLVMessage?, needed: Int, buffered: Int), TLVFramingError> = state.withLock { state in
                 Result { () throws(TLVFramingError) in
-                    (try state.decoder.next(), state.decoder.bytesNeeded, state.decoder.bufferedByteCount)
+                    (try state.decoder.next(sharingStorage: sharingStorage), state.decoder.bytesNeeded, state.decoder.bufferedByteCount)
                 }
             }
             let decoded: (message: TLVMessage?, needed: Int, buffered: Int)

@@ -28,11 +28,13 @@ enum FramersFuzzInput {
         var framingError: TLVFramingError?
     }
 
-    /// Byte 0 picks the maximum message size, byte 1 how the rest is cut into pieces, the
+    /// Byte 0 picks the maximum message size (and, with its high bit, values that share the
+    /// pieces' storage, as `Coder` takes them), byte 1 how the rest is cut into pieces, the
     /// rest is the stream.
     static func run(_ input: [UInt8]) -> Outcome {
         guard input.count >= 2 else { return Outcome() }
         let maximum = [0, 1, 8, 64, 1000, 4096, TLVFraming.defaultMaximumMessageSize][Int(input[0]) % 7]
+        let sharingStorage = input[0] >= 0x80
         let stream = Array(input[2...])
         var pieceSeed = Int(input[1]) | 1
         var decoder = TLVDecoder(maximumMessageSize: maximum)
@@ -47,13 +49,13 @@ enum FramersFuzzInput {
             precondition(decoder.bufferedByteCount <= stream.count, "the decoder holds more than it was given")
             while true {
                 do {
-                    guard let message = try decoder.next() else { break }
+                    guard let message = try decoder.next(sharingStorage: sharingStorage) else { break }
                     precondition(message.value.count <= maximum, "a message above the maximum")
                     outcome.messages += 1
                     reencoded += try TLVEncoder.encode(type: message.type, value: message.value)
                     decodeAsCoder(message, into: &outcome)
                 } catch {
-                    // Typed: `next()` and `encode` throw only `TLVFramingError`.
+                    // Typed: `next` and `encode` throw only `TLVFramingError`.
                     guard case .messageTooLarge(_, let size, let limit) = error, size > UInt64(limit), limit == maximum else {
                         preconditionFailure("a framing error for an acceptable header: \(error)")
                     }

@@ -18,12 +18,14 @@ import Testing
     }
 
     /// Feeds `pieces` in order and returns every message decoded.
-    static func decode(_ pieces: [ArraySlice<UInt8>], maximum: Int = TLVFraming.defaultMaximumMessageSize) throws -> [TLVMessage] {
+    static func decode(
+        _ pieces: [ArraySlice<UInt8>], maximum: Int = TLVFraming.defaultMaximumMessageSize, sharingStorage: Bool = false
+    ) throws -> [TLVMessage] {
         var decoder = TLVDecoder(maximumMessageSize: maximum)
         var out: [TLVMessage] = []
         for piece in pieces {
             decoder.append(piece)
-            while let message = try decoder.next() { out.append(message) }
+            while let message = try decoder.next(sharingStorage: sharingStorage) { out.append(message) }
         }
         #expect(decoder.isAtMessageBoundary)
         return out
@@ -39,13 +41,32 @@ import Testing
         #expect(try Self.decode([wire[...]]) == Self.messages)
     }
 
-    /// Every single split point of the whole stream, and every byte on its own.
-    @Test func everySplitPointDecodes() throws {
+    /// `TLVEncoder.write` (what a send queues) makes the bytes `encode` makes, from a `Data`,
+    /// an array, a slice and a collection with no contiguous storage.
+    @Test func writeMakesTheBytesEncodeMakes() throws {
+        let bytes = (0..<300).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let expected = try TLVEncoder.encode(type: 0xA1B2_C3D4, value: bytes)
+        func written(_ value: some Collection<UInt8>) -> [UInt8] {
+            [UInt8](unsafeUninitializedCapacity: TLVFraming.headerSize + value.count) { buffer, count in
+                TLVEncoder.write(value, type: 0xA1B2_C3D4, length: UInt32(value.count), into: UnsafeMutableRawBufferPointer(buffer))
+                count = buffer.count
+            }
+        }
+        #expect(written(Data(bytes)) == expected)
+        #expect(written(bytes) == expected)
+        #expect(written(Data([9, 9] + bytes)[2...]) == expected)
+        #expect(written(bytes.lazy.map { $0 }) == expected)
+        #expect(written(EmptyCollection()) == TLVEncoder.header(type: 0xA1B2_C3D4, length: 0))
+    }
+
+    /// Every single split point of the whole stream, and every byte on its own; values copied
+    /// or (`sharingStorage`) slices of the pieces.
+    @Test(arguments: [false, true]) func everySplitPointDecodes(sharingStorage: Bool) throws {
         let wire = Self.wire
         for split in 0...wire.count {
-            #expect(try Self.decode([wire[..<split], wire[split...]]) == Self.messages, "split at \(split)")
+            #expect(try Self.decode([wire[..<split], wire[split...]], sharingStorage: sharingStorage) == Self.messages, "split at \(split)")
         }
-        #expect(try Self.decode(wire.indices.map { wire[$0...$0] }) == Self.messages)
+        #expect(try Self.decode(wire.indices.map { wire[$0...$0] }, sharingStorage: sharingStorage) == Self.messages)
     }
 
     /// Every pair of split points of a two-message stream (three pieces).
@@ -167,6 +188,30 @@ import Testing
         #expect(values.map(\.value) == [large, small, large])
         #expect(values.allSatisfy { $0.value.startIndex == 0 })
         #expect(values[0].value[0] == large[0] && values[2].value[9_999] == large[9_999])
+    }
+
+    /// `sharingStorage`: a value within one piece is a slice of it (indices where it lies),
+    /// small ones too, and keeps its bytes after the decoder is gone; one split across pieces
+    /// is still gathered into a value of its own.
+    @Test func sharedValuesAreSlicesOfTheirPiece() throws {
+        let small = Data("small".utf8), large = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        var wire = Data(try TLVEncoder.encode(type: 1, value: small))
+        wire.append(contentsOf: try TLVEncoder.encode(type: 2, value: large))
+        wire.append(contentsOf: try TLVEncoder.encode(type: 3, value: small))
+        let cut = wire.count - 3
+        var values: [TLVMessage] = []
+        do {
+            var decoder = TLVDecoder()
+            decoder.append(Data(wire[..<cut]))
+            decoder.append(Data(wire[cut...]))
+            while let message = try decoder.next(sharingStorage: true) { values.append(message) }
+            #expect(decoder.isAtMessageBoundary)
+        }
+        #expect(values.map(\.type) == [1, 2, 3])
+        #expect(values.map(\.value) == [small, large, small])
+        #expect(values[0].value.startIndex == TLVFraming.headerSize)
+        #expect(values[1].value.startIndex == 2 * TLVFraming.headerSize + small.count)
+        #expect(values[2].value.startIndex == 0)
     }
 }
 
