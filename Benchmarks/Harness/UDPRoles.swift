@@ -54,7 +54,8 @@ extension Roles {
                 var bytes = 0, messages = 0
                 do {
                     for try await (content, _) in connection.messages {
-                        lastArrival.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
+                        // A clock read every 256 datagrams, not each: the idle check's unit is seconds.
+                        if messages & 255 == 0 { lastArrival.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
                         if content.count == 1 && content.first == RawBaselines.endMarker { break }
                         bytes += content.count
                         messages += 1
@@ -76,25 +77,37 @@ extension Roles {
 
     /// `udp-client`: sends `--bytes` in `--payload`-byte datagrams (in `batch` blocks of
     /// `--batch`), then the end markers; the time covers the sends only, as the raw client's.
+    /// `--rate` paces the payload at that many Mbit/s (checked every 64 datagrams; 0, the
+    /// default: as fast as it can), so a receiver that keeps up drops nothing and its CPU per
+    /// byte is its own cost, not a share of an overload (`tools/ab/udp.sh` with RATE).
     /// Prints `{"bytes", "seconds", "syscalls"}` (its socket's counters).
     static func udpClient(_ flags: Flags) async throws {
         let total = flags.int("bytes", 0), payload = flags.int("payload", 1200), batch = flags.int("batch", 0)
+        let megabitsPerSecond = flags.int("rate", 0)
         let stack = udpStack(flags)
         let connection = NetworkConnection(to: streamEndpoint(flags)) { stack }
         let datagram = Data(repeating: RawBaselines.payloadByte, count: payload)
         let count = (total + payload - 1) / payload
         let start = ContinuousClock.now
-        if batch > 0 {
-            var sent = 0
-            while sent < count {
-                let group = min(batch, count - sent)
+        /// Waits until `sent` datagrams are due at the rate.
+        func pace(_ sent: Int) async throws {
+            guard megabitsPerSecond > 0 else { return }
+            let due = start + .nanoseconds(sent * payload * 8 * 1000 / megabitsPerSecond)
+            if due > ContinuousClock.now { try await Task.sleep(until: due) }
+        }
+        let group = batch > 0 ? batch : 64
+        var sent = 0
+        while sent < count {
+            let size = min(group, count - sent)
+            if batch > 0 {
                 try await connection.batch {
-                    for _ in 0..<group { try await connection.send(datagram) }
+                    for _ in 0..<size { try await connection.send(datagram) }
                 }
-                sent += group
+            } else {
+                for _ in 0..<size { try await connection.send(datagram) }
             }
-        } else {
-            for _ in 0..<count { try await connection.send(datagram) }
+            sent += size
+            try await pace(sent)
         }
         let seconds = (ContinuousClock.now - start).seconds
         for index in 0..<RawBaselines.markerCount {

@@ -9,14 +9,17 @@
 #
 #   tools/ab/udp.sh /tmp/A /tmp/B [rounds]
 #
-# Environment: BYTES (default 200000000); BATCH (default 64).
+# Environment: BYTES (default 200000000); BATCH (default 64); RATE (Mbit/s of payload the client
+# paces itself to; default 0, unpaced). Unpaced, the sender outruns the receiver and the
+# server's CPU per byte follows how much its socket dropped; at a RATE the receiver keeps up
+# with (delivered near 100%), its CPU per byte is its own cost per datagram.
 #
 # Per run, one line: the share of the sent bytes the server received, and client / server /
 # both CPU per byte received and the client's per byte sent (`perf stat` task-clock of each
 # process, start-up included). At the end, the median of each metric per build, and B/A.
 set -euo pipefail
 a=$1 b=$2 rounds=${3:-3}
-bytes=${BYTES:-200000000} batch=${BATCH:-64}
+bytes=${BYTES:-200000000} batch=${BATCH:-64} rate=${RATE:-0}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 . "$here/tools/ab/roles-ab.sh"
 
@@ -24,7 +27,7 @@ run() { # label binary
   local label=$1 bin=$2
   ab_start_server "$bin" udp-server
   perf stat -e task-clock -x, -o "$out/client.perf" -- "$bin" role udp-client --port "$port" --bytes "$bytes" \
-    --batch "$batch" >"$out/client.out" 2>"$out/client.err" \
+    --batch "$batch" --rate "$rate" >"$out/client.out" 2>"$out/client.err" \
     || { echo "$label client failed: $(tail -c 400 "$out/client.err")" >&2; exit 1; }
   ab_finish_server
   python3 - "$label" "$out" "$results" "$(ab_task_ms "$out/client.perf")" "$(ab_task_ms "$out/server.perf")" <<'PY'
