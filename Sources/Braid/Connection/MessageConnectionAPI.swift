@@ -8,28 +8,34 @@ public struct NetworkMessages<Element>: AsyncSequence {
     /// without suspending (nil: none is); `receive` waits for the next one (nil: the end). A
     /// burst of messages is taken through `poll`, so each costs a lock round rather than a
     /// chain of suspendable calls.
+    @usableFromInline
     struct Source {
-        var poll: () throws -> Element? = { nil }
-        let receive: () async throws -> Element?
+        @usableFromInline var poll: () throws -> Element? = { nil }
+        @usableFromInline let receive: () async throws -> Element?
     }
 
     /// Makes each iterator's source: the same functions for a byte stream's messages; for a
     /// UDP connection's, a `receive` that takes every datagram queued at once into the
-    /// iterator and hands them out from there.
+    /// iterator and a `poll` that hands them out from there.
     let makeSource: @Sendable () -> Source
 
     init(poll: @escaping @Sendable () throws -> Element?, receive: @escaping @Sendable () async throws -> Element?) {
         makeSource = { Source(poll: poll, receive: receive) }
     }
 
-    init(makingReceive: @escaping @Sendable () -> () async throws -> Element?) {
-        makeSource = { Source(receive: makingReceive()) }
+    init(makingSource: @escaping @Sendable () -> Source) {
+        self.makeSource = makingSource
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let source: Source
-        var finished = false
+        @usableFromInline let source: Source
+        @usableFromInline var finished = false
 
+        @usableFromInline init(source: Source) { self.source = source }
+
+        // Inlinable: specialized in the caller for its `Element` (for `UDP()`, a tuple whose
+        // metadata the unspecialized code looked up for every datagram).
+        @inlinable
         public mutating func next() async throws -> Element? {
             guard !finished else { return nil }
             do {
@@ -158,9 +164,11 @@ extension NetworkConnection where ApplicationProtocol: CoderProtocol {
     /// `receive()`, goes on with the next message).
     public var messages: NetworkMessages<(content: ApplicationProtocol.Receiving, metadata: TLV.Metadata)> {
         if isOverUDP {
-            return NetworkMessages(makingReceive: { [self] in
-                let next = datagramReader()
-                return { try await next().map { try self.value(from: $0.content) } }
+            return NetworkMessages(makingSource: { [self] in
+                let datagrams = datagramSource()
+                return .init(
+                    poll: { try datagrams.poll().map { try self.value(from: $0.content) } },
+                    receive: { try await datagrams.receive().map { try self.value(from: $0.content) } })
             })
         }
         // Made once per iteration, not once per message.

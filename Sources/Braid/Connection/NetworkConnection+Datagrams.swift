@@ -64,22 +64,25 @@ extension NetworkConnection {
 
     /// What each iterator of `messages` reads from, over UDP: every datagram queued taken at
     /// once (one lock round and at most one wake-up per batch the socket delivered), then
-    /// handed out from the iterator; those left when it is dropped go back to the inbox. Nil
-    /// once the connection was cancelled and every datagram read, the connection's error if
-    /// it failed.
-    func datagramReader() -> () async throws -> (content: Data, metadata: UDP.Metadata)? {
+    /// handed out from the iterator by `poll` without suspending; those left when it is
+    /// dropped go back to the inbox. `receive` is nil once the connection was cancelled and
+    /// every datagram read, the connection's error if it failed.
+    func datagramSource() -> NetworkMessages<(content: Data, metadata: UDP.Metadata)>.Source {
         guard let inbox = shared.udpInbox else {
-            return { throw NetworkError.internalError("a UDP connection without a datagram inbox") }
+            return .init(receive: { throw NetworkError.internalError("a UDP connection without a datagram inbox") })
         }
         let batch = MessageBatch(inbox: inbox)
+        // One memo for both closures (a captured `var` is shared): the iterator calls them in turn, never at once.
         var endpoints = DatagramEndpointMemo()
-        return { [self] in
-            start()
-            if let datagram = try await NetworkError.mapping({ try await batch.take() }) {
-                return (datagram.content, endpoints.metadata(for: datagram))
-            }
-            if case .failed(let error) = state { throw error }
-            return nil
-        }
+        return .init(
+            poll: { batch.takeQueued().map { ($0.content, endpoints.metadata(for: $0)) } },
+            receive: { [self] in
+                start()
+                if let datagram = try await NetworkError.mapping({ try await batch.take() }) {
+                    return (datagram.content, endpoints.metadata(for: datagram))
+                }
+                if case .failed(let error) = state { throw error }
+                return nil
+            })
     }
 }

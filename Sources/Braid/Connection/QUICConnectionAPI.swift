@@ -408,7 +408,10 @@ extension QUIC {
             let batch: DatagramBatch
             /// The next datagram, waiting for one; nil once the connection has ended and the
             /// queued datagrams are read, or when the task is cancelled.
-            public mutating func next() async -> Data? { await batch.next() }
+            public mutating func next() async -> Data? {
+                if let datagram = batch.takeQueued() { return datagram }
+                return await batch.next()
+            }
         }
 
         /// Received datagrams until the connection ends. Datagrams nobody reads are kept up to

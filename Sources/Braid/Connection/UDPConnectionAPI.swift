@@ -70,7 +70,7 @@ extension NetworkConnection where ApplicationProtocol == UDP {
     /// }
     /// ```
     public var messages: NetworkMessages<(content: Data, metadata: UDP.Metadata)> {
-        NetworkMessages(makingReceive: { [self] in datagramReader() })
+        NetworkMessages(makingSource: { [self] in datagramSource() })
     }
 
     /// The system calls, datagrams and bytes of the connection's socket so far (a listener's

@@ -5,10 +5,18 @@ import DequeModule
 /// inbox for the next reader instead of being lost.
 package final class MessageBatch<Element: Sendable> {
     private let inbox: MessageInbox<Element>
-    private var items = Deque<Element>()
+    @usableFromInline var items = Deque<Element>()
 
     package init(inbox: MessageInbox<Element>) {
         self.inbox = inbox
+    }
+
+    /// The next datagram this batch already took from the inbox, without suspending; nil when
+    /// it has none left (then `take` or `next` waits for more). Inlinable, so the caller's
+    /// specialization hands out a datagram with no generic metadata lookup or async call.
+    @inlinable
+    package func takeQueued() -> Element? {
+        items.popFirst()
     }
 
     /// The next datagram, or nil once the connection has ended and every datagram was read

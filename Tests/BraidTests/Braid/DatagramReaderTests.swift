@@ -34,6 +34,32 @@ import BraidCore
         #expect([first] + rest == sent)
     }
 
+    /// The same over `UDP()`: a `messages` iteration hands out the datagrams it took without
+    /// suspending, and one that stops early leaves the rest, in order, for the next.
+    @Test(.timeLimit(.minutes(3))) func udpMessagesAnIteratorTookButDidNotReturnAreKept() async throws {
+        let echo = try await RunningUDPEcho.start()
+        defer { echo.task.cancel() }
+        let connection = NetworkConnection(to: echo.endpoint) { UDP() }
+        defer { connection.cancel() }
+        let sent = (0..<20).map { Data([UInt8($0), 9, 9]) }
+        for datagram in sent { try await connection.send(datagram) }
+        let inbox = try #require(connection.shared.udpInbox)
+        while inbox.count < sent.count { try await Task.sleep(for: .milliseconds(5)) }
+        var first: [Data] = []
+        for try await (content, metadata) in connection.messages {
+            #expect(metadata.remoteEndpoint == echo.endpoint)
+            first.append(content)
+            if first.count == 3 { break }
+        }
+        var rest: [Data] = []
+        for try await (content, _) in connection.messages {
+            rest.append(content)
+            if rest.count == sent.count - first.count - 1 { break }
+        }
+        let last = try await connection.receive().content
+        #expect(first + rest + [last] == sent)
+    }
+
     /// Many tasks reading one connection's datagrams at once: each datagram reaches exactly one.
     @Test(.timeLimit(.minutes(3))) func concurrentReadersShareTheDatagrams() async throws {
         let server = try await RunningListener.start()
