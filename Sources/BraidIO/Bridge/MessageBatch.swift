@@ -1,20 +1,24 @@
 import DequeModule
+import Foundation
 
 /// Datagrams one iterator took from the inbox and has not handed out yet. A class so that the
 /// ones left over when the iterator is dropped (a `break` out of `for await`) go back to the
 /// inbox for the next reader instead of being lost.
 package final class MessageBatch<Element: Sendable> {
     private let inbox: MessageInbox<Element>
-    @usableFromInline var items = Deque<Element>()
+    private var items = Deque<Element>()
 
     package init(inbox: MessageInbox<Element>) {
         self.inbox = inbox
     }
 
     /// The next datagram this batch already took from the inbox, without suspending; nil when
-    /// it has none left (then `take` or `next` waits for more). Inlinable, so the caller's
-    /// specialization hands out a datagram with no generic metadata lookup or async call.
-    @inlinable
+    /// it has none left (then `take` or `next` waits for more). Specialized here for the two
+    /// element types (callers in other modules call those entry points: `@inlinable` on a
+    /// package class's method left them calling the generic one), so a datagram is handed out
+    /// with no generic metadata lookup or async call.
+    @_specialize(exported: true, where Element == ReceivedDatagram)
+    @_specialize(exported: true, where Element == Data)
     package func takeQueued() -> Element? {
         items.popFirst()
     }
