@@ -127,7 +127,8 @@ package final class DatagramChannel {
     /// first datagram since the last delivery (the caller notes the channel for it).
     package func arrived(_ bytes: UnsafeRawBufferPointer, metadata: DatagramMetadata, context: LoopContext) -> Bool {
         guard finalError == nil else { return false }
-        lastActivity = context.now
+        // One clock read per socket read, not per datagram: they arrived together.
+        if arrivals.isEmpty { lastActivity = context.now }
         arrivals.append(ReceivedDatagram(content: Data(bytes), metadata: metadata))
         return arrivals.count == 1
     }

@@ -38,10 +38,15 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
         for _ in 0..<4 {
             var any = false
             var arrivedAt: [DatagramChannel] = []
+            // The peer of the previous datagram: a read's datagrams mostly come from one peer
+            // (GRO merges only one sender's), so most skip hashing the address.
+            var last: (remote: SocketAddress, channel: DatagramChannel)?
             let received = socket.receive { bytes, metadata in
                 any = true
                 let channel: DatagramChannel
-                if let known = channels[metadata.remote] {
+                if let last, last.remote == metadata.remote, last.channel.finalError == nil {
+                    channel = last.channel
+                } else if let known = channels[metadata.remote] {
                     channel = known
                 } else {
                     guard !closed, let made = accept(metadata, self, context) else {
@@ -53,6 +58,7 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
                     guard made.finalError == nil else { return }
                     channel = made
                 }
+                last = (metadata.remote, channel)
                 if channel.arrived(bytes, metadata: metadata, context: context) { arrivedAt.append(channel) }
             }
             for channel in arrivedAt { channel.deliverArrivals() }
