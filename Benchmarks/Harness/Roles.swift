@@ -110,10 +110,12 @@ enum Roles {
         signal(SIGTERM, SIG_IGN)
         terminate.setEventHandler { done.continuation.finish() }
         terminate.resume()
+        let exitNow = heapProfileExit()
         for await _ in done.stream {}
         let sockets = await listener.socketStatistics ?? SocketStatistics()
         serving.cancel()
         _ = try? await serving.value
+        withExtendedLifetime(exitNow) {}
         printJSON([
             "connections": served.load(ordering: .relaxed), "sendmsg": sockets.sendmsgCalls, "sendmmsg": sockets.sendmmsgCalls,
             "recvmsg": sockets.recvmsgCalls, "recvmmsg": sockets.recvmmsgCalls, "bytes_received": sockets.bytesReceived,
@@ -197,6 +199,18 @@ enum Roles {
     static func quicIdleConnections(_ flags: Flags) async throws {
         try await holdIdle(flags) { Roles.connection(flags) }
     }
+}
+
+/// With `BRAID_HEAP_PROFILE_EXIT` set, SIGUSR1 ends the process at once with everything it
+/// holds still allocated, so a heap profiler (heaptrack) reports the held heap as leaked: the
+/// heap at that moment, by allocation site.
+func heapProfileExit() -> DispatchSourceSignal? {
+    guard ProcessInfo.processInfo.environment["BRAID_HEAP_PROFILE_EXIT"] != nil else { return nil }
+    let source = DispatchSource.makeSignalSource(signal: SIGUSR1)
+    signal(SIGUSR1, SIG_IGN)
+    source.setEventHandler { exit(0) }
+    source.resume()
+    return source
 }
 
 /// Resident memory of a process from /proc (this one by default), in bytes.

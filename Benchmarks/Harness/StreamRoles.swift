@@ -185,6 +185,8 @@ extension Roles {
         // The harness reads the server's memory now, while every connection is open.
         printJSON(["connections": count, "seconds": seconds, "rss_before": before, "rss_after": after])
         FileHandle.standardOutput.write(Data("holding\n".utf8))
+        // Heap profiles: the held heap is what is still allocated at exit.
+        if ProcessInfo.processInfo.environment["BRAID_HEAP_PROFILE_EXIT"] != nil { exit(0) }
         try await Task.sleep(for: .seconds(flags.int("hold", 2)))
         for connection in opened { await connection.close() }
     }
