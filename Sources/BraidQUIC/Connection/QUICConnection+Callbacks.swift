@@ -30,7 +30,12 @@ extension QUICConnection {
         } else {
             cb.recv_client_initial = ngtcp2_crypto_recv_client_initial_cb
         }
-        cb.recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb
+        cb.recv_crypto_data = { conn, level, offset, data, length, userData in
+            // After `releaseTLSSessionWhenDone` only post-handshake messages can arrive: a
+            // server's further tickets, which the client no longer takes.
+            guard QUICConnection.from(userData).session != nil else { return 0 }
+            return ngtcp2_crypto_recv_crypto_data_cb(conn, level, offset, data, length, userData)
+        }
         cb.encrypt = ngtcp2_crypto_encrypt_cb
         cb.decrypt = ngtcp2_crypto_decrypt_cb
         cb.hp_mask = ngtcp2_crypto_hp_mask_cb

@@ -35,7 +35,8 @@ public final class QUICConnection {
     public let role: Role
     /// Set once in `init` (ngtcp2 needs `self` as callback context before it can exist).
     private(set) var conn: OpaquePointer!
-    private(set) var session: gnutls_session_t!
+    /// Nil once released after the handshake (`releaseTLSSessionWhenDone`).
+    var session: gnutls_session_t!
     private let connRef: UnsafeMutablePointer<ngtcp2_crypto_conn_ref>
     let transport: QUICTransportConfiguration
     let staticSecret: [UInt8]
@@ -311,6 +312,7 @@ public final class QUICConnection {
         }
         if rc != 0 { handleReadError(rc, now: now) }
         reopenRejectedStreams()
+        releaseTLSSessionWhenDone()
         updateDatagramProbe()
     }
 

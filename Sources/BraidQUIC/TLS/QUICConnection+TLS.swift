@@ -67,7 +67,7 @@ extension QUICConnection {
     /// The server's NewSessionTicket arrived: package it with the transport parameters.
     func captureSessionTicket() {
         var data = gnutls_datum_t()
-        guard gnutls_session_get_data2(session, &data) == 0, let bytes = data.data else { return }
+        guard let session, gnutls_session_get_data2(session, &data) == 0, let bytes = data.data else { return }
         defer { braid_gnutls_free(bytes) }
         guard let params = ngtcp2_conn_get_remote_transport_params(conn)?.pointee else { return }
         latestTicket = QUICResumptionTicket(
@@ -116,6 +116,20 @@ extension QUICConnection {
         // The endpoint stops counting it as a half-open handshake.
         recordRoutingChange(.handshakeCompleted)
         return 0
+    }
+
+    /// Frees the GnuTLS session (about 10 KiB: the session and what the handshake left in it)
+    /// once nothing needs it: ngtcp2 keeps the packet keys itself, key updates derive from
+    /// them, and its copy of our crypto data serves retransmissions. A server's session is
+    /// done when the handshake completes (its ticket went to ngtcp2 then; a client sends no TLS
+    /// message after Finished). A client's waits for the confirmed handshake and the first
+    /// ticket, so resumption works; later tickets are ignored (`recv_crypto_data`).
+    func releaseTLSSessionWhenDone() {
+        guard let session, isEstablished else { return }
+        if role == .client, !handshakeConfirmed || latestTicket == nil { return }
+        ngtcp2_conn_set_tls_native_handle(conn, nil)
+        gnutls_deinit(session)
+        self.session = nil
     }
 
     /// Remembered server parameters must be installed before the first packet (client only).

@@ -43,6 +43,34 @@ import Testing
         #expect(serverSide!.earlyDataAccepted)
     }
 
+    /// Both ends free their GnuTLS session once nothing needs it (it is most of an idle
+    /// connection's TLS memory): the server when the handshake completes, the client once the
+    /// handshake is confirmed and it holds a ticket. That ticket still resumes with 0-RTT.
+    @Test func tlsSessionsAreReleasedAfterTheHandshakeAndTheTicket() throws {
+        let network = SimulatedNetwork(server: try Fixtures.server())
+        let context = try Fixtures.client()
+        var ticket: QUICResumptionTicket?
+        network.onEvent = { connection, event in
+            if case .resumptionTicket(let issued) = event, connection.role == .client { ticket = issued }
+        }
+        let client = try network.connect(context)
+        #expect(network.run { client.isEstablished && client.session == nil })
+        let issued = try #require(ticket)
+        #expect(network.serverConnections.last?.session == nil)
+
+        let sink = StreamSink()
+        network.onEvent = { connection, event in
+            if connection.role == .server, case .streamReadable(let id) = event { sink.drain(connection, stream: id) }
+        }
+        let resumed = try network.connect(context, resumption: issued)
+        let id = try resumed.openStream(bidirectional: true)
+        try resumed.send(streamID: id, bytes: [1, 2, 3], fin: true)
+        var serverSide: QUICConnection? { network.serverConnections.last }
+        #expect(network.run { resumed.isEstablished && serverSide.map { sink.isFinished($0, id) } ?? false })
+        #expect(resumed.earlyDataAccepted)
+        #expect(sink.earlyBytes[ObjectIdentifier(serverSide!)] == 3)
+    }
+
     @Test func rejectedZeroRTTIsResentAfterHandshake() throws {
         let context = try Fixtures.client()
         // A ticket from one server endpoint means nothing to another (different ticket key).

@@ -254,6 +254,8 @@ import Testing
         let id = try run.startEcho(client, payload: payload)
         // Wait for handshake confirmation and some data, then rotate keys mid-transfer.
         run.network.run { run.clientSink.bytes(client, id).count > 256 * 1024 }
+        // The keys are ngtcp2's: the update needs no TLS session, and both ends freed theirs.
+        #expect(client.session == nil && run.network.serverConnections.last?.session == nil)
         try client.initiateKeyUpdate(now: run.network.now)
         #expect(run.network.run(for: .seconds(120)) { run.clientSink.isFinished(client, id) })
         #expect(run.clientSink.bytes(client, id) == payload)
