@@ -188,10 +188,14 @@ extension RawBaselines {
             defer { buffer.deallocate() }
             buffer.initializeMemory(as: UInt8.self, repeating: payloadByte, count: chunk)
 
+            // `--rate` (Mbit/s of payload, UDP one datagram per call only): the same pacing as
+            // Braid's `udp-client`, so both receivers see the same load.
+            let rate = try options.int("rate", default: 0)
+            if rate > 0 && kind != .udp { throw Failure("--rate is for --kind udp") }
             let start = now()
             let calls: Int
             switch kind {
-            case .udp: calls = try sendDatagrams(fd, buffer, total: total, payload: payload)
+            case .udp: calls = try sendDatagrams(fd, buffer, total: total, payload: payload, megabitsPerSecond: rate)
             case .udpGSO: calls = try sendSegmented(fd, buffer, total: total, payload: payload, chunk: chunk)
             case .tcp, .tls: calls = try sendStream(fd, session, buffer, total: total, chunk: chunk)
             }
@@ -207,9 +211,16 @@ extension RawBaselines {
             code == EINTR || code == EAGAIN || code == EWOULDBLOCK || code == ENOBUFS || code == ECONNREFUSED
         }
 
-        private static func sendDatagrams(_ fd: Int32, _ buffer: UnsafeRawPointer, total: Int, payload: Int) throws -> Int {
+        /// One `send` per datagram; with `megabitsPerSecond`, every 64 datagrams it sleeps until
+        /// the bytes sent so far are due at that rate.
+        private static func sendDatagrams(
+            _ fd: Int32, _ buffer: UnsafeRawPointer, total: Int, payload: Int, megabitsPerSecond: Int = 0
+        ) throws -> Int {
             var remaining = total
             var calls = 0
+            var datagrams = 0
+            var start = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &start)
             while remaining > 0 {
                 let sent = send(fd, buffer, min(payload, remaining), 0)
                 calls += 1
@@ -218,6 +229,13 @@ extension RawBaselines {
                     throw Failure.system("send")
                 }
                 remaining -= sent
+                datagrams += 1
+                if megabitsPerSecond > 0 && datagrams % 64 == 0 {
+                    let dueNanoseconds = (total - remaining) * 8 * 1000 / megabitsPerSecond
+                    let due = start.tv_nsec + dueNanoseconds % 1_000_000_000
+                    var until = timespec(tv_sec: start.tv_sec + dueNanoseconds / 1_000_000_000 + due / 1_000_000_000, tv_nsec: due % 1_000_000_000)
+                    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nil) == EINTR {}
+                }
             }
             return calls
         }

@@ -134,10 +134,14 @@ struct UDPTransfer {
 
     static let calls = ["sendmsg", "sendmmsg", "recvmsg", "recvmmsg"]
 
-    /// `batch`: datagrams per `batch` block (0: plain sends); `batchingOff`: `UDP().batching(.none)`.
-    static func run(_ bench: Bench, bytes: Int, payload: Int, batch: Int, batchingOff: Bool = false, perfStat: Bool = false) async throws -> UDPTransfer {
+    /// `batch`: datagrams per `batch` block (0: plain sends); `batchingOff`: `UDP().batching(.none)`;
+    /// `rate`: Mbit/s the client paces itself to (0: as fast as it can).
+    static func run(
+        _ bench: Bench, bytes: Int, payload: Int, batch: Int, batchingOff: Bool = false, perfStat: Bool = false, rate: Int = 0
+    ) async throws -> UDPTransfer {
         var serverFlags = ["port": "0"]
         var clientFlags = ["bytes": String(bytes), "payload": String(payload), "batch": String(batch)]
+        if rate > 0 { clientFlags["rate"] = String(rate) }
         if batchingOff {
             serverFlags["batching"] = "none"
             clientFlags["batching"] = "none"

@@ -73,9 +73,11 @@ struct RawTransfer {
     var clientSwitches: Int
     var serverSwitches: Int
 
-    static func run(_ bench: Bench, kind: String, bytes: Int, payload: Int, braid: Bool = false) async throws -> RawTransfer {
+    /// `rate`: Mbit/s the raw UDP client paces itself to (0: as fast as it can).
+    static func run(_ bench: Bench, kind: String, bytes: Int, payload: Int, braid: Bool = false, rate: Int = 0) async throws -> RawTransfer {
         var serverFlags = ["kind": kind, "port": "0"]
         var clientFlags = ["kind": kind, "bytes": String(bytes), "payload": String(payload)]
+        if rate > 0 { clientFlags["rate"] = String(rate) }
         if kind == "tls" {
             serverFlags["cert"] = Bench.certificate
             serverFlags["key"] = Bench.key
@@ -181,6 +183,10 @@ enum CPUCost {
     /// The "1,200-byte" datagram rows use 1,150 bytes: until path-MTU discovery raises the
     /// packet size, QUIC packets are 1,200 bytes and carry at most 1,154 bytes of datagram.
     static let largeDatagram = 1150
+    /// The paced UDP rows: both clients send 1,200-byte datagrams at this many Mbit/s.
+    static let pacedMegabits = 1000
+    static let pacedRaw = "raw udp, one datagram per call, paced 1 Gbit/s"
+    static let pacedBraid = "braid udp, batch, paced 1 Gbit/s"
 
     static func run(_ bench: Bench) async throws {
         let bytes = (bench.quick ? 200 : 1000) * 1_000_000
@@ -193,6 +199,12 @@ enum CPUCost {
         let braidStreams = [("tls", "braid tls"), ("tcp", "braid tcp")]
         // Plain `send` calls, and `batch` blocks of 64 sends.
         let braidUDP = [(0, "braid udp"), (64, "braid udp, batch")]
+        // Unpaced, Braid's UDP sender outruns its receiver, whose socket then drops ("delivered").
+        // Paced at a rate both receivers keep up with, the server rows compare the receive
+        // paths alone; the clients' pacing (a sleep every 64 datagrams: nanosleep in the raw
+        // loop, `Task.sleep` in Braid's) is in their rows.
+        let pacedBytes = (bench.quick ? 100 : 300) * 1_000_000
+        let (pacedRaw, pacedBraid) = (CPUCost.pacedRaw, CPUCost.pacedBraid)
         let datagramCount = bytes / CPUCost.largeDatagram / 10
         var samples: [String: [(client: Double, server: Double, total: Double)]] = [:]
         var switches: [String: [(client: Double, server: Double)]] = [:]
@@ -230,8 +242,20 @@ enum CPUCost {
                 samples[config, default: []].append(udp.cpuNanosecondsPerByte)
                 delivered[config, default: []].append(100 * udp.bytesReceived / udp.bytesSent)
             }
+            let rawPaced = try await RawTransfer.run(bench, kind: "udp", bytes: pacedBytes, payload: 1200, rate: CPUCost.pacedMegabits)
+            samples[pacedRaw, default: []].append(rawPaced.cpuNanosecondsPerByte)
+            delivered[pacedRaw, default: []].append(100 * rawPaced.bytesReceived / rawPaced.bytesSent)
+            do {
+                let udp = try await UDPTransfer.run(bench, bytes: pacedBytes, payload: 1200, batch: 64, rate: CPUCost.pacedMegabits)
+                samples[pacedBraid, default: []].append(udp.cpuNanosecondsPerByte)
+                delivered[pacedBraid, default: []].append(100 * udp.bytesReceived / udp.bytesSent)
+            } catch {
+                bench.results.note("cpu, \(pacedBraid): \(error)")
+            }
         }
-        for config in raw.map(\.2) + braidUDP.map(\.1) + braidStreams.map(\.1) + ["braid quic stream", "braid quic stream echo", "braid quic datagrams"] {
+        for config in raw.map(\.2) + [pacedRaw] + braidUDP.map(\.1) + [pacedBraid] + braidStreams.map(\.1)
+            + ["braid quic stream", "braid quic stream echo", "braid quic datagrams"]
+        {
             bench.results.recordCPU(scenario, config, samples[config] ?? [])
         }
         // UDP drops what the receiver cannot keep up with: the share of the bytes sent that
