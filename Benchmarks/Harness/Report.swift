@@ -70,9 +70,13 @@ enum Report {
             ratio(value("establishment", "braid tls 1000 connections", "new connections per second"),
                 value("establishment", "raw tcp+tls1.3 1000 connections", "new connections per second")), 0.9, atMost: false))
         // Issue 15: plain UDP over the public API (rows in `cpu`).
+        // Both paced at the same rate, which both receivers keep up with. Unpaced, Braid's
+        // sender outruns its receiver (0.6 ns per byte sent against about 1.8 received), whose
+        // socket drops most of the flood; its CPU per received byte then measures the overload,
+        // and grows as the sender gets faster. The unpaced rows stay in the table.
         rows.append(check(
-            "Braid UDP() with batch: CPU per byte (both ends) <= 0.5x raw one-datagram-per-call UDP",
-            ratio(value("cpu", "braid udp, batch", "cpu per byte, total"), value("cpu", "raw udp, one datagram per call", "cpu per byte, total")), 0.5, atMost: true))
+            "Braid UDP() with batch: CPU per byte (both ends) <= 0.5x raw one-datagram-per-call UDP (both paced at 1 Gbit/s)",
+            ratio(value("cpu", CPUCost.pacedBraid, "cpu per byte, total"), value("cpu", CPUCost.pacedRaw, "cpu per byte, total")), 0.5, atMost: true))
         // Issue 15: the message framers (rows in `throughput`).
         rows.append(check(
             "TLV over TLS, 1 KiB messages: goodput >= 0.85x raw TCP+TLS moving the same bytes",

@@ -10,21 +10,18 @@ extension NetworkConnection {
     func sendDatagram(_ datagram: Data) async throws {
         guard !datagram.isEmpty else { throw NetworkError.unsupported("empty UDP datagrams") }
         if Task.isCancelled { throw NetworkError.cancelled }
-        let outbox = shared.datagramOutbox
+        // A send that finds room makes no suspendable call (an async closure per datagram
+        // allocated a task frame).
+        var waiting = try offerDatagram(datagram)
         try await NetworkError.mapping {
-            while true {
-                switch outbox.offer(datagram) {
-                case .queued:
-                    return
-                case .queuedDrainNeeded:
-                    // Inside `batch`, the batch's end posts the drain.
-                    if shared.batchDepth.load(ordering: .acquiring) == 0 { postDatagramDrain() }
-                    return
+            while let wait = waiting {
+                switch wait {
                 case .full:
                     // Inside `batch` no drain may be coming yet: make room.
                     postDatagramDrain()
-                    try await outbox.waitForRoom()
-                case .needsLoop:
+                    try await shared.datagramOutbox.waitForRoom()
+                    waiting = try offerDatagram(datagram)
+                default:
                     // Before ready, or larger than the outbox allows: the channel decides.
                     start()
                     let core = core
@@ -32,10 +29,25 @@ extension NetworkConnection {
                         core.value.datagram.sendDatagram(datagram, context: context, completion: completion)
                     }
                     return
-                case .failed(let error):
-                    throw error
                 }
             }
+        }
+    }
+
+    /// Offers `datagram` to the outbox: nil once it is queued (with a drain posted when one is
+    /// needed and no `batch` is open, whose end posts it); `.full` or `.needsLoop` when the
+    /// send must wait. Throws the connection's error.
+    private func offerDatagram(_ datagram: Data) throws -> DatagramOutbox.Offer? {
+        switch shared.datagramOutbox.offer(datagram) {
+        case .queued:
+            return nil
+        case .queuedDrainNeeded:
+            if shared.batchDepth.load(ordering: .acquiring) == 0 { postDatagramDrain() }
+            return nil
+        case .failed(let error):
+            throw NetworkError(error)
+        case let wait:
+            return wait
         }
     }
 

@@ -31,6 +31,12 @@ extension NetworkConnection where ApplicationProtocol == UDP {
         try await sendDatagram(Data(content))
     }
 
+    /// `send(_:)` for a `Data`: the datagram is queued as it is, not copied (the generic form
+    /// copies its bytes into a new `Data`: a malloc and a copy per datagram).
+    public func send(_ content: Data) async throws {
+        try await sendDatagram(content)
+    }
+
     /// Runs `body` and sends the datagrams it sends (from any task) together when it returns:
     /// one pass of the event loop writes them all, as one GSO write when they have one size
     /// (up to 64 of at most 1,452 bytes) and with `sendmmsg` otherwise. Network.framework's
