@@ -67,12 +67,15 @@ public enum TLVEncoder {
 
     /// A whole message into `buffer`, which has room for exactly the header and `value`:
     /// what a send of one message queues. `length` is `value.count` as the header says it.
-    @inlinable  // specialized in the caller for its `Data` or array: a generic call per message costs more than the copy
+    // Inlinable: specialized in the caller for its `Data` or array (a generic call per
+    // message cost more than the copy).
+    @inlinable
     public static func write(_ value: some Collection<UInt8>, type: UInt32, length: UInt32, into buffer: UnsafeMutableRawBufferPointer) {
         precondition(buffer.count == TLVFraming.headerSize + Int(length) && value.count == Int(length), "a TLV message's buffer holds its header and value")
         writeHeader(type: type, length: length, into: buffer)
         let destination = UnsafeMutableRawBufferPointer(rebasing: buffer[TLVFraming.headerSize...])
-        // `Data` and arrays copy in one `memcpy`; `DataProtocol.copyBytes` would take the generic path per call.
+        // `Data` and arrays copy in one `memcpy` (`DataProtocol.copyBytes` took the generic
+        // path per call).
         let copied: Void? = value.withContiguousStorageIfAvailable { destination.copyMemory(from: UnsafeRawBufferPointer($0)) }
         if copied == nil {
             for (index, byte) in value.enumerated() { destination[index] = byte }
