@@ -1,5 +1,5 @@
 # Shared by the A/B scripts that drive a server role and a client role of the `benchmarks`
-# binary (framed.sh, udp.sh, http3-requests.sh): the scratch directory and cleanup, starting the server role
+# binary (framed.sh, udp.sh, http3-requests.sh, quic-datagrams.sh): the scratch directory and cleanup, starting the server role
 # under `perf stat`, reading task-clock, taking turns, and the medians at the end. Source it;
 # it defines functions and sets $out and $results.
 #
