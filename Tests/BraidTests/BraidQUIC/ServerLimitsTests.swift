@@ -129,6 +129,26 @@ import Testing
         #expect(server.halfOpenCount == 0 && server.connectionCount == 0)
     }
 
+    /// A connection the server already took and then refuses (a listener cancelled between the
+    /// endpoint taking a client and `run` receiving it: `QUICConnection.refuse`) closes the
+    /// client mid-handshake with CONNECTION_REFUSED and the shutdown reason, as the endpoint's
+    /// own refusals do, and leaves nothing in the server's tables.
+    @Test func aTakenClientRefusedMidHandshakeSeesConnectionRefused() throws {
+        let server = try Self.server { _ in }
+        let network = SimulatedNetwork(server: server)
+        let client = try network.connect(Fixtures.client())
+        #expect(network.run { !network.serverConnections.isEmpty })
+        let taken = network.serverConnections[0]
+        #expect(!taken.isEstablished && !client.isEstablished, "the refusal comes during the handshake")
+        taken.refuse(reason: QUICServerEndpoint.shuttingDownReason, now: network.now)
+        #expect(network.run { client.isClosed })
+        #expect(!client.isEstablished)
+        #expect(client.closeReason == .transportError(code: 0x2, reason: QUICServerEndpoint.shuttingDownReason, byPeer: true))
+        #expect(taken.closeReason == .transportError(code: 0x2, reason: QUICServerEndpoint.shuttingDownReason, byPeer: false))
+        network.settle(quiet: .seconds(5))
+        #expect(server.connectionCount == 0 && server.halfOpenCount == 0)
+    }
+
     /// One address at its limit is refused; another address is still served.
     @Test func oneAddressCannotTakeTheWholeTable() throws {
         let server = try Self.server { $0.maxConnectionsPerAddress = 3 }
