@@ -191,28 +191,31 @@ enum CPUCost {
     static func run(_ bench: Bench) async throws {
         let bytes = (bench.quick ? 200 : 1000) * 1_000_000
         let repetitions = bench.quick ? 1 : 3
+        // Unpaced, Braid's UDP sender outruns its receiver, whose socket then drops ("delivered").
+        // Paced at a rate both receivers keep up with (a rate in the lists below: those rows
+        // move `pacedBytes`), the server rows compare the receive paths alone; the clients'
+        // pacing (a sleep every 64 datagrams: nanosleep in the raw loop, `Task.sleep` in
+        // Braid's) is in their rows.
+        let pacedBytes = (bench.quick ? 100 : 300) * 1_000_000
         let raw = [
-            ("udp", 1200, "raw udp, one datagram per call"), ("udp-gso", 1200, "raw udp, gso/gro"),
-            ("tcp", 65536, "raw tcp"), ("tls", 65536, "raw tcp+tls1.3 (gnutls)"),
+            ("udp", 1200, "raw udp, one datagram per call", 0), ("udp-gso", 1200, "raw udp, gso/gro", 0),
+            ("tcp", 65536, "raw tcp", 0), ("tls", 65536, "raw tcp+tls1.3 (gnutls)", 0),
+            ("udp", 1200, CPUCost.pacedRaw, CPUCost.pacedMegabits),
         ]
         // Braid's TLS and TCP over the public API, doing what the raw TCP and TLS loops do.
         let braidStreams = [("tls", "braid tls"), ("tcp", "braid tcp")]
-        // Plain `send` calls, and `batch` blocks of 64 sends.
-        let braidUDP = [(0, "braid udp"), (64, "braid udp, batch")]
-        // Unpaced, Braid's UDP sender outruns its receiver, whose socket then drops ("delivered").
-        // Paced at a rate both receivers keep up with, the server rows compare the receive
-        // paths alone; the clients' pacing (a sleep every 64 datagrams: nanosleep in the raw
-        // loop, `Task.sleep` in Braid's) is in their rows.
-        let pacedBytes = (bench.quick ? 100 : 300) * 1_000_000
-        let (pacedRaw, pacedBraid) = (CPUCost.pacedRaw, CPUCost.pacedBraid)
+        // Plain `send` calls, and `batch` blocks of 64 sends, unpaced and paced.
+        let braidUDP = [(0, "braid udp", 0), (64, "braid udp, batch", 0), (64, CPUCost.pacedBraid, CPUCost.pacedMegabits)]
         let datagramCount = bytes / CPUCost.largeDatagram / 10
         var samples: [String: [(client: Double, server: Double, total: Double)]] = [:]
         var switches: [String: [(client: Double, server: Double)]] = [:]
         var delivered: [String: [Double]] = [:]
         // Rounds of every row, so a drift in the (shared) machine's speed hits all rows alike.
         for _ in 0..<repetitions {
-            for (kind, payload, config) in raw {
-                samples[config, default: []].append(try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: payload).cpuNanosecondsPerByte)
+            for (kind, payload, config, rate) in raw {
+                let transfer = try await RawTransfer.run(bench, kind: kind, bytes: rate > 0 ? pacedBytes : bytes, payload: payload, rate: rate)
+                samples[config, default: []].append(transfer.cpuNanosecondsPerByte)
+                if rate > 0 { delivered[config, default: []].append(100 * transfer.bytesReceived / transfer.bytesSent) }
             }
             for (kind, config) in braidStreams {
                 let transfer = try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: 65536, braid: true)
@@ -233,29 +236,17 @@ enum CPUCost {
             // Braid `UDP()` doing what the raw UDP loops do (1,200-byte datagrams, client to
             // server, the same bytes; each end's CPU per byte it sent or received).
             // A failed UDP run (seen once: the server received nothing) is noted, not fatal.
-            for (batch, config) in braidUDP {
+            for (batch, config, rate) in braidUDP {
                 let udp: UDPTransfer
-                do { udp = try await UDPTransfer.run(bench, bytes: bytes, payload: 1200, batch: batch) } catch {
+                do { udp = try await UDPTransfer.run(bench, bytes: rate > 0 ? pacedBytes : bytes, payload: 1200, batch: batch, rate: rate) } catch {
                     bench.results.note("cpu, \(config): \(error)")
                     continue
                 }
                 samples[config, default: []].append(udp.cpuNanosecondsPerByte)
                 delivered[config, default: []].append(100 * udp.bytesReceived / udp.bytesSent)
             }
-            let rawPaced = try await RawTransfer.run(bench, kind: "udp", bytes: pacedBytes, payload: 1200, rate: CPUCost.pacedMegabits)
-            samples[pacedRaw, default: []].append(rawPaced.cpuNanosecondsPerByte)
-            delivered[pacedRaw, default: []].append(100 * rawPaced.bytesReceived / rawPaced.bytesSent)
-            do {
-                let udp = try await UDPTransfer.run(bench, bytes: pacedBytes, payload: 1200, batch: 64, rate: CPUCost.pacedMegabits)
-                samples[pacedBraid, default: []].append(udp.cpuNanosecondsPerByte)
-                delivered[pacedBraid, default: []].append(100 * udp.bytesReceived / udp.bytesSent)
-            } catch {
-                bench.results.note("cpu, \(pacedBraid): \(error)")
-            }
         }
-        for config in raw.map(\.2) + [pacedRaw] + braidUDP.map(\.1) + [pacedBraid] + braidStreams.map(\.1)
-            + ["braid quic stream", "braid quic stream echo", "braid quic datagrams"]
-        {
+        for config in raw.map(\.2) + braidUDP.map(\.1) + braidStreams.map(\.1) + ["braid quic stream", "braid quic stream echo", "braid quic datagrams"] {
             bench.results.recordCPU(scenario, config, samples[config] ?? [])
         }
         // UDP drops what the receiver cannot keep up with: the share of the bytes sent that
