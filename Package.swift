@@ -108,7 +108,7 @@ let package = Package(
         .executableTarget(
             name: "benchmarks",
             dependencies: [
-                "Braid", "BraidQUIC", "BraidIO", "BraidPerf", "CBraid",
+                "Braid", "BraidQUIC", "BraidTLS", "BraidIO", "BraidPerf", "CBraid",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -1,9 +1,12 @@
-// GnuTLS over a connected, blocking TCP socket for the raw baselines: TLS 1.3 only, no tickets.
+// GnuTLS over a connected, blocking TCP socket for the raw baselines: TLS 1.3 only, no tickets,
+// and the key exchange Braid's ends use (X25519 first, one key share from the client), so the
+// rows compare the same handshake.
+import BraidTLS
 import CBraid
 
 extension RawBaselines {
     enum TLS {
-        static let priority = "NORMAL:-VERS-ALL:+VERS-TLS1.3"
+        static let priority = "NORMAL:-VERS-ALL:+VERS-TLS1.3:" + TLSKeyExchange.tlsGroups
 
         static func message(_ code: Int32) -> String {
             "\(String(cString: gnutls_strerror(code))) (\(code))"
@@ -74,7 +77,7 @@ extension RawBaselines {
 
             /// A client session that sends `serverName` as SNI and verifies the certificate against it.
             static func client(_ credentials: Credentials, serverName: String, socket fd: Int32) throws -> Session {
-                let session = try Session(flags: GNUTLS_CLIENT.rawValue, credentials: credentials, socket: fd)
+                let session = try Session(flags: GNUTLS_CLIENT.rawValue | TLSKeyExchange.clientSessionFlags, credentials: credentials, socket: fd)
                 try check(
                     gnutls_server_name_set(session.handle, GNUTLS_NAME_DNS, serverName, serverName.utf8.count),
                     "gnutls_server_name_set \(serverName)")

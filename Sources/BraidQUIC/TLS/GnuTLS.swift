@@ -1,9 +1,11 @@
 import BraidTLS
 import CBraid
 
-/// TLS 1.3 only, QUIC-compatible (no middlebox compatibility mode), AEADs QUIC defines.
+/// TLS 1.3 only, QUIC-compatible (no middlebox compatibility mode), AEADs QUIC defines, Braid's
+/// elliptic-curve groups (`TLSKeyExchange`).
 let quicPriority =
-    "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:+AES-128-CCM:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:+GROUP-SECP521R1"
+    "%DISABLE_TLS13_COMPAT_MODE:NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:+AES-128-CCM:"
+    + TLSKeyExchange.ellipticCurveGroups
 
 /// `quicPriority` parsed once for the whole process and referenced by every QUIC session,
 /// client and server (`gnutls_priority_set_direct` built an 8 KiB cache per connection). Lives

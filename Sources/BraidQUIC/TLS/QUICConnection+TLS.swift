@@ -17,7 +17,8 @@ extension QUICConnection {
         credentials: TLSCredentials, alpn: [String], serverName: String, resumeWith ticket: QUICResumptionTicket?
     ) throws -> gnutls_session_t {
         var created: gnutls_session_t?
-        var rc = gnutls_init(&created, GNUTLS_CLIENT.rawValue | GNUTLS_ENABLE_EARLY_DATA.rawValue | GNUTLS_NO_END_OF_EARLY_DATA.rawValue)
+        var rc = gnutls_init(
+            &created, GNUTLS_CLIENT.rawValue | GNUTLS_ENABLE_EARLY_DATA.rawValue | GNUTLS_NO_END_OF_EARLY_DATA.rawValue | TLSKeyExchange.clientSessionFlags)
         guard rc == 0, let session = created else { throw QUICError.tls("gnutls_init: \(gnutlsErrorString(rc))") }
         do {
             rc = setQUICPriority(on: session)

@@ -21,13 +21,14 @@ public final class TLSClientContext: Sendable {
     }
 }
 
-/// GnuTLS's NORMAL set restricted to the allowed versions.
+/// GnuTLS's NORMAL set restricted to the allowed versions, with Braid's key exchange groups
+/// (`TLSKeyExchange`).
 func tlsPriority(minimum: TLSVersion, maximum: TLSVersion) throws(TLSError) -> String {
     guard minimum <= maximum else {
         throw .configuration("minimumVersion \(minimum) is above maximumVersion \(maximum)")
     }
     let versions = [TLSVersion.v1_3, .v1_2].filter { minimum <= $0 && $0 <= maximum }
-    return "NORMAL:-VERS-ALL:" + versions.map(\.priorityKeyword).joined(separator: ":")
+    return (["NORMAL", "-VERS-ALL"] + versions.map(\.priorityKeyword) + [TLSKeyExchange.tlsGroups]).joined(separator: ":")
 }
 
 /// ALPN protocol names are 1 to 255 bytes (RFC 7301 §3.1).

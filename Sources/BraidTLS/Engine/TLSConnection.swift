@@ -112,6 +112,7 @@ public final class TLSConnection {
         // Nonblocking: GnuTLS never waits on a clock for input, it returns GNUTLS_E_AGAIN.
         flags |= GNUTLS_NONBLOCK.rawValue
         if role == .client {
+            flags |= TLSKeyExchange.clientSessionFlags
             if client?.configuration.sessionTicketsEnabled == false { flags |= GNUTLS_NO_TICKETS.rawValue }
             // Send our certificate even if it names no CA the server listed: a clear rejection
             // beats a silent missing certificate.

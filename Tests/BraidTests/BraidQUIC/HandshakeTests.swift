@@ -1,3 +1,5 @@
+import BraidCore
+import CBraid
 import Testing
 @testable import BraidQUIC
 
@@ -29,6 +31,20 @@ import Testing
         // 1-RTT handshake: ready after about one round trip (20 ms) on the 10 ms one-way wire.
         #expect(client.statistics.smoothedRTT >= .milliseconds(20))
         #expect(network.server!.connectionCount == 1)
+    }
+
+    /// The client's ClientHello prefers X25519 and carries a key share for it alone; the
+    /// server takes it.
+    @Test func clientSendsOneX25519KeyShare() throws {
+        let network = SimulatedNetwork(server: try Fixtures.server())
+        let client = try network.connect(try Fixtures.client())
+        ClientHelloCapture.install(on: client.session)
+        network.run(for: .seconds(20)) { client.isEstablished || client.isClosed }
+        #expect(client.isEstablished)
+        let offered = try #require(ClientHelloCapture.taken().flatMap(ClientHelloGroups.init(handshakeMessage:)))
+        #expect(offered.keyShares == [ClientHelloGroups.x25519])
+        #expect(offered.supported.first == ClientHelloGroups.x25519)
+        #expect(gnutls_group_get_name(gnutls_group_get(client.session)).map { String(cString: $0) } == "X25519")
     }
 
     @Test func acceptsIPLiteralWhenCertificateHasIPAddress() throws {
@@ -109,4 +125,23 @@ import Testing
         // bad_certificate .. unknown_ca: the alerts a client sends when it rejects a certificate.
         #expect((42...48).contains(code), "alert \(code)", sourceLocation: sourceLocation)
     }
+}
+
+/// Records the ClientHello a session sends (a GnuTLS handshake hook, which replaces the
+/// session's own: for handshake-only tests).
+private enum ClientHelloCapture {
+    private static let message = Locked<[UInt8]?>(nil)
+
+    static func install(on session: gnutls_session_t) {
+        gnutls_handshake_set_hook_function(session, GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue, GNUTLS_HOOK_POST) { _, _, _, incoming, datum in
+            guard incoming == 0, let datum = datum?.pointee, let data = datum.data else { return 0 }
+            let body = Array(UnsafeBufferPointer(start: data, count: Int(datum.size)))
+            // The hook gets the message without its header: put it back for the parser.
+            let header: [UInt8] = [1, UInt8(body.count >> 16 & 0xFF), UInt8(body.count >> 8 & 0xFF), UInt8(body.count & 0xFF)]
+            ClientHelloCapture.message.withLock { $0 = header + body }
+            return 0
+        }
+    }
+
+    static func taken() -> [UInt8]? { message.withLock { $0 } }
 }

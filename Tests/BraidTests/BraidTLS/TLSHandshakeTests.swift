@@ -1,3 +1,4 @@
+import CBraid
 import Testing
 @testable import BraidTLS
 
@@ -23,6 +24,45 @@ import Testing
         pair.run()
         #expect(String(decoding: pair.server.received, as: UTF8.self) == "ping from the client")
         #expect(String(decoding: pair.client.received, as: UTF8.self) == "pong from the server")
+    }
+
+    /// The client prefers X25519 and generates a key share for it alone (GnuTLS's default also
+    /// generates a P-256 one, thrown away when the server takes X25519); the server takes it.
+    @Test func clientSendsOneX25519KeyShareAndTheServerTakesIt() throws {
+        let pair = try TLSPair(client: TLSFixtures.client(), server: TLSFixtures.server())
+        let offered = try #require(ClientHelloGroups(firstRecord: firstFlight(of: pair.client)))
+        #expect(offered.keyShares == [ClientHelloGroups.x25519])
+        #expect(offered.supported.prefix(2) == [ClientHelloGroups.x25519, ClientHelloGroups.secp256r1])
+        pair.run()
+        #expect(pair.client.error == nil && pair.server.error == nil)
+        #expect(pair.client.connection.keyExchangeGroup == "X25519")
+        #expect(pair.server.connection.keyExchangeGroup == "X25519")
+    }
+
+    /// A server without X25519 asks for P-256 (HelloRetryRequest); the client sends that share
+    /// and the handshake completes, with data both ways.
+    @Test func serverWithoutX25519GetsItsGroupAfterARetry() throws {
+        let pair = try TLSPair(client: TLSFixtures.client(), server: TLSFixtures.server())
+        #expect(gnutls_priority_set_direct(pair.server.connection.session, "NORMAL:-GROUP-ALL:+GROUP-SECP256R1", nil) == 0)
+        pair.run()
+        #expect(pair.client.error == nil && pair.server.error == nil)
+        #expect(pair.client.connection.isHandshakeComplete)
+        #expect(pair.client.connection.keyExchangeGroup == "SECP256R1")
+        pair.client.outgoing = Array("after a retry".utf8)
+        pair.client.flushOutgoing()
+        pair.run()
+        #expect(String(decoding: pair.server.received, as: UTF8.self) == "after a retry")
+    }
+
+    /// The client's first flight as it would go on the wire (left in place).
+    private func firstFlight(of client: TLSEnd) -> [UInt8] {
+        client.process()
+        var flight: [UInt8] = []
+        _ = client.connection.withPendingCiphertext { bytes in
+            flight = Array(bytes)
+            return 0
+        }
+        return flight
     }
 
     @Test func alpnIsAgreedInTheServersPreferenceOrder() throws {
@@ -104,5 +144,12 @@ extension TLSHandshakeTests {
         #expect(tlsAlertName(42) == "bad_certificate")
         #expect(tlsAlertName(48) == "unknown_ca")
         #expect(tlsAlertName(250) == "alert 250")
+    }
+}
+
+extension TLSConnection {
+    /// The key exchange group GnuTLS negotiated ("X25519", "SECP256R1"), nil before.
+    fileprivate var keyExchangeGroup: String? {
+        gnutls_group_get_name(gnutls_group_get(session)).map { String(cString: $0) }
     }
 }

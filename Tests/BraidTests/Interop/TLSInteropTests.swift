@@ -43,6 +43,32 @@ import Testing
         }
     }
 
+    /// A server without X25519 (Braid's client sends a key share for X25519 alone) asks for
+    /// P-256 with a HelloRetryRequest, and the handshake completes on P-256. Not Python's
+    /// `ssl`: it cannot restrict a TLS 1.3 server's groups.
+    @Test(arguments: [TLSPeer.gnutls, .openssl])
+    func braidClientRetriesForAServerWithoutX25519(_ peer: TLSPeer) async throws {
+        let server = try await PeerServer.start(peer, onlyP256: true)
+        defer { server.stop() }
+        let connection = NetworkConnection(to: server.endpoint) { braidClient() }
+        defer { connection.cancel() }
+        let line = Array("hello after a retry\n".utf8)
+        try await server.diagnosed {
+            try await connection.send(line)
+            if peer == .gnutls {
+                // gnutls-serv echoes.
+                #expect(Array(try await connection.receive(exactly: line.count).content) == line)
+            }
+        }
+        await connection.close()
+        let view = try await server.finish()
+        switch peer {
+        case .gnutls: #expect(view.output.contains("(ECDHE-SECP256R1)"), "\(view.output)")
+        case .openssl: #expect(view.output.contains("hello after a retry"), "\(view.output)")
+        case .python: Issue.record("not a peer of this test")
+        }
+    }
+
     /// The peer client offers "other" first, then "echo"; the Braid listener speaks only "echo".
     @Test(arguments: TLSPeer.allCases)
     func peerClientAgreesOnALPN(_ peer: TLSPeer) async throws {
@@ -424,7 +450,7 @@ struct PeerServer {
     /// connection). `quiet`: s_server prints only what it receives.
     static func start(
         _ peer: TLSPeer, alpn: [String] = ["echo"], quiet: Bool = false, send: Int? = nil, input: Int = 0, connections: Int = 1,
-        requireClientCertificate: Bool = false
+        requireClientCertificate: Bool = false, onlyP256: Bool = false
     ) async throws -> PeerServer {
         let certificate = Fixtures.path("server.pem")
         let key = Fixtures.path("server-key.pem")
@@ -436,17 +462,20 @@ struct PeerServer {
             var arguments = ["--echo", "--crlf", "-p", "0", "--x509certfile", certificate, "--x509keyfile", key]
             arguments += alpn.flatMap { ["--alpn", $0] }
             if requireClientCertificate { arguments += ["--require-client-cert", "--verify-client-cert", "--x509cafile", Fixtures.caFile] }
+            if onlyP256 { arguments += ["--priority", "NORMAL:-GROUP-ALL:+GROUP-SECP256R1"] }
             process = try ChildProcess(tool, arguments)
         case .openssl:
             var arguments = ["s_server", "-accept", "127.0.0.1:0", "-cert", certificate, "-key", key, "-alpn", alpn.joined(separator: ","),
                              "-naccept", String(connections)]
             if quiet { arguments.append("-quiet") }
             if requireClientCertificate { arguments += ["-Verify", "1", "-CAfile", Fixtures.caFile, "-verify_return_error"] }
+            if onlyP256 { arguments += ["-groups", "P-256"] }
             let stdin = try InputPipe()
             pipe = stdin
             process = try ChildProcess(tool, arguments, standardInput: stdin.readEnd)
             stdin.feed(PerfPatternBytes.make(input))
         case .python:
+            precondition(!onlyP256, "Python's ssl module cannot restrict a TLS 1.3 server's key exchange groups")
             var arguments = [TLSPeerTools.tlsPeerScript, "server", "--host", "127.0.0.1", "--port", "0", "--cert", certificate, "--key", key,
                              "--alpn", alpn.joined(separator: ","), "--send", String(send ?? 0)]
             if requireClientCertificate { arguments += ["--ca", Fixtures.caFile, "--require-client-cert"] }
