@@ -61,13 +61,7 @@ struct Client: AsyncParsableCommand {
             .batching(batching.options)
         if let ca { stack = stack.trust(.certificateAuthorities(file: ca)) }
         if insecure { stack = stack.insecureAcceptAnyCertificate() }
-        if let sessionFile {
-            do {
-                stack = stack.sessionCache(try QUIC.SessionCache(file: sessionFile))
-            } catch {
-                throw CommandFailure("--session-file \(sessionFile): \(error)")
-            }
-        }
+        if let sessionFile { stack = stack.sessionCache(try CommandFailure.sessionCache(file: sessionFile)) }
         let connection = NetworkConnection(to: .hostPort(host: NWEndpoint.Host(host), port: port)) { stack }
         var options = ApplicationClient.Options(alpn: alpn)
         options.streams = streams
@@ -80,17 +74,7 @@ struct Client: AsyncParsableCommand {
         options.migrate = migrate
         options.verifyPattern = verifyPattern
         let run = ApplicationClient(options: options, connection: connection)
-        let outcome = await withTaskGroup(of: Result<ApplicationClient.Report, any Error>?.self) { group in
-            group.addTask { await Result { try await run.perform() } }
-            group.addTask {
-                try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
-                return Task.isCancelled ? nil : .failure(CommandFailure("timed out after \(timeout) s"))
-            }
-            // The timer yields nil only when cancelled, which happens after the run finished.
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first ?? .failure(CommandFailure("the run ended without a result"))
-        }
+        let outcome = await CommandFailure.outcome(of: { try await run.perform() }, within: timeout, what: "run")
         switch outcome {
         case .success(let report):
             await connection.close(applicationErrorCode: closeCode, reason: closeReason)

@@ -42,30 +42,14 @@ struct Get: AsyncParsableCommand {
         var stack = QUIC(alpn: ["h3"]).serverName(sni ?? bareHost)
         if let ca { stack = stack.trust(.certificateAuthorities(file: ca)) }
         if insecure { stack = stack.insecureAcceptAnyCertificate() }
-        if let sessionFile {
-            do {
-                stack = stack.sessionCache(try QUIC.SessionCache(file: sessionFile))
-            } catch {
-                throw CommandFailure("--session-file \(sessionFile): \(error)")
-            }
-        }
+        if let sessionFile { stack = stack.sessionCache(try CommandFailure.sessionCache(file: sessionFile)) }
         let authority = components.port.map { "\(host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host):\($0)" } ?? host
         var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
         if let query = components.percentEncodedQuery { path += "?" + query }
         let request = HTTPRequest(method: .get, scheme: "https", authority: authority, path: path)
         let client = HTTP3Client(quic: stack, maximumResponseBodySize: maxSize)
         let start = ContinuousClock.now
-        let timeout = timeout
-        let outcome = await withTaskGroup(of: Result<(Data, HTTPResponse), any Error>?.self) { group in
-            group.addTask { await Result { try await client.data(for: request) } }
-            group.addTask {
-                try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
-                return Task.isCancelled ? nil : .failure(CommandFailure("timed out after \(timeout) s"))
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first ?? .failure(CommandFailure("the request ended without a result"))
-        }
+        let outcome = await CommandFailure.outcome(of: { try await client.data(for: request) }, within: timeout, what: "request")
         let elapsed = ContinuousClock.now - start
         let earlyData = client.earlyData(authority: authority)
         client.close()

@@ -76,6 +76,14 @@ package final class StreamInbox: Sendable {
 
         var isEnded: Bool { finished || error != nil }
 
+        /// The stream ends after the bytes queued now.
+        mutating func end(_ end: End) {
+            switch end {
+            case .finished: finished = true
+            case .failed(let failure): error = failure
+            }
+        }
+
         /// No live receive is waiting (cancelled ones at the front are dropped, so they cannot
         /// hold back later receives).
         mutating func noneWaiting() -> Bool {
@@ -236,11 +244,7 @@ package final class StreamInbox: Sendable {
             guard !state.isEnded else { return [] }
             let end = source { region in state.writer.write(region) }
             state.available += state.writer.publish(into: &state.segments)
-            switch end {
-            case .finished: state.finished = true
-            case .failed(let error): state.error = error
-            case nil: break
-            }
+            if let end { state.end(end) }
             return Self.satisfyWaiters(&state)
         }
         for (claim, result) in claims { claim.resume(result) }
@@ -259,11 +263,7 @@ package final class StreamInbox: Sendable {
                 return []
             }
             state.available += writer.publish(into: &state.segments)
-            switch end {
-            case .finished: state.finished = true
-            case .failed(let error): state.error = error
-            case nil: break
-            }
+            if let end { state.end(end) }
             return Self.satisfyWaiters(&state)
         }
         for (claim, result) in claims { claim.resume(result) }

@@ -19,19 +19,14 @@ public struct QUICResumptionTicket: Sendable, Hashable {
 
     /// A compact, versioned binary form.
     public func serialized() -> [UInt8] {
-        var out: [UInt8] = [Self.formatVersion]
-        func put(_ bytes: [UInt8]) {
-            withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { out.append(contentsOf: $0) }
-            out.append(contentsOf: bytes)
-        }
-        put(Array(serverName.utf8))
-        put(Array(alpn.utf8))
-        put(tlsSessionData)
-        put(token)
-        for value in transportParameters.fields {
-            withUnsafeBytes(of: value.bigEndian) { out.append(contentsOf: $0) }
-        }
-        return out
+        var writer = ByteWriter()
+        writer.writeByte(Self.formatVersion)
+        writer.writeLengthPrefixed(Array(serverName.utf8))
+        writer.writeLengthPrefixed(Array(alpn.utf8))
+        writer.writeLengthPrefixed(tlsSessionData)
+        writer.writeLengthPrefixed(token)
+        for value in transportParameters.fields { writer.writeUInt64(value) }
+        return writer.bytes
     }
 
     /// Parses `serialized()` output; nil for anything malformed (a cache file is untrusted input).

@@ -23,17 +23,14 @@ public struct TLSSessionTicket: Sendable, Hashable {
 
     /// A compact, versioned binary form.
     public func serialized() -> [UInt8] {
-        var out: [UInt8] = [Self.formatVersion]
-        func put(_ bytes: [UInt8]) {
-            withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { out.append(contentsOf: $0) }
-            out.append(contentsOf: bytes)
-        }
-        put(Array(serverName.utf8))
-        out.append(alpn == nil ? 0 : 1)
-        put(Array((alpn ?? "").utf8))
-        withUnsafeBytes(of: UInt32(clamping: maxEarlyDataSize).bigEndian) { out.append(contentsOf: $0) }
-        put(sessionData)
-        return out
+        var writer = ByteWriter()
+        writer.writeByte(Self.formatVersion)
+        writer.writeLengthPrefixed(Array(serverName.utf8))
+        writer.writeByte(alpn == nil ? 0 : 1)
+        writer.writeLengthPrefixed(Array((alpn ?? "").utf8))
+        writer.writeUInt32(UInt32(clamping: maxEarlyDataSize))
+        writer.writeLengthPrefixed(sessionData)
+        return writer.bytes
     }
 
     /// Parses `serialized()` output; nil for anything malformed (a cache file is untrusted input).
