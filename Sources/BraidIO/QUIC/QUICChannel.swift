@@ -172,7 +172,18 @@ package final class QUICChannel {
             streams[id] = stream
             delegate?.channel(self, opened: stream.handle)
         case .streamReadable(let id):
-            streams[id]?.pull(context)
+            // The only stream, or one with a bulk reader's worth, is pulled now (its reader
+            // runs beside the loop); with several streams smaller amounts wait until the
+            // socket's handler returns, so each reader is woken once for what its receive
+            // batches brought, not once per batch.
+            if streams.count == 1 || engine.readableBytes(streamID: id) >= QUICConnection.promptReadThreshold {
+                streams[id]?.pull(context)
+            } else {
+                if readableStreams.isEmpty {
+                    context.afterCurrentEvent { [self] context in pullReadableStreams(context) }
+                }
+                readableStreams.append(id)
+            }
         case .streamWritable(let id):
             streams[id]?.pump(context)
         case .streamStopSending(let id, let code):
@@ -194,12 +205,27 @@ package final class QUICChannel {
         case .resumptionTicket(let ticket):
             ticketReceived?(ticket)
         case .connectionClosed(let error):
+            pullReadableStreams(context)
             fail(error)
         case .terminated:
+            pullReadableStreams(context)
             fail(CancellationError())
             transport?.release(context)
             transport = nil
         }
+    }
+
+    /// Streams left readable with less than `promptReadThreshold` bytes by the handler now
+    /// running, pulled once it returns (and before the connection ends, so bytes that came
+    /// with the close reach their readers). Posted work, such as a listener's statistics,
+    /// runs in a handler of its own, so it never sees them still in the engine.
+    private var readableStreams: [Int64] = []
+
+    private func pullReadableStreams(_ context: LoopContext) {
+        guard !readableStreams.isEmpty else { return }
+        let ids = readableStreams
+        readableStreams.removeAll(keepingCapacity: true)
+        for id in ids { streams[id]?.pull(context) }
     }
 
     /// Tells the delegate (once) and ends every pending call with `error` (described). The

@@ -155,6 +155,7 @@ extension QUICConnection {
     ) throws -> (fin: Bool, early: Bool) {
         let stream = try stream(streamID)
         stream.readableSignalled = false
+        stream.promptReadSignalled = false
         let before = stream.receive.buffered
         let early = stream.receive.read(max: maxBytes, body)
         let count = before - stream.receive.buffered
@@ -292,10 +293,20 @@ extension QUICConnection {
         emit(.streamStopSending(streamID: stream.id, code: code))
     }
 
+    /// Buffered bytes worth taking at once: a stream that holds this many unread is signalled
+    /// readable again (once until the next read), so an owner that leaves smaller amounts for
+    /// later (to take a stream's bytes in one piece) still hands a bulk reader its bytes as
+    /// they come.
+    public static let promptReadThreshold = 64 * 1024
+
     func signalReadable(_ stream: StreamState) {
-        guard !stream.readableSignalled else { return }
-        stream.readableSignalled = true
-        emit(.streamReadable(streamID: stream.id))
+        if !stream.readableSignalled {
+            stream.readableSignalled = true
+            emit(.streamReadable(streamID: stream.id))
+        } else if !stream.promptReadSignalled, stream.receive.buffered >= Self.promptReadThreshold {
+            stream.promptReadSignalled = true
+            emit(.streamReadable(streamID: stream.id))
+        }
     }
 
     /// ngtcp2 discarded every stream opened in 0-RTT and reset stream-ID allocation. Reopen them

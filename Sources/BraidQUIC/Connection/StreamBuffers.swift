@@ -193,6 +193,8 @@ final class StreamState {
     var closedByEngine = false
     /// A `streamReadable` event is pending since the last read (coalesces per-packet events).
     var readableSignalled = false
+    /// A second one went once `promptReadThreshold` bytes were buffered, since the last read.
+    var promptReadSignalled = false
     /// A `streamWritable` event is wanted once the send buffer drains below the limit.
     var wantsWritable = false
     /// Stream credit for this peer-opened stream was returned to the peer.

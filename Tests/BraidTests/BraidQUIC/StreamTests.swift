@@ -167,6 +167,47 @@ import Testing
         #expect(sink.bytes(serverSide!, id) == payload)
     }
 
+    /// A stream is signalled readable once until it is read, and once more when its unread
+    /// bytes reach `promptReadThreshold`: an owner that leaves smaller amounts for the end of
+    /// its loop pass still hears of a bulk reader's worth as it arrives.
+    @Test func readableIsSignalledAgainOnceAPromptReadsWorthIsBuffered() throws {
+        let network = SimulatedNetwork(server: try Fixtures.server())
+        let source = StreamSource()
+        var serverSide: QUICConnection?
+        var bufferedAtSignals: [Int] = []
+        var reading = false
+        let sink = StreamSink()
+        network.onEvent = { connection, event in
+            if connection.role == .server { serverSide = connection }
+            if case .streamWritable = event { source.pump() }
+            if connection.role == .server, case .streamReadable(let id) = event {
+                if reading {
+                    sink.drain(connection, stream: id)
+                } else {
+                    bufferedAtSignals.append(connection.readableBytes(streamID: id))
+                }
+            }
+        }
+        network.onStep = { source.pump() }
+        let client = try network.connect(Fixtures.client())
+        network.run { client.isEstablished }
+        let id = try client.openStream(bidirectional: true)
+        let payload = pattern(seed: 9, count: 1024 * 1024)
+        source.enqueue(client, stream: id, bytes: payload)
+
+        // Nobody reads: the first bytes are signalled, then the threshold, and nothing more.
+        network.run(for: .seconds(5)) { false }
+        #expect(serverSide!.readableBytes(streamID: id) > 2 * QUICConnection.promptReadThreshold)
+        #expect(bufferedAtSignals.count == 2, "signalled with \(bufferedAtSignals) bytes buffered")
+        #expect((bufferedAtSignals.last ?? 0) >= QUICConnection.promptReadThreshold)
+
+        // A read re-arms both; the rest arrives intact.
+        reading = true
+        sink.drain(serverSide!, stream: id)
+        #expect(network.run(for: .seconds(60)) { sink.isFinished(serverSide!, id) })
+        #expect(sink.bytes(serverSide!, id) == payload)
+    }
+
     @Test func hundredClientsOnOneEndpointAreRoutedCorrectly() throws {
         let run = try EchoRun()
         let context = try Fixtures.client()
