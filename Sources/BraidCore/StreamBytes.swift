@@ -16,14 +16,7 @@ public final class StreamBytes: @unchecked Sendable {
     private let block: (pointer: UnsafeMutableRawPointer, sizeClass: Int)?
 
     public convenience init<Bytes: Collection>(copying bytes: Bytes) where Bytes.Element == UInt8 {
-        self.init(count: bytes.count) { base in
-            let copied: Void? = bytes.withContiguousStorageIfAvailable { source in
-                base.copyMemory(from: UnsafeRawBufferPointer(source))
-            }
-            if copied == nil {
-                for (index, byte) in bytes.enumerated() { base[index] = byte }
-            }
-        }
+        self.init(count: bytes.count) { $0.copyCollection(bytes) }
     }
 
     /// `count` bytes that `initialize` writes (all of them) before anyone else sees them: a

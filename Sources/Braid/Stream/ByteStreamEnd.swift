@@ -1,3 +1,4 @@
+import BraidCore
 import BraidIO
 import Foundation
 
@@ -44,7 +45,7 @@ struct ByteStreamEnd: Sendable {
     func queueAtOnce(copying content: some Collection<UInt8> & Sendable, endOfStream: Bool, queued: () -> Void) throws -> StreamOutbox.Storage? {
         let count = content.count
         if count <= StreamOutbox.largestSharedSend,
-            try queueAtOnce(count: count, endOfStream: endOfStream, queued: queued, writing: { Self.copy(content, into: $0) }) {
+            try queueAtOnce(count: count, endOfStream: endOfStream, queued: queued, writing: { $0.copyCollection(content) }) {
             return nil
         }
         let storage: StreamOutbox.Storage
@@ -70,14 +71,6 @@ struct ByteStreamEnd: Sendable {
     /// Sends of at least this many bytes are borrowed rather than copied on plain TCP: below
     /// it the copy costs less than the gathered writes of many small borrowed pieces.
     static let smallestBorrowedSend = 16 * 1024
-
-    /// Copies `content` into `buffer`, which has room for exactly all of it.
-    static func copy(_ content: some Collection<UInt8>, into buffer: UnsafeMutableRawBufferPointer) {
-        let copied: Void? = content.withContiguousStorageIfAvailable { buffer.copyMemory(from: UnsafeRawBufferPointer($0)) }
-        if copied == nil {
-            for (index, byte) in content.enumerated() { buffer[index] = byte }
-        }
-    }
 
     /// `send` after `queueAtOnce` said no: charges the budget and queues, waiting for room.
     /// A public send calls `queueAtOnce` itself and then this, so a send that finds room makes
