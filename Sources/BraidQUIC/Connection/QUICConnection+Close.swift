@@ -18,14 +18,18 @@ extension QUICConnection {
     /// Closes with CONNECTION_REFUSED and `reason`: a server's refusal of a client it had
     /// already taken (a Braid client reports `serverBusy`, as for the endpoint's own refusals).
     public func refuse(reason: String, now: QUICInstant) {
+        close(transportErrorCode: UInt64(NGTCP2_CONNECTION_REFUSED), reason: reason, now: now)
+    }
+
+    /// Closes with a transport error `code` (a CONNECTION_CLOSE of type 0x1c) and `reason`
+    /// (its first 1,024 bytes on the wire).
+    func close(transportErrorCode code: UInt64, reason: String, now: QUICInstant) {
         guard !isClosed else { return }
         let bytes = Array(reason.utf8.prefix(1024))
         bytes.withUnsafeBufferPointer {
             var ccerr = ngtcp2_connection_close_error()
-            ngtcp2_connection_close_error_set_transport_error(
-                &ccerr, UInt64(NGTCP2_CONNECTION_REFUSED), UnsafeMutablePointer(mutating: $0.baseAddress), $0.count)
-            startClosing(
-                ccerr: ccerr, reason: .transportError(code: UInt64(NGTCP2_CONNECTION_REFUSED), reason: reason, byPeer: false), now: now)
+            ngtcp2_connection_close_error_set_transport_error(&ccerr, code, UnsafeMutablePointer(mutating: $0.baseAddress), $0.count)
+            startClosing(ccerr: ccerr, reason: .transportError(code: code, reason: reason, byPeer: false), now: now)
         }
     }
 

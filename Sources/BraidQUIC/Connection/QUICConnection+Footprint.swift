@@ -23,13 +23,6 @@ extension QUICConnection {
     /// CONNECTION_CLOSE of NO_ERROR whose reason says why (RFC 9000 §10.2 allows closing at any
     /// time). The connection then goes through its closing period like any other close.
     func evict(reason: String, now: QUICInstant) {
-        guard !isClosed else { return }
-        let bytes = Array(reason.utf8)
-        bytes.withUnsafeBufferPointer {
-            var ccerr = ngtcp2_connection_close_error()
-            ngtcp2_connection_close_error_set_transport_error(
-                &ccerr, UInt64(NGTCP2_NO_ERROR), UnsafeMutablePointer(mutating: $0.baseAddress), $0.count)
-            startClosing(ccerr: ccerr, reason: .transportError(code: 0, reason: reason, byPeer: false), now: now)
-        }
+        close(transportErrorCode: UInt64(NGTCP2_NO_ERROR), reason: reason, now: now)
     }
 }
