@@ -15,6 +15,34 @@ import Testing
         return try #require(ticket)
     }
 
+    /// A resumed connection, the stream it sent on, and what the server read.
+    struct ResumedSend {
+        let client: QUICConnection
+        let stream: Int64
+        let server: QUICConnection
+        let sink: StreamSink
+    }
+
+    /// Connects with `ticket` and, before any packet went out (so in 0-RTT if the server takes
+    /// it), sends `bytes` with FIN on a new stream; returns once the server has read them all.
+    /// `observe` sees every event as well.
+    func resumeAndSend(
+        _ bytes: [UInt8], network: SimulatedNetwork, context: QUICClientContext, ticket: QUICResumptionTicket,
+        observe: @escaping (QUICConnection, QUICEvent) -> Void = { _, _ in }
+    ) throws -> ResumedSend {
+        let sink = StreamSink()
+        network.onEvent = { connection, event in
+            if connection.role == .server, case .streamReadable(let id) = event { sink.drain(connection, stream: id) }
+            observe(connection, event)
+        }
+        let client = try network.connect(context, resumption: ticket)
+        let id = try client.openStream(bidirectional: true)
+        try client.send(streamID: id, bytes: bytes, fin: true)
+        var serverSide: QUICConnection? { network.serverConnections.last }
+        #expect(network.run { serverSide.map { sink.isFinished($0, id) } ?? false })
+        return ResumedSend(client: client, stream: id, server: try #require(serverSide), sink: sink)
+    }
+
     @Test func resumedConnectionCarriesZeroRTTStreamDataFlaggedEarly() throws {
         let server = try Fixtures.server()
         let network = SimulatedNetwork(server: server)
@@ -25,22 +53,13 @@ import Testing
         #expect(restored == ticket)
         #expect(QUICResumptionTicket(serialized: Array(ticket.serialized().dropLast())) == nil)
 
-        let sink = StreamSink()
-        network.onEvent = { connection, event in
-            if connection.role == .server, case .streamReadable(let id) = event { sink.drain(connection, stream: id) }
-        }
-        let client = try network.connect(context, resumption: restored)
-        // Before any packet went out: the stream and its bytes go in 0-RTT.
-        let id = try client.openStream(bidirectional: true)
         let request = pattern(seed: 99, count: 3000)
-        try client.send(streamID: id, bytes: request, fin: true)
-        var serverSide: QUICConnection? { network.serverConnections.last }
-        #expect(network.run { serverSide.map { sink.isFinished($0, id) } ?? false })
-        #expect(sink.bytes(serverSide!, id) == request)
-        #expect(sink.earlyBytes[ObjectIdentifier(serverSide!)] == request.count, "server must see the bytes flagged as 0-RTT")
-        #expect(network.run { client.isEstablished })
-        #expect(client.earlyDataAccepted)
-        #expect(serverSide!.earlyDataAccepted)
+        let sent = try resumeAndSend(request, network: network, context: context, ticket: restored)
+        #expect(sent.sink.bytes(sent.server, sent.stream) == request)
+        #expect(sent.sink.earlyBytes[ObjectIdentifier(sent.server)] == request.count, "server must see the bytes flagged as 0-RTT")
+        #expect(network.run { sent.client.isEstablished })
+        #expect(sent.client.earlyDataAccepted)
+        #expect(sent.server.earlyDataAccepted)
     }
 
     /// Both ends free their GnuTLS session once nothing needs it (it is most of an idle
@@ -58,17 +77,10 @@ import Testing
         let issued = try #require(ticket)
         #expect(network.serverConnections.last?.session == nil)
 
-        let sink = StreamSink()
-        network.onEvent = { connection, event in
-            if connection.role == .server, case .streamReadable(let id) = event { sink.drain(connection, stream: id) }
-        }
-        let resumed = try network.connect(context, resumption: issued)
-        let id = try resumed.openStream(bidirectional: true)
-        try resumed.send(streamID: id, bytes: [1, 2, 3], fin: true)
-        var serverSide: QUICConnection? { network.serverConnections.last }
-        #expect(network.run { resumed.isEstablished && serverSide.map { sink.isFinished($0, id) } ?? false })
-        #expect(resumed.earlyDataAccepted)
-        #expect(sink.earlyBytes[ObjectIdentifier(serverSide!)] == 3)
+        let resumed = try resumeAndSend([1, 2, 3], network: network, context: context, ticket: issued)
+        #expect(network.run { resumed.client.isEstablished })
+        #expect(resumed.client.earlyDataAccepted)
+        #expect(resumed.sink.earlyBytes[ObjectIdentifier(resumed.server)] == 3)
     }
 
     @Test func rejectedZeroRTTIsResentAfterHandshake() throws {
@@ -76,22 +88,15 @@ import Testing
         // A ticket from one server endpoint means nothing to another (different ticket key).
         let ticket = try ticket(network: SimulatedNetwork(server: try Fixtures.server()), context: context)
         let network = SimulatedNetwork(server: try Fixtures.server())
-        let sink = StreamSink()
         var rejected = false
-        network.onEvent = { connection, event in
-            if connection.role == .server, case .streamReadable(let id) = event { sink.drain(connection, stream: id) }
+        let request = pattern(seed: 5, count: 5000)
+        let sent = try resumeAndSend(request, network: network, context: context, ticket: ticket) { connection, event in
             if connection.role == .client, event == .earlyDataRejected { rejected = true }
         }
-        let client = try network.connect(context, resumption: ticket)
-        let id = try client.openStream(bidirectional: true)
-        let request = pattern(seed: 5, count: 5000)
-        try client.send(streamID: id, bytes: request, fin: true)
-        var serverSide: QUICConnection? { network.serverConnections.last }
-        #expect(network.run { serverSide.map { sink.isFinished($0, id) } ?? false })
         #expect(rejected)
-        #expect(!client.earlyDataAccepted)
-        #expect(sink.bytes(serverSide!, id) == request)
-        #expect(sink.earlyBytes[ObjectIdentifier(serverSide!)] == nil)
+        #expect(!sent.client.earlyDataAccepted)
+        #expect(sent.sink.bytes(sent.server, sent.stream) == request)
+        #expect(sent.sink.earlyBytes[ObjectIdentifier(sent.server)] == nil)
     }
 
     /// Endpoints sharing `QUICServerKeys` (one server on several loops) accept each other's
@@ -104,18 +109,10 @@ import Testing
         let context = try Fixtures.client()
         let ticket = try ticket(network: SimulatedNetwork(server: first), context: context)
         let network = SimulatedNetwork(server: second)
-        let sink = StreamSink()
-        network.onEvent = { connection, event in
-            if connection.role == .server, case .streamReadable(let id) = event { sink.drain(connection, stream: id) }
-        }
-        let client = try network.connect(context, resumption: ticket)
-        let id = try client.openStream(bidirectional: true)
-        try client.send(streamID: id, bytes: [7, 8, 9], fin: true)
-        var serverSide: QUICConnection? { network.serverConnections.last }
-        #expect(network.run { serverSide.map { sink.isFinished($0, id) } ?? false })
-        #expect(network.run { client.isEstablished })
-        #expect(client.earlyDataAccepted)
-        #expect(sink.earlyBytes[ObjectIdentifier(serverSide!)] == 3)
+        let sent = try resumeAndSend([7, 8, 9], network: network, context: context, ticket: ticket)
+        #expect(network.run { sent.client.isEstablished })
+        #expect(sent.client.earlyDataAccepted)
+        #expect(sent.sink.earlyBytes[ObjectIdentifier(sent.server)] == 3)
     }
 
     @Test func zeroRTTDisabledOnServerStillDeliversData() throws {
@@ -123,16 +120,8 @@ import Testing
         let network = SimulatedNetwork(server: server)
         let context = try Fixtures.client()
         let ticket = try ticket(network: network, context: context)
-        let sink = StreamSink()
-        network.onEvent = { connection, event in
-            if connection.role == .server, case .streamReadable(let id) = event { sink.drain(connection, stream: id) }
-        }
-        let client = try network.connect(context, resumption: ticket)
-        let id = try client.openStream(bidirectional: true)
-        try client.send(streamID: id, bytes: [1, 2, 3], fin: true)
-        var serverSide: QUICConnection? { network.serverConnections.last }
-        #expect(network.run { serverSide.map { sink.isFinished($0, id) } ?? false })
-        #expect(sink.bytes(serverSide!, id) == [1, 2, 3])
-        #expect(!client.earlyDataAccepted)
+        let sent = try resumeAndSend([1, 2, 3], network: network, context: context, ticket: ticket)
+        #expect(sent.sink.bytes(sent.server, sent.stream) == [1, 2, 3])
+        #expect(!sent.client.earlyDataAccepted)
     }
 }
