@@ -49,8 +49,8 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     }
 
     /// A connection to `endpoint` with these parameters. Nothing is sent until `start()` or the
-    /// first call that needs the connection. QUIC, TLS, TCP and UDP are implemented: other
-    /// stacks fail on start with `NetworkError.unsupported`.
+    /// first call that needs the connection. QUIC, TLS, TCP and UDP (and the framers over them)
+    /// are implemented: other stacks fail on start with `NetworkError.unsupported`.
     public init(to endpoint: NWEndpoint, using parameters: NetworkParameters<ApplicationProtocol>) {
         self.endpoint = endpoint
         stack = parameters.stack
@@ -114,80 +114,14 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         // where an exchange would take it.
         guard !started.load(ordering: .relaxed), !started.exchange(true, ordering: .relaxed) else { return }
         shared.states.update(.preparing)
-        let endpoint = endpoint, core = core, local = requestedLocalEndpoint, sockets = sockets, streamSockets = streamSockets
-        let serviceClass = parameters.serviceClass, multipath = parameters.multipathServiceType
-        let constraints = parameters.interfaceConstraints
-        let tls: TLS?, tcp: TCP
-        switch stack {
-        case let quic as QUIC:
-            if serviceClass != .bestEffort || multipath != .disabled {
-                fail(.unsupported("serviceClass and multipathServiceType on QUIC connections (TCP and TLS stacks apply them)"))
-                return
-            }
-            loop.execute { context in
-                // A QUIC client moves to another interface by itself when its own goes away.
-                let watch = core.value.pathWatch(constraints: constraints)
-                watch.migratesWhenPathGoesAway = true
-                watch.arm(context)
-                let strategy = QUICEstablishment(core: core.value, quic: quic, endpoint: endpoint, sockets: sockets)
-                ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local, constraints: constraints)
-                    .begin(context)
-            }
-            return
-        case let udp as UDP:
-            startDatagrams(udp)
-            return
-        case let stack as TLS:
-            (tls, tcp) = (stack, stack.tcp)
-        case let stack as TCP:
-            (tls, tcp) = (nil, stack)
-        case let framed as any MessageFramedStack:
-            switch framed.framedLower {
-            case .tls(let stack): (tls, tcp) = (stack, stack.tcp)
-            case .tcp(let stack): (tls, tcp) = (nil, stack)
-            case .udp(let udp):
-                startDatagrams(udp)
-                return
-            case .quicStream, .unsupported:
-                fail(.unsupported(framed.framedLower.unsupportedOnConnections ?? ""))
-                return
-            }
-        default:
-            fail(.unsupported("\(ApplicationProtocol.self) connections; QUIC, TLS, TCP and UDP are implemented"))
-            return
-        }
+        let start = ClientStart(
+            core: core, endpoint: endpoint, local: requestedLocalEndpoint, serviceClass: parameters.serviceClass,
+            multipath: parameters.multipathServiceType, constraints: parameters.interfaceConstraints, sockets: sockets,
+            streamSockets: streamSockets)
         do {
-            try tcp.validate()
-            if let tls { _ = try tls.clientConfiguration() }
+            try StackBindings.binding(of: stack).startClient(start)
         } catch {
             fail(NetworkError(error))
-            return
-        }
-        loop.execute { context in
-            let strategy = StreamEstablishment(
-                core: core.value, tcp: tcp, tls: tls, endpoint: endpoint, serviceClass: serviceClass, multipath: multipath,
-                sockets: streamSockets)
-            ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local, constraints: constraints)
-                    .begin(context)
-        }
-    }
-
-    /// `start()` of a UDP connection, or of `Coder` over UDP: its core has a datagram channel.
-    private func startDatagrams(_ udp: UDP) {
-        if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled {
-            fail(.unsupported("serviceClass and multipathServiceType on UDP connections (TCP and TLS stacks apply them)"))
-            return
-        }
-        do { try udp.validateForDatagrams() } catch {
-            fail(NetworkError(error))
-            return
-        }
-        let endpoint = endpoint, core = core, local = requestedLocalEndpoint, sockets = sockets
-        let constraints = parameters.interfaceConstraints
-        loop.execute { context in
-            let strategy = DatagramEstablishment(core: core.value, udp: udp, sockets: sockets)
-            ClientEstablishment(core: core.value, strategy: strategy, endpoint: endpoint, local: local, constraints: constraints)
-                .begin(context)
         }
     }
 

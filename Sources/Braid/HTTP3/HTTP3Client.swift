@@ -268,7 +268,7 @@ final class HTTP3ClientConnection: Sendable {
         // these in order), so no stream event reaches the public stream API.
         let owned = LoopBound(handingOver: channel, to: connection.loop)
         let core = connection.core
-        connection.loop.execute { _ in owned.value.attach(to: core.value.channel) }
+        connection.loop.execute { _ in owned.value.attach(to: core.value.quic) }
     }
 
     /// Sends a request on this connection; the first starts it, once the request is queued (a

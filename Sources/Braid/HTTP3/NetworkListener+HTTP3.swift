@@ -68,7 +68,7 @@ extension NetworkListener where ApplicationProtocol == QUIC {
         try await run({ connection in
             let core = connection.core
             let key = try await Completion<ObjectIdentifier>.wait(on: connection.loop) { _, completion in
-                completion.resume(.success(ObjectIdentifier(core.value.channel)))
+                completion.resume(.success(ObjectIdentifier(core.value.quic)))
             }
             guard let (serving, reference) = servingTasks.withLock({ $0.removeValue(forKey: key) }) else { return }
             // The listener's cancellation does not reach the serving task: it starts a graceful

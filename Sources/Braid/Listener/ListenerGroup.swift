@@ -10,14 +10,16 @@ protocol ListenerGroup: Sendable {
     func stopAccepting()
     /// Stops listening (QUIC: closing every connection too).
     func close() async
+    /// The system calls, datagrams and bytes of the sockets all connections share, so far
+    /// (nil: each connection has its own socket, or the stack does not count them).
+    var sharedSocketStatistics: SocketCounters? { get async }
+    /// The live counts and refusals of a QUIC listener (nil for other stacks).
+    var listenerStatistics: ListenerStatistics? { get async }
 }
 
-extension QUICServerGroup: ListenerGroup {}
-extension TCPServerGroup: ListenerGroup {}
-extension UDPServerGroup: ListenerGroup {
-    /// Nothing to do here: the socket also carries the peers' channels, and the listener's
-    /// `InboundIntake`, once closed, drops a new peer's datagrams (as at `newConnectionLimit`).
-    func stopAccepting() {}
+extension ListenerGroup {
+    var sharedSocketStatistics: SocketCounters? { get async { nil } }
+    var listenerStatistics: ListenerStatistics? { get async { nil } }
 }
 
 /// The connections a TLS or TCP listener has open, across its loops, against

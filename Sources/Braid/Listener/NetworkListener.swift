@@ -71,15 +71,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// if let sockets = await listener.socketStatistics { print(sockets.sendmmsgCalls) }
     /// ```
     public var socketStatistics: SocketStatistics? {
-        get async {
-            guard let group = group.withLock({ $0 }) as? QUICServerGroup else { return nil }
-            var total = SocketStatistics()
-            for driver in group.drivers {
-                guard let counters = try? await driver.loop.submit({ _ in driver.value.socket.counters }) else { continue }
-                total = total + counters
-            }
-            return total
-        }
+        get async { await group.withLock({ $0 })?.sharedSocketStatistics }
     }
 
     /// A QUIC listener's live counts (connections, half-open handshakes, streams, buffered
@@ -90,10 +82,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// if let now = await listener.statistics { print(now.connections, now.halfOpenHandshakes) }
     /// ```
     public var statistics: ListenerStatistics? {
-        get async {
-            guard let group = group.withLock({ $0 }) as? QUICServerGroup else { return nil }
-            return await ListenerStatistics(summing: group)
-        }
+        get async { await group.withLock({ $0 })?.listenerStatistics }
     }
 
     /// The port listened on, once `ready`.
@@ -142,27 +131,10 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 throw NetworkError.unsupported(
                     "requiredInterfaceType, prohibitedInterfaceTypes, prohibitedInterfaces, expensivePathsProhibited and constrainedPathsProhibited on listeners (a listener takes requiredInterface; connections apply them all)")
             }
-            let address = try await bindAddress()
-            switch parameters.stack {
-            case let quic as QUIC:
-                group = try await startQUIC(quic, bindTo: address, prepare: prepareQUIC, intake: intake)
-            case let udp as UDP:
-                group = try await startUDP(udp, bindTo: address, intake: intake)
-            case let tls as TLS:
-                group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, intake: intake)
-            case let tcp as TCP:
-                group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, intake: intake)
-            case let framed as any MessageFramedStack:
-                switch framed.framedLower {
-                case .tls(let tls): group = try await startByteStreams(tcp: tls.tcp, tls: tls, bindTo: address, intake: intake)
-                case .tcp(let tcp): group = try await startByteStreams(tcp: tcp, tls: nil, bindTo: address, intake: intake)
-                case .udp(let udp): group = try await startUDP(udp, bindTo: address, intake: intake)
-                case .quicStream, .unsupported:
-                    throw NetworkError.unsupported((framed.framedLower.unsupportedOnConnections ?? "") + " (listener)")
-                }
-            default:
-                throw NetworkError.unsupported("\(ApplicationProtocol.self) listeners; QUIC, TLS, TCP and UDP are implemented")
-            }
+            let start = ListenerStart(
+                parameters: parameters, address: try await bindAddress(), intake: intake, newConnectionLimit: newConnectionLimit,
+                prepareQUIC: prepareQUIC)
+            group = try await StackBindings.binding(of: parameters.stack).startListener(start)
             boundPort.withLock { $0 = NWEndpoint.Port(integerLiteral: group.localAddress.port) }
             self.group.withLock { $0 = group }
             // Cancelling `run` closes the intake at once (no connection is made for which no
@@ -193,96 +165,6 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         self.group.withLock { $0 = nil }
         await group.close()
         broadcast.update(.cancelled)
-    }
-
-    /// The UDP sockets of a QUIC or UDP listener: bound to `requiredInterface` (SO_BINDTODEVICE),
-    /// if the parameters name one, so only what arrives through it is received.
-    private func listeningSockets(_ sockets: any DatagramSocketFactory) throws -> any DatagramSocketFactory {
-        guard let name = parameters.requiredInterface?.name else { return sockets }
-        return try sockets.boundToDevice(name)
-    }
-
-    private func startQUIC(
-        _ quic: QUIC, bindTo address: SocketAddress, prepare: (@Sendable (QUICChannel) -> Void)?,
-        intake: InboundIntake<ApplicationProtocol>
-    ) async throws -> QUICServerGroup {
-        if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled {
-            throw NetworkError.unsupported("serviceClass and multipathServiceType on QUIC listeners (TCP and TLS listeners apply them)")
-        }
-        var configuration = try quic.serverConfiguration()
-        configuration.maxConnections = newConnectionLimit
-        let stack = parameters.stack
-        let environment = NetworkEnvironment.current
-        return try await QUICServerGroup.start(
-            loops: environment.map { [$0.loop] } ?? LoopPool.loops(quic.serverLoops), configuration: configuration,
-            bindTo: address, batching: quic.udp.batching, sockets: try listeningSockets(environment?.sockets ?? UDPSockets())
-        ) { driver, context in
-            InboundConnections(
-                driver: driver, context: context, stack: stack, transport: quic.transport, prepare: prepare, intake: intake
-            ).handle
-        }
-    }
-
-    private func startUDP(
-        _ udp: UDP, bindTo address: SocketAddress, intake: InboundIntake<ApplicationProtocol>
-    ) async throws -> UDPServerGroup {
-        try udp.validateForDatagrams()
-        if parameters.localEndpoint != nil {
-            throw NetworkError.invalidConfiguration("a listener binds to its own endpoint (NetworkListener(for:)); remove localEndpoint from its parameters")
-        }
-        if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled {
-            throw NetworkError.unsupported("serviceClass and multipathServiceType on UDP listeners (TCP and TLS listeners apply them)")
-        }
-        let stack = parameters.stack
-        let admission = ConnectionAdmission(limit: newConnectionLimit)
-        let environment = NetworkEnvironment.current
-        return try await UDPServerGroup.start(
-            loops: environment.map { [$0.loop] } ?? LoopPool.loops(udp.serverLoops), bindTo: address, batching: udp.batching,
-            idleTimeout: udp.inboundIdleTimeout, sockets: try listeningSockets(environment?.sockets ?? UDPSockets())
-        ) { _ in
-            { metadata, _, context in
-                guard admission.admit() else { return nil }
-                let peer = NWEndpoint(metadata.remote)
-                // Once `run` is cancelled, a new peer's datagrams are dropped, as at the limit.
-                let admitted = intake.admit {
-                    let core = ConnectionCore(loop: context.loop, endpointDescription: peer.description)
-                    core.whenEnded = { admission.release() }
-                    core.shared.states.update(.preparing)
-                    return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
-                }
-                guard let admitted else {
-                    admission.release()
-                    return nil
-                }
-                return admitted.core.value.datagram
-            }
-        }
-    }
-
-    private func startByteStreams(
-        tcp: TCP, tls: TLS?, bindTo address: SocketAddress, intake: InboundIntake<ApplicationProtocol>
-    ) async throws -> TCPServerGroup {
-        if parameters.localEndpoint != nil {
-            // Not silently dropped: a listener binds where `init(for:)` says.
-            throw NetworkError.invalidConfiguration("a listener binds to its own endpoint (NetworkListener(for:)); remove localEndpoint from its parameters")
-        }
-        try tcp.validate()
-        let tlsContext = try tls.map { try TLSServerContexts.make(for: $0) }
-        // The listening socket is MPTCP when asked (accepting MPTCP and plain TCP clients), and
-        // every accepted connection gets the service class's mark.
-        var options = TCPOptions(tcp, serviceClass: parameters.serviceClass, multipath: parameters.multipathServiceType)
-        // `requiredInterface`: the listening socket is bound to it, and so is every connection it accepts.
-        options.device = parameters.requiredInterface?.name
-        let stack = parameters.stack
-        let admission = ConnectionAdmission(limit: newConnectionLimit)
-        let environment = NetworkEnvironment.current
-        return try await TCPServerGroup.start(
-            loops: environment.map { [$0.loop] } ?? LoopPool.loops(tcp.serverLoops), bindTo: address, options: options,
-            sockets: environment?.streamSockets ?? TCPSockets()
-        ) { _ in
-            InboundByteStreams(stack: stack, tcp: tcp, tls: tlsContext, handshakeTimeout: tls?.handshakeTimeout ?? .seconds(10),
-                admission: admission, intake: intake).accept
-        }
     }
 
     private func bindAddress() async throws -> SocketAddress {

@@ -3,20 +3,6 @@ import BraidTLS
 import DequeModule
 import Foundation
 
-/// What a byte-stream channel's owner in the public layer hears, on the channel's loop.
-package protocol ByteStreamChannelDelegate: AnyObject {
-    /// The connection is established (TCP connected; with TLS, the handshake completed).
-    func channelBecameReady(_ channel: ByteStreamChannel)
-    /// The channel ended: every pending call has failed with `error` (already described).
-    func channel(_ channel: ByteStreamChannel, endedWith error: any Error)
-}
-
-/// What stands in for a byte-stream channel's socket while it has none yet (a client still
-/// resolving or racing its connects): released if the channel ends first.
-package protocol ByteStreamChannelStandIn: AnyObject {
-    func release(_ context: LoopContext)
-}
-
 /// One TLS-over-TCP or TCP connection's owner on its loop: the socket, the TLS engine (if
 /// any), and the connection's one byte stream in each direction, whose inbox and outbox the
 /// application's tasks use directly (see `StreamInbox`, `StreamOutbox`).
@@ -33,9 +19,9 @@ package protocol ByteStreamChannelStandIn: AnyObject {
 /// ciphertext buffer (bounded by `TLSConnection.pendingCiphertextLimit`) and out with one write
 /// per buffer where the socket takes it; when the socket is full, the channel waits for it to
 /// drain, and the outbox's bound holds the senders back.
-package final class ByteStreamChannel: LoopHandler {
+package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
     package let loop: EventLoop
-    package weak var delegate: ByteStreamChannelDelegate?
+    package weak var delegate: ConnectionChannelDelegate?
     package let inbox = StreamInbox()
     package let outbox: StreamOutbox
     /// Unread bytes kept before the socket is no longer read.
@@ -58,7 +44,7 @@ package final class ByteStreamChannel: LoopHandler {
     private var socket: (any ByteStreamSocket)?
     private var tls: TLSConnection?
     private var token: UInt64?
-    private var standIn: ByteStreamChannelStandIn?
+    private var standIn: ChannelStandIn?
     package private(set) var isReady = false
     package private(set) var finalError: (any Error)?
     /// Reading stopped: the inbox is full, or the peer finished its side.
@@ -113,6 +99,12 @@ package final class ByteStreamChannel: LoopHandler {
     }
     package var remoteAddress: SocketAddress? { socket?.remoteAddress }
 
+    package var facts: ConnectionFacts {
+        ConnectionFacts(
+            negotiatedALPN: negotiatedALPN, earlyDataAccepted: earlyDataAccepted, resumed: isResumed,
+            multipath: multipathInEffect, localAddress: localAddress, remoteAddress: remoteAddress)
+    }
+
     /// An integer socket option of the connection's socket (nil without a TCP socket), for tests.
     package func socketOptionForTesting(level: Int32, name: Int32) -> Int32? {
         guard let socket = socket as? TCPSocket else { return nil }
@@ -123,7 +115,7 @@ package final class ByteStreamChannel: LoopHandler {
     }
 
     /// What serves the channel before its socket is attached: released if the channel ends first.
-    package func setStandIn(_ standIn: ByteStreamChannelStandIn) {
+    package func setStandIn(_ standIn: ChannelStandIn) {
         self.standIn = standIn
     }
 

@@ -13,14 +13,6 @@ package struct ReceivedDatagram: Sendable {
     }
 }
 
-/// What a datagram channel's owner in the public layer hears, on the channel's loop.
-package protocol DatagramChannelDelegate: AnyObject {
-    /// The channel has a socket and a peer: sends go out from now on.
-    func channelBecameReady(_ channel: DatagramChannel)
-    /// The channel ended: every pending call has failed with `error` (already described).
-    func channel(_ channel: DatagramChannel, endedWith error: any Error)
-}
-
 /// What a datagram channel writes through: its own socket (a client connection), or the
 /// listener's socket it shares with the loop's other peers (an inbound connection).
 package protocol DatagramChannelTransport: AnyObject {
@@ -45,7 +37,7 @@ package protocol DatagramChannelTransport: AnyObject {
 /// 64 KiB, more than any UDP payload, so the kernel never truncates one; a truncated message
 /// (MSG_TRUNC) would be dropped and counted (`SocketCounters.truncatedMessages`), never passed on
 /// cut short. Unread datagrams beyond `inboxBacklog` are dropped, oldest first.
-package final class DatagramChannel {
+package final class DatagramChannel: ConnectionChannel {
     /// UDP's largest payload over IPv4 (65,535 less the IPv4 and UDP headers) and IPv6.
     package static let maximumPayloadIPv4 = 65_507
     package static let maximumPayloadIPv6 = 65_527
@@ -58,14 +50,14 @@ package final class DatagramChannel {
     package static let coalescedSegmentLimit = 1452
 
     package let loop: EventLoop
-    package weak var delegate: DatagramChannelDelegate?
+    package weak var delegate: ConnectionChannelDelegate?
     package let inbox = MessageInbox<ReceivedDatagram>(backlog: DatagramChannel.inboxBacklog)
     package let outbox = DatagramOutbox(limit: DatagramChannel.queueLimit)
     /// Turns datapath and internal errors into the caller's error type.
     let describe: (any Error) -> any Error
 
     private var transport: (any DatagramChannelTransport)?
-    private var standIn: ByteStreamChannelStandIn?
+    private var standIn: ChannelStandIn?
     package private(set) var remoteAddress: SocketAddress?
     package private(set) var localAddress: SocketAddress?
     package private(set) var finalError: (any Error)?
@@ -86,6 +78,8 @@ package final class DatagramChannel {
         self.describe = describe
     }
 
+    package var facts: ConnectionFacts { ConnectionFacts(localAddress: localAddress, remoteAddress: remoteAddress) }
+
     /// The socket's counters (nil before the channel has a socket).
     package var socketCounters: SocketCounters? { transport?.socket.counters }
 
@@ -93,7 +87,7 @@ package final class DatagramChannel {
     package var maximumPayload: Int { remoteAddress?.isIPv6 == true ? Self.maximumPayloadIPv6 : Self.maximumPayloadIPv4 }
 
     /// What serves the channel before it has a socket: released if the channel ends first.
-    package func setStandIn(_ standIn: ByteStreamChannelStandIn) {
+    package func setStandIn(_ standIn: ChannelStandIn) {
         self.standIn = standIn
     }
 

@@ -2,16 +2,14 @@ import BraidQUIC
 import DequeModule
 import Foundation
 
-/// What a channel's owner in the public layer hears, on the channel's loop.
-package protocol QUICChannelDelegate: AnyObject {
-    /// The handshake completed: the channel's `negotiatedALPN`, paths and datagram limit are set.
-    func channelBecameReady(_ channel: QUICChannel)
+/// What a QUIC channel's owner in the public layer hears besides ready and the end, on the
+/// channel's loop (ready comes once the handshake completed: `negotiatedALPN`, paths and the
+/// datagram limit are set by then).
+package protocol QUICChannelDelegate: ConnectionChannelDelegate {
     /// The peer opened a stream.
     func channel(_ channel: QUICChannel, opened stream: QUICStreamHandle)
     /// The largest datagram the engine takes now changed (nil: none, or datagrams are off).
     func channel(_ channel: QUICChannel, usableDatagramSizeChanged size: Int?)
-    /// The channel ended: every pending call has failed with `error` (already described).
-    func channel(_ channel: QUICChannel, endedWith error: any Error)
 }
 
 /// A protocol that runs over the connection's streams itself (HTTP/3), in place of the
@@ -51,7 +49,7 @@ package protocol QUICChannelTransport: AnyObject {
 ///
 /// Every error it hands out has gone through `describe` (the public layer's mapping), so
 /// callers see one error type.
-package final class QUICChannel {
+package final class QUICChannel: ConnectionChannel {
     package let loop: EventLoop
     package weak var delegate: QUICChannelDelegate?
     /// Received datagrams nobody has read yet, up to 4,096: beyond that the oldest are
@@ -399,8 +397,14 @@ package final class QUICChannel {
         delegate?.channel(self, usableDatagramSizeChanged: limit)
     }
 
-    /// Closes the connection (application code 0 unless given) and ends every pending call.
-    package func cancel(context: LoopContext, code: UInt64 = 0, reason: String = "") {
+    /// Closes the connection with application error code 0 and ends every pending call.
+    package func cancel(context: LoopContext) {
+        cancel(context: context, code: 0, reason: "")
+    }
+
+    /// Closes the connection with application error `code` and `reason`, and ends every
+    /// pending call.
+    package func cancel(context: LoopContext, code: UInt64, reason: String = "") {
         guard finalError == nil else { return }
         let standIn = engine == nil ? transport : nil
         fail(CancellationError())
@@ -420,6 +424,12 @@ package final class QUICChannel {
     /// The addresses the connection uses now (nil before it has an engine).
     package var localAddress: SocketAddress? { engine?.path.local }
     package var remoteAddress: SocketAddress? { engine?.path.remote }
+
+    package var facts: ConnectionFacts {
+        ConnectionFacts(
+            negotiatedALPN: negotiatedALPN, earlyDataAccepted: earlyDataAccepted, localAddress: localAddress,
+            remoteAddress: remoteAddress)
+    }
 
     /// The engine's transport counters (nil before it exists).
     package var statistics: QUICConnectionStatistics? { engine?.statistics }

@@ -131,7 +131,7 @@ import BraidCore
             }
         }
         // High-water marks, not samples: a sample taken every millisecond can miss the peak.
-        let largest = try await connection.loop.submit { _ in core.value.channel.engine?.largestPendingDatagramCount ?? -1 }
+        let largest = try await connection.loop.submit { _ in core.value.quic.engine?.largestPendingDatagramCount ?? -1 }
         let largestOutbox = connection.shared.datagramOutbox.largestCount
         #expect(largest > 0)
         #expect(largest <= 256)  // QUICChannel.datagramQueueLimit

@@ -22,7 +22,7 @@ import Testing
         let watch = Watch()
         try await connection.loop.submit { _ in
             watch.core = core.value
-            watch.channel = core.value.channel
+            watch.channel = core.value.quic
             watch.pathWatch = core.value.madePathWatch
         }
         return watch

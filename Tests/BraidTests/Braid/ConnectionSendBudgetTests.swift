@@ -16,7 +16,7 @@ import Testing
     /// The connection's send budget (the object its streams' sends are admitted by).
     static func budget(of connection: NetworkConnection<QUIC>) async throws -> SendBudget {
         let core = connection.core
-        return try await connection.loop.submit { _ in core.value.channel.sendBudget }
+        return try await connection.loop.submit { _ in core.value.quic.sendBudget }
     }
 
     /// Sixteen perf downloads of 1 MiB from a listener whose connections may hold 256 KiB for

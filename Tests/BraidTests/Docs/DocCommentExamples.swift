@@ -128,7 +128,7 @@ func docExample_withNetworkConnection() async throws -> Data {
     return reply
 }
 
-/// Sources/Braid/Connection/ConnectionControl.swift
+/// Sources/Braid/QUIC/NetworkConnection+QUICControl.swift
 func docExample_NetworkConnection_cancelApplicationErrorCode(_ connection: NetworkConnection<QUIC>) {
     connection.cancel(applicationErrorCode: 0x101, reason: "shutting down")
 }
@@ -153,7 +153,7 @@ func docExample_NetworkConnectionState(_ connection: NetworkConnection<QUIC>) {
     }
 }
 
-/// Sources/Braid/Connection/QUICConnectionAPI.swift
+/// Sources/Braid/QUIC/QUICConnectionAPI.swift
 func docExample_NetworkConnection_openStream(_ connection: NetworkConnection<QUIC>) async throws {
     let stream = try await connection.openStream(directionality: .unidirectional)
     try await stream.send(Data("log line".utf8), endOfStream: true)
@@ -184,7 +184,7 @@ func docExample_QUICDatagrams(_ connection: NetworkConnection<QUIC>) async throw
     for await datagram in connection.datagrams { print(datagram.count) }
 }
 
-/// Sources/Braid/Connection/UDPConnectionAPI.swift
+/// Sources/Braid/UDP/UDPConnectionAPI.swift
 func docExample_UDP_send(_ game: NetworkConnection<UDP>) async throws {
     try await game.send(Data("player_position:100,50".utf8))
 }
@@ -250,7 +250,7 @@ func docExample_NetworkListener_statistics(_ listener: NetworkListener<QUIC>) as
     if let now = await listener.statistics { print(now.connections, now.halfOpenHandshakes) }
 }
 
-/// Sources/Braid/Listener/ListenerStatistics.swift
+/// Sources/Braid/QUIC/ListenerStatistics.swift
 func docExample_ListenerStatistics(_ listener: NetworkListener<QUIC>) async {
     if let now = await listener.statistics {
         print("\(now.connections) connections, \(now.halfOpenHandshakes) handshakes in progress")
@@ -275,7 +275,7 @@ func docExample_NetworkParameters() -> NetworkConnection<QUIC> {
     return connection
 }
 
-/// Sources/Braid/Stack/QUIC.swift
+/// Sources/Braid/QUIC/QUIC.swift
 func docExample_QUIC_connectionSendBufferLimit() -> QUIC {
     let stack = QUIC(alpn: ["perf"]).connectionSendBufferLimit(64 * 1024 * 1024)
     return stack
@@ -516,7 +516,7 @@ func docExample_IP() -> (QUIC, TLS) {
     return (quic, tls)
 }
 
-/// Sources/Braid/Stack/TCP.swift
+/// Sources/Braid/TCP/TCP.swift
 func docExample_TCP() -> NetworkConnection<TCP> {
     let connection = NetworkConnection(to: .hostPort(host: "localhost", port: 7000)) {
         TCP { IP().version(.v4) }.noDelay(true).keepalive(idleTimeInSeconds: 60, count: 4, intervalInSeconds: 10)
@@ -524,7 +524,7 @@ func docExample_TCP() -> NetworkConnection<TCP> {
     return connection
 }
 
-/// Sources/Braid/Stack/TLS.swift
+/// Sources/Braid/TLS/TLS.swift
 func docExample_TLS() -> NetworkConnection<TLS> {
     let connection = NetworkConnection(to: .hostPort(host: "localhost", port: 4443)) {
         TLS { TCP { IP().fragmentationEnabled(false) } }
@@ -534,7 +534,7 @@ func docExample_TLS() -> NetworkConnection<TLS> {
     return connection
 }
 
-/// Sources/Braid/Connection/StreamConnectionAPI.swift
+/// Sources/Braid/TCP/StreamConnectionAPI.swift
 func docExample_StreamConnection(_ connection: NetworkConnection<TLS>) async throws -> (Data, UInt32) {
     try await connection.send(Data("Hello, world!".utf8))
     let incoming = try await connection.receive(exactly: 98).content
@@ -542,7 +542,7 @@ func docExample_StreamConnection(_ connection: NetworkConnection<TLS>) async thr
     return (incoming, length)
 }
 
-/// Sources/Braid/Connection/StreamConnectionAPI.swift (early data)
+/// Sources/Braid/TCP/StreamConnectionAPI.swift (early data)
 func docExample_TLSSendIdempotent(endpoint: NWEndpoint, cache: TLS.SessionCache) async throws -> NetworkConnection<TLS> {
     let connection = NetworkConnection(to: endpoint) { TLS().earlyDataEnabled(true).sessionCache(cache) }
     try await connection.sendIdempotent(Data("GET /status\n".utf8))
@@ -573,7 +573,7 @@ func docExample_NetworkCoder() -> some NetworkCoder {
     return CompactJSON()
 }
 
-/// Sources/Braid/Stack/TLV.swift
+/// Sources/Braid/Framers/TLV.swift
 func docExample_TLV() async throws -> (Data, TLV.Metadata) {
     let chat = NetworkConnection(to: .hostPort(host: "www.example.com", port: 1029)) { TLV { TLS() } }
     try await chat.send(Data("hello".utf8), type: 1)
@@ -586,7 +586,7 @@ func docExample_TLV_maximumMessageSize() -> TLV {
     return stack
 }
 
-/// Sources/Braid/Stack/Coder.swift
+/// Sources/Braid/Framers/Coder.swift
 func docExample_Coder() async throws -> String {
     let typed = NetworkConnection(to: .hostPort(host: "www.example.com", port: 1029)) {
         Coder(String.self, using: .json) { TLS() }
@@ -605,7 +605,7 @@ func docExample_Coder_UDP() async throws -> [Int] {
     return update
 }
 
-/// Sources/Braid/Connection/MessageConnectionAPI.swift
+/// Sources/Braid/Framers/MessageConnectionAPI.swift
 func docExample_TLV_send(_ connection: NetworkConnection<TLV>) async throws {
     try await connection.send(Data("e2e4".utf8), type: 2)
 }
@@ -630,7 +630,7 @@ func docExample_Coder_receive(_ typed: NetworkConnection<Coder<String, String, N
     return message
 }
 
-/// Sources/Braid/Stack/QUICStream.swift
+/// Sources/Braid/QUIC/QUICStream.swift
 func docExample_QUICStreamStack(_ connection: NetworkConnection<QUIC>) async throws -> (Data, TLV.Metadata) {
     let stream = try await connection.openStream { quicStream in
         TLV { quicStream }
@@ -640,7 +640,7 @@ func docExample_QUICStreamStack(_ connection: NetworkConnection<QUIC>) async thr
     return (content, metadata)
 }
 
-/// Sources/Braid/Connection/QUICConnectionAPI.swift: openStream(directionality:_:)
+/// Sources/Braid/QUIC/QUICConnectionAPI.swift: openStream(directionality:_:)
 func docExample_NetworkConnection_openFramedStream(_ connection: NetworkConnection<QUIC>) async throws -> String {
     let stream = try await connection.openStream { quicStream in
         Coder(String.self, using: .json) { quicStream }
@@ -650,7 +650,7 @@ func docExample_NetworkConnection_openFramedStream(_ connection: NetworkConnecti
     return reply
 }
 
-/// Sources/Braid/Connection/QUICConnectionAPI.swift: inboundStreams(prepending:_:)
+/// Sources/Braid/QUIC/QUICConnectionAPI.swift: inboundStreams(prepending:_:)
 func docExample_NetworkConnection_inboundFramedStreams(_ connection: NetworkConnection<QUIC>) async throws {
     try await connection.inboundStreams(prepending: { quicStream in TLV { quicStream } }) { stream in
         for try await (content, metadata) in stream.messages {
@@ -659,7 +659,7 @@ func docExample_NetworkConnection_inboundFramedStreams(_ connection: NetworkConn
     }
 }
 
-/// Sources/Braid/Connection/QUIC+StreamMessages.swift
+/// Sources/Braid/QUIC/QUIC+StreamMessages.swift
 func docExample_QUICStream_TLV_send(_ connection: NetworkConnection<QUIC>) async throws {
     let stream = try await connection.openStream { quicStream in TLV { quicStream } }
     try await stream.send(Data("e2e4".utf8), type: 2)

@@ -44,9 +44,9 @@ final class VirtualPair: Sendable {
                 let end = VirtualEnd(engine: engine, delay: delay) { bytes, context in server.receive(bytes, context) }
                 server.client = end
                 let connection = NetworkConnection<QUIC>.running(
-                    engine, transport: end, peer: .hostPort(host: "127.0.0.1", port: 4433), stack: stack, configuration: transport,
-                    context: context)
-                end.start(connection.core.value.channel, context)
+                    peer: .hostPort(host: "127.0.0.1", port: 4433), stack: stack, configuration: transport, context: context
+                ) { $0.attach(engine, transport: end, context: context) }
+                end.start(connection.core.value.quic, context)
                 built.value = connection
             } catch {
                 preconditionFailure("virtual client: \(error)")
@@ -179,9 +179,9 @@ private final class VirtualServer {
             }
             self.end = end
             let server = NetworkConnection<QUIC>.running(
-                connection, transport: end, peer: .hostPort(host: "127.0.0.2", port: 50000), stack: stack, configuration: transport,
-                context: context)
-            end.start(server.core.value.channel, context)
+                peer: .hostPort(host: "127.0.0.2", port: 50000), stack: stack, configuration: transport, context: context
+            ) { $0.attach(connection, transport: end, context: context) }
+            end.start(server.core.value.quic, context)
             accepted(server)
         }
         endpoint.applyRoutingChanges(of: connection)

@@ -103,7 +103,7 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
         let core = core
         return try await NetworkError.mapping {
             try await Completion<QUICStreamHandle>.wait(on: loop) { context, completion in
-                core.value.channel.openStream(bidirectional: directionality == .bidirectional, context: context, completion: completion)
+                core.value.quic.openStream(bidirectional: directionality == .bidirectional, context: context, completion: completion)
             }
         }
     }
@@ -195,13 +195,13 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
 
 extension ConnectionCore {
     var publicStatistics: NetworkConnectionStatistics? {
-        guard let engine = channel.statistics else { return nil }
-        let socket = channel.socketCounters ?? SocketCounters()
+        guard let engine = quic.statistics else { return nil }
+        let socket = quic.socketCounters ?? SocketCounters()
         return NetworkConnectionStatistics(
             smoothedRTT: engine.smoothedRTT, minimumRTT: engine.minRTT, latestRTT: engine.latestRTT,
             congestionWindow: engine.congestionWindow, bytesInFlight: engine.bytesInFlight, packetsSent: engine.packetsSent,
             bytesSent: engine.bytesSent, packetsReceived: engine.packetsReceived, bytesReceived: engine.bytesReceived,
-            datagramsLost: engine.datagramsLost + channel.datagramsDroppedBeforeEngine, sendmsgCalls: socket.sendmsgCalls, sendmmsgCalls: socket.sendmmsgCalls,
+            datagramsLost: engine.datagramsLost + quic.datagramsDroppedBeforeEngine, sendmsgCalls: socket.sendmsgCalls, sendmmsgCalls: socket.sendmmsgCalls,
             recvmsgCalls: socket.recvmsgCalls, recvmmsgCalls: socket.recvmmsgCalls, migrations: migrations)
     }
 }
@@ -387,14 +387,14 @@ extension QUIC {
                     return
                 case .queuedDrainNeeded:
                     let core = core
-                    loop.execute { context in core.value.channel.sendQueuedDatagrams(context) }
+                    loop.execute { context in core.value.quic.sendQueuedDatagrams(context) }
                     return
                 case .full:
                     try await outbox.waitForRoom()
                 case .needsLoop:
                     let core = core
                     try await Completion<Void>.wait(on: loop) { context, completion in
-                        core.value.channel.sendDatagram(bytes, context: context, completion: completion)
+                        core.value.quic.sendDatagram(bytes, context: context, completion: completion)
                     }
                     return
                 case .failed(let error):

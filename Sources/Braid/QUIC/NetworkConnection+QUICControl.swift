@@ -13,7 +13,7 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
     /// ```
     public func cancel(applicationErrorCode code: UInt64, reason: String = "") {
         shared.states.update(.cancelled)
-        loop.execute { [core] context in core.value.channel.cancel(context: context, code: code, reason: reason) }
+        loop.execute { [core] context in core.value.quic.cancel(context: context, code: code, reason: reason) }
     }
 
     /// Like `cancel(applicationErrorCode:reason:)`, and returns once the close has been handed
@@ -25,7 +25,7 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
     public func close(applicationErrorCode code: UInt64, reason: String = "") async {
         shared.states.update(.cancelled)
         let core = core
-        _ = try? await loop.submit { context in core.value.channel.cancel(context: context, code: code, reason: reason) }
+        _ = try? await loop.submit { context in core.value.quic.cancel(context: context, code: code, reason: reason) }
     }
 
     /// Starts a TLS key update (RFC 9001 §6): both directions move to fresh packet keys while
@@ -37,7 +37,7 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
     public func updateKeys() async throws {
         let core = core
         try await loop.submit { context in
-            do { try core.value.channel.updateKeys(context: context) } catch { throw NetworkError(error) }
+            do { try core.value.quic.updateKeys(context: context) } catch { throw NetworkError(error) }
         }
     }
 }

@@ -58,7 +58,7 @@ final class DatagramEstablishment: EstablishmentStrategy {
     }
 }
 
-extension DatagramEstablishment: ByteStreamChannelStandIn {
+extension DatagramEstablishment: ChannelStandIn {
     func release(_ context: LoopContext) {
         race?.abandon(context)
         race = nil

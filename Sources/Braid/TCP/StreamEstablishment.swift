@@ -91,7 +91,7 @@ final class StreamEstablishment: EstablishmentStrategy {
 
 /// Until a connect wins, the establishment stands in for the channel's socket: ending the
 /// connection abandons the attempts.
-extension StreamEstablishment: ByteStreamChannelStandIn {
+extension StreamEstablishment: ChannelStandIn {
     func release(_ context: LoopContext) {
         race?.abandon(context)
         race = nil

@@ -10,14 +10,17 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
     private let tcp: TCP
     private let tls: TLSServerContext?
     private let handshakeTimeout: Duration
+    /// A framer's largest message, when the connections carry `TLV` or `Coder` messages.
+    private let maximumMessageSize: Int?
     private let admission: ConnectionAdmission
     private let intake: InboundIntake<ApplicationProtocol>
     private static var logger: Logger { Logger(label: "braid.listener") }
 
     init(
-        stack: ApplicationProtocol, tcp: TCP, tls: TLSServerContext?, handshakeTimeout: Duration, admission: ConnectionAdmission,
-        intake: InboundIntake<ApplicationProtocol>
+        stack: ApplicationProtocol, tcp: TCP, tls: TLSServerContext?, handshakeTimeout: Duration, maximumMessageSize: Int?,
+        admission: ConnectionAdmission, intake: InboundIntake<ApplicationProtocol>
     ) {
+        self.maximumMessageSize = maximumMessageSize
         self.stack = stack
         self.tcp = tcp
         self.tls = tls
@@ -47,8 +50,8 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
         let admission = admission
         let admitted = intake.admit {
             let core = ConnectionCore(
-                loop: context.loop, endpointDescription: peer.description, tcp: tcp, handshakeTimeout: handshakeTimeout,
-                maximumMessageSize: (stack as? any MessageFramedStack)?.maximumMessageSize)
+                byteStreamOn: context.loop, endpointDescription: peer.description, tcp: tcp, handshakeTimeout: handshakeTimeout,
+                maximumMessageSize: maximumMessageSize)
             core.whenEnded = { admission.release() }
             core.shared.states.update(.preparing)
             core.byteStream.attach(socket: socket, tls: engine, context: context)

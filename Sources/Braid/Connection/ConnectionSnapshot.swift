@@ -1,0 +1,11 @@
+/// What the public objects read without a trip to the loop: set by the loop at ready.
+struct ConnectionSnapshot: Sendable {
+    var negotiatedALPN: String?
+    var usableDatagramFrameSize: Int?
+    var localEndpoint: NWEndpoint?
+    var remoteEndpoint: NWEndpoint?
+    var earlyDataAccepted = false
+    var multipath = false
+    /// TLS over TCP: the handshake resumed a session.
+    var resumed = false
+}

@@ -1,0 +1,52 @@
+import BraidIO
+
+/// What a stack's binding needs to start a listener: its parameters, the address to bind and
+/// where new connections go. Made by `NetworkListener.run`.
+struct ListenerStart<Top: NetworkProtocol> {
+    let parameters: NetworkParameters<Top>
+    let address: SocketAddress
+    let intake: InboundIntake<Top>
+    let newConnectionLimit: Int
+    /// Called on each new QUIC connection's channel, on its loop, before the channel hears any
+    /// event (HTTP/3 takes the channel's streams there).
+    let prepareQUIC: (@Sendable (QUICChannel) -> Void)?
+    /// A framer's largest message, when its messages ride on each connection (set by the
+    /// framer's binding before it hands the start to the stack below).
+    var maximumMessageSize: Int?
+
+    /// The stack each inbound connection gets.
+    var stack: Top { parameters.stack }
+
+    /// The loop and sockets a test's `NetworkEnvironment` gives, if any.
+    var environment: NetworkEnvironment? { NetworkEnvironment.current }
+
+    /// The loops to serve on: the test's loop, or `count` of the process's loops.
+    func loops(_ count: Int) -> [EventLoop] {
+        environment.map { [$0.loop] } ?? LoopPool.loops(count)
+    }
+
+    /// The UDP sockets of a QUIC or UDP listener: bound to `requiredInterface` (SO_BINDTODEVICE),
+    /// if the parameters name one, so only what arrives through it is received.
+    func datagramSockets() throws -> any DatagramSocketFactory {
+        let sockets = environment?.sockets ?? UDPSockets()
+        guard let name = parameters.requiredInterface?.name else { return sockets }
+        return try sockets.boundToDevice(name)
+    }
+
+    /// Throws `unsupported` when the parameters ask for a service class or Multipath TCP, for
+    /// listeners of stacks that cannot apply them (`stack` names them in the message).
+    func requireNoServiceClassOrMultipath(on stack: String) throws {
+        if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled {
+            throw NetworkError.unsupported("serviceClass and multipathServiceType on \(stack) (TCP and TLS listeners apply them)")
+        }
+    }
+
+    /// Throws when the parameters carry a local endpoint: a listener binds where
+    /// `NetworkListener(for:)` says (not silently dropped).
+    func requireNoLocalEndpoint() throws {
+        if parameters.localEndpoint != nil {
+            throw NetworkError.invalidConfiguration(
+                "a listener binds to its own endpoint (NetworkListener(for:)); remove localEndpoint from its parameters")
+        }
+    }
+}

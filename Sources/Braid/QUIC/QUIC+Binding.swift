@@ -1,0 +1,54 @@
+import BraidIO
+import BraidQUIC
+
+/// QUIC connections: a `QUICChannel` each; a client races `QUICEstablishment`'s attempts, a
+/// listener is a `QUICServerGroup` whose loops hand new engine connections to channels.
+extension QUIC: StackBinding {
+    func makeCore(loop: EventLoop, endpointDescription: String, maximumMessageSize: Int?) -> ConnectionCore {
+        ConnectionCore(quicOn: loop, endpointDescription: endpointDescription, transport: transport)
+    }
+
+    func startClient(_ start: ClientStart) throws {
+        try start.requireNoServiceClassOrMultipath(on: "QUIC connections")
+        let endpoint = start.endpoint, sockets = start.sockets
+        // A QUIC client moves to another interface by itself when its own goes away.
+        start.begin(migratesWhenPathGoesAway: true) { core in
+            QUICEstablishment(core: core, quic: self, endpoint: endpoint, sockets: sockets)
+        }
+    }
+
+    func startListener<Top: NetworkProtocol>(_ listener: ListenerStart<Top>) async throws -> any ListenerGroup {
+        try listener.requireNoServiceClassOrMultipath(on: "QUIC listeners")
+        var configuration = try serverConfiguration()
+        configuration.maxConnections = listener.newConnectionLimit
+        let stack = listener.stack, transport = transport, intake = listener.intake, prepare = listener.prepareQUIC
+        return try await QUICServerGroup.start(
+            loops: listener.loops(serverLoops), configuration: configuration, bindTo: listener.address,
+            batching: udp.batching, sockets: try listener.datagramSockets()
+        ) { driver, context in
+            QUICInboundChannels(driver: driver, context: context) { peer, attach in
+                intake.admit {
+                    let inbound = NetworkConnection<Top>.running(
+                        peer: NWEndpoint(peer), stack: stack, configuration: transport, context: context, attach: attach)
+                    prepare?(inbound.core.value.quic)
+                    return inbound
+                }?.core.value.quic
+            }.handle
+        }
+    }
+}
+
+extension NetworkConnection {
+    /// The public connection of an engine connection that already runs on this loop (a
+    /// listener's inbound connection, or a test's): `attach` hands the engine to the new
+    /// connection's channel. Call on the loop.
+    static func running(
+        peer: NWEndpoint, stack: ApplicationProtocol, configuration: QUICTransportConfiguration, context: LoopContext,
+        attach: (QUICChannel) -> Void
+    ) -> NetworkConnection {
+        let core = ConnectionCore(quicOn: context.loop, endpointDescription: peer.description, transport: configuration)
+        attach(core.quic)
+        core.shared.states.update(.preparing)
+        return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
+    }
+}

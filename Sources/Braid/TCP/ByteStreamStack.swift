@@ -1,0 +1,73 @@
+import BraidIO
+import BraidTLS
+
+/// The binding TCP and TLS share: a `ByteStreamChannel` per connection over a TCP socket, with
+/// a TLS engine over the socket when `tls` is set. A client races TCP connects
+/// (`StreamEstablishment`; TLS then runs over the winner); a listener is a `TCPServerGroup`
+/// whose accepted sockets become connections (`InboundByteStreams`).
+struct ByteStreamStack {
+    let tcp: TCP
+    /// The TLS options over the TCP connection (nil: plain TCP).
+    let tls: TLS?
+
+    /// TLS's handshake deadline (plain TCP has no handshake: its connect has its own timeout,
+    /// `TCP.connectionTimeout`).
+    private var handshakeTimeout: Duration { tls?.handshakeTimeout ?? TLS().handshakeTimeout }
+
+    func makeCore(loop: EventLoop, endpointDescription: String, maximumMessageSize: Int?) -> ConnectionCore {
+        ConnectionCore(
+            byteStreamOn: loop, endpointDescription: endpointDescription, tcp: tcp, handshakeTimeout: handshakeTimeout,
+            maximumMessageSize: maximumMessageSize, borrowsLargeSends: tls == nil && maximumMessageSize == nil)
+    }
+
+    func startClient(_ start: ClientStart) throws {
+        try tcp.validate()
+        if let tls { _ = try tls.clientConfiguration() }
+        let tcp = tcp, tls = tls, endpoint = start.endpoint, sockets = start.streamSockets
+        let serviceClass = start.serviceClass, multipath = start.multipath
+        start.begin { core in
+            StreamEstablishment(
+                core: core, tcp: tcp, tls: tls, endpoint: endpoint, serviceClass: serviceClass, multipath: multipath,
+                sockets: sockets)
+        }
+    }
+
+    func startListener<Top: NetworkProtocol>(_ listener: ListenerStart<Top>) async throws -> any ListenerGroup {
+        try listener.requireNoLocalEndpoint()
+        try tcp.validate()
+        let tlsContext = try tls.map { try TLSServerContexts.make(for: $0) }
+        let parameters = listener.parameters
+        // The listening socket is MPTCP when asked (accepting MPTCP and plain TCP clients), and
+        // every accepted connection gets the service class's mark.
+        var options = TCPOptions(tcp, serviceClass: parameters.serviceClass, multipath: parameters.multipathServiceType)
+        // `requiredInterface`: the listening socket is bound to it, and so is every connection it accepts.
+        options.device = parameters.requiredInterface?.name
+        let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
+        let stack = listener.stack, tcp = tcp, intake = listener.intake, maximumMessageSize = listener.maximumMessageSize
+        let handshakeTimeout = handshakeTimeout
+        return try await TCPServerGroup.start(
+            loops: listener.loops(tcp.serverLoops), bindTo: listener.address, options: options,
+            sockets: listener.environment?.streamSockets ?? TCPSockets()
+        ) { _ in
+            InboundByteStreams(
+                stack: stack, tcp: tcp, tls: tlsContext, handshakeTimeout: handshakeTimeout, maximumMessageSize: maximumMessageSize,
+                admission: admission, intake: intake
+            ).accept
+        }
+    }
+}
+
+/// Plain TCP: a byte stream each way on the connection.
+extension TCP: StackBinding {
+    func makeCore(loop: EventLoop, endpointDescription: String, maximumMessageSize: Int?) -> ConnectionCore {
+        ByteStreamStack(tcp: self, tls: nil).makeCore(loop: loop, endpointDescription: endpointDescription, maximumMessageSize: maximumMessageSize)
+    }
+
+    func startClient(_ start: ClientStart) throws {
+        try ByteStreamStack(tcp: self, tls: nil).startClient(start)
+    }
+
+    func startListener<Top: NetworkProtocol>(_ listener: ListenerStart<Top>) async throws -> any ListenerGroup {
+        try await ByteStreamStack(tcp: self, tls: nil).startListener(listener)
+    }
+}

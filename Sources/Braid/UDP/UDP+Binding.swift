@@ -1,0 +1,46 @@
+import BraidIO
+
+/// UDP connections: a `DatagramChannel` each; a client binds one socket toward the first
+/// address with a route (`DatagramEstablishment`), a listener is a `UDPServerGroup` that makes a
+/// connection for each new remote address.
+extension UDP: StackBinding {
+    func makeCore(loop: EventLoop, endpointDescription: String, maximumMessageSize: Int?) -> ConnectionCore {
+        ConnectionCore(datagramsOn: loop, endpointDescription: endpointDescription)
+    }
+
+    func startClient(_ start: ClientStart) throws {
+        try start.requireNoServiceClassOrMultipath(on: "UDP connections")
+        try validateForDatagrams()
+        let sockets = start.sockets
+        start.begin { core in DatagramEstablishment(core: core, udp: self, sockets: sockets) }
+    }
+
+    func startListener<Top: NetworkProtocol>(_ listener: ListenerStart<Top>) async throws -> any ListenerGroup {
+        try validateForDatagrams()
+        try listener.requireNoLocalEndpoint()
+        try listener.requireNoServiceClassOrMultipath(on: "UDP listeners")
+        let stack = listener.stack, intake = listener.intake
+        let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
+        return try await UDPServerGroup.start(
+            loops: listener.loops(serverLoops), bindTo: listener.address, batching: batching, idleTimeout: inboundIdleTimeout,
+            sockets: try listener.datagramSockets()
+        ) { _ in
+            { metadata, _, context in
+                guard admission.admit() else { return nil }
+                let peer = NWEndpoint(metadata.remote)
+                // Once `run` is cancelled, a new peer's datagrams are dropped, as at the limit.
+                let admitted = intake.admit {
+                    let core = ConnectionCore(datagramsOn: context.loop, endpointDescription: peer.description)
+                    core.whenEnded = { admission.release() }
+                    core.shared.states.update(.preparing)
+                    return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
+                }
+                guard let admitted else {
+                    admission.release()
+                    return nil
+                }
+                return admitted.core.value.datagram
+            }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import BraidCore
+
+/// One connection's owner on its loop, whatever its stack: the QUIC, byte-stream (TLS, TCP)
+/// and datagram (UDP) channels all adopt it, so the public layer's connection core holds any
+/// of them and starts, ends and reads them through this alone. What only one stack has (QUIC's
+/// streams, a UDP connection's datagram queue) is reached on the concrete channel, from that
+/// stack's own code.
+package protocol ConnectionChannel: AnyObject {
+    /// The loop that owns the channel: every call below is made on it.
+    var loop: EventLoop { get }
+    /// Why the channel ended (already described by the public layer's mapping); nil while it runs.
+    var finalError: (any Error)? { get }
+    /// What the connection agreed and where it runs, read when the channel reports ready.
+    var facts: ConnectionFacts { get }
+    /// Ends every pending call with `error` before the channel has a transport (a failed
+    /// start), or at once after.
+    func fail(_ error: any Error)
+    /// Closes the connection the stack's graceful way and ends every pending call with
+    /// cancellation.
+    func cancel(context: LoopContext)
+}
+
+/// What a channel's owner in the public layer hears from any channel, on the channel's loop.
+package protocol ConnectionChannelDelegate: AnyObject {
+    /// The connection is established (QUIC and TLS: handshake completed; TCP: connected; UDP:
+    /// a socket and a peer): `facts` are set.
+    func channelBecameReady(_ channel: any ConnectionChannel)
+    /// The channel ended: every pending call has failed with `error` (already described).
+    func channel(_ channel: any ConnectionChannel, endedWith error: any Error)
+}
+
+/// What a connection agreed and where it runs, as its channel knows them once ready.
+package struct ConnectionFacts: Sendable {
+    /// The application protocol both ends agreed on (ALPN), if the stack negotiates one.
+    package var negotiatedALPN: String?
+    /// The server accepted the client's early (0-RTT) data.
+    package var earlyDataAccepted = false
+    /// The handshake resumed a session.
+    package var resumed = false
+    /// The connection runs over Multipath TCP.
+    package var multipath = false
+    package var localAddress: SocketAddress?
+    package var remoteAddress: SocketAddress?
+
+    package init(
+        negotiatedALPN: String? = nil, earlyDataAccepted: Bool = false, resumed: Bool = false, multipath: Bool = false,
+        localAddress: SocketAddress? = nil, remoteAddress: SocketAddress? = nil
+    ) {
+        self.negotiatedALPN = negotiatedALPN
+        self.earlyDataAccepted = earlyDataAccepted
+        self.resumed = resumed
+        self.multipath = multipath
+        self.localAddress = localAddress
+        self.remoteAddress = remoteAddress
+    }
+}
