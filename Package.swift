@@ -7,7 +7,7 @@ let package = Package(
         .library(name: "Braid", targets: ["Braid"]),
         .library(name: "BraidQUIC", targets: ["BraidQUIC"]),
         .library(name: "BraidTLS", targets: ["BraidTLS"]),
-        .library(name: "BraidIO", targets: ["BraidIO"]),
+        .library(name: "BraidIO", targets: ["BraidIO", "BraidQUICIO", "BraidHTTP3IO", "BraidTLSIO"]),
         .library(name: "BraidFramers", targets: ["BraidFramers"]),
         .executable(name: "braid", targets: ["braid"]),
         .executable(name: "benchmarks", targets: ["benchmarks"]),
@@ -62,13 +62,13 @@ let package = Package(
         .target(name: "BraidHTTP3", dependencies: ["BraidCore", "CBraid"], path: "Sources/BraidHTTP3"),
         // C helpers for the datapath: UDP control messages (GSO, GRO, ECN, PKTINFO), epoll, accept4.
         .target(name: "CBraidUDP", path: "Sources/CBraidUDP"),
-        // The datapath: epoll event loops, batched UDP sockets, engines driven over them.
+        // The datapath's spine, for every stack and no engine: epoll event loops with timers,
+        // batched UDP sockets, TCP sockets and listeners, the queues between callers and loops,
+        // rtnetlink, the channel protocol, and UDP's channel (which needs no engine).
         .target(
             name: "BraidIO",
             dependencies: [
                 "BraidCore",
-                "BraidQUIC",
-                "BraidHTTP3",
                 "CBraidUDP",
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -76,13 +76,55 @@ let package = Package(
             ],
             path: "Sources/BraidIO"
         ),
+        // QUIC on the datapath: the QUIC engine's channel, client and server drivers, server group.
+        .target(
+            name: "BraidQUICIO",
+            dependencies: [
+                "BraidIO",
+                "BraidQUIC",
+                "CBraidUDP",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/BraidQUICIO"
+        ),
+        // HTTP/3 on the datapath: the HTTP/3 engine over a QUIC channel's streams.
+        .target(
+            name: "BraidHTTP3IO",
+            dependencies: [
+                "BraidCore",
+                "BraidIO",
+                "BraidQUIC",
+                "BraidQUICIO",
+                "BraidHTTP3",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/BraidHTTP3IO"
+        ),
+        // TLS and TCP byte streams on the datapath: the byte-stream channel, with the TLS engine
+        // over a TCP socket.
+        .target(
+            name: "BraidTLSIO",
+            dependencies: [
+                "BraidCore",
+                "BraidIO",
+                "BraidTLS",
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            path: "Sources/BraidTLSIO"
+        ),
         // The public API: Network.framework's names (NetworkConnection, QUIC, NetworkListener).
         .target(
             name: "Braid",
             dependencies: [
                 "BraidCore",
                 "BraidQUIC",
+                "BraidTLS",
                 "BraidIO",
+                "BraidQUICIO",
+                "BraidHTTP3IO",
+                "BraidTLSIO",
                 "BraidHTTP3",
                 "BraidFramers",
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -93,12 +135,12 @@ let package = Package(
         ),
         // The perf exchange (request a size, receive that many pattern bytes) over the engine.
         // The perf and echo applications, over the engine and over the public API.
-        .target(name: "BraidPerf", dependencies: ["Braid", "BraidQUIC"], path: "Sources/BraidPerf"),
+        .target(name: "BraidPerf", dependencies: ["Braid", "BraidCore", "BraidQUIC"], path: "Sources/BraidPerf"),
         // The `braid` command-line tool: serve and drive the perf and echo applications.
         .executableTarget(
             name: "braid",
             dependencies: [
-                "Braid", "BraidPerf",
+                "Braid", "BraidIO", "BraidPerf", "BraidQUIC",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
@@ -117,7 +159,9 @@ let package = Package(
         ),
         .testTarget(
             name: "BraidTests",
-            dependencies: ["Braid", "BraidQUIC", "BraidTLS", "BraidIO", "BraidPerf", "BraidFramers", "BraidHTTP3", "CBraid",
+            dependencies: [
+                "Braid", "BraidCore", "BraidQUIC", "BraidTLS", "BraidIO", "BraidQUICIO", "BraidHTTP3IO", "BraidTLSIO", "BraidPerf",
+                "BraidFramers", "BraidHTTP3", "CBraid", "CBraidUDP",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Tests/BraidTests",
@@ -126,3 +170,8 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Every module a file uses is imported by that file, not reached through another import.
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
+}

@@ -3,6 +3,7 @@
 // The same binary also plays the client and server roles of each scenario in child processes
 // (`benchmarks role <name> ...`), so every measurement has its two ends in separate processes.
 #if canImport(Glibc)
+import ArgumentParser
 import Glibc
 #endif
 

@@ -68,7 +68,8 @@ build_with_modules() {
     build="$scratch/release"
     # The object files, in a response file: some of their names have spaces.
     : >"$out/$target-objects"
-    for module in BraidPerf Braid BraidIO BraidQUIC BraidTLS BraidHTTP3 BraidCore BraidFramers CBraid CBraidUDP CBraidLock \
+    for module in BraidPerf Braid BraidIO BraidQUICIO BraidHTTP3IO BraidTLSIO BraidQUIC BraidTLS BraidHTTP3 BraidCore BraidFramers \
+        CBraid CBraidUDP CBraidLock \
         DequeModule HeapModule InternalCollectionsUtilities ContainersPreview Logging HTTPTypes; do
         if [ -f "$build/$module.build/sources" ]; then
             # The objects of the module's current sources only: a deleted source's object stays behind.

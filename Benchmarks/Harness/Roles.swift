@@ -1,5 +1,7 @@
 import Braid
+import BraidIO
 import BraidPerf
+import BraidQUIC
 import Foundation
 import Synchronization
 

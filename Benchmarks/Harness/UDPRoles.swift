@@ -1,4 +1,5 @@
 import Braid
+import BraidIO
 import BraidPerf
 import Foundation
 import Synchronization

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Braid
+import BraidIO
 import BraidPerf
 import Foundation
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Braid
 import BraidPerf
+import BraidQUIC
 import Foundation
 
 /// `braid client`: runs the perf or echo application against a server and checks every byte.

@@ -1,4 +1,5 @@
 import Braid
+import BraidPerf
 
 extension CommandFailure {
     /// Runs `work` until it returns or `seconds` pass, whichever comes first (then its task is

@@ -1,5 +1,6 @@
 import BraidCore
 import BraidIO
+import BraidQUICIO
 import Synchronization
 
 /// The parts of a connection other threads touch: state, snapshot, the inbound streams, the

@@ -1,6 +1,7 @@
 import BraidCore
 import BraidIO
 import Dispatch
+import Synchronization
 
 /// Watches the machine's network and reports each change as an `NWPath`, with
 /// Network.framework's names: `pathUpdateHandler` with `start(queue:)` and `cancel()`,

@@ -1,7 +1,9 @@
 import BraidHTTP3
+import BraidHTTP3IO
 import BraidIO
 import BraidQUIC
 import BraidTLS
+import BraidTLSIO
 import Foundation
 
 /// Why a peer certificate was not accepted (`NetworkError.certificateRejected`).

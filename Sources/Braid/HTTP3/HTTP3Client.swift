@@ -1,5 +1,6 @@
 import BraidCore
 import BraidHTTP3
+import BraidHTTP3IO
 import BraidIO
 import Foundation
 import HTTPTypes

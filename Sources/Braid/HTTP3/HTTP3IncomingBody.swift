@@ -1,4 +1,5 @@
 import BraidCore
+import BraidHTTP3IO
 import BraidIO
 import Foundation
 

@@ -1,3 +1,4 @@
+import BraidHTTP3IO
 import BraidIO
 import Foundation
 

@@ -1,5 +1,7 @@
 import BraidHTTP3
+import BraidHTTP3IO
 import BraidIO
+import BraidQUICIO
 import Foundation
 import HTTPTypes
 import Logging
@@ -81,7 +83,9 @@ extension NetworkListener where ApplicationProtocol == QUIC {
             }
             // Closed with HTTP/3's H3_NO_ERROR rather than the listener's QUIC code 0.
             await connection.close(applicationErrorCode: HTTP3ErrorCode.noError.code)
-        }, prepareQUIC: { channel in
+        }, prepareChannel: { channel in
+            // An HTTP/3 listener's stack is QUIC (this extension is on `NetworkListener<QUIC>`).
+            guard let channel = channel as? QUICChannel else { preconditionFailure("an HTTP/3 listener with a \(type(of: channel))") }
             let http3 = HTTP3Channel(
                 role: .server, loop: channel.loop, requestsPerConnection: requestsPerConnection, shutdownGracePeriod: shutdownGracePeriod
             )

@@ -7,9 +7,9 @@ struct ListenerStart<Top: NetworkProtocol> {
     let address: SocketAddress
     let intake: InboundIntake<Top>
     let newConnectionLimit: Int
-    /// Called on each new QUIC connection's channel, on its loop, before the channel hears any
-    /// event (HTTP/3 takes the channel's streams there).
-    let prepareQUIC: (@Sendable (QUICChannel) -> Void)?
+    /// Called on each new connection's channel, on its loop, before the channel hears any
+    /// event (HTTP/3 takes a QUIC channel's streams there).
+    let prepareChannel: (@Sendable (any ConnectionChannel) -> Void)?
     /// A framer's largest message, when its messages ride on each connection (set by the
     /// framer's binding before it hands the start to the stack below).
     var maximumMessageSize: Int?

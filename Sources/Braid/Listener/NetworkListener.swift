@@ -108,14 +108,14 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// Binds, then calls `handler` for each inbound connection in a child task, until the
     /// calling task is cancelled or the listener fails. Throws if it cannot start.
     public func run(_ handler: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) async throws -> Void) async throws {
-        try await run(handler, prepareQUIC: nil)
+        try await run(handler, prepareChannel: nil)
     }
 
-    /// `run(_:)`, with `prepareQUIC` called on each new QUIC connection's channel, on its loop,
-    /// before the channel hears any event (HTTP/3 takes the channel's streams there).
+    /// `run(_:)`, with `prepareChannel` called on each new connection's channel, on its loop,
+    /// before the channel hears any event (HTTP/3 takes a QUIC channel's streams there).
     func run(
         _ handler: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) async throws -> Void,
-        prepareQUIC: (@Sendable (QUICChannel) -> Void)?
+        prepareChannel: (@Sendable (any ConnectionChannel) -> Void)?
     ) async throws {
         guard !running.exchange(true, ordering: .relaxed) else {
             throw NetworkError.invalidState("this listener is already running")
@@ -133,7 +133,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             }
             let start = ListenerStart(
                 parameters: parameters, address: try await bindAddress(), intake: intake, newConnectionLimit: newConnectionLimit,
-                prepareQUIC: prepareQUIC)
+                prepareChannel: prepareChannel)
             group = try await StackBindings.binding(of: parameters.stack).startListener(start)
             boundPort.withLock { $0 = NWEndpoint.Port(integerLiteral: group.localAddress.port) }
             self.group.withLock { $0 = group }

@@ -1,5 +1,6 @@
 import BraidIO
 import BraidQUIC
+import BraidQUICIO
 
 /// A QUIC connection's core: its `QUICChannel`, and what only QUIC's channel reports (streams
 /// the peer opened, the usable datagram size) or does (migration).

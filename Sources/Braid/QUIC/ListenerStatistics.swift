@@ -1,5 +1,6 @@
 import BraidIO
 import BraidQUIC
+import BraidQUICIO
 
 /// A QUIC listener's live counts (what its limits bound now) and what it refused so far,
 /// across all its server loops (`NetworkListener.statistics`). Apple's Network.framework has

@@ -1,4 +1,5 @@
 import BraidIO
+import BraidQUICIO
 
 /// The batching switches of `QUIC.batching(_:)` and `UDP.batching(_:)`.
 public typealias BatchingOptions = BraidIO.BatchingOptions

@@ -1,5 +1,6 @@
 import BraidIO
 import BraidQUIC
+import BraidQUICIO
 
 /// QUIC connections: a `QUICChannel` each; a client races `QUICEstablishment`'s attempts, a
 /// listener is a `QUICServerGroup` whose loops hand new engine connections to channels.
@@ -21,7 +22,7 @@ extension QUIC: StackBinding {
         try listener.requireNoServiceClassOrMultipath(on: "QUIC listeners")
         var configuration = try serverConfiguration()
         configuration.maxConnections = listener.newConnectionLimit
-        let stack = listener.stack, transport = transport, intake = listener.intake, prepare = listener.prepareQUIC
+        let stack = listener.stack, transport = transport, intake = listener.intake, prepare = listener.prepareChannel
         return try await QUICServerGroup.start(
             loops: listener.loops(serverLoops), configuration: configuration, bindTo: listener.address,
             batching: udp.batching, sockets: try listener.datagramSockets()

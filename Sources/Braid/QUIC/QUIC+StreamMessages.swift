@@ -1,4 +1,5 @@
 import BraidIO
+import BraidQUICIO
 import Foundation
 
 extension QUIC.Stream {

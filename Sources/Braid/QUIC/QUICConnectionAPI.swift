@@ -1,4 +1,6 @@
 import BraidIO
+import BraidQUIC
+import BraidQUICIO
 import Foundation
 
 extension QUIC {

@@ -1,5 +1,6 @@
 import BraidIO
 import BraidQUIC
+import BraidQUICIO
 
 /// QUIC's part in establishment: each attempt is a `QUICClientAttempt` (a client driver with
 /// its own socket), and it wins when its handshake completes. With a cached session ticket the

@@ -1,4 +1,5 @@
 import BraidIO
+import BraidQUICIO
 
 /// A QUIC listener's sockets: one per loop, shared by all the loop's connections.
 extension QUICServerGroup: ListenerGroup {

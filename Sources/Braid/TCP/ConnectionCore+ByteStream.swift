@@ -1,4 +1,5 @@
 import BraidIO
+import BraidTLSIO
 
 /// A TLS or TCP connection's core: its `ByteStreamChannel`, and the connection's one byte
 /// stream each way, which the caller reaches through a `ByteStreamEnd`.

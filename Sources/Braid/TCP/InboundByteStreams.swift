@@ -1,5 +1,6 @@
 import BraidIO
 import BraidTLS
+import BraidTLSIO
 import Logging
 
 /// One loop's accepted TLS or TCP connections: makes a public connection, with its own

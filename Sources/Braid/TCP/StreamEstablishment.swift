@@ -1,5 +1,6 @@
 import BraidIO
 import BraidTLS
+import BraidTLSIO
 
 /// TLS's and TCP's part in establishment: each attempt is a nonblocking TCP connect, and it
 /// wins when the connect completes (RFC 8305 races the transport). The winning socket goes to

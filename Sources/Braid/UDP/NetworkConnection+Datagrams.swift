@@ -1,5 +1,6 @@
 import BraidIO
 import Foundation
+import Synchronization
 
 /// The datagram side of a connection whose core has a datagram channel: `UDP()`, and `Coder`
 /// over UDP (one value per datagram). Both send and receive through this one piece of code.

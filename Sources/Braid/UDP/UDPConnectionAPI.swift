@@ -1,5 +1,6 @@
 import BraidIO
 import Foundation
+import Synchronization
 
 extension UDP {
     /// What came with one received datagram.

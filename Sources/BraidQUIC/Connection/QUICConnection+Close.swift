@@ -1,4 +1,5 @@
 import CBraid
+import Logging
 
 /// Closing (RFC 9000 §10): our CONNECTION_CLOSE and the closing period, the peer's and the
 /// draining period, silent termination, and what ngtcp2's errors mean as a `QUICError`.

@@ -1,4 +1,5 @@
 import CBraid
+import DequeModule
 
 /// What a connection holds now, for the server's live counts (`QUICServerStatistics`) and for
 /// choosing which idle connection to evict when the server is full.

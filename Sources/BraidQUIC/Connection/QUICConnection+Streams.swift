@@ -1,4 +1,5 @@
 import CBraid
+import Logging
 
 /// Streams: opening, sending (round-robin schedule), reading, resets, STOP_SENDING, flow-control
 /// credit, retirement, and reopening 0-RTT streams the server refused.

@@ -1,5 +1,6 @@
 import BraidTLS
 import CBraid
+import Logging
 
 /// TLS: the client's GnuTLS session, certificate checks, the handshake's outcome, session
 /// tickets and tokens for resumption, 0-RTT parameters, and key updates.

@@ -1,3 +1,4 @@
+import BraidCore
 import CBraid
 
 /// Ciphertext in: the input buffer, the handshake, record decryption and the end of the stream.

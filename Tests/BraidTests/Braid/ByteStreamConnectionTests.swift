@@ -1,4 +1,5 @@
 import BraidIO
+import BraidTLS
 import Foundation
 import Glibc
 import Synchronization

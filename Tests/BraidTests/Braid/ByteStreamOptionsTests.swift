@@ -1,3 +1,5 @@
+import BraidIO
+import BraidTLSIO
 import Foundation
 import Glibc
 import Testing

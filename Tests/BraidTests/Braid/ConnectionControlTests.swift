@@ -1,5 +1,7 @@
+import BraidIO
 import BraidPerf
 import BraidQUIC
+import BraidQUICIO
 import Foundation
 import Testing
 

@@ -1,6 +1,7 @@
 import BraidCore
 import BraidIO
 import BraidPerf
+import BraidQUICIO
 import Foundation
 import Testing
 

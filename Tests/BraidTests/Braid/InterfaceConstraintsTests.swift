@@ -1,4 +1,5 @@
 import BraidIO
+import SwiftGlibc
 import Testing
 
 @testable import Braid

@@ -1,4 +1,5 @@
 import Braid
+import BraidTLS
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 import BraidIO
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Braid

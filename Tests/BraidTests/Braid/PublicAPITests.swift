@@ -1,5 +1,6 @@
 import Braid
 import BraidCore
+import BraidTLS
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 import BraidIO
 import BraidQUIC
+import BraidQUICIO
 import Foundation
 import Synchronization
 import Testing

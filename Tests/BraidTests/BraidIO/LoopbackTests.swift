@@ -1,6 +1,7 @@
 import BraidIO
 import BraidPerf
 import BraidQUIC
+import BraidQUICIO
 import Testing
 #if canImport(Glibc)
 import Glibc

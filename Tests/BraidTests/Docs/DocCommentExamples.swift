@@ -3,6 +3,7 @@ import BraidHTTP3
 import BraidIO
 import BraidPerf
 import BraidQUIC
+import BraidQUICIO
 import Foundation
 import HTTPTypes
 import Testing

@@ -1,5 +1,6 @@
 import Braid
 import BraidHTTP3
+import BraidPerf
 import Foundation
 import HTTPTypes
 import Testing

@@ -1,4 +1,5 @@
 import Braid
+import BraidPerf
 import Foundation
 import HTTPTypes
 import Testing

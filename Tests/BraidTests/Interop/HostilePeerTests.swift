@@ -1,6 +1,7 @@
 import Braid
 import BraidCore
 import BraidPerf
+import BraidQUIC
 import Foundation
 import Testing
 

@@ -1,6 +1,7 @@
 import Braid
 import BraidCore
 import BraidPerf
+import BraidTLS
 import Foundation
 import Synchronization
 import Testing

@@ -1,3 +1,4 @@
+import BraidIO
 import BraidQUIC
 
 /// Called on the loop for every engine event, in order.

@@ -1,3 +1,4 @@
+import BraidIO
 import BraidQUIC
 
 /// One server loop's connections as channels: hands each new engine connection to `admit`,

@@ -1,5 +1,6 @@
 import BraidCore
 import BraidHTTP3
+import BraidIO
 import Foundation
 
 /// One request and its response on an HTTP/3 connection, as the application's tasks see it

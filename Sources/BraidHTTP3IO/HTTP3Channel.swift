@@ -1,6 +1,8 @@
 import BraidCore
 import BraidHTTP3
+import BraidIO
 import BraidQUIC
+import BraidQUICIO
 import Foundation
 import Logging
 

@@ -1,3 +1,4 @@
+import BraidIO
 import BraidQUIC
 
 /// One QUIC server spread over several event loops (one per core): each loop has its own

@@ -1,3 +1,4 @@
+import BraidIO
 import CBraidUDP
 
 /// When a server gives freed heap back to the system. glibc keeps what is freed in its arenas,

@@ -1,4 +1,5 @@
 import BraidCore
+import BraidIO
 import Foundation
 
 /// What the application's tasks read of an `HTTP3Channel` without a trip to its loop: the

@@ -1,4 +1,5 @@
 import BraidHTTP3
+import BraidIO
 
 /// A request stream the peer ended (RESET_STREAM, STOP_SENDING: `byPeer`) or whose message
 /// from the peer broke the protocol (a malformed or oversized header section: the engine

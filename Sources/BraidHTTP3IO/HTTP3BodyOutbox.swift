@@ -1,5 +1,6 @@
 import BraidCore
 import BraidHTTP3
+import BraidIO
 import DequeModule
 import Foundation
 

@@ -1,3 +1,4 @@
+import BraidIO
 import BraidQUIC
 
 /// One attempt of a QUIC client connection's establishment: a client driver with its own

@@ -1,3 +1,4 @@
+import BraidIO
 import BraidQUIC
 import Logging
 

@@ -1,4 +1,5 @@
 import BraidCore
+import BraidIO
 import BraidTLS
 import DequeModule
 import Foundation

@@ -1,3 +1,4 @@
+import BraidIO
 import BraidQUIC
 
 /// How a server connection's channel reaches the datapath: through the server driver that

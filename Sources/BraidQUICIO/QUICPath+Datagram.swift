@@ -1,3 +1,4 @@
+import BraidIO
 import BraidQUIC
 
 // The adapter between the datapath's vocabulary and the QUIC engine's: a datagram's metadata

@@ -1,5 +1,6 @@
 import BraidCore
 import BraidHTTP3
+import BraidIO
 import Foundation
 
 /// How application-side objects (`HTTP3Exchange`, the public client and server) reach an
