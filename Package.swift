@@ -4,10 +4,9 @@ import PackageDescription
 let package = Package(
     name: "Braid",
     products: [
+        // The supported API. The engines and the datapath are the package's own (`package`
+        // access): the tests, the benchmarks and the tool use them, users do not.
         .library(name: "Braid", targets: ["Braid"]),
-        .library(name: "BraidQUIC", targets: ["BraidQUIC"]),
-        .library(name: "BraidTLS", targets: ["BraidTLS"]),
-        .library(name: "BraidIO", targets: ["BraidIO", "BraidQUICIO", "BraidHTTP3IO", "BraidTLSIO"]),
         .library(name: "BraidFramers", targets: ["BraidFramers"]),
         .executable(name: "braid", targets: ["braid"]),
         .executable(name: "benchmarks", targets: ["benchmarks"]),

@@ -4,64 +4,64 @@ import Foundation
 
 extension Result where Failure == any Error {
     /// The outcome of an async throwing call.
-    public init(catching body: () async throws -> Success) async {
+    package init(catching body: () async throws -> Success) async {
         do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }
 
 /// One client run of the perf or echo application over a connection: the transfer, the
 /// checks on every byte, and the numbers. The `braid` tool and the benchmarks use it.
-public struct ApplicationClient: Sendable {
+package struct ApplicationClient: Sendable {
     /// What to transfer.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// "perf" or "echo".
-        public var alpn: String
-        public var streams = 1
+        package var alpn: String
+        package var streams = 1
         /// perf: bytes to download and to upload per stream.
-        public var download = 0
-        public var upload = 0
+        package var download = 0
+        package var upload = 0
         /// echo: bytes per stream, and datagrams of `datagramSize` bytes (at least 4).
-        public var bytes = 0
-        public var datagrams = 0
-        public var datagramSize = 1000
+        package var bytes = 0
+        package var datagrams = 0
+        package var datagramSize = 1000
         /// Update keys and/or migrate once half the expected bytes are in.
-        public var keyUpdate = false
-        public var migrate = false
+        package var keyUpdate = false
+        package var migrate = false
         /// perf: check every downloaded byte against Braid's pattern. Off by default: the perf
         /// draft does not define the response bytes, and other perf servers send zeros, so by
         /// default the client counts and times the bytes only.
-        public var verifyPattern = false
+        package var verifyPattern = false
 
-        public init(alpn: String) { self.alpn = alpn }
+        package init(alpn: String) { self.alpn = alpn }
     }
 
     let options: Options
     let connection: NetworkConnection<QUIC>
 
-    public init(options: Options, connection: NetworkConnection<QUIC>) {
+    package init(options: Options, connection: NetworkConnection<QUIC>) {
         self.options = options
         self.connection = connection
     }
 
-    public struct Report: Sendable {
-        public var handshakeMilliseconds = 0.0
-        public var seconds = 0.0
-        public var bytesSent = 0
-        public var bytesReceived = 0
-        public var streamsOK = 0
-        public var streamsFailed = 0
-        public var datagramsSent = 0
-        public var datagramsReceived = 0
-        public var earlyData = false
-        public var keyUpdated = false
-        public var migrated = false
-        public var alpn = ""
-        public var failures: [String] = []
-        public var statistics: NetworkConnectionStatistics?
-        public var ok: Bool { failures.isEmpty }
+    package struct Report: Sendable {
+        package var handshakeMilliseconds = 0.0
+        package var seconds = 0.0
+        package var bytesSent = 0
+        package var bytesReceived = 0
+        package var streamsOK = 0
+        package var streamsFailed = 0
+        package var datagramsSent = 0
+        package var datagramsReceived = 0
+        package var earlyData = false
+        package var keyUpdated = false
+        package var migrated = false
+        package var alpn = ""
+        package var failures: [String] = []
+        package var statistics: NetworkConnectionStatistics?
+        package var ok: Bool { failures.isEmpty }
 
         /// The report as the `--json` output of `braid client`.
-        public var json: [String: Any] {
+        package var json: [String: Any] {
             var object: [String: Any] = [
                 "handshake_ms": handshakeMilliseconds, "seconds": seconds, "bytes_sent": bytesSent,
                 "bytes_received": bytesReceived, "goodput_gbit_s": seconds > 0 ? Double(bytesSent + bytesReceived) * 8 / seconds / 1e9 : 0,
@@ -74,7 +74,7 @@ public struct ApplicationClient: Sendable {
         }
 
         /// A few human-readable lines.
-        public var summary: String {
+        package var summary: String {
             let goodput = seconds > 0 ? Double(bytesSent + bytesReceived) * 8 / seconds / 1e9 : 0
             var lines = [
                 "\(alpn): \(ok ? "ok" : "FAILED") in \(String(format: "%.3f", seconds)) s, handshake \(String(format: "%.2f", handshakeMilliseconds)) ms\(earlyData ? ", 0-RTT accepted" : "")",
@@ -92,7 +92,7 @@ public struct ApplicationClient: Sendable {
     }
 
     /// Runs the transfer; throws if the connection fails (a stream's own failure is reported).
-    public func perform() async throws -> Report {
+    package func perform() async throws -> Report {
         let start = ContinuousClock.now
         let readyAt = readyInstant(of: connection)
         connection.start()
@@ -357,7 +357,7 @@ final class Progress: Sendable {
 
 extension NetworkConnectionStatistics {
     /// The statistics as JSON values (durations in milliseconds).
-    public var json: [String: Any] {
+    package var json: [String: Any] {
         [
             "smoothed_rtt_ms": smoothedRTT.milliseconds, "min_rtt_ms": minimumRTT.milliseconds,
             "latest_rtt_ms": latestRTT.milliseconds, "cwnd": congestionWindow, "bytes_in_flight": bytesInFlight,
@@ -369,14 +369,14 @@ extension NetworkConnectionStatistics {
 }
 
 extension Duration {
-    public var nanoseconds: UInt64 { UInt64(max(0, components.seconds)) * 1_000_000_000 + UInt64(max(0, components.attoseconds) / 1_000_000_000) }
-    public var milliseconds: Double { Double(components.seconds) * 1e3 + Double(components.attoseconds) / 1e15 }
-    public var seconds: Double { milliseconds / 1e3 }
+    package var nanoseconds: UInt64 { UInt64(max(0, components.seconds)) * 1_000_000_000 + UInt64(max(0, components.attoseconds) / 1_000_000_000) }
+    package var milliseconds: Double { Double(components.seconds) * 1e3 + Double(components.attoseconds) / 1e15 }
+    package var seconds: Double { milliseconds / 1e3 }
 }
 
 /// When `connection` becomes ready: nil if it ends first. Call it before the connection
 /// starts; the states are watched from this moment, so `ready` is never missed.
-public func readyInstant<Stack: NetworkProtocol>(of connection: NetworkConnection<Stack>) -> Task<ContinuousClock.Instant?, Never> {
+package func readyInstant<Stack: NetworkProtocol>(of connection: NetworkConnection<Stack>) -> Task<ContinuousClock.Instant?, Never> {
     let states = connection.states
     return Task {
         for await state in states where state == .ready { return ContinuousClock.now }
@@ -386,7 +386,7 @@ public func readyInstant<Stack: NetworkProtocol>(of connection: NetworkConnectio
 
 /// Starts `connection` if it has not started and waits until it is ready; returns false if
 /// it ended first.
-public func becomesReady<Stack: NetworkProtocol>(_ connection: NetworkConnection<Stack>) async -> Bool {
+package func becomesReady<Stack: NetworkProtocol>(_ connection: NetworkConnection<Stack>) async -> Bool {
     connection.start()
     for await state in connection.states {
         if state == .ready { return true }
@@ -396,13 +396,13 @@ public func becomesReady<Stack: NetworkProtocol>(_ connection: NetworkConnection
 }
 
 /// A failure with a message meant for people.
-public struct ApplicationFailure: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct ApplicationFailure: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// Prints a JSON object on one line to standard output (keys sorted).
-public func printJSON(_ object: [String: Any]) {
+package func printJSON(_ object: [String: Any]) {
     guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
     FileHandle.standardOutput.write(data + Data("\n".utf8))
 }

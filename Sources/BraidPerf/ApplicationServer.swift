@@ -4,11 +4,11 @@ import Foundation
 
 /// The server side of `braid serve`: runs the application the client chose (by ALPN) on one
 /// connection until it ends.
-public enum ApplicationServer {
+package enum ApplicationServer {
     /// Serves `connection`; returns how it went (the `braid serve --json` line), or nil if it
     /// ended before the handshake. Streams are served as they arrive, so a resumed client's
     /// 0-RTT request is answered before the handshake completes.
-    public static func serve(_ connection: NetworkConnection<QUIC>) async -> [String: Any]? {
+    package static func serve(_ connection: NetworkConnection<QUIC>) async -> [String: Any]? {
         let exchanges = Locked<[PerfService.Exchange]>([])
         do {
             try await withThrowingDiscardingTaskGroup { group in

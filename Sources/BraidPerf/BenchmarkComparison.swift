@@ -8,49 +8,49 @@ import Foundation
 /// value is the median and whose spread is min...max. Other metrics are rows of one value with
 /// no spread. Where both runs have a spread and the spreads do not overlap, the row is flagged:
 /// the difference is larger than the run-to-run noise each run showed.
-public struct BenchmarkComparison: Sendable {
+package struct BenchmarkComparison: Sendable {
     /// One measured quantity in one run.
-    public struct Value: Sendable, Equatable {
-        public var value: Double
+    package struct Value: Sendable, Equatable {
+        package var value: Double
         /// min...max over the run's repetitions; nil for a single measurement.
-        public var spread: ClosedRange<Double>?
+        package var spread: ClosedRange<Double>?
 
-        public init(value: Double, spread: ClosedRange<Double>? = nil) {
+        package init(value: Double, spread: ClosedRange<Double>? = nil) {
             self.value = value
             self.spread = spread
         }
     }
 
-    public struct Row: Sendable {
-        public var scenario: String
-        public var config: String
-        public var metric: String
-        public var unit: String
-        public var a: Value
-        public var b: Value
+    package struct Row: Sendable {
+        package var scenario: String
+        package var config: String
+        package var metric: String
+        package var unit: String
+        package var a: Value
+        package var b: Value
 
         /// B's value over A's (nil when A's is zero).
-        public var ratio: Double? { a.value == 0 ? nil : b.value / a.value }
+        package var ratio: Double? { a.value == 0 ? nil : b.value / a.value }
 
         /// Both runs have a spread and the spreads do not overlap.
-        public var spreadsApart: Bool {
+        package var spreadsApart: Bool {
             guard let first = a.spread, let second = b.spread else { return false }
             return !first.overlaps(second)
         }
     }
 
-    public var rows: [Row]
+    package var rows: [Row]
     /// Rows only one of the runs measured, as "scenario / config / metric".
-    public var onlyInA: [String]
-    public var onlyInB: [String]
+    package var onlyInA: [String]
+    package var onlyInB: [String]
 
     /// Reads two JSON files written by `benchmarks --json`.
-    public init(a: URL, b: URL) throws {
+    package init(a: URL, b: URL) throws {
         self.init(a: try Self.measurements(in: a), b: try Self.measurements(in: b))
     }
 
     /// Compares two runs' measurements: (scenario, config, metric, value, unit) each.
-    public init(a: [Measured], b: [Measured]) {
+    package init(a: [Measured], b: [Measured]) {
         let first = Self.quantities(a)
         let second = Self.quantities(b)
         rows = first.keys.filter { second[$0] != nil }.sorted().map { key in
@@ -61,14 +61,14 @@ public struct BenchmarkComparison: Sendable {
     }
 
     /// One line of a run's results.
-    public struct Measured: Sendable {
-        public var scenario: String
-        public var config: String
-        public var metric: String
-        public var value: Double
-        public var unit: String
+    package struct Measured: Sendable {
+        package var scenario: String
+        package var config: String
+        package var metric: String
+        package var value: Double
+        package var unit: String
 
-        public init(scenario: String, config: String, metric: String, value: Double, unit: String) {
+        package init(scenario: String, config: String, metric: String, value: Double, unit: String) {
             self.scenario = scenario
             self.config = config
             self.metric = metric
@@ -78,7 +78,7 @@ public struct BenchmarkComparison: Sendable {
     }
 
     /// The measurements in a `benchmarks --json` file; throws naming the file when it is not one.
-    public static func measurements(in file: URL) throws -> [Measured] {
+    package static func measurements(in file: URL) throws -> [Measured] {
         let data: Data
         do {
             data = try Data(contentsOf: file)

@@ -11,23 +11,23 @@ import Glibc
 ///
 /// Spawned with posix_spawn: Foundation's `Process` did not notice its children exit inside
 /// the test runner, and it does not report their resource usage.
-public final class ChildProcess: Sendable {
+package final class ChildProcess: Sendable {
     /// How a child ended.
-    public struct Exit: Sendable {
+    package struct Exit: Sendable {
         /// The exit code, or 128 + the signal number, as shells report it.
-        public var status: Int32
+        package var status: Int32
         /// User and system CPU time of the child (and of children it reaped).
-        public var userSeconds: Double
-        public var systemSeconds: Double
-        public var cpuSeconds: Double { userSeconds + systemSeconds }
+        package var userSeconds: Double
+        package var systemSeconds: Double
+        package var cpuSeconds: Double { userSeconds + systemSeconds }
         /// Peak resident memory in bytes.
-        public var maxResidentBytes: Int
+        package var maxResidentBytes: Int
         /// Context switches of all the child's threads, voluntary (waiting) and involuntary.
-        public var contextSwitches: Int = 0
+        package var contextSwitches: Int = 0
     }
 
-    public let pid: pid_t
-    public let commandLine: String
+    package let pid: pid_t
+    package let commandLine: String
     private let exit = Locked<Exit?>(nil)
     private let outputFile: URL
     private let errorFile: URL
@@ -36,7 +36,7 @@ public final class ChildProcess: Sendable {
     /// default handlers (the parent's threads may block or ignore SIGTERM, and both would carry
     /// over the exec). `standardInput`, if given, is a descriptor the child reads as its
     /// standard input (the parent keeps its own); otherwise the child inherits the parent's.
-    public init(_ executable: String, _ arguments: [String], standardInput: Int32? = nil) throws {
+    package init(_ executable: String, _ arguments: [String], standardInput: Int32? = nil) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("braid-child-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         outputFile = directory.appendingPathComponent("stdout")
@@ -75,7 +75,7 @@ public final class ChildProcess: Sendable {
     /// listening, in the copy). The kernel closes close-on-exec descriptors in ascending order,
     /// so the child is past that once `ExecMarker`'s descriptor, the highest this process
     /// holds, is gone from its table.
-    public var hasExecuted: Bool {
+    package var hasExecuted: Bool {
         guard let marker = ExecMarker.shared else { return true }
         let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(marker.descriptor)")
         return target != marker.target
@@ -89,12 +89,12 @@ public final class ChildProcess: Sendable {
     }
 
     /// This program's own executable, to start it again in another role.
-    public static var currentExecutable: String {
+    package static var currentExecutable: String {
         (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     }
 
     /// Reaps the child if it has exited.
-    public var isRunning: Bool {
+    package var isRunning: Bool {
         exit.withLock { exit in
             guard exit == nil else { return false }
             var raw: Int32 = 0
@@ -109,10 +109,10 @@ public final class ChildProcess: Sendable {
         }
     }
 
-    public var output: String { String(data: Self.contents(of: outputFile), encoding: .utf8) ?? "" }
+    package var output: String { String(data: Self.contents(of: outputFile), encoding: .utf8) ?? "" }
     /// Standard output as bytes (`output` is empty when they are not UTF-8).
-    public var outputBytes: [UInt8] { [UInt8](Self.contents(of: outputFile)) }
-    public var errors: String { String(data: Self.contents(of: errorFile), encoding: .utf8) ?? "" }
+    package var outputBytes: [UInt8] { [UInt8](Self.contents(of: outputFile)) }
+    package var errors: String { String(data: Self.contents(of: errorFile), encoding: .utf8) ?? "" }
 
     /// The file's bytes, empty if it cannot be read. An empty file is not handed to Foundation:
     /// on Linux its read of a file whose size is 0 leaks a 4 KiB buffer every time
@@ -125,14 +125,14 @@ public final class ChildProcess: Sendable {
     }
 
     /// The JSON objects printed so far, one per line.
-    public var jsonLines: [[String: Any]] {
+    package var jsonLines: [[String: Any]] {
         output.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         }
     }
 
     /// Waits for the `listening <port>` line that servers print first.
-    public func listeningPort(within seconds: Double = 20) async throws -> UInt16 {
+    package func listeningPort(within seconds: Double = 20) async throws -> UInt16 {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if let line = output.split(separator: "\n").first(where: { $0.hasPrefix("listening ") }),
@@ -148,7 +148,7 @@ public final class ChildProcess: Sendable {
 
     /// Waits for the child to exit; kills it and throws after `seconds`.
     @discardableResult
-    public func finish(within seconds: Double = 60) async throws -> Exit {
+    package func finish(within seconds: Double = 60) async throws -> Exit {
         let deadline = Date().addingTimeInterval(seconds)
         while isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
         if isRunning {
@@ -161,13 +161,13 @@ public final class ChildProcess: Sendable {
 
     /// Asks the child to stop (SIGTERM) and waits for it.
     @discardableResult
-    public func stop(within seconds: Double = 10) async throws -> Exit {
+    package func stop(within seconds: Double = 10) async throws -> Exit {
         if isRunning { kill(pid, SIGTERM) }
         return try await finish(within: seconds)
     }
 
     /// Waits until a JSON line satisfying `match` appears.
-    public func jsonLine(within seconds: Double = 10, where match: ([String: Any]) -> Bool) async throws -> [String: Any] {
+    package func jsonLine(within seconds: Double = 10, where match: ([String: Any]) -> Bool) async throws -> [String: Any] {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if let line = jsonLines.first(where: match) { return line }
@@ -178,7 +178,7 @@ public final class ChildProcess: Sendable {
 }
 
 /// A UDP port on 127.0.0.1 that was free a moment ago.
-public func freeUDPPort() throws -> UInt16 {
+package func freeUDPPort() throws -> UInt16 {
     let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()

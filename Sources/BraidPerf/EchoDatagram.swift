@@ -9,12 +9,12 @@ import Foundation
 /// let datagram = EchoDatagram.make(number: 7, size: 100)
 /// let number = EchoDatagram.number(ofEcho: datagram, size: 100, count: 10)  // 7
 /// ```
-public enum EchoDatagram {
+package enum EchoDatagram {
     /// The sequence number's bytes: the smallest datagram.
-    public static let headerSize = 4
+    package static let headerSize = 4
 
     /// Datagram `number` (below 2^32) of `size` bytes (at least `headerSize`).
-    public static func make(number: Int, size: Int) -> Data {
+    package static func make(number: Int, size: Int) -> Data {
         precondition(size >= headerSize && number >= 0 && number <= Int(UInt32.max), "an echo datagram holds its 4-byte number")
         var bytes = Data(count: size)
         bytes.withUnsafeMutableBytes { buffer in
@@ -28,7 +28,7 @@ public enum EchoDatagram {
 
     /// The number of an echo that is intact datagram number 0..<`count` of `size` bytes; nil
     /// for anything else.
-    public static func number(ofEcho echo: Data, size: Int, count: Int) -> Int? {
+    package static func number(ofEcho echo: Data, size: Int, count: Int) -> Int? {
         guard echo.count == size, size >= headerSize else { return nil }
         let number = echo.prefix(headerSize).reduce(0) { $0 << 8 | Int($1) }
         guard number < count, PerfPattern.matches(echo.dropFirst(headerSize), at: number) else { return nil }

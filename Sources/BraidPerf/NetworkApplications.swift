@@ -3,11 +3,11 @@ import Foundation
 
 /// The `echo` application over the public API, as `braid serve` runs it: every client-opened
 /// bidirectional stream is echoed byte for byte with its end mirrored, every datagram echoed.
-public enum EchoService {
-    public static let alpn = "echo"
+package enum EchoService {
+    package static let alpn = "echo"
 
     /// Serves one connection until it ends.
-    public static func serve(_ connection: NetworkConnection<QUIC>) async throws {
+    package static func serve(_ connection: NetworkConnection<QUIC>) async throws {
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
                 for await datagram in connection.datagrams { try await echo(datagram, on: connection) }
@@ -18,7 +18,7 @@ public enum EchoService {
 
     /// Echoes one datagram. One that does not fit this end's packets yet (path-MTU discovery
     /// may still be raising the size) is dropped, as the network could have dropped it.
-    public static func echo(_ datagram: Data, on connection: NetworkConnection<QUIC>) async throws {
+    package static func echo(_ datagram: Data, on connection: NetworkConnection<QUIC>) async throws {
         do {
             try await connection.datagrams.send(datagram)
         } catch NetworkError.datagramTooLarge {
@@ -26,7 +26,7 @@ public enum EchoService {
     }
 
     /// Echoes one client stream until its end.
-    public static func serve(_ stream: QUIC.Stream<QUICStream>) async throws {
+    package static func serve(_ stream: QUIC.Stream<QUICStream>) async throws {
         guard stream.directionality == .bidirectional else { return }
         while true {
             let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 65536)
@@ -40,19 +40,19 @@ public enum EchoService {
 /// client-opened bidirectional stream the client sends the response size it wants as an
 /// 8-byte big-endian integer, then optional upload bytes, then its end; the server reads and
 /// discards the upload, then sends that many pattern bytes (`PerfPattern`) and its end.
-public enum PerfService {
-    public static let alpn = "perf"
+package enum PerfService {
+    package static let alpn = "perf"
 
     /// What the server saw on one stream.
-    public struct Exchange: Sendable {
-        public var requested: UInt64
-        public var uploaded: Int
+    package struct Exchange: Sendable {
+        package var requested: UInt64
+        package var uploaded: Int
         /// The upload bytes were the pattern (as `braid client` sends it).
-        public var uploadIntact: Bool
+        package var uploadIntact: Bool
     }
 
     /// Serves one connection until it ends; `onExchange` hears of every completed stream.
-    public static func serve(
+    package static func serve(
         _ connection: NetworkConnection<QUIC>, onExchange: @escaping @Sendable (Exchange) -> Void = { _ in }
     ) async throws {
         try await connection.inboundStreams { stream in
@@ -61,7 +61,7 @@ public enum PerfService {
     }
 
     /// Serves one client stream: reads the request and the upload, sends the response.
-    public static func serve(_ stream: QUIC.Stream<QUICStream>) async throws -> Exchange? {
+    package static func serve(_ stream: QUIC.Stream<QUICStream>) async throws -> Exchange? {
         guard stream.directionality == .bidirectional else { return nil }
         var request = PerfRequest()
         while !request.isComplete {
@@ -75,7 +75,7 @@ public enum PerfService {
 
     /// Sends `count` pattern bytes and the stream's end, 256 KiB per call: large pieces keep
     /// the per-call costs (a copy into the engine's memory, a lock round) small per byte.
-    public static func sendPattern(count: Int, on stream: QUIC.Stream<QUICStream>) async throws {
+    package static func sendPattern(count: Int, on stream: QUIC.Stream<QUICStream>) async throws {
         var sent = 0
         repeat {
             let piece = min(PerfPattern.maxSlice, count - sent)
@@ -87,7 +87,7 @@ public enum PerfService {
     /// Reads the stream to its end, checking the bytes against the pattern from offset 0
     /// unless `verify` is false (then `intact` is always true); `onBytes` hears how many
     /// arrived each time.
-    public static func receivePattern(
+    package static func receivePattern(
         from stream: QUIC.Stream<QUICStream>, verify: Bool = true, onBytes: (Int) -> Void = { _ in }
     ) async throws -> (count: Int, intact: Bool) {
         var count = 0, intact = true

@@ -9,22 +9,22 @@ import Glibc
 
 /// Deterministic payload: byte `i` of every transfer is `PerfPattern.byte(i)`. Backed by a
 /// table with a prime period so slices are cheap to send and to compare.
-public enum PerfPattern {
-    public static let period = 65521
+package enum PerfPattern {
+    package static let period = 65521
     /// Byte `i` is `((i % 65521) * 2654435761) >> 7`, truncated to 8 bits (the interop peers
     /// compute the same formula).
     /// The longest slice one call hands out.
-    public static let maxSlice = 256 * 1024
+    package static let maxSlice = 256 * 1024
     static let table: [UInt8] = (0..<(period + maxSlice)).map { UInt8(truncatingIfNeeded: (($0 % period) &* 2_654_435_761) >> 7) }
 
     /// `count` (at most `maxSlice`) pattern bytes starting at transfer offset `offset`.
-    public static func slice(at offset: Int, count: Int) -> ArraySlice<UInt8> {
+    package static func slice(at offset: Int, count: Int) -> ArraySlice<UInt8> {
         let start = offset % period
         return table[start..<start + count]
     }
 
     /// True if `bytes` are the pattern bytes from transfer offset `offset` on.
-    public static func matches<Bytes: Collection>(_ bytes: Bytes, at offset: Int) -> Bool where Bytes.Element == UInt8 {
+    package static func matches<Bytes: Collection>(_ bytes: Bytes, at offset: Int) -> Bool where Bytes.Element == UInt8 {
         if let result = bytes.withContiguousStorageIfAvailable({ matches($0, at: offset) }) { return result }
         return Array(bytes).withUnsafeBufferPointer { matches($0, at: offset) }
     }
@@ -45,8 +45,8 @@ public enum PerfPattern {
 
 /// Server side of the perf exchange: a client stream carries an 8-byte big-endian size and
 /// FIN; the server answers with that many pattern bytes and FIN.
-public final class PerfServer {
-    public init() {}
+package final class PerfServer {
+    package init() {}
 
     /// One connection's requests being read and responses being sent, by stream.
     private struct Exchanges {
@@ -57,7 +57,7 @@ public final class PerfServer {
     private let chunk = 64 * 1024
 
     /// Serves every connection of a server; call it for each event.
-    public func handle(_ connection: QUICConnection, _ event: QUICEvent) {
+    package func handle(_ connection: QUICConnection, _ event: QUICEvent) {
         let key = ObjectIdentifier(connection)
         if case .terminated = event {
             exchanges[key] = nil
@@ -101,13 +101,13 @@ public final class PerfServer {
 }
 
 /// Client side: asks for `size` bytes once connected and checks every byte as it arrives.
-public final class PerfDownload {
-    public let size: Int
-    public private(set) var received = 0
-    public private(set) var intact = true
+package final class PerfDownload {
+    package let size: Int
+    package private(set) var received = 0
+    package private(set) var intact = true
     private var stream: Int64?
     /// Called once: with true when every byte arrived intact, false if the connection ended first.
-    public var onFinished: (Bool) -> Void = { _ in }
+    package var onFinished: (Bool) -> Void = { _ in }
     private var finished = false
 
     private func finish(_ success: Bool) {
@@ -116,9 +116,9 @@ public final class PerfDownload {
         onFinished(success)
     }
 
-    public init(size: Int) { self.size = size }
+    package init(size: Int) { self.size = size }
 
-    public func handle(_ connection: QUICConnection, _ event: QUICEvent) {
+    package func handle(_ connection: QUICConnection, _ event: QUICEvent) {
         switch event {
         case .handshakeCompleted:
             guard stream == nil, let id = try? connection.openStream(bidirectional: true) else { return }

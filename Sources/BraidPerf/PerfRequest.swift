@@ -11,30 +11,30 @@ import Braid
 /// try request.append([0, 0, 0, 0, 0, 0, 0x10, 0], endOfStream: true)
 /// let size = request.responseSize  // 4096
 /// ```
-public struct PerfRequest: Sendable, Hashable {
+package struct PerfRequest: Sendable, Hashable {
     /// The request header's size: the response size as a big-endian UInt64.
-    public static let headerSize = 8
+    package static let headerSize = 8
     private var header: [UInt8] = []
     /// The response size the client asked for, once its 8 bytes are in.
-    public private(set) var requested: UInt64?
+    package private(set) var requested: UInt64?
     /// Upload bytes after the header.
-    public private(set) var uploaded = 0
+    package private(set) var uploaded = 0
     /// Every upload byte so far was the pattern (always true when not verifying).
-    public private(set) var uploadIntact = true
+    package private(set) var uploadIntact = true
     /// The client's end of stream arrived after a whole header.
-    public private(set) var isComplete = false
+    package private(set) var isComplete = false
     private let verifyUpload: Bool
 
     /// - Parameter verifyUpload: check the upload bytes against the pattern.
-    public init(verifyUpload: Bool = true) { self.verifyUpload = verifyUpload }
+    package init(verifyUpload: Bool = true) { self.verifyUpload = verifyUpload }
 
     /// The bytes to send back: `requested`, clamped to `Int.max` (0 before the header is in).
-    public var responseSize: Int { requested.map { Int(clamping: $0) } ?? 0 }
+    package var responseSize: Int { requested.map { Int(clamping: $0) } ?? 0 }
 
     /// Takes the next bytes of the stream, and its end if `endOfStream`. Throws
     /// `NetworkError.unexpectedEndOfStream` when the stream ends inside the header, and
     /// `NetworkError.invalidState` for bytes after the end.
-    public mutating func append<Bytes: Collection<UInt8>>(_ bytes: Bytes, endOfStream: Bool) throws(NetworkError) {
+    package mutating func append<Bytes: Collection<UInt8>>(_ bytes: Bytes, endOfStream: Bool) throws(NetworkError) {
         guard !isComplete else {
             guard bytes.isEmpty && endOfStream else { throw .invalidState("perf request bytes after the end of the stream") }
             return

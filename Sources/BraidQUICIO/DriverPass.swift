@@ -2,7 +2,7 @@ import BraidIO
 import BraidQUIC
 
 /// Called on the loop for every engine event, in order.
-public typealias QUICEventHandler = (QUICConnection, QUICEvent) -> Void
+package typealias QUICEventHandler = (QUICConnection, QUICEvent) -> Void
 
 /// One pass of a driver over one engine connection after any input to it (events, then
 /// writes), shared by the client and server drivers.

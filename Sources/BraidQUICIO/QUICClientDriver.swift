@@ -16,14 +16,14 @@ import Glibc
 ///     context: context, client: clientContext, remote: QUICAddress(ip: "127.0.0.1", port: 4433)!,
 ///     serverName: "localhost") { connection, event in print(event) }
 /// ```
-public final class QUICClientDriver: LoopHandler {
-    public let connection: QUICConnection
+package final class QUICClientDriver: LoopHandler {
+    package let connection: QUICConnection
     /// The socket in use now (`migrate` replaces it).
     package private(set) var socket: any DatagramSocket
     /// Where new sockets come from (`migrate` makes one; to another interface, it binds the
     /// factory there).
     private var sockets: any DatagramSocketFactory
-    public var onEvent: QUICEventHandler
+    package var onEvent: QUICEventHandler
     private let batching: BatchingOptions
     private let receiveSlots: Int
     /// Counts of the sockets `migrate` retired.
@@ -34,7 +34,7 @@ public final class QUICClientDriver: LoopHandler {
 
     /// `local` picks the address and port to send from; by default the address the kernel
     /// routes from toward `remote`, with a system-chosen port.
-    public convenience init(
+    package convenience init(
         context: LoopContext, client: QUICClientContext, remote: QUICAddress, serverName: String,
         resumption: QUICResumptionTicket? = nil, local: QUICAddress? = nil, batching: BatchingOptions = .all,
         receiveSlots: Int = 8, onEvent: @escaping QUICEventHandler
@@ -65,12 +65,12 @@ public final class QUICClientDriver: LoopHandler {
     }
 
     /// Every syscall, datagram and byte of this connection, across migrations.
-    public var counters: SocketCounters { retiredCounters + socket.counters }
+    package var counters: SocketCounters { retiredCounters + socket.counters }
 
     /// Moves the connection to a new socket on a new local port (as after a NAT rebinding or
     /// a network change) and tells the server (RFC 9000 §9). Needs a confirmed handshake. Call
     /// it from loop code, not from inside `onEvent` (the running pass still holds the old socket).
-    public func migrate(_ context: LoopContext) throws {
+    package func migrate(_ context: LoopContext) throws {
         try migrate(context, toDevice: nil)
     }
 
@@ -104,7 +104,7 @@ public final class QUICClientDriver: LoopHandler {
     /// Sends what the connection has to send and re-arms its timer. Call after acting on
     /// `connection` from loop code. From inside `onEvent` it does nothing: the pass that
     /// delivered the event writes right after the handler returns.
-    public func service(_ context: LoopContext) {
+    package func service(_ context: LoopContext) {
         guard !isServicing else { return }
         isServicing = true
         defer { isServicing = false }
@@ -125,7 +125,7 @@ public final class QUICClientDriver: LoopHandler {
         context.setTimer(token, at: connection.nextDeadline)
     }
 
-    public func readable(_ context: LoopContext) {
+    package func readable(_ context: LoopContext) {
         // A bounded number of receive calls per wake-up keeps timers and other sockets fair.
         for _ in 0..<8 {
             // Stamped after the previous batch's writes: ngtcp2 takes an acknowledgement
@@ -145,19 +145,19 @@ public final class QUICClientDriver: LoopHandler {
         service(context)
     }
 
-    public func writable(_ context: LoopContext) {
+    package func writable(_ context: LoopContext) {
         guard socket.flush() else { return }
         writeBlocked = false
         context.setWantsWritable(token, false)
         service(context)
     }
 
-    public func timerFired(_ context: LoopContext) {
+    package func timerFired(_ context: LoopContext) {
         connection.handleTimeout(now: context.now)
         service(context)
     }
 
-    public func close(_ context: LoopContext) {
+    package func close(_ context: LoopContext) {
         context.deregister(token)
         socket.close()
     }

@@ -10,12 +10,12 @@ import Logging
 ///     context: context, endpoint: QUICServerEndpoint(configuration: configuration),
 ///     bindTo: QUICAddress(ip: "0.0.0.0", port: 4433)!) { connection, event in print(event) }
 /// ```
-public final class QUICServerDriver: LoopHandler {
-    public let endpoint: QUICServerEndpoint
+package final class QUICServerDriver: LoopHandler {
+    package let endpoint: QUICServerEndpoint
     package let socket: any DatagramSocket
-    public var onEvent: QUICEventHandler
+    package var onEvent: QUICEventHandler
     /// Connections alive now.
-    public var connections: [QUICConnection] { slots.values.map(\.connection) }
+    package var connections: [QUICConnection] { slots.values.map(\.connection) }
     private var token: UInt64 = 0
     private var slots: [ObjectIdentifier: ServerConnectionTimer] = [:]
     /// Connections touched by the current batch, serviced once it is processed.
@@ -47,7 +47,7 @@ public final class QUICServerDriver: LoopHandler {
         }
     }
 
-    public convenience init(
+    package convenience init(
         context: LoopContext, endpoint: QUICServerEndpoint, bindTo address: QUICAddress, batching: BatchingOptions = .all,
         receiveSlots: Int = 32, reusePort: Bool = false, onEvent: @escaping QUICEventHandler
     ) throws {
@@ -68,9 +68,9 @@ public final class QUICServerDriver: LoopHandler {
     }
 
     /// The system calls, datagrams and bytes of the driver's socket.
-    public var socketCounters: SocketCounters { socket.counters }
+    package var socketCounters: SocketCounters { socket.counters }
 
-    public var localAddress: QUICAddress { socket.localAddress }
+    package var localAddress: QUICAddress { socket.localAddress }
 
     fileprivate func markDirty(_ slot: ServerConnectionTimer) {
         guard !slot.isDirty else { return }
@@ -80,7 +80,7 @@ public final class QUICServerDriver: LoopHandler {
 
     /// Sends what `connection` has to send; call after acting on it from loop code (inside
     /// `onEvent` it only marks the connection; the running pass writes it).
-    public func service(_ connection: QUICConnection, _ context: LoopContext) {
+    package func service(_ connection: QUICConnection, _ context: LoopContext) {
         guard let slot = slots[ObjectIdentifier(connection)] else { return }
         markDirty(slot)
         serviceDirty(context)
@@ -145,7 +145,7 @@ public final class QUICServerDriver: LoopHandler {
         }
     }
 
-    public func readable(_ context: LoopContext) {
+    package func readable(_ context: LoopContext) {
         for _ in 0..<8 {
             // As in the client driver: stamped after the previous batch's writes, and each
             // batch acknowledged as it is processed.
@@ -179,9 +179,9 @@ public final class QUICServerDriver: LoopHandler {
     }
 
     /// The endpoint's live counts and counters.
-    public var statistics: QUICServerStatistics { endpoint.statistics }
+    package var statistics: QUICServerStatistics { endpoint.statistics }
 
-    public func writable(_ context: LoopContext) {
+    package func writable(_ context: LoopContext) {
         guard socket.flush() else { return }
         writeBlocked = false
         context.setWantsWritable(token, false)
@@ -189,11 +189,11 @@ public final class QUICServerDriver: LoopHandler {
         serviceDirty(context)
     }
 
-    public func timerFired(_ context: LoopContext) {}
+    package func timerFired(_ context: LoopContext) {}
 
     /// Closes every connection with this application error code and sends the
     /// CONNECTION_CLOSE frames now, so peers learn at once (before `close`, which drops them).
-    public func closeAllConnections(_ context: LoopContext, applicationErrorCode code: UInt64 = 0) {
+    package func closeAllConnections(_ context: LoopContext, applicationErrorCode code: UInt64 = 0) {
         let now = context.now
         for slot in slots.values where !slot.connection.isClosed {
             slot.connection.close(applicationErrorCode: code, now: now)
@@ -205,7 +205,7 @@ public final class QUICServerDriver: LoopHandler {
         for slot in slots.values { endpoint.applyRoutingChanges(of: slot.connection) }
     }
 
-    public func close(_ context: LoopContext) {
+    package func close(_ context: LoopContext) {
         guard !isClosed else { return }
         isClosed = true
         for slot in slots.values { context.deregister(slot.timerToken) }

@@ -20,11 +20,11 @@ import BraidQUIC
 ///     loops: loops, configuration: configuration, bindTo: QUICAddress(ip: "0.0.0.0", port: 4433)!
 /// ) { driver, context in { connection, event in /* runs on the driver's loop */ } }
 /// ```
-public final class QUICServerGroup: Sendable {
+package final class QUICServerGroup: Sendable {
     /// The address all sockets share (with the port the kernel chose, if 0 was asked for).
-    public let localAddress: QUICAddress
+    package let localAddress: QUICAddress
     /// One driver per loop, in the order of `loops`.
-    public let drivers: [LoopBound<QUICServerDriver>]
+    package let drivers: [LoopBound<QUICServerDriver>]
 
     private init(localAddress: QUICAddress, drivers: [LoopBound<QUICServerDriver>]) {
         self.localAddress = localAddress
@@ -34,7 +34,7 @@ public final class QUICServerGroup: Sendable {
     /// Binds one socket per loop and starts serving.
     /// - Parameter makeHandler: called on each loop with that loop's driver (its endpoint's
     ///   `connectionIDTag` is the loop's index) and context; returns the loop's event handler.
-    public static func start(
+    package static func start(
         loops: [EventLoop], configuration: QUICServerConfiguration, bindTo address: QUICAddress,
         batching: BatchingOptions = .all, makeHandler: @escaping @Sendable (QUICServerDriver, LoopContext) -> QUICEventHandler
     ) async throws -> QUICServerGroup {
@@ -90,14 +90,14 @@ public final class QUICServerGroup: Sendable {
     /// Refuses new clients from now on (CONNECTION_REFUSED, see
     /// `QUICServerEndpoint.isAcceptingNewConnections`); connections already accepted carry on.
     /// Returns at once: each loop applies it at its next pass.
-    public func stopAccepting() {
+    package func stopAccepting() {
         for driver in drivers {
             driver.loop.execute { _ in driver.value.endpoint.isAcceptingNewConnections = false }
         }
     }
 
     /// Closes every connection (application error code 0, sent to the peers) and every socket.
-    public func close() async {
+    package func close() async {
         await Self.close(drivers)
     }
 

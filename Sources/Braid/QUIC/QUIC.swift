@@ -26,12 +26,12 @@ public struct QUIC: NetworkProtocol {
     /// Transport parameters and engine settings, as the modifiers below set them (defaults as in
     /// `QUICTransportConfiguration`: 30 s idle timeout, 10 s handshake timeout, 4 MiB connection
     /// window, 100 streams per direction, datagrams on).
-    public private(set) var transport = QUICTransportConfiguration()
+    package private(set) var transport = QUICTransportConfiguration()
     /// The transport settings of a `QUIC()` nobody changed.
     static let defaultTransport = QUICTransportConfiguration()
     /// How a client checks the server's certificate: `trust(_:)`, `pinnedPublicKeys(sha256:)`,
     /// `insecureAcceptAnyCertificate()` (default: the system store, chain and name checks, no pins).
-    public private(set) var verification = QUICCertificateVerification()
+    package private(set) var verification = QUICCertificateVerification()
     /// The name sent in SNI and checked against the certificate; nil uses the endpoint's host.
     public private(set) var serverName: String?
     /// The PEM certificate chain (leaf first) this side presents, set by

@@ -50,7 +50,7 @@ public struct TLS: NetworkProtocol {
     public private(set) var alpn: [String] = []
     /// How the peer's certificate is checked (default: the system store, chain and name
     /// checks, no pins).
-    public private(set) var verification = TLSCertificateVerification()
+    package private(set) var verification = TLSCertificateVerification()
     /// The name sent in SNI and required in the certificate; nil uses the endpoint's host.
     public private(set) var serverName: String?
     /// The PEM certificate chain (leaf first) this side presents; required on a listener.

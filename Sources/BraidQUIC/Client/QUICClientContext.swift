@@ -10,12 +10,12 @@ import CBraid
 /// let context = try QUICClientContext(configuration: configuration)
 /// let connection = try context.connect(path: path, serverName: "localhost", now: now)
 /// ```
-public final class QUICClientContext: Sendable {
-    public let configuration: QUICClientConfiguration
+package final class QUICClientContext: Sendable {
+    package let configuration: QUICClientConfiguration
     let credentials: TLSCredentials
     let staticSecret: [UInt8]
 
-    public init(configuration: QUICClientConfiguration) throws {
+    package init(configuration: QUICClientConfiguration) throws {
         guard !configuration.alpn.isEmpty else { throw QUICError.configuration("QUIC needs at least one ALPN") }
         try mappingTLSErrors { try configuration.verification.validate() }
         try configuration.transport.validate()
@@ -33,7 +33,7 @@ public final class QUICClientContext: Sendable {
     /// Starts a connection on `path`. `serverName` is sent as SNI (unless an IP literal) and is
     /// the name the certificate must carry. With a `ticket` for this server, the connection
     /// resumes and streams opened before the handshake completes travel as 0-RTT data.
-    public func connect(
+    package func connect(
         path: QUICPath, serverName: String, resumption ticket: QUICResumptionTicket? = nil, now: QUICInstant
     ) throws -> QUICConnection {
         let transport = configuration.transport

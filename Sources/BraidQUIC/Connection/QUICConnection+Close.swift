@@ -6,7 +6,7 @@ import Logging
 extension QUICConnection {
     /// Closes the connection with an application error code (0 = no error) and reason.
     /// Pending stream data is abandoned; the peer sees `applicationClosed(code, reason)`.
-    public func close(applicationErrorCode code: UInt64 = 0, reason: String = "", now: QUICInstant) {
+    package func close(applicationErrorCode code: UInt64 = 0, reason: String = "", now: QUICInstant) {
         guard !isClosed else { return }
         var ccerr = ngtcp2_connection_close_error()
         let reasonBytes = Array(reason.utf8.prefix(1024))
@@ -18,7 +18,7 @@ extension QUICConnection {
 
     /// Closes with CONNECTION_REFUSED and `reason`: a server's refusal of a client it had
     /// already taken (a Braid client reports `serverBusy`, as for the endpoint's own refusals).
-    public func refuse(reason: String, now: QUICInstant) {
+    package func refuse(reason: String, now: QUICInstant) {
         close(transportErrorCode: UInt64(NGTCP2_CONNECTION_REFUSED), reason: reason, now: now)
     }
 

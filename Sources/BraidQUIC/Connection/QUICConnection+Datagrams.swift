@@ -4,7 +4,7 @@ import CBraid
 /// a datagram-only flight from stalling.
 extension QUICConnection {
     /// Largest datagram payload that can be sent now (0 if the peer did not enable datagrams).
-    public var maxDatagramPayloadSize: Int {
+    package var maxDatagramPayloadSize: Int {
         guard !isClosed, let params = ngtcp2_conn_get_remote_transport_params(conn)?.pointee,
             params.max_datagram_frame_size > 0
         else { return 0 }
@@ -20,7 +20,7 @@ extension QUICConnection {
     /// Queues an unreliable datagram (RFC 9221). Returns its ID for `.datagramAcknowledged` /
     /// `.datagramLost`. Throws `datagramTooLarge` or `datagramsNotSupported` instead of dropping.
     @discardableResult
-    public func sendDatagram<Bytes: Collection>(_ bytes: Bytes) throws -> UInt64 where Bytes.Element == UInt8 {
+    package func sendDatagram<Bytes: Collection>(_ bytes: Bytes) throws -> UInt64 where Bytes.Element == UInt8 {
         try ensureOpen()
         let maximum = maxDatagramPayloadSize
         if maximum == 0 {
@@ -40,11 +40,11 @@ extension QUICConnection {
     }
 
     /// Datagrams queued by `sendDatagram` and not yet written into a packet.
-    public var pendingDatagramCount: Int { pendingDatagrams.count }
+    package var pendingDatagramCount: Int { pendingDatagrams.count }
 
     /// The most datagrams that have waited in the queue at once, over the connection's life:
     /// shows whether a sender's bound on the queue held (a sampled count can miss the peak).
-    public var largestPendingDatagramCount: Int { pendingDatagramHighWater }
+    package var largestPendingDatagramCount: Int { pendingDatagramHighWater }
 
     // MARK: - Datagram probe (see `DatagramProbe`)
 

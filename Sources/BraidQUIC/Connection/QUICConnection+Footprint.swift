@@ -5,12 +5,12 @@ import DequeModule
 /// choosing which idle connection to evict when the server is full.
 extension QUICConnection {
     /// Streams the engine tracks (open, or finished but not yet read to the end).
-    public var streamCount: Int { streams.count }
+    package var streamCount: Int { streams.count }
 
     /// Bytes the engine holds for the application: stream bytes queued and not yet acknowledged,
     /// stream bytes received and not yet read, and datagrams waiting to be sent. (ngtcp2's own
     /// buffers, such as out-of-order stream data, are bounded by the windows we advertise.)
-    public var bufferedBytes: Int {
+    package var bufferedBytes: Int {
         var total = 0
         for stream in streams.values { total += stream.send.unacknowledged + stream.receive.buffered }
         for datagram in pendingDatagrams { total += datagram.bytes.count }

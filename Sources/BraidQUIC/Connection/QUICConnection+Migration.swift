@@ -6,7 +6,7 @@ extension QUICConnection {
     /// interface. The peer validates the new path while data keeps flowing; the next packets use
     /// a fresh connection ID, so an observer cannot link the two paths. Packets still arriving
     /// on the old path are dropped by the caller, and lost ones are retransmitted.
-    public func migrate(to path: QUICPath, now: QUICInstant) throws {
+    package func migrate(to path: QUICPath, now: QUICInstant) throws {
         try ensureOpen()
         guard role == .client else { throw QUICError.invalidState("only a client can migrate a connection") }
         guard handshakeConfirmed else { throw QUICError.invalidState("migration needs a confirmed handshake") }

@@ -9,7 +9,7 @@ extension QUICConnection {
     /// Writes every packet that may go out now into batches and hands each batch to `sink`:
     /// (path, ECN, segment size, bytes). The bytes are valid only during the call.
     /// At most `maxSegments` packets per batch (GSO limit) and `maxBatches` batches per call.
-    public func writeTransmits(
+    package func writeTransmits(
         now: QUICInstant, maxSegments: Int = QUICConnection.maxSegmentsPerBatch, maxBatches: Int = .max,
         _ sink: (QUICPath, ECN, Int, UnsafeRawBufferPointer) -> Void
     ) {
@@ -24,7 +24,7 @@ extension QUICConnection {
     /// into memory the caller owns, so the packets are not copied again on their way to the
     /// socket: `slot` gives the memory for the next batch (at least `maxBatchBytes` bytes; nil
     /// stops writing), and `commit` reports what went into it: (path, ECN, segment size, length).
-    public func writeTransmits(
+    package func writeTransmits(
         now: QUICInstant, maxSegments: Int = QUICConnection.maxSegmentsPerBatch, maxBatches: Int = .max,
         into slot: () -> UnsafeMutableRawBufferPointer?, commit: (QUICPath, ECN, Int, Int) -> Void
     ) {
@@ -125,7 +125,7 @@ extension QUICConnection {
     }
 
     /// Convenience for tests and simple owners: the batches `writeTransmits` produces, copied.
-    public func pollTransmits(now: QUICInstant, maxSegments: Int = QUICConnection.maxSegmentsPerBatch) -> [Transmit] {
+    package func pollTransmits(now: QUICInstant, maxSegments: Int = QUICConnection.maxSegmentsPerBatch) -> [Transmit] {
         var out: [Transmit] = []
         writeTransmits(now: now, maxSegments: maxSegments) { path, ecn, segmentSize, bytes in
             out.append(Transmit(path: path, ecn: ecn, segmentSize: segmentSize, bytes: Array(bytes)))

@@ -2,7 +2,7 @@ import CBraid
 
 extension QUICConnection {
     /// Snapshot of transport counters.
-    public var statistics: QUICConnectionStatistics {
+    package var statistics: QUICConnectionStatistics {
         var stat = ngtcp2_conn_stat()
         if !isTerminated { braid_ngtcp2_conn_get_conn_stat(conn, &stat) }
         return QUICConnectionStatistics(
@@ -15,19 +15,19 @@ extension QUICConnection {
 }
 
 /// Transport counters of one connection.
-public struct QUICConnectionStatistics: Sendable, Hashable {
-    public var smoothedRTT: Duration
-    public var minRTT: Duration
-    public var latestRTT: Duration
-    public var congestionWindow: UInt64
-    public var bytesInFlight: UInt64
+package struct QUICConnectionStatistics: Sendable, Hashable {
+    package var smoothedRTT: Duration
+    package var minRTT: Duration
+    package var latestRTT: Duration
+    package var congestionWindow: UInt64
+    package var bytesInFlight: UInt64
     /// UDP datagrams and bytes handed out by `writeTransmits` / taken in by `receive`.
-    public var packetsSent: UInt64
-    public var bytesSent: UInt64
-    public var packetsReceived: UInt64
-    public var bytesReceived: UInt64
+    package var packetsSent: UInt64
+    package var bytesSent: UInt64
+    package var packetsReceived: UInt64
+    package var bytesReceived: UInt64
     /// RFC 9221 datagrams declared lost.
-    public var datagramsLost: UInt64
+    package var datagramsLost: UInt64
     /// Batches (potential GSO sends) written.
-    public var transmits: UInt64
+    package var transmits: UInt64
 }

@@ -6,7 +6,7 @@ import Logging
 extension QUICConnection {
     /// Opens a stream; throws `streamLimitReached` when the peer's limit is exhausted (wait for
     /// `.streamsAvailable`). Before the handshake this works only when resuming with 0-RTT.
-    public func openStream(bidirectional: Bool) throws -> Int64 {
+    package func openStream(bidirectional: Bool) throws -> Int64 {
         try ensureOpen()
         var id: Int64 = -1
         let rc = bidirectional ? ngtcp2_conn_open_bidi_stream(conn, &id, nil) : ngtcp2_conn_open_uni_stream(conn, &id, nil)
@@ -22,7 +22,7 @@ extension QUICConnection {
     }
 
     /// Streams the peer still lets us open right now.
-    public func streamsLeft(bidirectional: Bool) -> UInt64 {
+    package func streamsLeft(bidirectional: Bool) -> UInt64 {
         guard !isClosed else { return 0 }
         return bidirectional ? ngtcp2_conn_get_streams_bidi_left(conn) : ngtcp2_conn_get_streams_uni_left(conn)
     }
@@ -33,7 +33,7 @@ extension QUICConnection {
     }
 
     /// Whether `streamID` was opened by us.
-    public func isLocallyInitiated(streamID: Int64) -> Bool {
+    package func isLocallyInitiated(streamID: Int64) -> Bool {
         (streamID & 1 == 0) == (role == .client)
     }
 
@@ -45,14 +45,14 @@ extension QUICConnection {
     /// Queues bytes (and optionally FIN) on a stream. The bytes are copied and kept until the peer
     /// acknowledges them. Check `canSend(streamID:)` (or `sendRoom(streamID:)`) first to respect
     /// the stream's and the connection's send-buffer bounds.
-    public func send<Bytes: Collection>(streamID: Int64, bytes: Bytes, fin: Bool = false) throws where Bytes.Element == UInt8 {
+    package func send<Bytes: Collection>(streamID: Int64, bytes: Bytes, fin: Bool = false) throws where Bytes.Element == UInt8 {
         let copy = StreamBytes(copying: bytes)
         try send(streamID: streamID, bytes: copy, range: 0..<copy.count, fin: fin)
     }
 
     /// Queues `range` of `bytes` (and optionally FIN) without copying; they are kept until the
     /// peer acknowledges them.
-    public func send(streamID: Int64, bytes: StreamBytes, range: Range<Int>, fin: Bool = false) throws {
+    package func send(streamID: Int64, bytes: StreamBytes, range: Range<Int>, fin: Bool = false) throws {
         try ensureOpen()
         let stream = try stream(streamID)
         guard canSendOn(streamID: streamID) else {
@@ -77,13 +77,13 @@ extension QUICConnection {
     /// Below the send-buffer bounds (`streamSendBufferLimit` for the stream,
     /// `connectionSendBufferLimit` for all streams together): more bytes may be queued.
     /// When this is false, wait for `.streamWritable(streamID)`.
-    public func canSend(streamID: Int64) -> Bool { sendRoom(streamID: streamID) > 0 }
+    package func canSend(streamID: Int64) -> Bool { sendRoom(streamID: streamID) > 0 }
 
     /// How many bytes may be queued on the stream now: 0 at either bound (then wait for
     /// `.streamWritable(streamID)`), else the room left under the connection's bound. The
     /// stream's own bound is checked before each piece, so a stream may pass it by its last
     /// piece; the connection's is exact for callers that queue at most this much.
-    public func sendRoom(streamID: Int64) -> Int {
+    package func sendRoom(streamID: Int64) -> Int {
         guard let stream = streams[streamID] else { return 0 }
         if stream.send.unacknowledged >= transport.streamSendBufferLimit {
             stream.wantsWritable = true
@@ -97,7 +97,7 @@ extension QUICConnection {
     /// Has `.streamWritable(streamID)` raised at the next round of room under the connection's
     /// budget (once acknowledgements free a quarter of it), for an owner whose own senders
     /// wait for that room outside the engine. False if the engine no longer has the stream.
-    public func wakeOnSendRoom(streamID: Int64) -> Bool {
+    package func wakeOnSendRoom(streamID: Int64) -> Bool {
         guard let stream = streams[streamID], !isClosed else { return false }
         sendBudget.refused(stream)
         return true
@@ -105,7 +105,7 @@ extension QUICConnection {
 
     /// Stream bytes queued on all streams and not yet acknowledged (at most
     /// `connectionSendBufferLimit` when senders keep to `sendRoom`).
-    public var unacknowledgedBytes: Int { sendBudget.held }
+    package var unacknowledgedBytes: Int { sendBudget.held }
 
     /// Applies `change` to the stream's send buffer (acknowledgements, discards) and gives the
     /// bytes it released back to the connection's budget; once a round of room is due, every
@@ -123,22 +123,22 @@ extension QUICConnection {
     }
 
     /// Bytes queued on the stream and not yet acknowledged.
-    public func unacknowledgedBytes(streamID: Int64) -> Int {
+    package func unacknowledgedBytes(streamID: Int64) -> Int {
         streams[streamID]?.send.unacknowledged ?? 0
     }
 
     /// What `read` returns.
-    public struct StreamRead: Sendable, Equatable {
-        public var bytes: [UInt8]
+    package struct StreamRead: Sendable, Equatable {
+        package var bytes: [UInt8]
         /// The peer finished the stream and these are its last bytes.
-        public var fin: Bool
+        package var fin: Bool
         /// Some of the bytes arrived in 0-RTT (replayable) packets.
-        public var early: Bool
+        package var early: Bool
     }
 
     /// Reads up to `maxBytes` in order and returns that much flow-control credit to the peer.
     /// Throws `streamReset` once buffered bytes are gone if the peer reset the stream.
-    public func read(streamID: Int64, maxBytes: Int = .max) throws -> StreamRead {
+    package func read(streamID: Int64, maxBytes: Int = .max) throws -> StreamRead {
         var bytes: [UInt8] = []
         let (fin, early) = try read(streamID: streamID, maxBytes: maxBytes) { bytes.append(contentsOf: $0) }
         return StreamRead(bytes: bytes, fin: fin, early: early)
@@ -151,7 +151,7 @@ extension QUICConnection {
     /// does not go back to the peer: an owner that keeps read bytes for a slower application
     /// returns it with `returnCredit(streamID:bytes:)` as the application consumes them, so
     /// the peer can never have more than the window unread in both places together.
-    public func read(
+    package func read(
         streamID: Int64, maxBytes: Int = .max, returnsCredit: Bool = true, into body: (UnsafeRawBufferPointer) -> Void
     ) throws -> (fin: Bool, early: Bool) {
         let stream = try stream(streamID)
@@ -180,12 +180,12 @@ extension QUICConnection {
     }
 
     /// Bytes buffered and readable on the stream.
-    public func readableBytes(streamID: Int64) -> Int { streams[streamID]?.receive.buffered ?? 0 }
+    package func readableBytes(streamID: Int64) -> Int { streams[streamID]?.receive.buffered ?? 0 }
 
     /// Returns flow-control credit for `bytes` read earlier with `returnsCredit: false` and
     /// now consumed: to the stream while it lives, and always to the connection (whose window
     /// every stream shares, so credit withheld there would shrink it for good).
-    public func returnCredit(streamID: Int64, bytes: Int) {
+    package func returnCredit(streamID: Int64, bytes: Int) {
         guard bytes > 0, !isClosed else { return }
         if let stream = streams[streamID] {
             returnCredit(stream: stream, bytes: bytes)
@@ -203,7 +203,7 @@ extension QUICConnection {
     }
 
     /// Abruptly ends our sending side (RESET_STREAM); the peer's reader gets `code`.
-    public func resetStream(streamID: Int64, applicationErrorCode code: UInt64) throws {
+    package func resetStream(streamID: Int64, applicationErrorCode code: UInt64) throws {
         try ensureOpen()
         let stream = try stream(streamID)
         stream.locallyReset = true
@@ -216,7 +216,7 @@ extension QUICConnection {
     }
 
     /// Asks the peer to stop sending (STOP_SENDING with `code`) and drops what is buffered.
-    public func stopSending(streamID: Int64, applicationErrorCode code: UInt64) throws {
+    package func stopSending(streamID: Int64, applicationErrorCode code: UInt64) throws {
         try ensureOpen()
         let stream = try stream(streamID)
         let dropped = stream.receive.discard()
@@ -298,7 +298,7 @@ extension QUICConnection {
     /// readable again (once until the next read), so an owner that leaves smaller amounts for
     /// later (to take a stream's bytes in one piece) still hands a bulk reader its bytes as
     /// they come.
-    public static let promptReadThreshold = 64 * 1024
+    package static let promptReadThreshold = 64 * 1024
 
     func signalReadable(_ stream: StreamState) {
         if !stream.readableSignalled {

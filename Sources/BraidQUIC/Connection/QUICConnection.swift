@@ -21,8 +21,8 @@ import Logging
 /// let id = try client.openStream(bidirectional: true)
 /// try client.send(streamID: id, bytes: Array("hello".utf8), fin: true)
 /// ```
-public final class QUICConnection {
-    public enum Role: Sendable { case client, server }
+package final class QUICConnection {
+    package enum Role: Sendable { case client, server }
 
     enum Phase {
         case handshaking
@@ -32,7 +32,7 @@ public final class QUICConnection {
         case terminated
     }
 
-    public let role: Role
+    package let role: Role
     /// Set once in `init` (ngtcp2 needs `self` as callback context before it can exist).
     private(set) var conn: OpaquePointer!
     /// Nil once released after the handshake (`releaseTLSSessionWhenDone`).
@@ -52,7 +52,7 @@ public final class QUICConnection {
 
     // MARK: Closing (+Close)
     /// Why the connection ended; set when it starts closing or draining.
-    public internal(set) var closeReason: QUICError?
+    package internal(set) var closeReason: QUICError?
     /// Our CONNECTION_CLOSE while closing, and when to send it again.
     var closePacket = ClosePacketCache()
     /// Set by the `recv_stateless_reset` callback: ngtcp2 then drains without a close reason.
@@ -99,9 +99,9 @@ public final class QUICConnection {
     var batchStorage: UnsafeMutableRawBufferPointer?
     let maxPacketSize: Int
     /// Most packets per batch: what one GSO send may carry.
-    public static let maxSegmentsPerBatch = UDPSegmentation.maxSegments
+    package static let maxSegmentsPerBatch = UDPSegmentation.maxSegments
     /// Largest batch in bytes: the UDP payload limit of one IPv4 datagram (65535 - 20 - 8).
-    public static let maxBatchBytes = UDPSegmentation.maxBytes
+    package static let maxBatchBytes = UDPSegmentation.maxBytes
     /// A packet written but not yet emitted because it could not join the previous batch.
     var heldPacket: (length: Int, path: QUICPath, ecn: ECN)?
     /// Stream-data scatter list handed to ngtcp2 (reused: no allocation per packet).
@@ -113,16 +113,16 @@ public final class QUICConnection {
     // MARK: TLS (+TLS)
     let verification: QUICCertificateVerification?
     /// The name we verify the server certificate against (client) / "" (server).
-    public let serverName: String
+    package let serverName: String
     var certificateProblem: CertificateProblem?
     /// Client: we resume and may send 0-RTT data (streams open before the handshake completes).
-    public internal(set) var attemptedEarlyData = false
+    package internal(set) var attemptedEarlyData = false
     /// Client: HANDSHAKE_DONE arrived (key updates and migration need it).
     var handshakeConfirmed = false
     /// The ALPN both sides agreed on, once the handshake completed.
-    public internal(set) var negotiatedALPN: String?
+    package internal(set) var negotiatedALPN: String?
     /// Client: the server accepted our 0-RTT data. Server: this connection received 0-RTT data.
-    public internal(set) var earlyDataAccepted = false
+    package internal(set) var earlyDataAccepted = false
     /// Client: the last ticket handed out, and the NEW_TOKEN token that goes into it.
     var latestTicket: QUICResumptionTicket?
     var receivedToken: [UInt8] = []
@@ -142,7 +142,7 @@ public final class QUICConnection {
     /// Server: first byte of the connection IDs we issue (the endpoint's routing tag).
     var connectionIDTag: UInt8?
     /// Server: this connection was created by the datagram just passed to the endpoint.
-    public internal(set) var isNewlyAccepted = false
+    package internal(set) var isNewlyAccepted = false
 
     struct Setup {
         var role: Role
@@ -251,13 +251,13 @@ public final class QUICConnection {
     // MARK: - State
 
     /// The handshake completed and the connection is not closing.
-    public var isEstablished: Bool { if case .established = phase { true } else { false } }
+    package var isEstablished: Bool { if case .established = phase { true } else { false } }
 
     /// All state is gone; the owner can drop the connection.
-    public var isTerminated: Bool { if case .terminated = phase { true } else { false } }
+    package var isTerminated: Bool { if case .terminated = phase { true } else { false } }
 
     /// Closing or draining: application calls fail with `connectionClosed`.
-    public var isClosed: Bool {
+    package var isClosed: Bool {
         switch phase {
         case .handshaking, .established: false
         case .closing, .draining, .terminated: true
@@ -265,17 +265,17 @@ public final class QUICConnection {
     }
 
     /// The path the connection currently uses.
-    public var path: QUICPath {
+    package var path: QUICPath {
         QUICPath(ngtcp2_conn_get_path(conn).pointee)
     }
 
     /// Next event, if any.
-    public func pollEvent() -> QUICEvent? { events.popFirst() }
+    package func pollEvent() -> QUICEvent? { events.popFirst() }
 
     func emit(_ event: QUICEvent) { events.append(event) }
 
     /// When `handleTimeout` must be called next, or nil if no timer is needed.
-    public var nextDeadline: QUICInstant? {
+    package var nextDeadline: QUICInstant? {
         switch phase {
         case .terminated: return nil
         case .closing(let deadline), .draining(let deadline): return deadline
@@ -288,7 +288,7 @@ public final class QUICConnection {
     // MARK: - Input
 
     /// Processes one UDP datagram (possibly several coalesced QUIC packets) that arrived on `path`.
-    public func receive(datagram: UnsafeRawBufferPointer, path: QUICPath, ecn: ECN, now: QUICInstant) {
+    package func receive(datagram: UnsafeRawBufferPointer, path: QUICPath, ecn: ECN, now: QUICInstant) {
         switch phase {
         case .terminated, .draining:
             return
@@ -316,12 +316,12 @@ public final class QUICConnection {
         updateDatagramProbe()
     }
 
-    public func receive(datagram: [UInt8], path: QUICPath, ecn: ECN = .notECT, now: QUICInstant) {
+    package func receive(datagram: [UInt8], path: QUICPath, ecn: ECN = .notECT, now: QUICInstant) {
         datagram.withUnsafeBytes { receive(datagram: $0, path: path, ecn: ecn, now: now) }
     }
 
     /// Call when `nextDeadline` has passed.
-    public func handleTimeout(now: QUICInstant) {
+    package func handleTimeout(now: QUICInstant) {
         switch phase {
         case .terminated:
             return

@@ -3,7 +3,7 @@
 /// Per-packet happenings are coalesced: `streamReadable` is raised once until the application
 /// reads from that stream, and once more if `QUICConnection.promptReadThreshold` bytes pile up
 /// unread meanwhile, so a 10 MB transfer does not produce thousands of events.
-public enum QUICEvent: Sendable, Hashable {
+package enum QUICEvent: Sendable, Hashable {
     /// The handshake completed; `negotiatedALPN` and `earlyDataAccepted` are now set.
     case handshakeCompleted
     /// The peer opened this stream.

@@ -7,9 +7,9 @@ import CBraid
 ///
 /// Store tickets per server name and ALPN; `serialized()` / `init(serialized:)` give a stable
 /// byte form for a file-backed cache.
-public struct QUICResumptionTicket: Sendable, Hashable {
-    public var serverName: String
-    public var alpn: String
+package struct QUICResumptionTicket: Sendable, Hashable {
+    package var serverName: String
+    package var alpn: String
     var tlsSessionData: [UInt8]
     var transportParameters: RememberedTransportParameters
     /// Token from the server's NEW_TOKEN frame: lets the next Initial skip address validation.
@@ -18,7 +18,7 @@ public struct QUICResumptionTicket: Sendable, Hashable {
     private static let formatVersion: UInt8 = 1
 
     /// A compact, versioned binary form.
-    public func serialized() -> [UInt8] {
+    package func serialized() -> [UInt8] {
         var writer = ByteWriter()
         writer.writeByte(Self.formatVersion)
         writer.writeLengthPrefixed(Array(serverName.utf8))
@@ -30,7 +30,7 @@ public struct QUICResumptionTicket: Sendable, Hashable {
     }
 
     /// Parses `serialized()` output; nil for anything malformed (a cache file is untrusted input).
-    public init?(serialized bytes: [UInt8]) {
+    package init?(serialized bytes: [UInt8]) {
         var reader = ByteReader(bytes)
         guard reader.readByte() == Self.formatVersion,
             let name = reader.readLengthPrefixed(),

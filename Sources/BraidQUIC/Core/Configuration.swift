@@ -7,79 +7,79 @@ public enum CongestionControl: String, Sendable, CaseIterable {
 ///
 /// Defaults suit a bulk-capable connection on a LAN or the Internet: windows auto-tune up to
 /// `maxConnectionWindow` / `maxStreamWindow`, 100 concurrent streams per direction, datagrams on.
-public struct QUICTransportConfiguration: Sendable, Hashable {
+package struct QUICTransportConfiguration: Sendable, Hashable {
     /// Close the connection after this long without a packet from the peer (0 disables).
-    public var idleTimeout: Duration = .seconds(30)
+    package var idleTimeout: Duration = .seconds(30)
     /// Give up when the handshake has not completed after this long.
-    public var handshakeTimeout: Duration = .seconds(10)
+    package var handshakeTimeout: Duration = .seconds(10)
     /// Send a PING after this long without traffic, keeping NAT bindings and the idle timer alive.
-    public var keepAliveInterval: Duration? = nil
+    package var keepAliveInterval: Duration? = nil
     /// Connection-level receive window the peer may fill before we read (bytes).
-    public var initialMaxData: UInt64 = 4 * 1024 * 1024
+    package var initialMaxData: UInt64 = 4 * 1024 * 1024
     /// Receive window of a bidirectional stream we open.
-    public var initialMaxStreamDataBidirectionalLocal: UInt64 = 1024 * 1024
+    package var initialMaxStreamDataBidirectionalLocal: UInt64 = 1024 * 1024
     /// Receive window of a bidirectional stream the peer opens.
-    public var initialMaxStreamDataBidirectionalRemote: UInt64 = 1024 * 1024
+    package var initialMaxStreamDataBidirectionalRemote: UInt64 = 1024 * 1024
     /// Receive window of a unidirectional stream the peer opens.
-    public var initialMaxStreamDataUnidirectional: UInt64 = 1024 * 1024
+    package var initialMaxStreamDataUnidirectional: UInt64 = 1024 * 1024
     /// How many bidirectional streams the peer may have open at once.
-    public var initialMaxBidirectionalStreams: UInt64 = 100
+    package var initialMaxBidirectionalStreams: UInt64 = 100
     /// How many unidirectional streams the peer may have open at once.
-    public var initialMaxUnidirectionalStreams: UInt64 = 100
+    package var initialMaxUnidirectionalStreams: UInt64 = 100
     /// Upper bound for connection-window auto-tuning (0 disables tuning).
-    public var maxConnectionWindow: UInt64 = 24 * 1024 * 1024
+    package var maxConnectionWindow: UInt64 = 24 * 1024 * 1024
     /// Upper bound for stream-window auto-tuning (0 disables tuning).
-    public var maxStreamWindow: UInt64 = 16 * 1024 * 1024
+    package var maxStreamWindow: UInt64 = 16 * 1024 * 1024
     /// Largest DATAGRAM frame we accept (RFC 9221); 0 disables datagrams.
-    public var maxDatagramFrameSize: UInt64 = 65535
+    package var maxDatagramFrameSize: UInt64 = 65535
     /// Largest UDP payload we send. Up to `standardMaxUDPPayloadSize`, packets start at 1,200
     /// and path-MTU discovery raises them (to 1,444 at most with ngtcp2 0.12.1's probes);
     /// above it, the value is taken as what the path carries and used without discovery.
-    public var maxUDPPayloadSize: Int = QUICTransportConfiguration.standardMaxUDPPayloadSize
+    package var maxUDPPayloadSize: Int = QUICTransportConfiguration.standardMaxUDPPayloadSize
     /// The default maximum UDP payload: a 1,500-byte MTU less IPv6 and UDP headers.
-    public static let standardMaxUDPPayloadSize = 1452
+    package static let standardMaxUDPPayloadSize = 1452
     /// Probe for a larger path MTU than `maxUDPPayloadSize` (needs DF set on the socket).
-    public var pathMTUDiscovery: Bool = true
+    package var pathMTUDiscovery: Bool = true
     /// Congestion controller.
-    public var congestionControl: CongestionControl = .cubic
+    package var congestionControl: CongestionControl = .cubic
     /// Per-stream cap on bytes queued but not yet acknowledged; `canSend` turns false beyond it.
-    public var streamSendBufferLimit: Int = 1024 * 1024
+    package var streamSendBufferLimit: Int = 1024 * 1024
     /// Cap on bytes queued but not yet acknowledged across all of a connection's streams, so a
     /// peer that grants no flow-control credit on many streams holds at most this much;
     /// `canSend` turns false on every stream beyond it (`sendRoom` says how much fits). Keep it
     /// well above the bandwidth-delay product of the paths you serve.
-    public var connectionSendBufferLimit: Int = 16 * 1024 * 1024
+    package var connectionSendBufferLimit: Int = 16 * 1024 * 1024
     /// Number of connection IDs we let the peer keep for us (spares enable migration).
-    public var activeConnectionIDLimit: UInt64 = 7
+    package var activeConnectionIDLimit: UInt64 = 7
     /// Write qlog (JSON-SEQ) traces into this directory, one file per connection.
-    public var qlogDirectory: String? = nil
+    package var qlogDirectory: String? = nil
     /// Log ngtcp2's internal debug output through the connection's logger at `.trace`.
-    public var debugLog: Bool = false
+    package var debugLog: Bool = false
 
-    public init() {}
+    package init() {}
 }
 
 /// Where a client finds the certificate authorities it trusts (shared with TLS over TCP).
-public typealias QUICTrustRoots = TLSTrustRoots
+package typealias QUICTrustRoots = TLSTrustRoots
 
 /// How a client checks the server's certificate (shared with TLS over TCP).
-public typealias QUICCertificateVerification = TLSCertificateVerification
+package typealias QUICCertificateVerification = TLSCertificateVerification
 
 /// A client's configuration; build one `QUICClientContext` from it and reuse it.
-public struct QUICClientConfiguration: Sendable, Hashable {
+package struct QUICClientConfiguration: Sendable, Hashable {
     /// Application protocols to offer, in preference order (ALPN is mandatory in QUIC).
-    public var alpn: [String]
-    public var transport = QUICTransportConfiguration()
-    public var verification = QUICCertificateVerification()
+    package var alpn: [String]
+    package var transport = QUICTransportConfiguration()
+    package var verification = QUICCertificateVerification()
     /// Optional client certificate chain and key (PEM files) for mutual TLS.
-    public var certificateChainFile: String? = nil
-    public var privateKeyFile: String? = nil
+    package var certificateChainFile: String? = nil
+    package var privateKeyFile: String? = nil
 
-    public init(alpn: [String]) { self.alpn = alpn }
+    package init(alpn: [String]) { self.alpn = alpn }
 }
 
 /// When the server asks a client to prove its address with a Retry round trip.
-public enum QUICRetryPolicy: Sendable, Hashable {
+package enum QUICRetryPolicy: Sendable, Hashable {
     /// Never send Retry.
     case never
     /// Send Retry to every client that has no valid token.
@@ -92,49 +92,49 @@ public enum QUICRetryPolicy: Sendable, Hashable {
 }
 
 /// A server endpoint's configuration.
-public struct QUICServerConfiguration: Sendable {
+package struct QUICServerConfiguration: Sendable {
     /// Application protocols we serve, in our preference order.
-    public var alpn: [String]
+    package var alpn: [String]
     /// PEM certificate chain (leaf first) and private key.
-    public var certificateChainFile: String
-    public var privateKeyFile: String
-    public var transport = QUICTransportConfiguration()
-    public var retry: QUICRetryPolicy = .automatic
+    package var certificateChainFile: String
+    package var privateKeyFile: String
+    package var transport = QUICTransportConfiguration()
+    package var retry: QUICRetryPolicy = .automatic
     /// Accept 0-RTT data from resuming clients (with a replay filter).
-    public var earlyDataEnabled = true
+    package var earlyDataEnabled = true
     /// Maximum simultaneous connections (half-open ones included). At the limit a new client
     /// takes the place of the connection idle longest (no streams, longest without a packet),
     /// which is closed with NO_ERROR and the reason "server busy: idle connection closed to make
     /// room"; with no idle connection, it is refused with CONNECTION_REFUSED and the reason
     /// "server busy: connection limit reached". With `retry == .automatic` a client must pass
     /// Retry before it can take an idle connection's place, so spoofed Initials evict nobody.
-    public var maxConnections = 10_000
+    package var maxConnections = 10_000
     /// Maximum connections from one IP address (any port; IPv6: one /64 prefix, the network a
     /// subscriber gets). Counted are connections whose
     /// address is proven: by a Retry or NEW_TOKEN token, or by a completed handshake (so
     /// Initials spoofing someone's address cannot lock that address out). Further clients from
     /// the address are refused with CONNECTION_REFUSED, "server busy: too many connections from
     /// this address". 0 means no limit.
-    public var maxConnectionsPerAddress = 1_000
+    package var maxConnectionsPerAddress = 1_000
     /// Half-open handshakes (connections whose handshake has not completed) at which
     /// `.automatic` Retry turns on.
-    public var retryThreshold = 250
+    package var retryThreshold = 250
     /// Most half-open handshakes at once, whatever the Retry policy: further clients are
     /// refused with CONNECTION_REFUSED, "server busy: too many handshakes in progress". Each
     /// half-open handshake holds about 110 KiB of heap (ngtcp2's connection and handshake
     /// buffers, about 80 KiB, and GnuTLS's session, about 25 KiB), so the default bounds them
     /// to about 110 MiB, and `retryThreshold` keeps a flood from spoofed addresses to about
     /// 27 MiB.
-    public var maxHalfOpenConnections = 1_000
+    package var maxHalfOpenConnections = 1_000
     /// How long NEW_TOKEN tokens and Retry tokens stay valid.
-    public var tokenLifetime: Duration = .seconds(3600)
-    public var retryTokenLifetime: Duration = .seconds(10)
+    package var tokenLifetime: Duration = .seconds(3600)
+    package var retryTokenLifetime: Duration = .seconds(10)
     /// Secret from which stateless reset tokens and address tokens derive. Servers sharing a
     /// port or restarting should share it; nil picks a random one. Ignored when the endpoint is
     /// given `QUICServerKeys` (which carry their own).
-    public var staticSecret: [UInt8]? = nil
+    package var staticSecret: [UInt8]? = nil
 
-    public init(alpn: [String], certificateChainFile: String, privateKeyFile: String) {
+    package init(alpn: [String], certificateChainFile: String, privateKeyFile: String) {
         self.alpn = alpn
         self.certificateChainFile = certificateChainFile
         self.privateKeyFile = privateKeyFile

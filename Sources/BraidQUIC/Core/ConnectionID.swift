@@ -1,9 +1,9 @@
 import CBraid
 
 /// A QUIC connection ID (0 to 20 bytes), stored inline so routing needs no allocation.
-public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
+package struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
     private var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
-    public private(set) var count: Int
+    package private(set) var count: Int
 
     init(_ cid: ngtcp2_cid) {
         var cid = cid
@@ -16,7 +16,7 @@ public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
         withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: UnsafeRawBufferPointer(start: pointer, count: count)) }
     }
 
-    public init(bytes: [UInt8]) {
+    package init(bytes: [UInt8]) {
         self.init(pointer: bytes, count: min(bytes.count, 20))
     }
 
@@ -29,7 +29,7 @@ public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
         return ConnectionID(bytes: bytes)
     }
 
-    public var bytes: [UInt8] { withUnsafeBytes(of: words) { Array($0.prefix(count)) } }
+    package var bytes: [UInt8] { withUnsafeBytes(of: words) { Array($0.prefix(count)) } }
 
     var ngtcp2: ngtcp2_cid {
         var cid = ngtcp2_cid()
@@ -39,18 +39,18 @@ public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
         return cid
     }
 
-    public static func == (lhs: Self, rhs: Self) -> Bool {
+    package static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.count == rhs.count && lhs.words == rhs.words
     }
 
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         hasher.combine(count)
         hasher.combine(words.0)
         hasher.combine(words.1)
         hasher.combine(words.2)
     }
 
-    public var description: String { bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined() }
+    package var description: String { bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined() }
 }
 
 extension String {

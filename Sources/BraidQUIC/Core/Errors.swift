@@ -2,7 +2,7 @@ import BraidTLS
 
 /// Every way a QUIC connection, stream or datagram operation can fail, with a message that says
 /// what to do about it.
-public enum QUICError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum QUICError: Error, Sendable, Hashable, CustomStringConvertible {
     /// We rejected the peer's certificate.
     case certificateRejected(CertificateProblem)
     /// The peer aborted the handshake with a TLS alert (e.g. it rejected our certificate, 42/48).
@@ -47,7 +47,7 @@ public enum QUICError: Error, Sendable, Hashable, CustomStringConvertible {
     /// ngtcp2 reported an unexpected error.
     case internalError(code: Int32, function: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .certificateRejected(let problem):
             "The server's TLS certificate was rejected: \(problem). Trust its CA (a CA file or the system store), fix the name you connect to, or update the pins."

@@ -7,10 +7,10 @@
 // the engines and the datapath, so neither imports the other to speak of addresses or time).
 
 /// An IPv4 or IPv6 address with a port (`SocketAddress`).
-public typealias QUICAddress = SocketAddress
+package typealias QUICAddress = SocketAddress
 
 /// A point in time on the owner's monotonic clock (`MonotonicInstant`).
-public typealias QUICInstant = MonotonicInstant
+package typealias QUICInstant = MonotonicInstant
 
 extension Duration {
     init(ngtcp2Duration: UInt64) { self = .nanoseconds(Int64(clamping: ngtcp2Duration)) }

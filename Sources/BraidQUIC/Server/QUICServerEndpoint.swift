@@ -27,15 +27,15 @@ import Synchronization
 /// }
 /// for transmit in endpoint.pollEndpointTransmits() { send(transmit) }
 /// ```
-public final class QUICServerEndpoint {
-    public let configuration: QUICServerConfiguration
+package final class QUICServerEndpoint {
+    package let configuration: QUICServerConfiguration
     /// All server-issued connection IDs have this length, so short headers can be parsed.
-    public static let connectionIDLength = 16
+    package static let connectionIDLength = 16
     /// Secrets shared with the other endpoints serving the same address.
-    public let keys: QUICServerKeys
+    package let keys: QUICServerKeys
     /// First byte of every connection ID this endpoint issues, so that a kernel filter can
     /// steer each short-header packet to this endpoint's socket (see `QUICServerGroup`).
-    public let connectionIDTag: UInt8?
+    package let connectionIDTag: UInt8?
     var staticSecret: [UInt8] { keys.staticSecret }
     /// TLS material every server session points into; each connection retains it too.
     private let tls: ServerTLSContext
@@ -71,13 +71,13 @@ public final class QUICServerEndpoint {
 
     /// Live connections: a connection stops counting once its termination is applied (by
     /// `receive` or `applyRoutingChanges(of:)`).
-    public var connectionCount: Int { admitted.count }
+    package var connectionCount: Int { admitted.count }
 
     /// Live connections whose handshake has not completed.
-    public var halfOpenCount: Int { halfOpen }
+    package var halfOpenCount: Int { halfOpen }
 
     /// Whether a client without a token gets a Retry now (`.always`, or `.automatic` under load).
-    public var isRetryActive: Bool {
+    package var isRetryActive: Bool {
         switch configuration.retry {
         case .never: false
         case .always: true
@@ -88,7 +88,7 @@ public final class QUICServerEndpoint {
     /// False once the owner stops taking clients (a listener shutting down): every new client
     /// is then refused with CONNECTION_REFUSED, "server shutting down: not accepting new
     /// connections"; connections already accepted carry on.
-    public var isAcceptingNewConnections = true
+    package var isAcceptingNewConnections = true
 
     /// Every place in the connection table is taken (evicted connections no longer count).
     private var isFull: Bool { admitted.count - evicting >= configuration.maxConnections }
@@ -104,16 +104,16 @@ public final class QUICServerEndpoint {
     var tableCapacity: Int { routes.capacity + admitted.capacity + perAddress.capacity }
 
     /// Counters of what the endpoint answered itself.
-    public private(set) var versionNegotiationsSent = 0
-    public private(set) var retriesSent = 0
-    public private(set) var statelessResetsSent = 0
-    public private(set) var refusedConnections = 0
-    public private(set) var evictedConnections = 0
-    public private(set) var droppedDatagrams = 0
+    package private(set) var versionNegotiationsSent = 0
+    package private(set) var retriesSent = 0
+    package private(set) var statelessResetsSent = 0
+    package private(set) var refusedConnections = 0
+    package private(set) var evictedConnections = 0
+    package private(set) var droppedDatagrams = 0
 
     /// Live counts and counters: connections, half-open handshakes, streams and buffered bytes
     /// (summed over the connections, so call it for a snapshot, not per packet).
-    public var statistics: QUICServerStatistics {
+    package var statistics: QUICServerStatistics {
         var streams = 0
         var buffered = 0
         for admission in admitted.values {
@@ -130,7 +130,7 @@ public final class QUICServerEndpoint {
     /// Connections the endpoint closed by itself since the last call (idle ones evicted to make
     /// room): the owner writes their CONNECTION_CLOSE and delivers their events, as after
     /// driving them.
-    public func pollEvictedConnections() -> [QUICConnection] {
+    package func pollEvictedConnections() -> [QUICConnection] {
         guard !evictedSinceLastPoll.isEmpty else { return [] }
         defer { evictedSinceLastPoll.removeAll() }
         return evictedSinceLastPoll
@@ -140,7 +140,7 @@ public final class QUICServerEndpoint {
     ///   - keys: secrets shared by every endpoint of one server; nil makes new ones from
     ///     `configuration.staticSecret`.
     ///   - connectionIDTag: when set, the first byte of every connection ID this endpoint issues.
-    public convenience init(configuration: QUICServerConfiguration, keys: QUICServerKeys? = nil, connectionIDTag: UInt8? = nil) throws {
+    package convenience init(configuration: QUICServerConfiguration, keys: QUICServerKeys? = nil, connectionIDTag: UInt8? = nil) throws {
         try Self.validate(configuration)
         let credentials = try mappingTLSErrors {
             try TLSCredentials.server(certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile)
@@ -165,7 +165,7 @@ public final class QUICServerEndpoint {
     }
 
     /// Packets the endpoint itself wants sent (Version Negotiation, Retry, resets, refusals).
-    public func pollEndpointTransmits() -> [Transmit] {
+    package func pollEndpointTransmits() -> [Transmit] {
         defer { outgoing.removeAll() }
         return Array(outgoing)
     }
@@ -173,7 +173,7 @@ public final class QUICServerEndpoint {
     /// Routes one datagram. Returns the connection it belongs to (possibly just created: check
     /// `isNew` via `connection.isNewlyAccepted`), or nil if the endpoint handled or dropped it.
     @discardableResult
-    public func receive(datagram: UnsafeRawBufferPointer, path: QUICPath, ecn: ECN, now: QUICInstant) -> QUICConnection? {
+    package func receive(datagram: UnsafeRawBufferPointer, path: QUICPath, ecn: ECN, now: QUICInstant) -> QUICConnection? {
         guard let base = datagram.baseAddress?.assumingMemoryBound(to: UInt8.self), datagram.count > 0 else { return nil }
         var vc = ngtcp2_version_cid()
         let rc = ngtcp2_pkt_decode_version_cid(&vc, base, datagram.count, Self.connectionIDLength)
@@ -201,7 +201,7 @@ public final class QUICServerEndpoint {
         return accept(datagram: datagram, base: base, path: path, ecn: ecn, now: now)
     }
 
-    public func receive(datagram: [UInt8], path: QUICPath, ecn: ECN = .notECT, now: QUICInstant) -> QUICConnection? {
+    package func receive(datagram: [UInt8], path: QUICPath, ecn: ECN = .notECT, now: QUICInstant) -> QUICConnection? {
         datagram.withUnsafeBytes { receive(datagram: $0, path: path, ecn: ecn, now: now) }
     }
 
@@ -344,7 +344,7 @@ public final class QUICServerEndpoint {
     /// after driving one of this endpoint's connections any other way (`handleTimeout`,
     /// `writeTransmits`, `close` and other application calls), before the next `receive`.
     /// Cheap when nothing changed. A connection this endpoint does not route is left untouched.
-    public func applyRoutingChanges(of connection: QUICConnection) {
+    package func applyRoutingChanges(of connection: QUICConnection) {
         let key = ObjectIdentifier(connection)
         guard !connection.routingChanges.isEmpty, admitted[key] != nil else { return }
         var terminated = false
@@ -456,7 +456,7 @@ public final class QUICServerEndpoint {
     }
 
     /// Why clients are refused once `isAcceptingNewConnections` is false.
-    public static let shuttingDownReason = "server shutting down: not accepting new connections"
+    package static let shuttingDownReason = "server shutting down: not accepting new connections"
 
     /// Refuses a new client statelessly: CONNECTION_REFUSED with a reason that says why.
     private func refuse(_ header: ngtcp2_pkt_hd, reason: String, path: QUICPath) {
@@ -600,14 +600,14 @@ final class ServerTLSContext {
 ///     try QUICServerEndpoint(configuration: configuration, keys: keys, connectionIDTag: UInt8($0))
 /// }
 /// ```
-public final class QUICServerKeys: Sendable {
+package final class QUICServerKeys: Sendable {
     let staticSecret: [UInt8]
     let ticketKey: [UInt8]
     let replayFilter = TLSReplayFilter()
 
     /// - Parameter staticSecret: at least 16 bytes; share it across restarts to keep tokens and
     ///   stateless resets valid. Nil picks a random one.
-    public init(staticSecret: [UInt8]? = nil) throws {
+    package init(staticSecret: [UInt8]? = nil) throws {
         if let staticSecret {
             guard staticSecret.count >= 16 else { throw QUICError.configuration("staticSecret needs at least 16 bytes") }
             self.staticSecret = staticSecret

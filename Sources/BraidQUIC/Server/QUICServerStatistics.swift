@@ -1,26 +1,26 @@
 /// A server endpoint's live counts and counters (`QUICServerEndpoint.statistics`): what its
 /// limits bound now, and what it answered by itself so far.
-public struct QUICServerStatistics: Sendable, Hashable {
+package struct QUICServerStatistics: Sendable, Hashable {
     /// Live connections, half-open ones included (bounded by `maxConnections`).
-    public var connections = 0
+    package var connections = 0
     /// Connections whose handshake has not completed (bounded by `maxHalfOpenConnections`).
-    public var halfOpenConnections = 0
+    package var halfOpenConnections = 0
     /// Streams the connections' engines track.
-    public var streams = 0
+    package var streams = 0
     /// Stream and datagram bytes the connections' engines hold (`QUICConnection.bufferedBytes`).
-    public var bufferedBytes = 0
+    package var bufferedBytes = 0
     /// A client without a token gets a Retry now.
-    public var isRetryActive = false
-    public var retriesSent = 0
+    package var isRetryActive = false
+    package var retriesSent = 0
     /// Clients refused with CONNECTION_REFUSED (a limit was reached, or the server stopped accepting).
-    public var refusedConnections = 0
+    package var refusedConnections = 0
     /// Idle connections closed to make room for a new client.
-    public var evictedConnections = 0
-    public var statelessResetsSent = 0
-    public var versionNegotiationsSent = 0
-    public var droppedDatagrams = 0
+    package var evictedConnections = 0
+    package var statelessResetsSent = 0
+    package var versionNegotiationsSent = 0
+    package var droppedDatagrams = 0
 
-    public init(
+    package init(
         connections: Int = 0, halfOpenConnections: Int = 0, streams: Int = 0, bufferedBytes: Int = 0,
         isRetryActive: Bool = false, retriesSent: Int = 0, refusedConnections: Int = 0, evictedConnections: Int = 0,
         statelessResetsSent: Int = 0, versionNegotiationsSent: Int = 0, droppedDatagrams: Int = 0
@@ -39,7 +39,7 @@ public struct QUICServerStatistics: Sendable, Hashable {
     }
 
     /// Two endpoints' figures together (a listener's loops).
-    public static func + (lhs: Self, rhs: Self) -> Self {
+    package static func + (lhs: Self, rhs: Self) -> Self {
         Self(
             connections: lhs.connections + rhs.connections, halfOpenConnections: lhs.halfOpenConnections + rhs.halfOpenConnections,
             streams: lhs.streams + rhs.streams, bufferedBytes: lhs.bufferedBytes + rhs.bufferedBytes,

@@ -144,7 +144,7 @@ extension QUICConnection {
     }
 
     /// Starts a TLS key update (RFC 9001 §6). Needs a confirmed handshake; ngtcp2 limits the rate.
-    public func initiateKeyUpdate(now: QUICInstant) throws {
+    package func initiateKeyUpdate(now: QUICInstant) throws {
         try ensureOpen()
         guard handshakeConfirmed else { throw QUICError.invalidState("key update needs a confirmed handshake") }
         let rc = ngtcp2_conn_initiate_key_update(conn, now.nanoseconds)
