@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 tools/install-deps.sh
 python3 -m unittest discover -s tools/netem -p 'test_*.py'
 python3 tools/check-doc-examples.py
-python3 -m unittest discover -s tools -p 'test_check_doc_examples.py'
+python3 tools/check-architecture.py
+python3 -m unittest discover -s tools -p 'test_check_*.py'
 swift build --build-tests
 swift test --skip-build
