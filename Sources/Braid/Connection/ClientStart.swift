@@ -38,9 +38,10 @@ struct ClientStart {
                 watch.migratesWhenPathGoesAway = true
                 watch.arm(context)
             }
-            ClientEstablishment(
-                core: core.value, strategy: strategy(core.value), endpoint: endpoint, local: local, constraints: constraints
-            ).begin(context)
+            let race = ClientEstablishment(
+                core: core.value, strategy: strategy(core.value), endpoint: endpoint, local: local, constraints: constraints)
+            core.value.establishment = race
+            race.begin(context)
         }
     }
 }

@@ -20,6 +20,9 @@ final class ConnectionCore: ConnectionChannelDelegate {
     private(set) var madePathWatch: ConnectionPathWatch?
     /// Times a QUIC connection moved to a new path (`migrate()`, or by itself).
     var migrations: UInt64 = 0
+    /// A client's race of its endpoint's addresses, while it runs (it keeps itself alive
+    /// through what it waits on).
+    weak var establishment: ClientEstablishment?
 
     /// The core over `channel`, whose delegate the caller sets to it (each stack's channel has
     /// its own delegate property: QUIC's hears more than ready and the end).

@@ -179,3 +179,11 @@ public func withNetworkConnection<ApplicationProtocol: NetworkProtocol, Result: 
         throw error
     }
 }
+
+extension NetworkConnection {
+    /// Retries at once if the connection is waiting for a usable path (it also retries by
+    /// itself at the next interface change).
+    func retryNow() {
+        loop.execute { [core] context in core.value.establishment?.retryNow(context) }
+    }
+}

@@ -262,6 +262,13 @@ final class ClientEstablishment {
         }
     }
 
+    /// Retries at once if the connection is waiting (`NWConnection.restart()`); does nothing
+    /// while attempts are in flight or once the race is over.
+    func retryNow(_ context: LoopContext) {
+        guard !isOver, attempts.isEmpty, timer != nil || pathWaiter != nil else { return }
+        retry(context)
+    }
+
     /// An interface changed while waiting: retry now instead of at the timer.
     private func pathChanged(_ context: LoopContext) {
         pathWaiter = nil

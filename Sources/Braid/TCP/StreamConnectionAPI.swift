@@ -18,7 +18,7 @@ extension TCP: StreamProtocol {}
 extension NetworkConnection where ApplicationProtocol: StreamProtocol {
     /// The connection's byte stream. Every TLS and TCP connection has one (its core was made
     /// for the stack).
-    private var byteStream: ByteStreamEnd {
+    var byteStream: ByteStreamEnd {
         get throws {
             guard let end = shared.byteStream else { throw NetworkError.internalError("a \(ApplicationProtocol.self) connection without a byte stream") }
             return end
@@ -42,7 +42,7 @@ extension NetworkConnection where ApplicationProtocol: StreamProtocol {
     /// `ByteStreamEnd.queueAtOnce(copying:)` on the connection's own end, outside the async
     /// call and through the optional in place: a copy of the end into the async frame cost a
     /// reference count per part, per send.
-    private func queueAtOnce(_ content: some Collection<UInt8> & Sendable, endOfStream: Bool) throws -> StreamOutbox.Storage? {
+    func queueAtOnce(_ content: some Collection<UInt8> & Sendable, endOfStream: Bool) throws -> StreamOutbox.Storage? {
         guard shared.byteStream != nil else {
             _ = try byteStream  // throws the missing stream's error
             return nil

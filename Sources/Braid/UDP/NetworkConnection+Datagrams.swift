@@ -38,7 +38,7 @@ extension NetworkConnection {
     /// Offers `datagram` to the outbox: nil once it is queued (with a drain posted when one is
     /// needed and no `batch` is open, whose end posts it); `.full` or `.needsLoop` when the
     /// send must wait. Throws the connection's error.
-    private func offerDatagram(_ datagram: Data) throws -> DatagramOutbox.Offer? {
+    func offerDatagram(_ datagram: Data) throws -> DatagramOutbox.Offer? {
         switch shared.datagramOutbox.offer(datagram) {
         case .queued:
             return nil

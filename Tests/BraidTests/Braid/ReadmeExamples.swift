@@ -1,5 +1,6 @@
 import BraidCore
 import BraidIO
+import Dispatch
 import Foundation
 import Glibc
 import HTTPTypes
@@ -151,6 +152,28 @@ func readmeTLSStates(port: NWEndpoint.Port) async -> [NetworkConnectionState] {
         seen.append(state)
     }
     return seen
+}
+
+/// README (porting): the classic API's client.
+func readmeClassicClient(port: NWEndpoint.Port) -> NWConnection {
+    let connection = NWConnection(host: "localhost", port: port, using: .tcp)
+    let queue = DispatchQueue(label: "client")
+    connection.stateUpdateHandler = { state in
+        switch state {
+        case .ready: print("connected")
+        case .waiting(let error): print("waiting: \(error)")
+        case .failed(let error): print("failed: \(error)")
+        default: break
+        }
+    }
+    connection.start(queue: queue)
+    connection.send(content: Data("hello".utf8), completion: .contentProcessed { error in
+        if let error { print("send failed: \(error)") }
+    })
+    connection.receive(minimumIncompleteLength: 1, maximumLength: 65536) { content, _, isComplete, error in
+        print("received \(content?.count ?? 0) bytes", isComplete ? "(end)" : "")
+    }
+    return connection
 }
 
 /// README: the Coder example's message type.
@@ -467,6 +490,25 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
     @Test(.timeLimit(.minutes(3))) func udpGameExampleRunsUnchanged() async throws {
         let echoed = try await Self.udpExchange(server: readmeUDPEchoServer, client: readmeUDPGame)
         #expect(echoed == Data("player_position:100,50".utf8))
+    }
+
+    /// The classic-API client example connects and its greeting reaches the server.
+    @Test(.timeLimit(.minutes(3))) func classicClientExampleRuns() async throws {
+        let greetings = AsyncStream<Data>.makeStream()
+        let server = try await RunningStreamListener.start(TCP(), handler: { connection in
+            greetings.continuation.yield(try await connection.receive(exactly: 5).content)
+            try await connection.send(Data("welcome".utf8), endOfStream: true)
+        })
+        defer { server.task.cancel() }
+        let connection = readmeClassicClient(port: server.port)
+        defer { connection.cancel() }
+        var greeting: Data?
+        for await received in greetings.stream {
+            greeting = received
+            break
+        }
+        #expect(greeting == Data("hello".utf8))
+        #expect(connection.state == .ready)
     }
 
     /// The Coder-over-UDP examples talk: the client's value comes back from the server.

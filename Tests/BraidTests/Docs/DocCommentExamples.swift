@@ -797,3 +797,88 @@ func docExample_EchoDatagram() -> Int? {
         #expect(docExample_EchoDatagram() == 7)
     }
 }
+
+// MARK: Classic API
+
+/// Sources/Braid/Classic/NWConnection.swift
+func docExample_NWConnection() -> NWConnection {
+    let connection = NWConnection(host: "example.com", port: 443, using: .tls)
+    connection.stateUpdateHandler = { state in
+        switch state {
+        case .ready: print("ready")
+        case .waiting(let error): print("waiting: \(error)")
+        case .failed(let error): print("failed: \(error)")
+        default: break
+        }
+    }
+    connection.start(queue: .main)
+    connection.send(content: Data("hello".utf8), completion: .contentProcessed { error in
+        if let error { print("send failed: \(error)") }
+    })
+    connection.receive(minimumIncompleteLength: 1, maximumLength: 65536) { content, _, isComplete, error in
+        print(content?.count ?? 0, isComplete, error as Any)
+    }
+    return connection
+}
+
+/// Sources/Braid/Classic/NWConnection+ContentContext.swift
+func docExample_ContentContext(_ connection: NWConnection) {
+    connection.send(content: Data("bye".utf8), contentContext: .finalMessage, isComplete: true,
+                    completion: .contentProcessed { _ in })
+}
+
+/// Sources/Braid/Classic/NWError.swift
+func docExample_NWError(_ connection: NWConnection) {
+    connection.stateUpdateHandler = { state in
+        if case .failed(.posix(.ECONNREFUSED)) = state { print("nothing listens there") }
+    }
+}
+
+/// Sources/Braid/Classic/NWListener.swift
+func docExample_NWListener() throws -> NWListener {
+    let listener = try NWListener(using: .tcp, on: 8080)
+    listener.newConnectionHandler = { connection in
+        connection.start(queue: .main)
+        connection.receive(minimumIncompleteLength: 1, maximumLength: 65536) { content, _, _, _ in
+            connection.send(content: content, completion: .contentProcessed { _ in connection.cancel() })
+        }
+    }
+    listener.start(queue: .main)
+    return listener
+}
+
+/// Sources/Braid/Classic/NWParameters.swift
+func docExample_NWParameters() -> NWConnection {
+    let parameters = NWParameters(tls: NWProtocolTLS.Options(), tcp: NWProtocolTCP.Options())
+    parameters.prohibitExpensivePaths = true
+    let connection = NWConnection(host: "example.com", port: 443, using: parameters)
+    return connection
+}
+
+/// Sources/Braid/Stack/NWProtocolIP.swift
+func docExample_NWProtocolIP() -> NWParameters {
+    let parameters = NWParameters.udp
+    if let ip = parameters.defaultProtocolStack.internetProtocol as? NWProtocolIP.Options {
+        ip.version = .v6
+    }
+    return parameters
+}
+
+/// Sources/Braid/TCP/NWProtocolTCP.swift
+func docExample_NWProtocolTCP() -> NWParameters {
+    let tcp = NWProtocolTCP.Options()
+    tcp.noDelay = true
+    tcp.enableKeepalive = true
+    tcp.keepaliveIdle = 30
+    let parameters = NWParameters(tls: nil, tcp: tcp)
+    return parameters
+}
+
+/// Sources/Braid/TLS/NWProtocolTLS.swift
+func docExample_NWProtocolTLS() -> NWParameters {
+    let tls = NWProtocolTLS.Options()
+    sec_protocol_options_set_min_tls_protocol_version(tls.securityProtocolOptions, .TLSv13)
+    sec_protocol_options_add_tls_application_protocol(tls.securityProtocolOptions, "h2")
+    let parameters = NWParameters(tls: tls)
+    return parameters
+}

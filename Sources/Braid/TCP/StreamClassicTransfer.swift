@@ -1,0 +1,62 @@
+import BraidIO
+import Foundation
+
+/// The classic API's view of a TLS or TCP connection: its byte stream.
+final class StreamClassicTransfer<Stack: StreamProtocol & StackBinding>: ClassicTransfer {
+    /// The most `receiveMessage` gathers before the stream ends.
+    static var messageLimit: Int { 16 << 20 }
+
+    let connection: NetworkConnection<Stack>
+
+    init(_ connection: NetworkConnection<Stack>) { self.connection = connection }
+
+    var states: StateBroadcast { connection.shared.states }
+    func start() { connection.start() }
+    func cancel() { connection.cancel() }
+    func restart() { connection.retryNow() }
+
+    func send(_ content: Data?, isFinal: Bool) -> ClassicSendAttempt {
+        let content = content ?? Data()
+        do {
+            guard let storage = try connection.queueAtOnce(content, endOfStream: isFinal) else { return .done }
+            let connection = connection
+            return .wait {
+                try await connection.byteStream.sendWaiting(storage, endOfStream: isFinal, idempotent: false, queued: connection.start)
+            }
+        } catch {
+            return .failed(NWError(NetworkError(error)))
+        }
+    }
+
+    func receive(minimum: Int, maximum: Int) async throws -> (content: Data?, isComplete: Bool) {
+        connection.start()
+        let delivery = try await connection.byteStream.receive(minimum: minimum, maximum: max(minimum, maximum), exact: false)
+        return (delivery.content.isEmpty && delivery.endOfStream ? nil : delivery.content, delivery.endOfStream)
+    }
+
+    func receiveMessage() async throws -> (content: Data?, isComplete: Bool) {
+        var message = Data()
+        while true {
+            let (content, isComplete) = try await receive(minimum: 1, maximum: 64 << 10)
+            if let content { message.append(content) }
+            if message.count > Self.messageLimit {
+                throw NetworkError.messageTooLarge(size: message.count, maximum: Self.messageLimit)
+            }
+            if isComplete { return (message.isEmpty ? nil : message, true) }
+        }
+    }
+
+    func batch(_ body: () -> Void) { body() }
+
+    func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }
+    func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onViabilityUpdate { _, viable in handler(viable) } }
+    func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onBetterPathUpdate { _, better in handler(better) } }
+}
+
+extension TCP: ClassicBinding {
+    static func transfer(over connection: NetworkConnection<TCP>) -> any ClassicTransfer { StreamClassicTransfer(connection) }
+}
+
+extension TLS: ClassicBinding {
+    static func transfer(over connection: NetworkConnection<TLS>) -> any ClassicTransfer { StreamClassicTransfer(connection) }
+}

@@ -1,0 +1,51 @@
+import BraidIO
+import Foundation
+import Synchronization
+
+/// The classic API's view of a UDP connection: one datagram per send and per receive.
+final class DatagramClassicTransfer: ClassicTransfer {
+    let connection: NetworkConnection<UDP>
+
+    init(_ connection: NetworkConnection<UDP>) { self.connection = connection }
+
+    var states: StateBroadcast { connection.shared.states }
+    func start() { connection.start() }
+    func cancel() { connection.cancel() }
+    func restart() { connection.retryNow() }
+
+    func send(_ content: Data?, isFinal: Bool) -> ClassicSendAttempt {
+        // A send without content only marks an end, which UDP does not carry.
+        guard let content else { return .done }
+        guard !content.isEmpty else { return .failed(NWError(.unsupported("empty UDP datagrams"))) }
+        do {
+            guard try connection.offerDatagram(content) != nil else { return .done }
+            let connection = connection
+            return .wait { try await connection.sendDatagram(content) }
+        } catch {
+            return .failed(NWError(NetworkError(error)))
+        }
+    }
+
+    func receive(minimum: Int, maximum: Int) async throws -> (content: Data?, isComplete: Bool) {
+        try await receiveMessage()
+    }
+
+    func receiveMessage() async throws -> (content: Data?, isComplete: Bool) {
+        (try await connection.receiveDatagram().content, true)
+    }
+
+    func batch(_ body: () -> Void) {
+        let shared = connection.shared
+        shared.batchDepth.add(1, ordering: .acquiringAndReleasing)
+        body()
+        if shared.batchDepth.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { connection.postDatagramDrain() }
+    }
+
+    func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }
+    func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onViabilityUpdate { _, viable in handler(viable) } }
+    func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onBetterPathUpdate { _, better in handler(better) } }
+}
+
+extension UDP: ClassicBinding {
+    static func transfer(over connection: NetworkConnection<UDP>) -> any ClassicTransfer { DatagramClassicTransfer(connection) }
+}
