@@ -29,7 +29,7 @@ extension NWError {
         case .cancelled: self = .posix(.ECANCELED)
         case .datagramsNotSupported, .unsupported: self = .posix(.EOPNOTSUPP)
         case .datagramTooLarge, .messageTooLarge, .responseTooLarge: self = .posix(.EMSGSIZE)
-        case .invalidConfiguration, .invalidState, .messageEncodingFailed: self = .posix(.EINVAL)
+        case .invalidConfiguration, .invalidState, .messageEncodingFailed, .messageTypeOutOfRange: self = .posix(.EINVAL)
         case .messageDecodingFailed: self = .posix(.EBADMSG)
         case .noAllowedInterface: self = .posix(.ENETDOWN)
         case .system(_, let code): self = .posix(POSIXErrorCode(rawValue: code) ?? .EIO)

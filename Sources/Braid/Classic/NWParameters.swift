@@ -227,6 +227,7 @@ public final class NWParameters: Sendable, CustomDebugStringConvertible {
             .multipathServiceType(values.multipathServiceType)
             .expensivePathsProhibited(values.prohibitExpensivePaths)
             .constrainedPathsProhibited(values.prohibitConstrainedPaths)
+            .fastOpenAllowed(values.allowFastOpen)
         if let local = values.requiredLocalEndpoint { parameters = parameters.localEndpoint(local) }
         if let type = values.requiredInterfaceType { parameters = parameters.requiredInterfaceType(type) }
         if let types = values.prohibitedInterfaceTypes { parameters = parameters.prohibitedInterfaceTypes(types) }

@@ -9,6 +9,8 @@ struct ClientStart {
     let local: NWEndpoint?
     let serviceClass: NWParameters.ServiceClass
     let multipath: NWParameters.MultipathServiceType
+    /// TCP Fast Open asked for by the parameters (TCP and TLS stacks apply it).
+    let fastOpenAllowed: Bool
     let constraints: InterfaceConstraints
     /// Where the connection's sockets come from (UDP for QUIC and UDP, TCP for TLS and TCP).
     let sockets: any DatagramSocketFactory

@@ -13,8 +13,10 @@ extension NetworkConnection {
     ///     print("now over \(path.availableInterfaces.map(\.name)), from \(path.localEndpoint.map { "\($0)" } ?? "?")")
     /// }
     /// ```
-    public func onPathUpdate(_ handler: @escaping @Sendable (NetworkConnection, NWPath) -> Void) {
+    @discardableResult
+    public func onPathUpdate(_ handler: @escaping @Sendable (NetworkConnection, NWPath) -> Void) -> NetworkConnection {
         registerWithPathWatch(handler) { $0.onPathUpdate($1, context: $2) }
+        return self
     }
 
     /// Calls `handler` with `false` when the connection's path goes away (the link that holds
@@ -30,8 +32,10 @@ extension NetworkConnection {
     ///     print(isViable ? "the path is back" : "no path for now; keeping the connection")
     /// }
     /// ```
-    public func onViabilityUpdate(_ handler: @escaping @Sendable (NetworkConnection, Bool) -> Void) {
+    @discardableResult
+    public func onViabilityUpdate(_ handler: @escaping @Sendable (NetworkConnection, Bool) -> Void) -> NetworkConnection {
         registerWithPathWatch(handler) { $0.onViabilityUpdate($1, context: $2) }
+        return self
     }
 
     /// Calls `handler` with `true` when a better path than the ready connection's becomes
@@ -48,8 +52,10 @@ extension NetworkConnection {
     ///     if betterPathAvailable { print("a better path exists: reconnect when convenient") }
     /// }
     /// ```
-    public func onBetterPathUpdate(_ handler: @escaping @Sendable (NetworkConnection, Bool) -> Void) {
+    @discardableResult
+    public func onBetterPathUpdate(_ handler: @escaping @Sendable (NetworkConnection, Bool) -> Void) -> NetworkConnection {
         registerWithPathWatch(handler) { $0.onBetterPathUpdate($1, context: $2) }
+        return self
     }
 
     /// Hands `handler`, bound to this connection (weakly: the watch must not keep it alive),

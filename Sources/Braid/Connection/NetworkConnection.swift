@@ -100,12 +100,21 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
     /// ```
     public var states: AsyncStream<State> { shared.states.stream() }
 
-    /// Calls `handler` on every state change (from a Braid thread; keep it short).
-    public func onStateUpdate(_ handler: @escaping @Sendable (NetworkConnection, State) -> Void) {
+    /// Calls `handler` on every state change (from a Braid thread; keep it short). Returns the
+    /// connection, so the calls chain.
+    ///
+    /// ```swift
+    /// let connection = NetworkConnection(to: .hostPort(host: "example.com", port: 443)) { TLS() }
+    ///     .onStateUpdate { _, state in print("state: \(state)") }
+    ///     .onViabilityUpdate { _, isViable in print("viable: \(isViable)") }
+    /// ```
+    @discardableResult
+    public func onStateUpdate(_ handler: @escaping @Sendable (NetworkConnection, State) -> Void) -> NetworkConnection {
         shared.states.setHandler { [weak self] state in
             guard let self else { return }
             handler(self, state)
         }
+        return self
     }
 
     /// Starts connecting (optional: the first send, receive or `openStream` starts it too).
@@ -116,7 +125,8 @@ public final class NetworkConnection<ApplicationProtocol: NetworkProtocol>: Send
         shared.states.update(.preparing)
         let start = ClientStart(
             core: core, endpoint: endpoint, local: requestedLocalEndpoint, serviceClass: parameters.serviceClass,
-            multipath: parameters.multipathServiceType, constraints: parameters.interfaceConstraints, sockets: sockets,
+            multipath: parameters.multipathServiceType, fastOpenAllowed: parameters.fastOpenAllowed,
+            constraints: parameters.interfaceConstraints, sockets: sockets,
             streamSockets: streamSockets)
         do {
             try StackBindings.binding(of: stack).startClient(start)

@@ -97,6 +97,8 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
     /// (`Coder` over UDP: the datagram was dropped and the connection goes on). On a send: the
     /// message is larger than a TLV header can announce.
     case messageTooLarge(size: Int, maximum: Int)
+    /// A TLV message type outside what the wire's 32-bit type field carries; nothing was sent.
+    case messageTypeOutOfRange(type: Int)
     /// A `Coder` connection received a message that is not a `type`; `reason` is the
     /// decoder's. The message was consumed; the connection stays usable.
     case messageDecodingFailed(type: String, reason: String)
@@ -177,6 +179,8 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             "Internal QUIC error: \(what)."
         case .messageTooLarge(let size, let maximum):
             "A \(size)-byte message exceeds the maximum of \(maximum) bytes. If the peer is trusted, raise maximumMessageSize on the receiving stack (TLV or Coder); otherwise the peer is misbehaving, and the connection (for a framer on a QUIC stream: the stream) was closed (for Coder over UDP: the datagram was dropped, and the connection is still usable)."
+        case .messageTypeOutOfRange(let type):
+            "TLV message type \(type) is outside 0...\(UInt32.max), the range of its 32-bit type field; nothing was sent. Use a type in that range."
         case .messageDecodingFailed(let type, let reason):
             "A received message could not be decoded as \(type): \(reason). Check that both ends send the same type with the same coder; the message was skipped and the connection is still usable."
         case .messageEncodingFailed(let type, let reason):

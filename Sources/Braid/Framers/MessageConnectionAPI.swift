@@ -87,8 +87,8 @@ extension NetworkConnection where ApplicationProtocol == TLV {
     /// ```swift
     /// try await connection.send(Data("e2e4".utf8), type: 2)
     /// ```
-    public func send(_ content: some Collection<UInt8>, type: UInt32) async throws {
-        guard let bytes = try queueMessageAtOnce(content, type: type) else { return }
+    public func send(_ content: some Collection<UInt8>, type: Int) async throws {
+        guard let bytes = try queueMessageAtOnce(content, type: try MessageEnd.wireType(type)) else { return }
         try await messageEnd.end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
     }
 
@@ -190,6 +190,6 @@ extension NetworkConnection where ApplicationProtocol: CoderProtocol {
     private func value(from datagram: Data) throws -> (content: ApplicationProtocol.Receiving, metadata: TLV.Metadata) {
         let maximum = (stack as? any MessageFramedStack)?.maximumMessageSize ?? TLVFraming.defaultMaximumMessageSize
         guard datagram.count <= maximum else { throw NetworkError.messageTooLarge(size: datagram.count, maximum: maximum) }
-        return (try MessageEnd.decode(ApplicationProtocol.Receiving.self, from: datagram, using: stack.coder), TLV.Metadata(type: CoderFraming.messageType))
+        return (try MessageEnd.decode(ApplicationProtocol.Receiving.self, from: datagram, using: stack.coder), TLV.Metadata(wire: CoderFraming.messageType))
     }
 }

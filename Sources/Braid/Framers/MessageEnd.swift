@@ -28,6 +28,12 @@ struct MessageEnd: Sendable {
 
     /// One TLV message's bytes: header then `content`. Throws `messageTooLarge` for a value
     /// a UInt32 length cannot say.
+    /// A message type as the wire's 32-bit type field carries it; throws for one outside it.
+    static func wireType(_ type: Int) throws -> UInt32 {
+        guard let wire = UInt32(exactly: type) else { throw NetworkError.messageTypeOutOfRange(type: type) }
+        return wire
+    }
+
     static func frame(_ content: some Collection<UInt8>, type: UInt32) throws -> StreamBytes {
         let length = try length(of: content)
         return StreamBytes(count: TLVFraming.headerSize + Int(length)) { TLVEncoder.write(content, type: type, length: length, into: $0) }
@@ -77,7 +83,7 @@ struct MessageEnd: Sendable {
 
     /// The next message in `TLV`'s shape; nil once the peer finished at a message boundary.
     func nextTLV() async throws -> (content: Data, metadata: TLV.Metadata)? {
-        try await receive().map { ($0.value, TLV.Metadata(type: $0.type)) }
+        try await receive().map { ($0.value, TLV.Metadata(wire: $0.type)) }
     }
 
     /// `receive()` of a `TLV` connection or stream.
@@ -89,7 +95,7 @@ struct MessageEnd: Sendable {
 
     /// `decoded()` in `TLV`'s shape.
     func decodedTLV() throws -> (content: Data, metadata: TLV.Metadata)? {
-        try decoded().map { ($0.value, TLV.Metadata(type: $0.type)) }
+        try decoded().map { ($0.value, TLV.Metadata(wire: $0.type)) }
     }
 
     // MARK: Coder's shapes
@@ -124,7 +130,7 @@ struct MessageEnd: Sendable {
         _ type: Value.Type, from message: TLVMessage, using coder: some NetworkCoder
     ) throws -> (content: Value, metadata: TLV.Metadata) {
         do {
-            return (try CoderFraming.decode(type, from: message, using: coder), TLV.Metadata(type: message.type))
+            return (try CoderFraming.decode(type, from: message, using: coder), TLV.Metadata(wire: message.type))
         } catch {
             throw NetworkError(error)
         }

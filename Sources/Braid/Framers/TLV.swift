@@ -99,9 +99,12 @@ public struct TLV: NetworkProtocol, MessageFramedStack {
     /// What a received message carries besides its content.
     public struct Metadata: Sendable, Hashable {
         /// The message's type, as the sender passed it to `send(_:type:)`.
-        public var type: UInt32
+        public var type: Int
 
-        public init(type: UInt32) { self.type = type }
+        public init(type: Int) { self.type = type }
+
+        /// The metadata of a message whose type field carried `wire`.
+        init(wire: UInt32) { type = Int(wire) }
     }
 
     let framedLower: FramedLower

@@ -30,8 +30,8 @@ extension QUIC.Stream where ApplicationProtocol == TLV {
     /// try await stream.send(Data("e2e4".utf8), type: 2)
     /// try await stream.send(Data("resign".utf8), type: 3, endOfStream: true)
     /// ```
-    public func send(_ content: some Collection<UInt8>, type: UInt32, endOfStream: Bool = false) async throws {
-        try await messageEnd(sending: true).send(content, type: type, endOfStream: endOfStream)
+    public func send(_ content: some Collection<UInt8>, type: Int, endOfStream: Bool = false) async throws {
+        try await messageEnd(sending: true).send(content, type: try MessageEnd.wireType(type), endOfStream: endOfStream)
     }
 
     /// The next whole message and its type, as on a `TLV` connection. When the peer announces

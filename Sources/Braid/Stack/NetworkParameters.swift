@@ -6,7 +6,7 @@
 /// }.localPort(50000))
 /// ```
 ///
-/// Of Apple's parameter modifiers, Braid has `localEndpoint`, `localPort`, `serviceClass`,
+/// Of Apple's parameter modifiers, Braid has `localEndpoint`, `localPort`, `serviceClass`, `fastOpenAllowed`,
 /// `multipathServiceType` and the interface constraints: `requiredInterfaceType`,
 /// `prohibitedInterfaceTypes`, `requiredInterface`, `prohibitedInterfaces`,
 /// `expensivePathsProhibited` and `constrainedPathsProhibited`.
@@ -43,6 +43,8 @@ public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable 
     public private(set) var serviceClass: ServiceClass = .bestEffort
     /// Multipath TCP, set by `multipathServiceType(_:)` (default `.disabled`).
     public private(set) var multipathServiceType: MultipathServiceType = .disabled
+    /// TCP Fast Open for TCP and TLS stacks, set by `fastOpenAllowed(_:)` (default false).
+    public private(set) var fastOpenAllowed = false
 
     /// The only interface type the connection may use (`requiredInterfaceType(_:)`); nil: any.
     public private(set) var requiredInterfaceType: NWInterface.InterfaceType?
@@ -85,6 +87,20 @@ public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable 
     /// Uses Multipath TCP for TCP and TLS stacks (see `MultipathServiceType`).
     public func multipathServiceType(_ type: MultipathServiceType) -> NetworkParameters {
         with { $0.multipathServiceType = type }
+    }
+
+    /// Allows TCP Fast Open on TCP and TLS stacks, as `TCP.fastOpenAllowed(_:)` does: once the
+    /// server's cookie is known, a client's first bytes (with TLS, its ClientHello) ride in the
+    /// SYN; a listener accepts them. QUIC and UDP have no use for it (QUIC's 0-RTT comes with a
+    /// session cache).
+    ///
+    /// ```swift
+    /// let quick = NetworkConnection(to: .hostPort(host: "example.com", port: 443), using: .parameters {
+    ///     TLS()
+    /// }.fastOpenAllowed(true))
+    /// ```
+    public func fastOpenAllowed(_ allowed: Bool) -> NetworkParameters {
+        with { $0.fastOpenAllowed = allowed }
     }
 
     /// Uses only interfaces of this type (on Linux the type comes from the kernel: see

@@ -23,7 +23,8 @@ struct ByteStreamStack {
     func startClient(_ start: ClientStart) throws {
         try tcp.validate()
         if let tls { _ = try tls.clientConfiguration() }
-        let tcp = tcp, tls = tls, endpoint = start.endpoint, sockets = start.streamSockets
+        let tcp = start.fastOpenAllowed ? tcp.fastOpenAllowed(true) : tcp
+        let tls = tls, endpoint = start.endpoint, sockets = start.streamSockets
         let serviceClass = start.serviceClass, multipath = start.multipath
         start.begin { core in
             StreamEstablishment(
@@ -37,13 +38,14 @@ struct ByteStreamStack {
         try tcp.validate()
         let tlsContext = try tls.map { try TLSServerContexts.make(for: $0) }
         let parameters = listener.parameters
+        let tcp = parameters.fastOpenAllowed ? tcp.fastOpenAllowed(true) : tcp
         // The listening socket is MPTCP when asked (accepting MPTCP and plain TCP clients), and
         // every accepted connection gets the service class's mark.
         var options = TCPOptions(tcp, serviceClass: parameters.serviceClass, multipath: parameters.multipathServiceType)
         // `requiredInterface`: the listening socket is bound to it, and so is every connection it accepts.
         options.device = parameters.requiredInterface?.name
         let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
-        let stack = listener.stack, tcp = tcp, intake = listener.intake, maximumMessageSize = listener.maximumMessageSize
+        let stack = listener.stack, intake = listener.intake, maximumMessageSize = listener.maximumMessageSize
         let handshakeTimeout = handshakeTimeout
         return try await TCPServerGroup.start(
             loops: listener.loops(tcp.serverLoops), bindTo: listener.address, options: options,

@@ -138,7 +138,7 @@ public enum NWProtocolTCP {
                     intervalInSeconds: Self.seconds(values.keepaliveInterval, default: 75))
             }
             if values.connectionTimeout > 0 { tcp = tcp.connectionTimeout(Self.seconds(values.connectionTimeout, default: 0)) }
-            if values.enableFastOpen || parameters.allowFastOpen { tcp = tcp.fastOpenAllowed(true) }
+            if values.enableFastOpen { tcp = tcp.fastOpenAllowed(true) }
             return tcp
         }
 

@@ -118,6 +118,23 @@ import BraidCore
         }
     }
 
+    /// `.parameters { }.fastOpenAllowed(true)` is fast open on the stack's TCP, as
+    /// `TCP().fastOpenAllowed(true)` is: the client socket sets TCP_FASTOPEN_CONNECT.
+    @Test func fastOpenAllowedOnTheParametersReachesTheSocket() async throws {
+        let server = try await RunningStreamListener.start(TCP().fastOpenAllowed(true))
+        defer { server.task.cancel() }
+        for allowed in [false, true] {
+            let connection = NetworkConnection(to: server.endpoint, using: .parameters { TCP() }.fastOpenAllowed(allowed))
+            defer { connection.cancel() }
+            try await connection.send(Data("tfo".utf8))
+            #expect(try await connection.receive(exactly: 3).content == Data("tfo".utf8))
+            let option = try await connection.loop.submit { [core = connection.core] _ in
+                core.value.byteStream.socketOptionForTesting(level: Int32(IPPROTO_TCP), name: 30)  // TCP_FASTOPEN_CONNECT
+            }
+            #expect(option == (allowed ? 1 : 0))
+        }
+    }
+
     /// The service class's DSCP mark is on the connection's socket (IP_TOS = DSCP << 2).
     @Test func serviceClassMarksTheSocket() async throws {
         let server = try await RunningStreamListener.start(TCP())

@@ -38,11 +38,11 @@ import BraidCore
         defer { connection.cancel() }
         let payloads = Self.sizes.enumerated().map { Data(pattern(seed: UInt64($0.offset), count: $0.element)) }
         async let sent: Void = {
-            for (index, payload) in payloads.enumerated() { try await connection.send(payload, type: UInt32(index) * 1000) }
+            for (index, payload) in payloads.enumerated() { try await connection.send(payload, type: index * 1000) }
         }()
         for (index, payload) in payloads.enumerated() {
             let (content, metadata) = try await connection.receive()
-            #expect(metadata.type == UInt32(index) * 1000)
+            #expect(metadata.type == index * 1000)
             #expect(content.count == payload.count)
             #expect(content == payload)
         }
@@ -70,7 +70,7 @@ import BraidCore
         let keys = try await withThrowingTaskGroup(of: [String].self) { group in
             for sender in 0..<senders {
                 group.addTask {
-                    for sequence in 0..<perSender { try await connection.send(Self.payload(sender: sender, sequence: sequence), type: UInt32(sender)) }
+                    for sequence in 0..<perSender { try await connection.send(Self.payload(sender: sender, sequence: sequence), type: sender) }
                     return []
                 }
             }
@@ -96,6 +96,24 @@ import BraidCore
     /// Receives cancelled while they wait, one feeding the decoder (waiting for bytes) and one
     /// queued behind it, throw `cancelled` and take nothing: the receives after them get every
     /// message whole and in order.
+    /// Types are `Int`s, as Apple's are: the whole 32-bit range of the wire's type field goes
+    /// and comes back, and a type outside it throws without sending anything.
+    @Test(.timeLimit(.minutes(3))) func typesOutsideTheWiresRangeAreRefusedAndNothingIsSent() async throws {
+        let server = try await RunningFramedListener.start(Lower.tcp.server, handler: echoMessages)
+        defer { server.task.cancel() }
+        let connection = NetworkConnection(to: server.endpoint) { Lower.tcp.client }
+        defer { connection.cancel() }
+        for type in [-1, Int(UInt32.max) + 1, Int.min] {
+            await #expect(throws: NetworkError.messageTypeOutOfRange(type: type)) {
+                try await connection.send(Data("refused".utf8), type: type)
+            }
+        }
+        try await connection.send(Data("largest".utf8), type: Int(UInt32.max))
+        let (content, metadata) = try await connection.receive()
+        #expect(content == Data("largest".utf8))
+        #expect(metadata.type == Int(UInt32.max))
+    }
+
     @Test(.timeLimit(.minutes(3))) func cancelledReceivesLoseNoMessage() async throws {
         let server = try await RunningFramedListener.start(Lower.tcp.server, handler: echoMessages)
         defer { server.task.cancel() }
@@ -120,7 +138,7 @@ import BraidCore
         try await Task.sleep(for: .milliseconds(100))
         cancelledFeeding.cancel()
         await expectCancelled(cancelledFeeding)
-        for (index, text) in ["two", "three"].enumerated() { try await connection.send(Data(text.utf8), type: UInt32(index + 2)) }
+        for (index, text) in ["two", "three"].enumerated() { try await connection.send(Data(text.utf8), type: index + 2) }
         for (index, text) in ["two", "three"].enumerated() {
             let (content, metadata) = try await connection.receive()
             #expect(content == Data(text.utf8))

@@ -32,15 +32,15 @@ import BraidCore
 
     /// Sends every payload on `stream` (the last one with the end of the stream) while reading
     /// the echo, and checks each echoed message whole, with its type.
-    static func exchange(_ payloads: [Data], on stream: QUIC.Stream<TLV>, typeBase: UInt32 = 0) async throws {
+    static func exchange(_ payloads: [Data], on stream: QUIC.Stream<TLV>, typeBase: Int = 0) async throws {
         async let sent: Void = {
             for (index, payload) in payloads.enumerated() {
-                try await stream.send(payload, type: typeBase + UInt32(index), endOfStream: index == payloads.count - 1)
+                try await stream.send(payload, type: typeBase + index, endOfStream: index == payloads.count - 1)
             }
         }()
         for (index, payload) in payloads.enumerated() {
             let (content, metadata) = try await stream.receive()
-            #expect(metadata.type == typeBase + UInt32(index))
+            #expect(metadata.type == typeBase + index)
             #expect(content.count == payload.count)
             #expect(content == payload)
         }
@@ -184,7 +184,7 @@ import BraidCore
                         Data(pattern(seed: UInt64(index * 100 + message), count: (index * 7919 + message * 4099) % 40_000))
                     }
                     let stream = try await connection.openStream { quicStream in TLV { quicStream } }
-                    try await Self.exchange(payloads, on: stream, typeBase: UInt32(index) << 16)
+                    try await Self.exchange(payloads, on: stream, typeBase: index << 16)
                 }
             }
             try await group.waitForAll()

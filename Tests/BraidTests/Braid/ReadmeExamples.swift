@@ -183,21 +183,32 @@ enum GameMessage: Codable, Sendable, Equatable {
 }
 
 /// README: Network.framework's TLV game example.
-func readmeTLVGame(port: NWEndpoint.Port) async throws -> (String, UInt32) {
-    enum GameMessage: UInt32 {
+func readmeTLVGame(port: NWEndpoint.Port) async throws -> (String, Int) {
+    enum GameMessage: Int {
         case selectedCharacter = 0
         case move = 1
     }
 
     let connection = NetworkConnection(to: .hostPort(host: "www.example.com", port: port)) {
-        TLV { TLS() }
+        TLV {
+            TLS()
+        }
     }
-    try await connection.send(Data("🐨".utf8), type: GameMessage.selectedCharacter.rawValue)
+
+    // Send a message
+    let characterData = Data("🐨".utf8)
+    try await connection.send(characterData, type: GameMessage.selectedCharacter.rawValue)
+
+    // Receive a message
     let (incomingData, metadata) = try await connection.receive()
     switch GameMessage(rawValue: metadata.type) {
-    case .selectedCharacter: print("Character selected: \(String(decoding: incomingData, as: UTF8.self))")
-    case .move: print("Move: \(incomingData.count) bytes")
-    case nil: print("Unknown message type \(metadata.type)")
+    case .selectedCharacter:
+        let character = String(data: incomingData, encoding: .utf8)
+        print("Character selected: \(character ?? "")")
+    case .move:
+        print("Move: \(incomingData.count) bytes")
+    case .none:
+        print("Unknown message type \(metadata.type)")
     }
     connection.cancel()
     return (String(decoding: incomingData, as: UTF8.self), metadata.type)

@@ -240,10 +240,12 @@ import BraidCore
         #expect(try await receiveAll(newClient) == Array("to the classic API".utf8))
     }
 
-    /// Certificates are verified by default: a server whose CA the system does not trust fails
-    /// the classic TLS client with the Security framework's unknown-root code.
+    /// Certificates are verified by default: a server whose CA nobody trusts (not the system
+    /// store, nor the test CA some tests put in its place) fails the classic TLS client with the
+    /// Security framework's unknown-root code.
     @Test func aTLSClientRejectsAnUntrustedServer() async throws {
-        let server = try await RunningStreamListener.start(testTLSServer(alpn: []))
+        let server = try await RunningStreamListener.start(
+            TLS().identity(certificateChainFile: Fixtures.path("untrusted.pem"), privateKeyFile: Fixtures.path("untrusted-key.pem")))
         defer { server.task.cancel() }
         let connection = NWConnection(host: "localhost", port: server.port, using: .tls)
         defer { connection.cancel() }

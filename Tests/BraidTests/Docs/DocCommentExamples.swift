@@ -28,6 +28,21 @@ func docExample_NetworkConnection() async throws -> Data {
     return reply
 }
 
+func docExample_NetworkConnection_onStateUpdate() -> NetworkConnection<TLS> {
+    let connection = NetworkConnection(to: .hostPort(host: "example.com", port: 443)) { TLS() }
+        .onStateUpdate { _, state in print("state: \(state)") }
+        .onViabilityUpdate { _, isViable in print("viable: \(isViable)") }
+    return connection
+}
+
+/// Sources/Braid/Stack/NetworkParameters.swift (fast open)
+func docExample_NetworkParameters_fastOpen() -> NetworkConnection<TLS> {
+    let quick = NetworkConnection(to: .hostPort(host: "example.com", port: 443), using: .parameters {
+        TLS()
+    }.fastOpenAllowed(true))
+    return quick
+}
+
 func docExample_NetworkConnection_states(_ connection: NetworkConnection<QUIC>) async {
     for await state in connection.states {
         if case .waiting(let error) = state { print("waiting: \(error)") }
