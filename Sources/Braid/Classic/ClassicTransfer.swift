@@ -22,6 +22,8 @@ protocol ClassicTransfer: AnyObject, Sendable {
     func receiveMessage() async throws -> (content: Data?, isComplete: Bool)
     /// Runs `body`; sends inside leave together once it returns.
     func batch(_ body: () -> Void)
+    /// What the protocol `definition` names agreed (nil: the connection does not run it).
+    func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata?
     /// Path, viability and better-path changes, as the new API reports them.
     func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void)
     func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void)
@@ -69,6 +71,7 @@ final class FailedTransfer: ClassicTransfer {
     func receive(minimum: Int, maximum: Int) async throws -> (content: Data?, isComplete: Bool) { throw error }
     func receiveMessage() async throws -> (content: Data?, isComplete: Bool) { throw error }
     func batch(_ body: () -> Void) { body() }
+    func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? { nil }
     func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) {}
     func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) {}
     func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void) {}

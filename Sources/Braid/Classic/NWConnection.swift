@@ -367,3 +367,17 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
         }
     }
 }
+
+extension NWConnection {
+    /// What the protocol `definition` names agreed on this connection, once ready: TLS's
+    /// (`NWProtocolTLS.Metadata`: the negotiated application protocol) on a TLS connection;
+    /// nil for a protocol the connection does not run, or before it is ready.
+    ///
+    /// ```swift
+    /// let tls = connection.metadata(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata
+    /// ```
+    public func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
+        guard State(transfer.states.current) == .ready else { return nil }
+        return transfer.metadata(definition: definition)
+    }
+}

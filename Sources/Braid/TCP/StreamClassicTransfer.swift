@@ -48,6 +48,12 @@ final class StreamClassicTransfer<Stack: StreamProtocol & StackBinding>: Classic
 
     func batch(_ body: () -> Void) { body() }
 
+    func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
+        // TLS's metadata on a TLS connection; TCP has none of its own yet.
+        guard definition == NWProtocolTLS.definition, Stack.self == TLS.self else { return nil }
+        return NWProtocolTLS.Metadata(negotiatedProtocol: connection.shared.snapshot.withLock { $0.negotiatedALPN })
+    }
+
     func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }
     func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onViabilityUpdate { _, viable in handler(viable) } }
     func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onBetterPathUpdate { _, better in handler(better) } }

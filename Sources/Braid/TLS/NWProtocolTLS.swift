@@ -35,6 +35,7 @@ public enum NWProtocolTLS {
             var tls = TLS { tcp }.alpn(values.applicationProtocols).minimumVersion(values.minimumVersion)
                 .maximumVersion(values.maximumVersion)
             if let name = values.serverName { tls = tls.serverName(name) }
+            if let roots = values.trustRoots { tls = tls.trust(roots) }
             return tls
         }
     }
@@ -48,6 +49,9 @@ public final class sec_protocol_options: Sendable {
         var maximumVersion: TLSProtocolVersion = .TLSv13
         var applicationProtocols: [String] = []
         var serverName: String?
+        /// The authorities the server's certificate must lead to (nil: the system store).
+        /// Not Apple's API: tests set it; applications will set trust with a verify block.
+        var trustRoots: TLS.TrustRoots?
     }
     private let storage = Locked(Values())
 

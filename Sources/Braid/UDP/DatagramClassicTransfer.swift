@@ -41,6 +41,8 @@ final class DatagramClassicTransfer: ClassicTransfer {
         if shared.batchDepth.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { connection.postDatagramDrain() }
     }
 
+    func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? { nil }
+
     func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }
     func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onViabilityUpdate { _, viable in handler(viable) } }
     func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onBetterPathUpdate { _, better in handler(better) } }

@@ -1,4 +1,5 @@
 import BraidIO
+import BraidPerf
 import BraidTLSIO
 import Dispatch
 import Foundation
@@ -290,5 +291,67 @@ import BraidCore
         }
         #expect(noDelay == 1)
         #expect(idle == 42)
+    }
+}
+
+/// Classic TLS connections that succeed: the options' trust is the test CA (set through the
+/// options' own storage, so no other test's trust reaches them).
+@Suite(.timeLimit(.minutes(3))) struct NWConnectionTLSTests {
+    static func parameters(alpn: [String]) -> NWParameters {
+        let tls = NWProtocolTLS.Options()
+        for name in alpn { sec_protocol_options_add_tls_application_protocol(tls.securityProtocolOptions, name) }
+        tls.securityProtocolOptions.update { $0.trustRoots = .certificateAuthorities(file: Fixtures.caFile) }
+        return NWParameters(tls: tls)
+    }
+
+    @Test func aTLSClientTalksToABraidListenerAndReadsTheAgreedProtocol() async throws {
+        let server = try await RunningStreamListener.start(testTLSServer(alpn: ["echo", "other"]))
+        defer { server.task.cancel() }
+        let connection = NWConnection(host: "localhost", port: server.port, using: Self.parameters(alpn: ["echo"]))
+        defer { connection.cancel() }
+        let states = StateRecorder(connection)
+        #expect(connection.metadata(definition: NWProtocolTLS.definition) == nil)
+        connection.start(queue: DispatchQueue(label: "client"))
+        try await states.wait(for: "ready") { $0 == .ready }
+        let tls = try #require(connection.metadata(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata)
+        let alpn = try #require(sec_protocol_metadata_get_negotiated_protocol(tls.securityProtocolMetadata))
+        #expect(String(cString: alpn) == "echo")
+        #expect(connection.metadata(definition: NWProtocolTCP.definition) == nil)
+        #expect(await connection.sendAsync(Data("over tls".utf8), context: .finalMessage) == nil)
+        let echoed = await connection.receiveMessageAsync()
+        #expect(echoed.content == Data("over tls".utf8) && echoed.isComplete && echoed.error == nil)
+    }
+
+    /// The classic TLS client against GnuTLS's and OpenSSL's servers: gnutls-serv echoes a
+    /// line; s_server sends 3,000 pattern bytes from its input. The client connects to the
+    /// address and names the certificate's host with `sec_protocol_options_set_tls_server_name`.
+    @Test(arguments: [TLSPeer.gnutls, .openssl])
+    func aTLSClientTalksToAnotherStacksServer(_ peer: TLSPeer) async throws {
+        let server = try await PeerServer.start(peer, alpn: ["echo"], input: 3000)
+        defer { server.stop() }
+        let parameters = Self.parameters(alpn: ["echo"])
+        if let tls = parameters.defaultProtocolStack.applicationProtocols.first as? NWProtocolTLS.Options {
+            sec_protocol_options_set_tls_server_name(tls.securityProtocolOptions, "localhost")
+        }
+        let connection = NWConnection(to: server.endpoint, using: parameters)
+        defer { connection.cancel() }
+        let states = StateRecorder(connection)
+        connection.start(queue: DispatchQueue(label: "client"))
+        _ = try await server.diagnosed { try await states.wait(for: "ready") { $0 == .ready } }
+        let line = Data("hello from the classic API\n".utf8)
+        #expect(await connection.sendAsync(line) == nil)
+        let wanted = peer == .gnutls ? line.count : 3000
+        var received = Data()
+        while received.count < wanted {
+            let (content, isComplete, error) = await connection.receiveAsync()
+            #expect(error == nil)
+            received.append(content ?? Data())
+            if isComplete || error != nil { break }
+        }
+        if peer == .gnutls {
+            #expect(received == line)
+        } else {
+            #expect(received.count == 3000 && PerfPattern.matches(Array(received), at: 0))
+        }
     }
 }

@@ -897,3 +897,17 @@ func docExample_NWProtocolTLS() -> NWParameters {
     let parameters = NWParameters(tls: tls)
     return parameters
 }
+
+/// Sources/Braid/TLS/NWProtocolTLS+Metadata.swift
+func docExample_NWProtocolTLSMetadata(_ connection: NWConnection) {
+    if let tls = connection.metadata(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata,
+       let alpn = sec_protocol_metadata_get_negotiated_protocol(tls.securityProtocolMetadata) {
+        print("speaking \(String(cString: alpn))")
+    }
+}
+
+/// Sources/Braid/Classic/NWConnection.swift (metadata)
+func docExample_NWConnection_metadata(_ connection: NWConnection) -> NWProtocolTLS.Metadata? {
+    let tls = connection.metadata(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata
+    return tls
+}

@@ -1,0 +1,50 @@
+import Foundation
+
+extension NWProtocolTLS {
+    /// What a ready TLS connection agreed (`NWConnection.metadata(definition:)` with
+    /// `NWProtocolTLS.definition`), read through the `sec_protocol_metadata_*` functions.
+    ///
+    /// ```swift
+    /// if let tls = connection.metadata(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata,
+    ///    let alpn = sec_protocol_metadata_get_negotiated_protocol(tls.securityProtocolMetadata) {
+    ///     print("speaking \(String(cString: alpn))")
+    /// }
+    /// ```
+    public final class Metadata: NWProtocolMetadata, @unchecked Sendable {
+        /// The agreed parameters.
+        public let securityProtocolMetadata: sec_protocol_metadata_t
+
+        init(negotiatedProtocol: String?) {
+            securityProtocolMetadata = sec_protocol_metadata_t(negotiatedProtocol: negotiatedProtocol)
+        }
+    }
+}
+
+/// What a TLS connection agreed (Apple's `sec_protocol_metadata_t`).
+///
+/// `@unchecked Sendable`: its one pointer is written once, in `init`, and only read after.
+public final class sec_protocol_metadata: @unchecked Sendable {
+    /// The agreed application protocol as a C string of its own, freed with the metadata (the
+    /// pointer `sec_protocol_metadata_get_negotiated_protocol` returns is this one).
+    let negotiatedProtocol: UnsafeMutablePointer<CChar>?
+
+    init(negotiatedProtocol: String?) {
+        self.negotiatedProtocol = negotiatedProtocol.map { name in
+            let characters = Array(name.utf8CString)
+            let copy = UnsafeMutablePointer<CChar>.allocate(capacity: characters.count)
+            copy.initialize(from: characters, count: characters.count)
+            return copy
+        }
+    }
+
+    deinit { negotiatedProtocol?.deallocate() }
+}
+
+/// Apple's name for the agreed TLS parameters.
+public typealias sec_protocol_metadata_t = sec_protocol_metadata
+
+/// The application protocol (ALPN) both ends agreed on, or nil if none was. The string lives
+/// as long as `metadata`.
+public func sec_protocol_metadata_get_negotiated_protocol(_ metadata: sec_protocol_metadata_t) -> UnsafePointer<CChar>? {
+    UnsafePointer(metadata.negotiatedProtocol)
+}
