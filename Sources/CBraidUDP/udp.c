@@ -47,14 +47,15 @@ static size_t put(struct cmsghdr *cm, int level, int type, const void *data, siz
 }
 
 size_t braid_udp_build_cmsg(void *buffer, size_t capacity, int ipv6, uint16_t segment_size,
-                            uint8_t ecn, const struct sockaddr *source) {
+                            uint8_t ecn, uint8_t dscp, const struct sockaddr *source) {
   size_t used = 0;
   struct cmsghdr *cm;
   if (segment_size > 0 && (cm = slot(buffer, capacity, used, sizeof(uint16_t))) != NULL) {
     used += put(cm, SOL_UDP, UDP_SEGMENT, &segment_size, sizeof(uint16_t));
   }
   if (ecn != 0 && (cm = slot(buffer, capacity, used, sizeof(int))) != NULL) {
-    int tos = ecn & 0x3;
+    // The message's TOS replaces the socket's whole byte: the service class's DSCP goes with it.
+    int tos = (dscp << 2) | (ecn & 0x3);
     used += put(cm, ipv6 ? IPPROTO_IPV6 : IPPROTO_IP, ipv6 ? IPV6_TCLASS : IP_TOS, &tos, sizeof(int));
   }
   if (source != NULL && ipv6 && source->sa_family == AF_INET6 &&

@@ -155,7 +155,7 @@ public final class NWParameters: Sendable, CustomDebugStringConvertible {
         get { preferences.withLock { $0.prohibitConstrainedPaths } }
         set { preferences.withLock { $0.prohibitConstrainedPaths = newValue } }
     }
-    /// What the traffic is, marked in each packet's DSCP field (TCP and TLS).
+    /// What the traffic is, marked in each packet's DSCP field.
     public var serviceClass: ServiceClass {
         get { preferences.withLock { $0.serviceClass } }
         set { preferences.withLock { $0.serviceClass = newValue } }

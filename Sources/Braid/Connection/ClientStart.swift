@@ -18,12 +18,19 @@ struct ClientStart {
 
     var loop: EventLoop { core.loop }
 
-    /// Throws `unsupported` when the parameters ask for a service class or Multipath TCP, for
-    /// stacks that cannot apply them (`stack` names them in the message).
-    func requireNoServiceClassOrMultipath(on stack: String) throws {
-        if serviceClass != .bestEffort || multipath != .disabled {
-            throw NetworkError.unsupported("serviceClass and multipathServiceType on \(stack) (TCP and TLS stacks apply them)")
+    /// Throws `unsupported` when the parameters ask for Multipath TCP, for stacks that are
+    /// not TCP (`stack` names them in the message).
+    func requireNoMultipath(on stack: String) throws {
+        if multipath != .disabled {
+            throw NetworkError.unsupported("multipathServiceType on \(stack) (TCP and TLS stacks apply it)")
         }
+    }
+
+    /// The UDP sockets of a QUIC or UDP connection: marking their datagrams with the service
+    /// class's DSCP code point when it is not best effort.
+    func datagramSockets() throws -> any DatagramSocketFactory {
+        guard serviceClass != .bestEffort else { return sockets }
+        do { return try sockets.markingDSCP(serviceClass.dscp) } catch { throw NetworkError(error) }
     }
 
     /// Races the endpoint's addresses on the connection's loop with the strategy `strategy`

@@ -26,18 +26,22 @@ struct ListenerStart<Top: NetworkProtocol> {
     }
 
     /// The UDP sockets of a QUIC or UDP listener: bound to `requiredInterface` (SO_BINDTODEVICE),
-    /// if the parameters name one, so only what arrives through it is received.
+    /// if the parameters name one, so only what arrives through it is received; marking what
+    /// they send with the service class's DSCP code point when it is not best effort.
     func datagramSockets() throws -> any DatagramSocketFactory {
-        let sockets = environment?.sockets ?? UDPSockets()
+        var sockets = environment?.sockets ?? UDPSockets()
+        if parameters.serviceClass != .bestEffort {
+            do { sockets = try sockets.markingDSCP(parameters.serviceClass.dscp) } catch { throw NetworkError(error) }
+        }
         guard let name = parameters.requiredInterface?.name else { return sockets }
         return try sockets.boundToDevice(name)
     }
 
-    /// Throws `unsupported` when the parameters ask for a service class or Multipath TCP, for
-    /// listeners of stacks that cannot apply them (`stack` names them in the message).
-    func requireNoServiceClassOrMultipath(on stack: String) throws {
-        if parameters.serviceClass != .bestEffort || parameters.multipathServiceType != .disabled {
-            throw NetworkError.unsupported("serviceClass and multipathServiceType on \(stack) (TCP and TLS listeners apply them)")
+    /// Throws `unsupported` when the parameters ask for Multipath TCP, for listeners of stacks
+    /// that are not TCP (`stack` names them in the message).
+    func requireNoMultipath(on stack: String) throws {
+        if parameters.multipathServiceType != .disabled {
+            throw NetworkError.unsupported("multipathServiceType on \(stack) (TCP and TLS listeners apply it)")
         }
     }
 

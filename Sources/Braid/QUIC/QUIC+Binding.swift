@@ -10,8 +10,8 @@ extension QUIC: StackBinding {
     }
 
     func startClient(_ start: ClientStart) throws {
-        try start.requireNoServiceClassOrMultipath(on: "QUIC connections")
-        let endpoint = start.endpoint, sockets = start.sockets
+        try start.requireNoMultipath(on: "QUIC connections")
+        let endpoint = start.endpoint, sockets = try start.datagramSockets()
         // A QUIC client moves to another interface by itself when its own goes away.
         start.begin(migratesWhenPathGoesAway: true) { core in
             QUICEstablishment(core: core, quic: self, endpoint: endpoint, sockets: sockets)
@@ -19,7 +19,7 @@ extension QUIC: StackBinding {
     }
 
     func startListener<Top: NetworkProtocol>(_ listener: ListenerStart<Top>) async throws -> any ListenerGroup {
-        try listener.requireNoServiceClassOrMultipath(on: "QUIC listeners")
+        try listener.requireNoMultipath(on: "QUIC listeners")
         var configuration = try serverConfiguration()
         configuration.maxConnections = listener.newConnectionLimit
         let stack = listener.stack, transport = transport, intake = listener.intake, prepare = listener.prepareChannel

@@ -79,7 +79,8 @@ public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable 
         localEndpoint(.hostPort(host: .name(""), port: port))
     }
 
-    /// Marks the connection's packets with this class's DSCP code point (see `ServiceClass`).
+    /// Marks the connection's packets with this class's DSCP code point (see `ServiceClass`): every
+    /// stack, QUIC and UDP with each packet's ECN bits beside it. A listener marks what it sends.
     public func serviceClass(_ serviceClass: ServiceClass) -> NetworkParameters {
         with { $0.serviceClass = serviceClass }
     }

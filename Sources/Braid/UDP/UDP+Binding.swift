@@ -9,16 +9,16 @@ extension UDP: StackBinding {
     }
 
     func startClient(_ start: ClientStart) throws {
-        try start.requireNoServiceClassOrMultipath(on: "UDP connections")
+        try start.requireNoMultipath(on: "UDP connections")
         try validateForDatagrams()
-        let sockets = start.sockets
+        let sockets = try start.datagramSockets()
         start.begin { core in DatagramEstablishment(core: core, udp: self, sockets: sockets) }
     }
 
     func startListener<Top: NetworkProtocol>(_ listener: ListenerStart<Top>) async throws -> any ListenerGroup {
         try validateForDatagrams()
         try listener.requireNoLocalEndpoint()
-        try listener.requireNoServiceClassOrMultipath(on: "UDP listeners")
+        try listener.requireNoMultipath(on: "UDP listeners")
         let stack = listener.stack, intake = listener.intake
         let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
         return try await UDPServerGroup.start(

@@ -38,12 +38,20 @@ package protocol DatagramSocketFactory: Sendable {
     /// The same factory with every socket bound to the interface `name` (SO_BINDTODEVICE), the
     /// address lookups limited to it too. Throws where sockets cannot be bound to interfaces.
     func boundToDevice(_ name: String) throws -> any DatagramSocketFactory
+    /// The same factory with every socket marking its datagrams with the DSCP code point
+    /// `dscp` (a service class). Throws where sockets cannot mark.
+    func markingDSCP(_ dscp: UInt8) throws -> any DatagramSocketFactory
 }
 
 extension DatagramSocketFactory {
     /// Sockets that are not the kernel's have no interfaces to bind to.
     package func boundToDevice(_ name: String) throws -> any DatagramSocketFactory {
         throw DatapathError.system("SO_BINDTODEVICE \(name) on \(Self.self)", EOPNOTSUPP)
+    }
+
+    /// Sockets that are not the kernel's carry no IP header to mark.
+    package func markingDSCP(_ dscp: UInt8) throws -> any DatagramSocketFactory {
+        throw DatapathError.system("IP_TOS \(dscp) on \(Self.self)", EOPNOTSUPP)
     }
 }
 
@@ -57,14 +65,20 @@ extension UDPSocket: DatagramSocket {
 package struct UDPSockets: DatagramSocketFactory {
     /// The interface every socket is bound to (SO_BINDTODEVICE); nil: any.
     package let device: String?
+    /// The DSCP code point every socket marks its datagrams with (0: none).
+    package let dscp: UInt8
 
-    package init(device: String? = nil) { self.device = device }
+    package init(device: String? = nil, dscp: UInt8 = 0) {
+        self.device = device
+        self.dscp = dscp
+    }
 
     package func bind(
         _ address: SocketAddress, batching: BatchingOptions, receiveSlots: Int, sendBatches: Int, reusePort: Bool
     ) throws -> any DatagramSocket {
         try UDPSocket(
-            bindTo: address, batching: batching, receiveSlots: receiveSlots, sendBatches: sendBatches, reusePort: reusePort, device: device)
+            bindTo: address, batching: batching, receiveSlots: receiveSlots, sendBatches: sendBatches, reusePort: reusePort, device: device,
+            dscp: dscp)
     }
 
     package func localAddress(toward remote: SocketAddress) throws -> SocketAddress {
@@ -72,6 +86,10 @@ package struct UDPSockets: DatagramSocketFactory {
     }
 
     package func boundToDevice(_ name: String) throws -> any DatagramSocketFactory {
-        UDPSockets(device: name)
+        UDPSockets(device: name, dscp: dscp)
+    }
+
+    package func markingDSCP(_ dscp: UInt8) throws -> any DatagramSocketFactory {
+        UDPSockets(device: device, dscp: dscp)
     }
 }

@@ -35,6 +35,8 @@ public final class UDPSocket {
 
     private let logger: Logger
     private let isIPv6: Bool
+    /// The DSCP code point of every datagram (the upper six bits of IP_TOS / IPV6_TCLASS).
+    package let dscp: UInt8
     private let answersFromPacketAddress: Bool
 
     // Receive side: `receiveSlots` slots of one message each, in an area taken from
@@ -78,11 +80,15 @@ public final class UDPSocket {
     ///   - reusePort: SO_REUSEPORT, for several sockets on one port (one per loop).
     ///   - device: the interface the socket is bound to (SO_BINDTODEVICE) before its address;
     ///     nil: any.
+    ///   - dscp: the DSCP code point (0-63) every datagram is marked with (IP_TOS or
+    ///     IPV6_TCLASS, with each message's ECN bits); 0: unmarked.
     public init(
         bindTo address: SocketAddress, batching requested: BatchingOptions = .all, receiveSlots: Int = 16,
-        sendBatches: Int = 16, reusePort: Bool = false, device: String? = nil, logger: Logger = Logger(label: "braid.io")
+        sendBatches: Int = 16, reusePort: Bool = false, device: String? = nil, dscp: UInt8 = 0,
+        logger: Logger = Logger(label: "braid.io")
     ) throws {
         self.logger = logger
+        self.dscp = dscp & 0x3F
         isIPv6 = address.isIPv6
         let family = isIPv6 ? AF_INET6 : AF_INET
         let fd = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -98,6 +104,14 @@ public final class UDPSocket {
             }
             if reusePort { try set(SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT") }
             if let device { try SocketDevice.bind(fd, to: device) }
+            if dscp != 0 {
+                let tos = Int32(dscp & 0x3F) << 2
+                if isIPv6 {
+                    try set(Int32(IPPROTO_IPV6), IPV6_TCLASS, tos, "IPV6_TCLASS")
+                } else {
+                    try set(Int32(IPPROTO_IP), IP_TOS, tos, "IP_TOS")
+                }
+            }
             if isIPv6 {
                 try set(Int32(IPPROTO_IPV6), IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS")
                 try set(Int32(IPPROTO_IPV6), IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO")
@@ -462,7 +476,7 @@ public final class UDPSocket {
         let withSource = answersFromPacketAddress && !batch.metadata.local.isWildcard
         let controlLength = batch.metadata.local.withSockAddr { source, _ in
             braid_udp_build_cmsg(
-                control, Int(BRAID_UDP_CMSG_CAPACITY), isIPv6 ? 1 : 0, UInt16(segmentSize), batch.metadata.ecn.rawValue,
+                control, Int(BRAID_UDP_CMSG_CAPACITY), isIPv6 ? 1 : 0, UInt16(segmentSize), batch.metadata.ecn.rawValue, dscp,
                 withSource ? source : nil)
         }
         area.messages[index] = braid_mmsghdr(

@@ -15,10 +15,11 @@
 
 /// Writes the control messages for one outgoing message into `buffer` and returns their total
 /// length (0: none). `segment_size` > 0 adds UDP_SEGMENT; `ecn` (0-3) > 0 adds IP_TOS or
-/// IPV6_TCLASS; `source` (may be NULL) adds IP_PKTINFO / IPV6_PKTINFO so the datagram leaves
+/// IPV6_TCLASS, whose upper six bits are `dscp` (the socket's own mark, which the message's TOS
+/// replaces); `source` (may be NULL) adds IP_PKTINFO / IPV6_PKTINFO so the datagram leaves
 /// from that address. `ipv6` selects the family of the socket.
 size_t braid_udp_build_cmsg(void *buffer, size_t capacity, int ipv6, uint16_t segment_size,
-                            uint8_t ecn, const struct sockaddr *source);
+                            uint8_t ecn, uint8_t dscp, const struct sockaddr *source);
 
 /// UDP socket options (<netinet/udp.h> values; named here for Swift).
 #define BRAID_UDP_SEGMENT 103
