@@ -1,5 +1,6 @@
 import BraidCore
 import BraidIO
+import CBraidUDP
 import Foundation
 
 /// In-memory byte streams for the sockets of one virtual loop, behind the same
