@@ -39,9 +39,9 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
             return
         }
         let peer = NWEndpoint(socket.remoteAddress)
-        let engine: TLSConnection?
+        let layer: TLSLayer?
         do {
-            engine = try tls.map { try TLSConnection.server(context: $0) }
+            layer = try tls.map { TLSLayer(try TLSConnection.server(context: $0)) }
         } catch {
             Self.logger.warning("cannot start a TLS session for \(peer): \(error)")
             socket.abort()
@@ -55,7 +55,7 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
                 maximumMessageSize: maximumMessageSize)
             core.whenEnded = { admission.release() }
             core.shared.states.update(.preparing)
-            core.byteStream.attach(socket: socket, tls: engine, context: context)
+            core.byteStream.attach(socket: socket, layer: layer, context: context)
             return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
         }
         if admitted == nil {

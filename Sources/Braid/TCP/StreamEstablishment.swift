@@ -64,29 +64,30 @@ final class StreamEstablishment: EstablishmentStrategy {
         return (attempt, false)
     }
 
-    /// The connect that won: its socket goes to the channel, with a TLS engine over it.
+    /// The connect that won: its socket goes to the channel, with a TLS layer over it.
     func adopt(_ attempt: any EstablishmentAttempt, context: LoopContext) {
         race = nil
         guard let attempt = attempt as? ConnectAttempt, let socket = attempt.takeSocket(context) else { return }
         let channel = core.byteStream
-        var engine: TLSConnection?
-        var earlyData = false
+        var layer: TLSLayer?
         if let tls {
             do {
                 let key = "tls:\(serverName):\(attempt.remote.port)"
                 let ticket = tls.sessionCache?.takeTLS(key)
-                earlyData = tls.earlyDataEnabled && (ticket?.maxEarlyDataSize ?? 0) > 0
-                engine = try TLSConnection.client(context: try TLSClientContexts.context(for: tls), serverName: serverName, resumption: ticket)
+                let earlyData = tls.earlyDataEnabled && (ticket?.maxEarlyDataSize ?? 0) > 0
+                let engine = try TLSConnection.client(context: try TLSClientContexts.context(for: tls), serverName: serverName, resumption: ticket)
+                let made = TLSLayer(engine, earlyData: earlyData)
                 if let cache = tls.sessionCache {
-                    channel.ticketReceived = { ticket in cache.storeTLS(ticket, for: key) }
+                    made.ticketReceived = { ticket in cache.storeTLS(ticket, for: key) }
                 }
+                layer = made
             } catch {
                 socket.close()
                 channel.fail(error, context: context)
                 return
             }
         }
-        channel.attach(socket: socket, tls: engine, earlyData: earlyData, context: context)
+        channel.attach(socket: socket, layer: layer, context: context)
     }
 }
 
