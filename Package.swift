@@ -63,7 +63,8 @@ let package = Package(
         .target(name: "CBraidUDP", path: "Sources/CBraidUDP"),
         // The datapath's spine, for every stack and no engine: epoll event loops with timers,
         // batched UDP sockets, TCP sockets and listeners, the queues between callers and loops,
-        // rtnetlink, the channel protocol, and UDP's channel (which needs no engine).
+        // rtnetlink, the channel protocol, and the channels that need no engine: UDP's, and the
+        // byte-stream channel of TCP, which runs a layer (TLS) through a protocol of its own.
         .target(
             name: "BraidIO",
             dependencies: [
@@ -101,18 +102,9 @@ let package = Package(
             ],
             path: "Sources/BraidHTTP3IO"
         ),
-        // TLS and TCP byte streams on the datapath: the byte-stream channel, with the TLS engine
-        // over a TCP socket.
-        .target(
-            name: "BraidTLSIO",
-            dependencies: [
-                "BraidCore",
-                "BraidIO",
-                "BraidTLS",
-                .product(name: "DequeModule", package: "swift-collections"),
-            ],
-            path: "Sources/BraidTLSIO"
-        ),
+        // TLS on the datapath: the TLS engine as a layer a byte-stream channel runs over its
+        // socket.
+        .target(name: "BraidTLSIO", dependencies: ["BraidIO", "BraidTLS"], path: "Sources/BraidTLSIO"),
         // The public API: Network.framework's names (NetworkConnection, QUIC, NetworkListener).
         .target(
             name: "Braid",

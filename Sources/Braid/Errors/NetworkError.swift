@@ -3,7 +3,6 @@ import BraidHTTP3IO
 import BraidIO
 import BraidQUIC
 import BraidTLS
-import BraidTLSIO
 import Foundation
 
 /// Why a peer certificate was not accepted (`NetworkError.certificateRejected`).

@@ -1,34 +1,34 @@
 import BraidIO
-import BraidTLS
 
-/// The binding TCP and TLS share: a `ByteStreamChannel` per connection over a TCP socket, with
-/// a TLS engine over the socket when `tls` is set. A client races TCP connects
-/// (`StreamEstablishment`; TLS then runs over the winner); a listener is a `TCPServerGroup`
-/// whose accepted sockets become connections (`InboundByteStreams`).
+/// The TCP binding, which TLS shares: a `ByteStreamChannel` per connection over a TCP socket,
+/// with a layer over the socket when `layering` is set (TLS is this binding plus a TLS layer).
+/// A client races TCP connects (`StreamEstablishment`; the layer then runs over the winner); a
+/// listener is a `TCPServerGroup` whose accepted sockets become connections
+/// (`InboundByteStreams`).
 struct ByteStreamStack {
     let tcp: TCP
-    /// The TLS options over the TCP connection (nil: plain TCP).
-    let tls: TLS?
+    /// What runs over each connection's socket (TLS); nil: plain TCP.
+    let layering: (any ByteStreamLayering)?
 
-    /// TLS's handshake deadline (plain TCP has no handshake: its connect has its own timeout,
-    /// `TCP.connectionTimeout`).
-    private var handshakeTimeout: Duration { tls?.handshakeTimeout ?? TLS().handshakeTimeout }
+    /// The layer's handshake deadline (plain TCP has no handshake: its connect has its own
+    /// timeout, `TCP.connectionTimeout`).
+    private var handshakeTimeout: Duration { layering?.handshakeTimeout ?? TLS().handshakeTimeout }
 
     func makeCore(loop: EventLoop, endpointDescription: String, maximumMessageSize: Int?) -> ConnectionCore {
         ConnectionCore(
             byteStreamOn: loop, endpointDescription: endpointDescription, tcp: tcp, handshakeTimeout: handshakeTimeout,
-            maximumMessageSize: maximumMessageSize, borrowsLargeSends: tls == nil && maximumMessageSize == nil)
+            maximumMessageSize: maximumMessageSize, borrowsLargeSends: layering == nil && maximumMessageSize == nil)
     }
 
     func startClient(_ start: ClientStart) throws {
         try tcp.validate()
-        if let tls { _ = try tls.clientConfiguration() }
+        try layering?.validateClient()
         let tcp = start.fastOpenAllowed ? tcp.fastOpenAllowed(true) : tcp
-        let tls = tls, endpoint = start.endpoint, sockets = start.streamSockets
+        let layering = layering, endpoint = start.endpoint, sockets = start.streamSockets
         let serviceClass = start.serviceClass, multipath = start.multipath
         start.begin { core in
             StreamEstablishment(
-                core: core, tcp: tcp, tls: tls, endpoint: endpoint, serviceClass: serviceClass, multipath: multipath,
+                core: core, tcp: tcp, layering: layering, endpoint: endpoint, serviceClass: serviceClass, multipath: multipath,
                 sockets: sockets)
         }
     }
@@ -36,7 +36,7 @@ struct ByteStreamStack {
     func startListener<Top: NetworkProtocol>(_ listener: ListenerStart<Top>) async throws -> any ListenerGroup {
         try listener.requireNoLocalEndpoint()
         try tcp.validate()
-        let tlsContext = try tls.map { try TLSServerContexts.make(for: $0) }
+        let layers = try layering?.serverLayers()
         let parameters = listener.parameters
         let tcp = parameters.fastOpenAllowed ? tcp.fastOpenAllowed(true) : tcp
         // The listening socket is MPTCP when asked (accepting MPTCP and plain TCP clients), and
@@ -52,7 +52,7 @@ struct ByteStreamStack {
             sockets: listener.environment?.streamSockets ?? TCPSockets()
         ) { _ in
             InboundByteStreams(
-                stack: stack, tcp: tcp, tls: tlsContext, handshakeTimeout: handshakeTimeout, maximumMessageSize: maximumMessageSize,
+                stack: stack, tcp: tcp, layers: layers, handshakeTimeout: handshakeTimeout, maximumMessageSize: maximumMessageSize,
                 admission: admission, intake: intake
             ).accept
         }
@@ -62,14 +62,14 @@ struct ByteStreamStack {
 /// Plain TCP: a byte stream each way on the connection.
 extension TCP: StackBinding {
     func makeCore(loop: EventLoop, endpointDescription: String, maximumMessageSize: Int?) -> ConnectionCore {
-        ByteStreamStack(tcp: self, tls: nil).makeCore(loop: loop, endpointDescription: endpointDescription, maximumMessageSize: maximumMessageSize)
+        ByteStreamStack(tcp: self, layering: nil).makeCore(loop: loop, endpointDescription: endpointDescription, maximumMessageSize: maximumMessageSize)
     }
 
     func startClient(_ start: ClientStart) throws {
-        try ByteStreamStack(tcp: self, tls: nil).startClient(start)
+        try ByteStreamStack(tcp: self, layering: nil).startClient(start)
     }
 
     func startListener<Top: NetworkProtocol>(_ listener: ListenerStart<Top>) async throws -> any ListenerGroup {
-        try await ByteStreamStack(tcp: self, tls: nil).startListener(listener)
+        try await ByteStreamStack(tcp: self, layering: nil).startListener(listener)
     }
 }

@@ -1,8 +1,8 @@
 import BraidIO
-import BraidTLSIO
 
-/// A TLS or TCP connection's core: its `ByteStreamChannel`, and the connection's one byte
-/// stream each way, which the caller reaches through a `ByteStreamEnd`.
+/// A TCP connection's core (with a layer such as TLS over it, or none): its
+/// `ByteStreamChannel`, and the connection's one byte stream each way, which the caller reaches
+/// through a `ByteStreamEnd`.
 extension ConnectionCore {
     /// The core of a TLS or TCP connection; with `maximumMessageSize`, a `TLV` or `Coder`
     /// connection, whose messages travel on the byte stream. `borrowsLargeSends`: large sends

@@ -1,15 +1,14 @@
 import BraidIO
-import BraidTLS
-import BraidTLSIO
 import Logging
 
-/// One loop's accepted TLS or TCP connections: makes a public connection, with its own
-/// byte-stream channel, for each accepted socket (with TLS, a server engine over it) and hands
-/// it to the listener. Lives on the loop.
+/// One loop's accepted TCP connections: makes a public connection, with its own byte-stream
+/// channel, for each accepted socket (with the stack's layer over it, TLS's server engine) and
+/// hands it to the listener. Lives on the loop.
 final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
     private let stack: ApplicationProtocol
     private let tcp: TCP
-    private let tls: TLSServerContext?
+    /// Makes each accepted socket's layer (nil: plain TCP).
+    private let layers: (@Sendable () throws -> any ByteStreamLayer)?
     private let handshakeTimeout: Duration
     /// A framer's largest message, when the connections carry `TLV` or `Coder` messages.
     private let maximumMessageSize: Int?
@@ -18,13 +17,13 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
     private static var logger: Logger { Logger(label: "braid.listener") }
 
     init(
-        stack: ApplicationProtocol, tcp: TCP, tls: TLSServerContext?, handshakeTimeout: Duration, maximumMessageSize: Int?,
-        admission: ConnectionAdmission, intake: InboundIntake<ApplicationProtocol>
+        stack: ApplicationProtocol, tcp: TCP, layers: (@Sendable () throws -> any ByteStreamLayer)?, handshakeTimeout: Duration,
+        maximumMessageSize: Int?, admission: ConnectionAdmission, intake: InboundIntake<ApplicationProtocol>
     ) {
         self.maximumMessageSize = maximumMessageSize
         self.stack = stack
         self.tcp = tcp
-        self.tls = tls
+        self.layers = layers
         self.handshakeTimeout = handshakeTimeout
         self.admission = admission
         self.intake = intake
@@ -39,11 +38,11 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
             return
         }
         let peer = NWEndpoint(socket.remoteAddress)
-        let engine: TLSConnection?
+        let layer: (any ByteStreamLayer)?
         do {
-            engine = try tls.map { try TLSConnection.server(context: $0) }
+            layer = try layers?()
         } catch {
-            Self.logger.warning("cannot start a TLS session for \(peer): \(error)")
+            Self.logger.warning("cannot start the connection's layer (TLS session) for \(peer): \(error)")
             socket.abort()
             admission.release()
             return
@@ -55,7 +54,7 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
                 maximumMessageSize: maximumMessageSize)
             core.whenEnded = { admission.release() }
             core.shared.states.update(.preparing)
-            core.byteStream.attach(socket: socket, tls: engine, context: context)
+            core.byteStream.attach(socket: socket, layer: layer, context: context)
             return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
         }
         if admitted == nil {

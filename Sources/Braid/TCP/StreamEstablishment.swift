@@ -1,17 +1,16 @@
 import BraidIO
-import BraidTLS
-import BraidTLSIO
 
-/// TLS's and TCP's part in establishment: each attempt is a nonblocking TCP connect, and it
+/// TCP's part in establishment, TLS's too: each attempt is a nonblocking TCP connect, and it
 /// wins when the connect completes (RFC 8305 races the transport). The winning socket goes to
-/// the connection's byte-stream channel, which runs the TLS handshake over it when the stack
-/// has TLS.
+/// the connection's byte-stream channel, with the stack's layer over it (TLS, whose handshake
+/// the channel then runs).
 final class StreamEstablishment: EstablishmentStrategy {
     private let core: ConnectionCore
     private let tcp: TCP
-    private let tls: TLS?
-    /// The name sent in SNI and checked against the certificate (a literal sends no SNI).
-    private let serverName: String
+    /// What runs over the winning socket (nil: plain TCP).
+    private let layering: (any ByteStreamLayering)?
+    /// The endpoint the connection was asked for (TLS names it to the server).
+    private let endpoint: NWEndpoint
     private let options: TCPOptions
     /// Where the attempts' sockets come from.
     private let sockets: any ByteStreamSocketFactory
@@ -19,15 +18,15 @@ final class StreamEstablishment: EstablishmentStrategy {
     private weak var race: ClientEstablishment?
 
     init(
-        core: ConnectionCore, tcp: TCP, tls: TLS?, endpoint: NWEndpoint,
+        core: ConnectionCore, tcp: TCP, layering: (any ByteStreamLayering)?, endpoint: NWEndpoint,
         serviceClass: NWParameters.ServiceClass, multipath: NWParameters.MultipathServiceType,
         sockets: any ByteStreamSocketFactory
     ) {
         self.core = core
         self.sockets = sockets
         self.tcp = tcp
-        self.tls = tls
-        serverName = tls?.serverName ?? endpoint.host.description
+        self.layering = layering
+        self.endpoint = endpoint
         options = TCPOptions(tcp, serviceClass: serviceClass, multipath: multipath)
     }
 
@@ -64,29 +63,22 @@ final class StreamEstablishment: EstablishmentStrategy {
         return (attempt, false)
     }
 
-    /// The connect that won: its socket goes to the channel, with a TLS engine over it.
+    /// The connect that won: its socket goes to the channel, with the stack's layer over it.
     func adopt(_ attempt: any EstablishmentAttempt, context: LoopContext) {
         race = nil
         guard let attempt = attempt as? ConnectAttempt, let socket = attempt.takeSocket(context) else { return }
         let channel = core.byteStream
-        var engine: TLSConnection?
-        var earlyData = false
-        if let tls {
+        var layer: (any ByteStreamLayer)?
+        if let layering {
             do {
-                let key = "tls:\(serverName):\(attempt.remote.port)"
-                let ticket = tls.sessionCache?.takeTLS(key)
-                earlyData = tls.earlyDataEnabled && (ticket?.maxEarlyDataSize ?? 0) > 0
-                engine = try TLSConnection.client(context: try TLSClientContexts.context(for: tls), serverName: serverName, resumption: ticket)
-                if let cache = tls.sessionCache {
-                    channel.ticketReceived = { ticket in cache.storeTLS(ticket, for: key) }
-                }
+                layer = try layering.clientLayer(endpoint: endpoint, remote: attempt.remote)
             } catch {
                 socket.close()
                 channel.fail(error, context: context)
                 return
             }
         }
-        channel.attach(socket: socket, tls: engine, earlyData: earlyData, context: context)
+        channel.attach(socket: socket, layer: layer, context: context)
     }
 }
 

@@ -1,8 +1,9 @@
 import BraidIO
 
-/// TLS over TCP: the byte-stream binding TCP uses, with a TLS engine over each socket.
+/// TLS over TCP: the byte-stream binding TCP uses, with a TLS layer over each socket (see
+/// `TLS+ByteStreamLayering`).
 extension TLS: StackBinding {
-    private var byteStream: ByteStreamStack { ByteStreamStack(tcp: tcp, tls: self) }
+    private var byteStream: ByteStreamStack { ByteStreamStack(tcp: tcp, layering: self) }
 
     func makeCore(loop: EventLoop, endpointDescription: String, maximumMessageSize: Int?) -> ConnectionCore {
         byteStream.makeCore(loop: loop, endpointDescription: endpointDescription, maximumMessageSize: maximumMessageSize)

@@ -1,5 +1,4 @@
 import BraidIO
-import BraidTLSIO
 import Foundation
 import Glibc
 import Testing

@@ -1,12 +1,20 @@
 import BraidCore
-import BraidIO
-import BraidTLS
 import DequeModule
-import Foundation
 
-/// One TLS-over-TCP or TCP connection's owner on its loop: the socket, the TLS engine (if
-/// any), and the connection's one byte stream in each direction, whose inbox and outbox the
-/// application's tasks use directly (see `StreamInbox`, `StreamOutbox`).
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One byte-stream connection's owner on its loop (TCP, or a layer such as TLS over TCP): the
+/// socket, the layer over it if any (`ByteStreamLayer`), and the connection's one byte stream in
+/// each direction, whose inbox and outbox the application's tasks use directly (see
+/// `StreamInbox`, `StreamOutbox`). The channel knows no engine: what a layer does is behind its
+/// protocol.
+///
+/// Layering: without a layer, the socket reads into the inbox's memory and writes sends from
+/// the outbox's, and the layer's branches cost a nil check. With one, the socket reads into
+/// the layer's input, what the layer delivers is written into the inbox's memory, and sends go
+/// through the layer into its output, which the socket writes in place.
 ///
 /// Receiving: the socket is read while the inbox holds less than `receiveLimit` unread bytes
 /// (or a receive waits for more), each read sized to the room left, so unread bytes stay
@@ -16,10 +24,9 @@ import Foundation
 ///
 /// Closing: `cancel()` ends the calls at once but closes gracefully (see `cancel`).
 ///
-/// Sending: queued sends go to the socket (TCP, without a copy) or through TLS into its
-/// ciphertext buffer (bounded by `TLSConnection.pendingCiphertextLimit`) and out with one write
-/// per buffer where the socket takes it; when the socket is full, the channel waits for it to
-/// drain, and the outbox's bound holds the senders back.
+/// Sending: queued sends go to the socket (without a copy) or through the layer into its
+/// bounded output and out with one write per buffer where the socket takes it; when the socket
+/// is full, the channel waits for it to drain, and the outbox's bound holds the senders back.
 package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
     package let loop: EventLoop
     package weak var delegate: ConnectionChannelDelegate?
@@ -29,21 +36,25 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
     package let receiveLimit: Int
     /// Socket reads per readiness event before other connections get their turn.
     static let readsPerEvent = 16
-    /// The smallest read: one full TLS record.
+    /// The smallest read, and the smallest room asked of a layer's input: one full TLS record.
     static let minimumRead = 16 * 1024 + 256
-    /// TCP: the smallest free space read into; less left in the current chunk starts a new one.
+    /// Without a layer: the smallest free space read into; less left in the current chunk
+    /// starts a new one.
     static let minimumPlainRead = 4 * 1024
-    /// The largest chunk received bytes are read (TCP) or decrypted (TLS) into: a bulk reader
-    /// moves up to this much per system call.
+    /// The largest chunk received bytes are read (no layer) or delivered by the layer into: a
+    /// bulk reader moves up to this much per system call.
     static let largestReceiveChunk = 256 * 1024
-    /// Where received bytes (TCP's as read, TLS's as decrypted) are written for the inbox.
+    /// Where received bytes (as read, or as the layer delivers them) are written for the inbox.
     private var receiveWriter = InboxWriter(largestChunk: ByteStreamChannel.largestReceiveChunk)
-    /// Turns TLS, datapath and internal errors into the caller's error type.
+    /// Turns the layer's, the datapath's and internal errors into the caller's error type.
     let describe: (any Error) -> any Error
+    /// How long the layer may take to become ready.
     private let handshakeTimeout: Duration
 
     private var socket: (any ByteStreamSocket)?
-    private var tls: TLSConnection?
+    /// The layer between the socket and the byte stream (TLS); nil: the socket carries the
+    /// stream's bytes as they are.
+    package private(set) var layer: (any ByteStreamLayer)?
     private var token: UInt64?
     private var standIn: ChannelStandIn?
     package private(set) var isReady = false
@@ -53,24 +64,24 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
     private var peerFinished = false
     /// Waiting for the socket to drain before writing more.
     private var awaitingWritable = false
-    /// The end of stream was handed to TLS (close_notify) or is due once the writes drain.
+    /// The end of stream was handed to the layer (close_notify) or is due once the writes drain.
     private var endOfStreamQueued = false
-    /// TCP: sends taken from the outbox and not yet all written, oldest first, in the caller's
-    /// own memory (no copy). They go out together, up to `TCPSocket.maxWriteRegions` per
-    /// sendmsg, so a burst of small sends (a message framer's messages) costs one system call
-    /// instead of one each.
+    /// Without a layer: sends taken from the outbox and not yet all written, oldest first, in
+    /// the caller's own memory (no copy). They go out together, up to
+    /// `TCPSocket.maxWriteRegions` per sendmsg, so a burst of small sends (a message framer's
+    /// messages) costs one system call instead of one each.
     private var unwritten = Deque<(bytes: StreamBytes, offset: Int, end: Int)>()
     private var unwrittenByteCount = 0
     /// Sends are taken from the outbox while fewer bytes than this are unwritten.
     static let unwrittenLimit = 64 * 1024
     /// A send at least this large, with nothing unwritten before it, is written straight from
-    /// the outbox instead (gathering buys a large send nothing, and in an interleaved A/B
-    /// passing bulk 64 KiB sends through `unwritten` read 5% to 12% less goodput).
+    /// the outbox instead (gathering buys a large send nothing, and bulk sends passed through
+    /// `unwritten` measured lower goodput).
     static let directWriteMinimum = 16 * 1024
     private var writeSideShut = false
     /// Cancelled while connected: what the application already handed over still goes out,
-    /// then close_notify and FIN, and the socket closes once the peer finishes too (or at
-    /// `closeTimeout`). Calls have ended already (`finalError` is set).
+    /// then the layer's end (close_notify) and FIN, and the socket closes once the peer
+    /// finishes too (or at `closeTimeout`). Calls have ended already (`finalError` is set).
     private var closing = false
     /// How long a graceful close may take before the socket is closed regardless.
     package static let closeTimeout: Duration = .seconds(10)
@@ -85,12 +96,6 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         outbox = StreamOutbox(limit: sendLimit, open: false)
     }
 
-    /// The TLS engine's outcome once ready: the agreed application protocol, if any.
-    package var negotiatedALPN: String? { tls?.negotiatedALPN }
-    /// Whether the TLS session was resumed from a ticket.
-    package var isResumed: Bool { tls?.isResumed ?? false }
-    /// Client: the server accepted our early data. Server: this connection received early data.
-    package var earlyDataAccepted: Bool { tls?.earlyDataAccepted ?? false }
     package var localAddress: SocketAddress? { socket?.localAddress }
     /// Whether the connection runs Multipath TCP now (false for TCP, and for an MPTCP socket
     /// that fell back to TCP because the peer or a middlebox lacks MPTCP).
@@ -102,8 +107,9 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
 
     package var facts: ConnectionFacts {
         ConnectionFacts(
-            negotiatedALPN: negotiatedALPN, earlyDataAccepted: earlyDataAccepted, resumed: isResumed,
-            multipath: multipathInEffect, localAddress: localAddress, remoteAddress: remoteAddress)
+            negotiatedALPN: layer?.negotiatedALPN, earlyDataAccepted: layer?.earlyDataAccepted ?? false,
+            resumed: layer?.isResumed ?? false, multipath: multipathInEffect, localAddress: localAddress,
+            remoteAddress: remoteAddress)
     }
 
     /// An integer socket option of the connection's socket (nil without a TCP socket), for tests.
@@ -120,18 +126,19 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         self.standIn = standIn
     }
 
-    /// Takes over a connected socket and, for TLS, the engine that runs over it (its
-    /// handshake starts now). Call on the loop.
-    /// With `earlyData` (a client resuming with a ticket that allows it), sends the caller
-    /// queued as idempotent before this call travel as TLS 1.3 early data, in the first flight.
-    package func attach(socket: any ByteStreamSocket, tls: TLSConnection?, earlyData: Bool = false, context: LoopContext) {
+    /// Takes over a connected socket and the layer that runs over it, if any (its handshake
+    /// starts now; the channel is ready when the layer is, at once without one). Call on the
+    /// loop. When the layer `sendsEarlyData` (a TLS client resuming with a ticket that allows
+    /// it), sends the caller queued as idempotent before this call travel as early data, in
+    /// the first flight.
+    package func attach(socket: any ByteStreamSocket, layer: (any ByteStreamLayer)?, context: LoopContext) {
         standIn = nil
         guard finalError == nil else {
             socket.close()
             return
         }
         self.socket = socket
-        self.tls = tls
+        self.layer = layer
         do {
             // The socket may still be registered for the connect that won: registering again
             // hands that registration over to this channel.
@@ -140,9 +147,9 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             fail(error, context: context)
             return
         }
-        if let tls {
+        if let layer {
             if let token { context.setTimer(token, at: context.now + handshakeTimeout) }
-            if earlyData { queueEarlyData(tls, context: context) }
+            if layer.sendsEarlyData { queueEarlyData(layer, context: context) }
             advance(context)
         } else {
             becomeReady(context)
@@ -150,21 +157,21 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
     }
 
     /// Hands the idempotent sends queued so far (in order, up to the first that is not) to
-    /// TLS as early data, as much as the ticket allows; the rest waits for the handshake.
-    private func queueEarlyData(_ tls: TLSConnection, context: LoopContext) {
+    /// the layer as early data, as much as it takes; the rest waits for the handshake.
+    private func queueEarlyData(_ layer: any ByteStreamLayer, context: LoopContext) {
         var failure: (any Error)?
         outbox.drain { entry -> Int? in
             // A send that ends the stream waits for the handshake whole: its close_notify
             // cannot travel as early data.
             guard entry.idempotent, !entry.endOfStream, entry.offset < entry.count else { return nil }
             do {
-                return entry.offset + (try entry.withBytes(from: entry.offset) { try tls.sendEarlyData($0) })
+                return entry.offset + (try entry.withBytes(from: entry.offset) { try layer.sendEarly($0) })
             } catch {
                 failure = describe(error)
                 throw failure!
             }
         } unacknowledged: {
-            tls.pendingCiphertextCount
+            layer.heldByteCount
         }
         if let failure { fail(failure, context: context) }
     }
@@ -208,8 +215,8 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
 
     // MARK: Receiving
 
-    /// Reads what the socket has (a bounded number of times per event), through TLS when
-    /// there is TLS, into the inbox.
+    /// Reads what the socket has (a bounded number of times per event), through the layer
+    /// when there is one, into the inbox.
     private func readSocket(_ context: LoopContext) {
         guard let socket, isActive else { return }
         var reads = 0
@@ -220,9 +227,10 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             let room = max(Self.minimumRead, receiveLimit - inbox.available)
             let result: StreamReadResult
             do {
-                if let tls {
+                if let layer {
+                    // Straight into the layer's input.
                     var outcome = StreamReadResult.wouldBlock
-                    _ = try tls.withInputSpace(minimum: Self.minimumRead) { space in
+                    _ = try layer.withInputSpace(minimum: Self.minimumRead) { space in
                         outcome = try socket.read(into: UnsafeMutableRawBufferPointer(rebasing: space[..<min(space.count, room)]))
                         if case .bytes(let count) = outcome { return count }
                         return 0
@@ -243,7 +251,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             }
             switch result {
             case .bytes:
-                if tls != nil { advance(context) }
+                if layer != nil { advance(context) }
             case .wouldBlock:
                 return
             case .endOfStream:
@@ -254,7 +262,8 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         }
     }
 
-    /// The peer closed its side of TCP. With TLS, that is clean only after close_notify.
+    /// The peer closed its side of TCP. With a layer, that is clean only if the layer says so
+    /// (TLS: after close_notify).
     private func peerEnded(_ context: LoopContext) {
         peerFinished = true
         setReading(false, context: context)
@@ -266,9 +275,9 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             }
             return
         }
-        if let tls {
+        if let layer {
             do {
-                try tls.endOfInput()
+                try layer.endOfInput()
             } catch {
                 fail(error, context: context)
                 return
@@ -277,51 +286,32 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         inbox.fill { _ in .finished }
     }
 
-    /// Runs TLS over what arrived: handshake progress, plaintext into the inbox, events; then
-    /// writes what TLS has to send.
+    /// Runs the layer over what arrived: handshake progress, bytes for above into the inbox,
+    /// events; then writes what the layer has to send.
     private func advance(_ context: LoopContext) {
-        guard let tls, isActive else { return }
-        var events: [TLSEvent] = []
+        guard let layer, isActive else { return }
+        var events: ByteStreamLayerEvents = []
         var failure: (any Error)?
         if closing {
-            // Nobody reads any more: what arrives is decrypted and dropped.
-            do { events = try tls.process { _ in } } catch { failure = error }
+            // Nobody reads any more: what arrives is processed and dropped.
+            do { events = try layer.process { _ in } } catch { failure = error }
         } else {
-            // Decrypted outside the inbox's lock, into its memory, so a receive never waits on
-            // the decryption and the inbox takes the batch over without a copy (the plaintext
-            // is shorter than the ciphertext it came from, so one chunk holds it).
-            receiveWriter.reserve(tls.bufferedCiphertextCount)
+            // Delivered outside the inbox's lock, into its memory, so a receive never waits on
+            // the layer and the inbox takes the batch over without a copy (TLS's plaintext is
+            // shorter than the ciphertext it came from, so one chunk holds it).
+            receiveWriter.reserve(layer.bufferedInputCount)
             do {
-                events = try tls.process { region in receiveWriter.write(region) }
+                events = try layer.process { region in receiveWriter.write(region) }
             } catch {
                 failure = error
             }
             inbox.fill(publishing: &receiveWriter)
-        }
-        // Rejected early data goes again first, ahead of every send that waited for the
-        // handshake (it is at most the ticket's early data limit, 16 KiB by default, less than
-        // TLS's output bound, so one call takes it all).
-        if failure == nil, events.contains(where: { if case .earlyDataRejected = $0 { true } else { false } }) {
-            do { _ = try tls.resendRejectedEarlyData() } catch { failure = error }
-        }
-        for event in events where (failure == nil || event != .handshakeCompleted) && !closing {
-            switch event {
-            case .handshakeCompleted:
-                becomeReady(context)
-            case .peerClosed:
-                inbox.fill { _ in .finished }
-            case .sessionTicket(let ticket):
-                ticketReceived?(ticket)
-            case .earlyDataRejected:
-                break
-            }
+            if events.contains(.becameReady) && failure == nil { becomeReady(context) }
+            if events.contains(.peerFinished) { inbox.fill { _ in .finished } }
         }
         flush(context)
         if let failure { fail(failure, context: context) }
     }
-
-    /// Resumption: called with each ticket the server sends.
-    package var ticketReceived: ((TLSSessionTicket) -> Void)?
 
     private func pauseReadingIfFull(_ context: LoopContext) {
         // A closing channel reads (and drops) until the peer's FIN.
@@ -348,47 +338,47 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
 
     // MARK: Sending
 
-    /// Hands queued sends on while the socket (or TLS's bounded buffer) takes them; each
+    /// Hands queued sends on while the socket (or the layer's bounded output) takes them; each
     /// waiting send completes once all of its bytes are taken.
     package func pump(_ context: LoopContext) {
         guard let socket, isReady, isActive, !awaitingWritable else { return }
-        // What the socket or TLS threw while taking bytes: the outbox fails its senders with
-        // it, and the connection ends with it.
+        // What the socket or the layer threw while taking bytes: the outbox fails its senders
+        // with it, and the connection ends with it.
         var failure: (any Error)?
-        if let tls {
-            // Encrypt until TLS's output is full, write it, and go on while the socket takes
-            // it all and sends are queued. Small sends share records (`sendCoalescing`), sealed
-            // before each write, so nothing waits in TLS past this pass.
-            var tlsFull = true
-            while tlsFull, failure == nil, !awaitingWritable, isActive {
-                tlsFull = false
+        if let layer {
+            // Hand sends to the layer until its output is full, write it, and go on while the
+            // socket takes it all and sends are queued. Small sends share records (TLS), sealed
+            // before each write, so nothing waits in the layer past this pass.
+            var layerFull = true
+            while layerFull, failure == nil, !awaitingWritable, isActive {
+                layerFull = false
                 outbox.drain { entry -> Int? in
                     var offset = entry.offset
                     while offset < entry.count {
                         let taken: Int
                         do {
-                            taken = try entry.withBytes(from: offset) { try tls.sendCoalescing($0) }
+                            taken = try entry.withBytes(from: offset) { try layer.send($0) }
                         } catch {
                             failure = describe(error)
                             throw failure!
                         }
                         if taken == 0 {
-                            tlsFull = true
+                            layerFull = true
                             break
                         }
                         offset += taken
                     }
                     if offset == entry.count && entry.endOfStream {
-                        tls.close()
+                        layer.close()
                         endOfStreamQueued = true
                     }
                     return offset
                 } unacknowledged: {
-                    tls.pendingCiphertextCount + tls.coalescedPlaintextCount
+                    layer.heldByteCount
                 }
                 if failure == nil {
                     do {
-                        try tls.sealCoalesced()
+                        try layer.seal()
                     } catch {
                         failure = describe(error)
                     }
@@ -453,7 +443,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         }
     }
 
-    /// TCP: writes the unwritten sends, gathered, until they are all out or the socket is full
+    /// Without a layer: writes the unwritten sends, gathered, until they are all out or the socket is full
     /// (then waits for it to drain). Returns the socket's error, if it failed.
     private func writeUnwritten(_ context: LoopContext) -> (any Error)? {
         guard let socket else { return nil }
@@ -488,13 +478,14 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         return nil
     }
 
-    /// Writes what TLS has ready; waits for the socket when it is full.
+    /// Writes what the layer has ready, from its own memory; waits for the socket when it is
+    /// full.
     private func flush(_ context: LoopContext) {
-        guard let socket, let tls, !awaitingWritable else { return }
+        guard let socket, let layer, !awaitingWritable else { return }
         var failure: (any Error)?
-        while tls.pendingCiphertextCount > 0 {
+        while layer.pendingOutputCount > 0 {
             var written = 0
-            _ = tls.withPendingCiphertext { pending in
+            _ = layer.withPendingOutput { pending in
                 do {
                     written = try socket.write { $0.append(pending) }
                 } catch {
@@ -508,7 +499,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             fail(failure, context: context)
             return
         }
-        if tls.pendingCiphertextCount > 0 {
+        if layer.pendingOutputCount > 0 {
             awaitWritable(context)
         } else if !closing {
             shutWriteSideIfDone(context)
@@ -523,7 +514,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
 
     /// Once the end of stream and everything before it is on the socket: TCP FIN.
     private func shutWriteSideIfDone(_ context: LoopContext) {
-        guard endOfStreamQueued, !writeSideShut, !awaitingWritable, unwrittenByteCount == 0, (tls?.pendingCiphertextCount ?? 0) == 0
+        guard endOfStreamQueued, !writeSideShut, !awaitingWritable, unwrittenByteCount == 0, (layer?.pendingOutputCount ?? 0) == 0
         else { return }
         writeSideShut = true
         do {
@@ -547,9 +538,9 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             return
         }
         endCalls(with: error)
-        // A TLS failure may have an alert queued for the peer: one try to write it.
-        if let tls, let socket, tls.pendingCiphertextCount > 0 {
-            _ = tls.withPendingCiphertext { pending in (try? socket.write { $0.append(pending) }) ?? 0 }
+        // The layer's failure may have left word for the peer (a TLS alert): one try to write it.
+        if let layer, let socket, layer.pendingOutputCount > 0 {
+            _ = layer.withPendingOutput { pending in (try? socket.write { $0.append(pending) }) ?? 0 }
         }
         release(context)
     }
@@ -578,7 +569,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
 
     /// Closes the connection; pending calls end with cancellation at once. A connected
     /// channel closes gracefully: sends that already returned (their bytes accepted) still go
-    /// out, then close_notify (TLS) and FIN, and the socket closes once the peer has finished
+    /// out, then the layer's end (TLS: close_notify) and FIN, and the socket closes once the peer has finished
     /// too, or after `closeTimeout`; sends still waiting fail. Before it is connected, the
     /// attempts or the socket just close.
     package func cancel(context: LoopContext) {
@@ -596,16 +587,16 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         pump(context)
     }
 
-    /// Once every accepted send is out: close_notify, FIN, then the socket closes when the
-    /// peer's FIN arrives (unread bytes at close would make the kernel send a reset, which can
-    /// destroy what the peer has not read yet).
+    /// Once every accepted send is out: the layer's end (close_notify), FIN, then the socket
+    /// closes when the peer's FIN arrives (unread bytes at close would make the kernel send a
+    /// reset, which can destroy what the peer has not read yet).
     private func finishClosing(_ context: LoopContext) {
         guard closing, !awaitingWritable else { return }
-        if let tls, !tls.closeSent {
-            tls.close()
+        if let layer, !layer.isClosed {
+            layer.close()
             flush(context)
         }
-        guard closing, !awaitingWritable, unwrittenByteCount == 0, (tls?.pendingCiphertextCount ?? 0) == 0 else { return }
+        guard closing, !awaitingWritable, unwrittenByteCount == 0, (layer?.pendingOutputCount ?? 0) == 0 else { return }
         if !writeSideShut {
             writeSideShut = true
             try? socket?.shutdownWrite()
@@ -625,10 +616,4 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         socket = nil
         standIn = nil
     }
-}
-
-/// Errors of the byte-stream channel itself.
-package enum ByteStreamError: Error, Sendable, Equatable {
-    /// TLS did not complete its handshake in time.
-    case handshakeTimedOut(Duration)
 }

@@ -1,0 +1,32 @@
+import BraidIO
+import BraidTLS
+import BraidTLSIO
+
+/// TLS is the TCP binding plus a TLS layer: a `TLSLayer` over each connection's socket.
+extension TLS: ByteStreamLayering {
+    func validateClient() throws {
+        _ = try clientConfiguration()
+    }
+
+    /// The client engine for `endpoint` (SNI and the certificate's name: `serverName`, else the
+    /// endpoint's host), resuming with a cached ticket when there is one; with early data
+    /// enabled and a ticket that allows it, the layer sends idempotent sends as 0-RTT data.
+    func clientLayer(endpoint: NWEndpoint, remote: SocketAddress) throws -> any ByteStreamLayer {
+        let serverName = serverName ?? endpoint.host.description
+        let key = "tls:\(serverName):\(remote.port)"
+        let ticket = sessionCache?.takeTLS(key)
+        let engine = try TLSConnection.client(context: try TLSClientContexts.context(for: self), serverName: serverName, resumption: ticket)
+        let layer = TLSLayer(engine, earlyData: earlyDataEnabled && (ticket?.maxEarlyDataSize ?? 0) > 0)
+        if let cache = sessionCache {
+            layer.ticketReceived = { ticket in cache.storeTLS(ticket, for: key) }
+        }
+        return layer
+    }
+
+    /// One server context per listener (its ticket key lives as long as the listener), an
+    /// engine over it per accepted connection.
+    func serverLayers() throws -> @Sendable () throws -> any ByteStreamLayer {
+        let context = try TLSServerContexts.make(for: self)
+        return { TLSLayer(try TLSConnection.server(context: context)) }
+    }
+}
