@@ -162,6 +162,64 @@ import BraidCore
         #expect(inbox.available == 0)
     }
 
+    /// A producer that learns the end from its engine (a QUIC stream's owner) publishes the
+    /// bytes written before the end, and is asked for the end only while the inbox has not
+    /// ended. After the end, what it writes stays with it (for its owner to drop and credit),
+    /// and it is not asked again.
+    @Test func anEngineFedFillAsksForTheEndOnlyWhileTheInboxIsOpen() async throws {
+        let inbox = StreamInbox()
+        var writer = InboxWriter(largestChunk: 64 * 1024)
+        let bytes = pattern(seed: 6, count: 40_000)
+        bytes.withUnsafeBytes { writer.write($0) }
+        var asked = 0
+        inbox.fill(publishing: &writer) {
+            asked += 1
+            return nil
+        }
+        #expect(asked == 1 && inbox.available == 40_000 && !writer.hasUnpublished)
+        inbox.fill(publishing: &writer) {
+            asked += 1
+            return .finished
+        }
+        #expect(asked == 2 && inbox.hasEnded)
+        [UInt8](repeating: 1, count: 1000).withUnsafeBytes { writer.write($0) }
+        inbox.fill(publishing: &writer) {
+            asked += 1
+            return nil
+        }
+        #expect(asked == 2, "asked an ended inbox's producer for its end")
+        #expect(writer.hasUnpublished && inbox.available == 40_000)
+        #expect(writer.discardUnpublished() == 1000)
+        let all = try await inbox.receive(request(40_000, 40_000, exact: true)) {}
+        #expect(all.content == Data(bytes) && all.endOfStream)
+    }
+
+    /// A producer's writer lets its chunk go at the credit pass once the reader has read
+    /// everything published (so a stream whose bytes are all read holds no chunk), and keeps
+    /// it while bytes are unread or unpublished.
+    @Test func theCreditPassReleasesACaughtUpWritersChunk() async throws {
+        let inbox = StreamInbox()
+        var writer = InboxWriter(largestChunk: 64 * 1024)
+        [UInt8](repeating: 2, count: 100).withUnsafeBytes { writer.write($0) }
+        inbox.fill(publishing: &writer) { nil }
+        // Where the next byte goes: the chunk's byte 100.
+        let next = writer.space(minimum: 1).baseAddress
+        #expect(inbox.takeCredit(releasingCaughtUp: &writer) == 0)
+        #expect(writer.space(minimum: 1).baseAddress == next, "released with bytes unread")
+
+        let read = try await inbox.receive(request(100, 100)) {}
+        #expect(read.content.count == 100)
+        [UInt8](repeating: 3, count: 10).withUnsafeBytes { writer.write($0) }
+        #expect(inbox.takeCredit(releasingCaughtUp: &writer) == 100)
+        #expect(writer.space(minimum: 1).baseAddress == next! + 10, "released with bytes unpublished")
+
+        inbox.fill(publishing: &writer) { nil }
+        _ = try await inbox.receive(request(10, 10)) {}
+        #expect(inbox.takeCredit(releasingCaughtUp: &writer) == 10)
+        #expect(!writer.hasUnpublished)
+        #expect(writer.space(minimum: 1).baseAddress != next! + 10, "a caught-up writer kept its chunk")
+    }
+
     /// Writes of every size, published at random points, come out in order through receives
     /// of every size, exact ones gathering across chunks; chunk sizes never exceed the largest.
     @Test(.timeLimit(.minutes(3))) func writtenBytesComeOutInOrderThroughAnyReceives() async throws {
