@@ -1,0 +1,24 @@
+import BraidIO
+import BraidQUIC
+
+/// A QUIC stream's receive sink: the engine's callback copies the stream's bytes straight into
+/// the inbox's memory (its `InboxWriter`), on the loop and outside the inbox's lock, so they
+/// are copied once after decryption and the engine keeps no buffer of its own for the stream.
+/// The stream's owner publishes them to the reader after the engine call
+/// (`QUICStreamChannel.pull`), so no receive is resumed inside the engine.
+///
+/// Held by the engine's stream state and by the owner; loop-only, like both.
+final class QUICStreamInboxSink: QUICStreamSink {
+    let inbox = StreamInbox()
+    /// Written by the engine's callbacks; published, and its chunk let go once the reader has
+    /// caught up, by the owner.
+    var writer = InboxWriter(largestChunk: StreamInbox.largestOwnChunk)
+
+    func receive(_ bytes: UnsafeRawBufferPointer) {
+        writer.write(bytes)
+    }
+
+    func discardUnread() -> Int {
+        writer.discardUnpublished()
+    }
+}
