@@ -80,7 +80,7 @@ package final class QUICStreamChannel {
 
     /// Gives the engine back the credit of bytes the application has consumed.
     package func returnConsumedCredit(_ context: LoopContext) {
-        let credit = inbox.takeCredit(releasingCaughtUp: &sink.writer)
+        let credit = inbox.takeCredit()
         guard credit > 0, let connection = channel.engine else { return }
         connection.returnCredit(streamID: id, bytes: credit)
         channel.transmit(context)

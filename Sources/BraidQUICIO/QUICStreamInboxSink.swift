@@ -10,12 +10,15 @@ import BraidQUIC
 /// Held by the engine's stream state and by the owner; loop-only, like both.
 final class QUICStreamInboxSink: QUICStreamSink {
     let inbox = StreamInbox()
-    /// Written by the engine's callbacks; published, and its chunk let go once the reader has
-    /// caught up, by the owner.
+    /// Written by the engine's callbacks, published by the owner. It keeps its chunk while the
+    /// stream lives, so a stream holds at most one chunk (up to `largestOwnChunk`) beyond its
+    /// unread bytes.
     var writer = InboxWriter(largestChunk: StreamInbox.largestOwnChunk)
 
     func receive(_ bytes: UnsafeRawBufferPointer) {
-        writer.write(bytes)
+        // A batch (the bytes between two publications) starts at a chunk's beginning once the
+        // reader has caught up, so a receive takes it without a copy.
+        writer.write(bytes) { inbox.available == 0 }
     }
 
     func discardUnread() -> Int {

@@ -15,9 +15,8 @@ import DequeModule
 /// Chunks grow from `smallestChunk` (a page) to `largestChunk`, doubling each time one fills: a
 /// stream that carries little holds a small chunk, a bulk one reads up to `largestChunk` per
 /// system call. A full chunk is left to the inbox, which lets it go once its bytes are read; so
-/// is the current one when the owner releases it (`releaseChunk`, a QUIC stream's writer once
-/// its reader has caught up, see `StreamInbox.takeCredit(releasingCaughtUp:)`). A stream that
-/// carries little holds at most a page beyond its unread bytes.
+/// is the current one when the owner releases it (`releaseChunk`). A stream that carries
+/// little holds at most a page beyond its unread bytes.
 package struct InboxWriter {
     /// A written run of one chunk, published to the inbox or about to be.
     package struct Segment {
@@ -95,6 +94,27 @@ package struct InboxWriter {
             didWrite(count)
             offset += count
         }
+    }
+
+    /// Copies `region` in as `write` does, for a producer that publishes its writes in batches
+    /// (a QUIC stream's sink, at each `streamReadable`) and keeps its chunk while the stream
+    /// lives. The first write of a batch, when `readerCaughtUp` says the reader has read
+    /// everything published, starts at a chunk's beginning: the current one's, written again,
+    /// when nobody else holds it any more (no receive's `Data`, no unread run), else a fresh
+    /// one. The batch is then one run a receive takes without a copy, not a run after the read
+    /// bytes that may cross the chunk's end and be gathered with a copy; and a stream whose
+    /// reader keeps up reuses one chunk instead of taking a new one per batch (many streams'
+    /// new chunks outran the block pool and cost page faults).
+    package mutating func write(_ region: UnsafeRawBufferPointer, startingBatch readerCaughtUp: () -> Bool) {
+        if chunk != nil && !hasUnpublished && readerCaughtUp() {
+            if isKnownUniquelyReferenced(&chunk) {
+                written = 0
+                published = 0
+            } else {
+                retireChunk()
+            }
+        }
+        write(region)
     }
 
     /// Moves the runs written since the last call to the end of `segments` (a run continuing the

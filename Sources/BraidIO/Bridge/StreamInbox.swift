@@ -133,9 +133,10 @@ package final class StreamInbox: Sendable {
             unreturnedCredit += count - credited
             available -= count
             // Caught up: the inbox's own writer lets its chunk go, so an HTTP/3 body whose bytes
-            // are all read holds none (a QUIC stream's writer does the same at its next credit
-            // pass, `takeCredit(releasingCaughtUp:)`). A TLS or TCP connection's writer keeps its
-            // one chunk: letting it go at each catch-up cost a bulk TCP receiver 5% to 10% more CPU.
+            // are all read holds none. A TLS or TCP connection's writer keeps its one chunk:
+            // letting it go at each catch-up cost a bulk TCP receiver 5% to 10% more CPU; so does
+            // a QUIC stream's sink, which writes it again once it is free
+            // (`InboxWriter.write(_:startingBatch:)`).
             if available == 0 { writer.releaseChunk() }
             guard count > 0 else { return Data() }
             var first = segments[segments.startIndex]
@@ -299,21 +300,6 @@ package final class StreamInbox: Sendable {
             return Self.satisfyWaiters(&state)
         }
         for (claim, result) in claims { claim.resume(result) }
-    }
-
-    /// Takes the consumed credit not yet returned, for the engine; when the reader has read
-    /// everything published, and `writer` (the producer's, written outside the lock) has
-    /// nothing unpublished, the writer lets its chunk go, so a stream whose bytes are all read
-    /// holds none (what `take` does for the inbox's own writer).
-    package func takeCredit(releasingCaughtUp writer: inout InboxWriter) -> Int {
-        state.withLock { state in
-            if state.available == 0 && !writer.hasUnpublished { writer.releaseChunk() }
-            defer {
-                state.unreturnedCredit = 0
-                state.creditPassPosted = false
-            }
-            return state.unreturnedCredit
-        }
     }
 
     /// Takes the consumed credit not yet returned, for the engine.

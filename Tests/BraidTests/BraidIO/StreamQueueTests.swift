@@ -194,30 +194,52 @@ import BraidCore
         #expect(all.content == Data(bytes) && all.endOfStream)
     }
 
-    /// A producer's writer lets its chunk go at the credit pass once the reader has read
-    /// everything published (so a stream whose bytes are all read holds no chunk), and keeps
-    /// it while bytes are unread or unpublished.
-    @Test func theCreditPassReleasesACaughtUpWritersChunk() async throws {
+    /// A batch producer (a QUIC stream's sink) starts each batch at a chunk's beginning once the
+    /// reader has read everything: its own chunk again when no receive holds any of it, a fresh
+    /// one while a receive's `Data` still does. Mid-batch, or while bytes are unread, it writes
+    /// on after what it wrote.
+    @Test func aBatchStartsAtAChunksBeginningOnceTheReaderHasCaughtUp() async throws {
         let inbox = StreamInbox()
         var writer = InboxWriter(largestChunk: 64 * 1024)
-        [UInt8](repeating: 2, count: 100).withUnsafeBytes { writer.write($0) }
+        var asked = 0
+        func write(_ count: Int, _ byte: UInt8) {
+            [UInt8](repeating: byte, count: count).withUnsafeBytes {
+                writer.write($0) {
+                    asked += 1
+                    return inbox.available == 0
+                }
+            }
+        }
+        // One chunk of 64 KiB, so every run below is large enough to go out without a copy.
+        writer.reserve(64 * 1024)
+        write(20_000, 1)
+        let base = writer.space(minimum: 1).baseAddress! - 20_000
+        write(100, 2)
+        #expect(asked == 0, "asked the reader mid-batch")
         inbox.fill(publishing: &writer) { nil }
-        // Where the next byte goes: the chunk's byte 100.
-        let next = writer.space(minimum: 1).baseAddress
-        #expect(inbox.takeCredit(releasingCaughtUp: &writer) == 0)
-        #expect(writer.space(minimum: 1).baseAddress == next, "released with bytes unread")
 
-        let read = try await inbox.receive(request(100, 100)) {}
-        #expect(read.content.count == 100)
-        [UInt8](repeating: 3, count: 10).withUnsafeBytes { writer.write($0) }
-        #expect(inbox.takeCredit(releasingCaughtUp: &writer) == 100)
-        #expect(writer.space(minimum: 1).baseAddress == next! + 10, "released with bytes unpublished")
-
+        // Unread bytes: the next batch follows them.
+        write(100, 3)
+        #expect(asked == 1 && writer.space(minimum: 1).baseAddress == base + 20_200)
         inbox.fill(publishing: &writer) { nil }
-        _ = try await inbox.receive(request(10, 10)) {}
-        #expect(inbox.takeCredit(releasingCaughtUp: &writer) == 10)
-        #expect(!writer.hasUnpublished)
-        #expect(writer.space(minimum: 1).baseAddress != next! + 10, "a caught-up writer kept its chunk")
+
+        // Read, the Data dropped: the chunk is written again from its start.
+        do {
+            let all = try await inbox.receive(request(20_200, 20_200, exact: true)) {}
+            #expect(all.content.count == 20_200)
+        }
+        write(30_000, 4)
+        #expect(writer.space(minimum: 1).baseAddress == base + 30_000)
+        inbox.fill(publishing: &writer) { nil }
+
+        // Read and still held (a large run goes out without a copy): a fresh chunk.
+        let held = try await inbox.receive(request(30_000, 30_000, exact: true)) {}
+        write(100, 5)
+        #expect(writer.space(minimum: 1).baseAddress != base + 100)
+        #expect(held.content.allSatisfy { $0 == 4 }, "bytes a receive holds were written again")
+        inbox.fill(publishing: &writer) { nil }
+        let last = try await inbox.receive(request(100, 100, exact: true)) {}
+        #expect(last.content == Data(repeating: 5, count: 100))
     }
 
     /// Writes of every size, published at random points, come out in order through receives
