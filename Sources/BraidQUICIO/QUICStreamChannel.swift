@@ -61,13 +61,13 @@ package final class QUICStreamChannel {
     // MARK: Receiving
 
     /// Publishes what the sink received to the inbox, with the stream's end if it came (waiting
-    /// receives get theirs), and returns the credit of what those receives consumed. The
-    /// engine read takes no bytes (they went to the sink) but tells the engine the owner has
-    /// them, and reports the FIN or the peer's reset.
+    /// receives get theirs), and returns the credit of what the application has consumed, in
+    /// one lock round. The engine read takes no bytes (they went to the sink) but tells the
+    /// engine the owner has them, and reports the FIN or the peer's reset.
     func pull(_ context: LoopContext) {
         guard canReceive, let connection = channel.engine else { return }
         let id = id, describe = channel.describe
-        inbox.fill(publishing: &sink.writer) {
+        let credit = inbox.fill(publishing: &sink.writer) {
             do {
                 let read = try connection.read(streamID: id, maxBytes: 0, returnsCredit: false) { _ in }
                 return read.fin ? .finished : nil
@@ -75,12 +75,15 @@ package final class QUICStreamChannel {
                 return .failed(describe(error))
             }
         }
-        returnConsumedCredit(context)
+        returnCredit(credit, context)
     }
 
     /// Gives the engine back the credit of bytes the application has consumed.
     package func returnConsumedCredit(_ context: LoopContext) {
-        let credit = inbox.takeCredit()
+        returnCredit(inbox.takeCredit(), context)
+    }
+
+    private func returnCredit(_ credit: Int, _ context: LoopContext) {
         guard credit > 0, let connection = channel.engine else { return }
         connection.returnCredit(streamID: id, bytes: credit)
         channel.transmit(context)

@@ -98,19 +98,19 @@ package struct InboxWriter {
 
     /// Copies `region` in as `write` does, for a producer that publishes its writes in batches
     /// (a QUIC stream's sink, at each `streamReadable`) and keeps its chunk while the stream
-    /// lives. The first write of a batch, when `readerCaughtUp` says the reader has read
-    /// everything published, starts at a chunk's beginning: the current one's, written again,
-    /// when nobody else holds it any more (no receive's `Data`, no unread run), else a fresh
-    /// one. The batch is then one run a receive takes without a copy, not a run after the read
-    /// bytes that may cross the chunk's end and be gathered with a copy; and a stream whose
-    /// reader keeps up reuses one chunk instead of taking a new one per batch (many streams'
-    /// new chunks outran the block pool and cost page faults).
+    /// lives. The first write of a batch starts at a chunk's beginning once the reader has read
+    /// everything published: the current chunk's, written again, when nobody else holds any of
+    /// it (no unread run, no receive's `Data`: the reader has read all of it), else a fresh
+    /// chunk's when `readerCaughtUp` says so. The batch is then one run a receive takes without
+    /// a copy, not a run after the read bytes that may cross the chunk's end and be gathered
+    /// with a copy; and a stream whose reader keeps up reuses one chunk instead of taking a new
+    /// one per batch (many streams' new chunks outran the block pool and cost page faults).
     package mutating func write(_ region: UnsafeRawBufferPointer, startingBatch readerCaughtUp: () -> Bool) {
-        if chunk != nil && !hasUnpublished && readerCaughtUp() {
+        if chunk != nil && !hasUnpublished {
             if isKnownUniquelyReferenced(&chunk) {
                 written = 0
                 published = 0
-            } else {
+            } else if readerCaughtUp() {
                 retireChunk()
             }
         }

@@ -273,20 +273,29 @@ package final class StreamInbox: Sendable {
     }
 
     /// Takes over what `writer` wrote since its last publication (without a copy), ending the
-    /// stream after it when `end` says so; then hands bytes to waiting receives in order. `end`
-    /// runs under the inbox's lock, and only while the stream has not ended: for a producer
-    /// that learns the end from an engine it must not ask for an ended stream (a QUIC stream's
-    /// owner, whose engine read re-arms its readable signal). Once the stream has ended the
-    /// writer keeps what it has, for its owner to drop and credit.
-    package func fill(publishing writer: inout InboxWriter, endingWith end: () -> End?) {
-        let claims = state.withLock { state -> [(Completion<Delivery>.Claim, Result<Delivery, any Error>)] in
-            guard !state.isEnded else { return [] }
-            let ending = end()
-            state.available += writer.publish(into: &state.segments)
-            if let ending { state.end(ending) }
-            return Self.satisfyWaiters(&state)
+    /// stream after it when `end` says so; then hands bytes to waiting receives in order, and
+    /// returns the consumed credit not yet returned (as `takeCredit` does, in the same lock
+    /// round). `end` runs under the inbox's lock, and only while the stream has not ended: for
+    /// a producer that learns the end from an engine it must not ask for an ended stream (a
+    /// QUIC stream's owner, whose engine read re-arms its readable signal). Once the stream has
+    /// ended the writer keeps what it has, for its owner to drop and credit.
+    package func fill(publishing writer: inout InboxWriter, endingWith end: () -> End?) -> Int {
+        let (claims, credit) = state.withLock { state -> ([(Completion<Delivery>.Claim, Result<Delivery, any Error>)], Int) in
+            var claims: [(Completion<Delivery>.Claim, Result<Delivery, any Error>)] = []
+            if !state.isEnded {
+                let ending = end()
+                state.available += writer.publish(into: &state.segments)
+                if let ending { state.end(ending) }
+                claims = Self.satisfyWaiters(&state)
+            }
+            defer {
+                state.unreturnedCredit = 0
+                state.creditPassPosted = false
+            }
+            return (claims, state.unreturnedCredit)
         }
         for (claim, result) in claims { claim.resume(result) }
+        return credit
     }
 
     /// The stream failed: queued bytes stay readable, then receives throw `error`. A stream

@@ -164,34 +164,39 @@ import BraidCore
 
     /// A producer that learns the end from its engine (a QUIC stream's owner) publishes the
     /// bytes written before the end, and is asked for the end only while the inbox has not
-    /// ended. After the end, what it writes stays with it (for its owner to drop and credit),
-    /// and it is not asked again.
+    /// ended; each publication hands back the credit consumed since the last. After the end,
+    /// what it writes stays with it (for its owner to drop and credit), and it is not asked
+    /// again.
     @Test func anEngineFedFillAsksForTheEndOnlyWhileTheInboxIsOpen() async throws {
         let inbox = StreamInbox()
         var writer = InboxWriter(largestChunk: 64 * 1024)
         let bytes = pattern(seed: 6, count: 40_000)
         bytes.withUnsafeBytes { writer.write($0) }
         var asked = 0
-        inbox.fill(publishing: &writer) {
+        var credit = inbox.fill(publishing: &writer) {
             asked += 1
             return nil
         }
         #expect(asked == 1 && inbox.available == 40_000 && !writer.hasUnpublished)
-        inbox.fill(publishing: &writer) {
+        #expect(credit == 0, "nothing was consumed")
+        let first = try await inbox.receive(request(10_000, 10_000, exact: true)) {}
+        credit = inbox.fill(publishing: &writer) {
             asked += 1
             return .finished
         }
         #expect(asked == 2 && inbox.hasEnded)
+        #expect(credit == 10_000)
         [UInt8](repeating: 1, count: 1000).withUnsafeBytes { writer.write($0) }
-        inbox.fill(publishing: &writer) {
+        credit = inbox.fill(publishing: &writer) {
             asked += 1
             return nil
         }
         #expect(asked == 2, "asked an ended inbox's producer for its end")
-        #expect(writer.hasUnpublished && inbox.available == 40_000)
+        #expect(credit == 0)
+        #expect(writer.hasUnpublished && inbox.available == 30_000)
         #expect(writer.discardUnpublished() == 1000)
-        let all = try await inbox.receive(request(40_000, 40_000, exact: true)) {}
-        #expect(all.content == Data(bytes) && all.endOfStream)
+        let rest = try await inbox.receive(request(30_000, 30_000, exact: true)) {}
+        #expect(first.content + rest.content == Data(bytes) && rest.endOfStream)
     }
 
     /// A batch producer (a QUIC stream's sink) starts each batch at a chunk's beginning once the
@@ -216,12 +221,12 @@ import BraidCore
         let base = writer.space(minimum: 1).baseAddress! - 20_000
         write(100, 2)
         #expect(asked == 0, "asked the reader mid-batch")
-        inbox.fill(publishing: &writer) { nil }
+        _ = inbox.fill(publishing: &writer) { nil }
 
         // Unread bytes: the next batch follows them.
         write(100, 3)
         #expect(asked == 1 && writer.space(minimum: 1).baseAddress == base + 20_200)
-        inbox.fill(publishing: &writer) { nil }
+        _ = inbox.fill(publishing: &writer) { nil }
 
         // Read, the Data dropped: the chunk is written again from its start.
         do {
@@ -230,14 +235,14 @@ import BraidCore
         }
         write(30_000, 4)
         #expect(writer.space(minimum: 1).baseAddress == base + 30_000)
-        inbox.fill(publishing: &writer) { nil }
+        _ = inbox.fill(publishing: &writer) { nil }
 
         // Read and still held (a large run goes out without a copy): a fresh chunk.
         let held = try await inbox.receive(request(30_000, 30_000, exact: true)) {}
         write(100, 5)
         #expect(writer.space(minimum: 1).baseAddress != base + 100)
         #expect(held.content.allSatisfy { $0 == 4 }, "bytes a receive holds were written again")
-        inbox.fill(publishing: &writer) { nil }
+        _ = inbox.fill(publishing: &writer) { nil }
         let last = try await inbox.receive(request(100, 100, exact: true)) {}
         #expect(last.content == Data(repeating: 5, count: 100))
     }
