@@ -12,8 +12,10 @@ final class QUICStreamInboxSink: QUICStreamSink {
     let inbox = StreamInbox()
     /// Written by the engine's callbacks, published by the owner. It keeps its chunk while the
     /// stream lives, so a stream holds at most one chunk (up to `largestOwnChunk`) beyond its
-    /// unread bytes.
-    var writer = InboxWriter(largestChunk: StreamInbox.largestOwnChunk)
+    /// unread bytes. Written for every packet, and only ever by the loop, one call at a time
+    /// (the engine never calls the sink while the owner publishes), so the run-time exclusivity
+    /// check is left out.
+    @exclusivity(unchecked) var writer = InboxWriter(largestChunk: StreamInbox.largestOwnChunk)
 
     func receive(_ bytes: UnsafeRawBufferPointer) {
         // A batch (the bytes between two publications) starts at a chunk's beginning once the
