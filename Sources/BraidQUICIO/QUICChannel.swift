@@ -106,6 +106,7 @@ package final class QUICChannel: ConnectionChannel {
     package func attach(_ engine: QUICConnection, transport: QUICChannelTransport, context: LoopContext) {
         self.engine = engine
         self.transport = transport
+        engine.makeStreamSink = { [weak self] id in self?.makePeerStreamSink(id) }
         streamConsumer?.channelAttached(self, engine: engine, context: context)
         Self.run(&attachWaiters, nil)
     }
@@ -167,7 +168,15 @@ package final class QUICChannel: ConnectionChannel {
             for stream in streams.values { stream.connectionReady(context) }
             streamConsumer?.channelBecameReady(self, engine: engine, context: context)
         case .streamOpened(let id):
-            let stream = makeStream(id, locallyInitiated: false, engine: engine)
+            let sink: QUICStreamInboxSink
+            if let made = peerStreamSinks.removeValue(forKey: id) {
+                sink = made
+            } else {
+                // Opened before the channel had the engine: its first bytes wait in the engine.
+                sink = QUICStreamInboxSink()
+                engine.installSink(sink, streamID: id)
+            }
+            let stream = makeStream(id, locallyInitiated: false, sink: sink, engine: engine)
             streams[id] = stream
             delegate?.channel(self, opened: stream.handle)
         case .streamReadable(let id):
@@ -214,6 +223,20 @@ package final class QUICChannel: ConnectionChannel {
         }
     }
 
+    /// Sinks the engine gave streams the peer opened (`makePeerStreamSink`), until their
+    /// `streamOpened` makes their owners.
+    private var peerStreamSinks: [Int64: QUICStreamInboxSink] = [:]
+
+    /// The sink of a stream the peer opens, made inside the engine's receive (so it only
+    /// records it) before the stream's first bytes. None when a stream consumer reads the
+    /// streams from the engine itself.
+    private func makePeerStreamSink(_ id: Int64) -> (any QUICStreamSink)? {
+        guard streamConsumer == nil, finalError == nil else { return nil }
+        let sink = QUICStreamInboxSink()
+        peerStreamSinks[id] = sink
+        return sink
+    }
+
     /// Streams left readable with less than `promptReadThreshold` bytes by the handler now
     /// running, pulled once it returns (and before the connection ends, so bytes that came
     /// with the close reach their readers). Posted work, such as a listener's statistics,
@@ -251,6 +274,7 @@ package final class QUICChannel: ConnectionChannel {
         sendBudget.fail(error)
         for stream in streams.values { stream.connectionEnded(error) }
         streams.removeAll()
+        peerStreamSinks.removeAll()
         datagramInbox.finish()
         // Without an engine nothing is left to serve: drop the stand-in (an establishment that
         // holds this channel's owner), so neither keeps the other alive.
@@ -299,8 +323,9 @@ package final class QUICChannel: ConnectionChannel {
             return
         }
         do {
-            let id = try engine.openStream(bidirectional: bidirectional)
-            let stream = makeStream(id, locallyInitiated: true, engine: engine)
+            let sink = QUICStreamInboxSink()
+            let id = try engine.openStream(bidirectional: bidirectional, sink: sink)
+            let stream = makeStream(id, locallyInitiated: true, sink: sink, engine: engine)
             streams[id] = stream
             if !completion.resume(.success(stream.handle)) {
                 // Cancelled meanwhile: the stream exists, so end it cleanly.
@@ -326,9 +351,9 @@ package final class QUICChannel: ConnectionChannel {
 
     /// A stream's loop-side state; its sends reach the engine at once unless this is a client
     /// still in its handshake.
-    private func makeStream(_ id: Int64, locallyInitiated: Bool, engine: QUICConnection) -> QUICStreamChannel {
+    private func makeStream(_ id: Int64, locallyInitiated: Bool, sink: QUICStreamInboxSink, engine: QUICConnection) -> QUICStreamChannel {
         QUICStreamChannel(
-            id: id, channel: self, locallyInitiated: locallyInitiated, sendLimit: streamSendLimit, budget: sendBudget,
+            id: id, channel: self, locallyInitiated: locallyInitiated, sink: sink, sendLimit: streamSendLimit, budget: sendBudget,
             open: isReady || engine.role == .server)
     }
 

@@ -17,9 +17,11 @@ package struct QUICStreamHandle: Sendable {
 /// One stream's loop-side state: moves bytes between the engine and the stream's inbox and
 /// outbox, which the application's tasks use directly (see `StreamInbox`, `StreamOutbox`).
 ///
-/// Every byte the engine has for the stream moves into the inbox as it arrives, but its
-/// flow-control credit goes back only as the application consumes it, so a reader that stops
-/// reading still stops the peer at the stream's flow-control window. Queued sends are handed
+/// Every byte the peer sends on the stream lands in the inbox's memory as the engine receives
+/// it (through the stream's `QUICStreamInboxSink`, the one copy after decryption) and reaches
+/// the reader when the owner publishes it (`pull`), but its flow-control credit goes back only
+/// as the application consumes it, so a reader that stops reading still stops the peer at the
+/// stream's flow-control window. Queued sends are handed
 /// to the engine in 64 KiB pieces while it accepts them (`sendRoom`: the stream's bound, and
 /// the connection's, which no piece passes), so a large send waits for acknowledgements instead
 /// of growing memory.
@@ -27,16 +29,22 @@ package final class QUICStreamChannel {
     let id: Int64
     let locallyInitiated: Bool
     private let channel: QUICChannel
-    let inbox = StreamInbox()
+    /// Where the engine puts the stream's received bytes: the inbox's memory.
+    let sink: QUICStreamInboxSink
+    let inbox: StreamInbox
     let outbox: StreamOutbox
     static let sendChunk = 64 * 1024
     /// Set by `abort`, which acts once.
     private var aborted = false
 
-    init(id: Int64, channel: QUICChannel, locallyInitiated: Bool, sendLimit: Int, budget: SendBudget, open: Bool) {
+    init(
+        id: Int64, channel: QUICChannel, locallyInitiated: Bool, sink: QUICStreamInboxSink, sendLimit: Int, budget: SendBudget, open: Bool
+    ) {
         self.id = id
         self.channel = channel
         self.locallyInitiated = locallyInitiated
+        self.sink = sink
+        inbox = sink.inbox
         outbox = StreamOutbox(limit: sendLimit, open: open, budget: budget)
     }
 
@@ -52,24 +60,30 @@ package final class QUICStreamChannel {
 
     // MARK: Receiving
 
-    /// Moves everything the engine has for the stream into the inbox (waiting receives get
-    /// theirs) and returns the credit of what those receives consumed.
+    /// Publishes what the sink received to the inbox, with the stream's end if it came (waiting
+    /// receives get theirs), and returns the credit of what the application has consumed, in
+    /// one lock round. The engine read takes no bytes (they went to the sink) but tells the
+    /// engine the owner has them, and reports the FIN or the peer's reset.
     func pull(_ context: LoopContext) {
         guard canReceive, let connection = channel.engine else { return }
-        inbox.fill { sink in
+        let id = id, describe = channel.describe
+        let credit = inbox.fill(publishing: &sink.writer) {
             do {
-                let read = try connection.read(streamID: id, returnsCredit: false) { sink($0) }
+                let read = try connection.read(streamID: id, maxBytes: 0, returnsCredit: false) { _ in }
                 return read.fin ? .finished : nil
             } catch {
-                return .failed(channel.describe(error))
+                return .failed(describe(error))
             }
         }
-        returnConsumedCredit(context)
+        returnCredit(credit, context)
     }
 
     /// Gives the engine back the credit of bytes the application has consumed.
     package func returnConsumedCredit(_ context: LoopContext) {
-        let credit = inbox.takeCredit()
+        returnCredit(inbox.takeCredit(), context)
+    }
+
+    private func returnCredit(_ credit: Int, _ context: LoopContext) {
         guard credit > 0, let connection = channel.engine else { return }
         connection.returnCredit(streamID: id, bytes: credit)
         channel.transmit(context)

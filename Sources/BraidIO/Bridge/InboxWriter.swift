@@ -6,17 +6,17 @@ import DequeModule
 /// producer, the stream's loop.
 ///
 /// The producer writes into `space` (a socket read straight into it, or `write` copying a
-/// decrypted record), outside the inbox's lock; `StreamInbox.fill(publishing:)` then hands the
-/// written runs to the inbox in one lock round. A receive that takes a large run gets it as a
-/// `Data` over the chunk itself, without a copy (see `StreamInbox`), so bytes read from a
-/// socket reach the application with the kernel's copy only.
+/// decrypted TLS record or a QUIC stream's bytes from the engine's callback), outside the
+/// inbox's lock; `StreamInbox.fill(publishing:)` then hands the written runs to the inbox in
+/// one lock round. A receive that takes a large run gets it as a `Data` over the chunk itself,
+/// without a copy (see `StreamInbox`), so bytes read from a socket reach the application with
+/// the kernel's copy only, and a QUIC stream's with the engine's one copy after decryption.
 ///
 /// Chunks grow from `smallestChunk` (a page) to `largestChunk`, doubling each time one fills: a
 /// stream that carries little holds a small chunk, a bulk one reads up to `largestChunk` per
 /// system call. A full chunk is left to the inbox, which lets it go once its bytes are read; so
-/// is the current one when the owner releases it (`releaseChunk`, a QUIC stream's inbox once
-/// its reader has caught up). A stream that carries little holds at most a page beyond its
-/// unread bytes.
+/// is the current one when the owner releases it (`releaseChunk`). A stream that carries
+/// little holds at most a page beyond its unread bytes.
 package struct InboxWriter {
     /// A written run of one chunk, published to the inbox or about to be.
     package struct Segment {
@@ -96,6 +96,27 @@ package struct InboxWriter {
         }
     }
 
+    /// Copies `region` in as `write` does, for a producer that publishes its writes in batches
+    /// (a QUIC stream's sink, at each `streamReadable`) and keeps its chunk while the stream
+    /// lives. The first write of a batch starts at a chunk's beginning once the reader has read
+    /// everything published: the current chunk's, written again, when nobody else holds any of
+    /// it (no unread run, no receive's `Data`: the reader has read all of it), else a fresh
+    /// chunk's when `readerCaughtUp` says so. The batch is then one run a receive takes without
+    /// a copy, not a run after the read bytes that may cross the chunk's end and be gathered
+    /// with a copy; and a stream whose reader keeps up reuses one chunk instead of taking a new
+    /// one per batch (many streams' new chunks outran the block pool and cost page faults).
+    package mutating func write(_ region: UnsafeRawBufferPointer, startingBatch readerCaughtUp: () -> Bool) {
+        if chunk != nil && !hasUnpublished {
+            if isKnownUniquelyReferenced(&chunk) {
+                written = 0
+                published = 0
+            } else if readerCaughtUp() {
+                retireChunk()
+            }
+        }
+        write(region)
+    }
+
     /// Moves the runs written since the last call to the end of `segments` (a run continuing the
     /// last segment's chunk extends it); returns their byte count.
     package mutating func publish(into segments: inout Deque<Segment>) -> Int {
@@ -116,10 +137,15 @@ package struct InboxWriter {
     }
 
     /// Drops what was written since the last publication (for an inbox that has ended: what
-    /// still arrives is not kept).
-    package mutating func discardUnpublished() {
+    /// still arrives is not kept; for a stream reset before its reader got them); returns how
+    /// many bytes.
+    @discardableResult
+    package mutating func discardUnpublished() -> Int {
+        var dropped = written - published
+        for segment in retired { dropped += segment.count }
         retired.removeAll()
         published = written
+        return dropped
     }
 
     private static func append(_ segment: Segment, to segments: inout Deque<Segment>) -> Int {

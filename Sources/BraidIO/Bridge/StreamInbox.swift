@@ -4,8 +4,9 @@ import Foundation
 
 /// The receive half of a byte stream, shared by the application's tasks and the stream's loop.
 ///
-/// The loop moves every byte the engine has into the inbox as it arrives (one copy, or none: a
-/// socket read lands in the inbox's memory, see `InboxWriter`), but the flow-control credit
+/// Every byte the engine has reaches the inbox as it arrives (a socket read, a TLS record's
+/// decryption or a QUIC stream's bytes from the engine's callback land in the inbox's memory,
+/// see `InboxWriter`; an HTTP/3 body is copied in, `fill(from:)`), but the flow-control credit
 /// for those bytes goes back to the peer only as the application consumes them, so the peer
 /// never has more than its window unread here and in the engine together: a reader that stops
 /// reading stops the peer. A `receive` that finds enough bytes takes them
@@ -131,9 +132,11 @@ package final class StreamInbox: Sendable {
             creditedAhead -= credited
             unreturnedCredit += count - credited
             available -= count
-            // Caught up: the inbox's own writer lets its chunk go, so a QUIC stream whose bytes
-            // are all read holds none. (A TLS or TCP connection's writer keeps its one chunk:
-            // letting it go at each catch-up cost a bulk TCP receiver 5% to 10% more CPU.)
+            // Caught up: the inbox's own writer lets its chunk go, so an HTTP/3 body whose bytes
+            // are all read holds none. A TLS or TCP connection's writer keeps its one chunk:
+            // letting it go at each catch-up cost a bulk TCP receiver 5% to 10% more CPU; so does
+            // a QUIC stream's sink, which writes it again once it is free
+            // (`InboxWriter.write(_:startingBatch:)`).
             if available == 0 { writer.releaseChunk() }
             guard count > 0 else { return Data() }
             var first = segments[segments.startIndex]
@@ -174,7 +177,7 @@ package final class StreamInbox: Sendable {
     /// A receive of at least this many bytes from one run (and a quarter of its chunk) gets
     /// them without a copy.
     package static let zeroCopyMinimum = 16 * 1024
-    /// The largest chunk `fill(from:)` copies into.
+    /// The largest chunk bytes are copied into: by `fill(from:)`, and by a QUIC stream's sink.
     package static let largestOwnChunk = 64 * 1024
     /// Consumed credit goes back in a loop pass once this much has gathered, or whenever the
     /// reader has caught up (nothing left unread), whichever comes first.
@@ -267,6 +270,32 @@ package final class StreamInbox: Sendable {
             return Self.satisfyWaiters(&state)
         }
         for (claim, result) in claims { claim.resume(result) }
+    }
+
+    /// Takes over what `writer` wrote since its last publication (without a copy), ending the
+    /// stream after it when `end` says so; then hands bytes to waiting receives in order, and
+    /// returns the consumed credit not yet returned (as `takeCredit` does, in the same lock
+    /// round). `end` runs under the inbox's lock, and only while the stream has not ended: for
+    /// a producer that learns the end from an engine it must not ask for an ended stream (a
+    /// QUIC stream's owner, whose engine read re-arms its readable signal). Once the stream has
+    /// ended the writer keeps what it has, for its owner to drop and credit.
+    package func fill(publishing writer: inout InboxWriter, endingWith end: () -> End?) -> Int {
+        let (claims, credit) = state.withLock { state -> ([(Completion<Delivery>.Claim, Result<Delivery, any Error>)], Int) in
+            var claims: [(Completion<Delivery>.Claim, Result<Delivery, any Error>)] = []
+            if !state.isEnded {
+                let ending = end()
+                state.available += writer.publish(into: &state.segments)
+                if let ending { state.end(ending) }
+                claims = Self.satisfyWaiters(&state)
+            }
+            defer {
+                state.unreturnedCredit = 0
+                state.creditPassPosted = false
+            }
+            return (claims, state.unreturnedCredit)
+        }
+        for (claim, result) in claims { claim.resume(result) }
+        return credit
     }
 
     /// The stream failed: queued bytes stay readable, then receives throw `error`. A stream

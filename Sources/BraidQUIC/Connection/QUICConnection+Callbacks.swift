@@ -69,7 +69,10 @@ extension QUICConnection {
         cb.stream_open = { _, streamID, userData in
             let connection = QUICConnection.from(userData)
             if connection.streams[streamID] == nil {
-                connection.streams[streamID] = StreamState(id: streamID)
+                let stream = StreamState(id: streamID)
+                // Before the stream's first bytes, which ngtcp2 hands over next.
+                stream.sink = connection.makeStreamSink?(streamID)
+                connection.streams[streamID] = stream
                 // A 0-RTT stream opens before the handshake completes; the server has chosen
                 // the ALPN by then (from the ClientHello), and the application needs it.
                 if connection.negotiatedALPN == nil, let session = connection.session {
@@ -83,7 +86,15 @@ extension QUICConnection {
             let connection = QUICConnection.from(userData)
             guard let stream = connection.streams[streamID] else { return 0 }
             let early = flags & UInt32(NGTCP2_STREAM_DATA_FLAG_EARLY) != 0
-            stream.receive.append(UnsafeRawBufferPointer(start: data, count: length), early: early)
+            let bytes = UnsafeRawBufferPointer(start: data, count: length)
+            if let sink = stream.sink {
+                if length > 0 {
+                    sink.receive(bytes)
+                    stream.sunkSinceRead += length
+                }
+            } else {
+                stream.receive.append(bytes, early: early)
+            }
             if flags & UInt32(NGTCP2_STREAM_DATA_FLAG_FIN) != 0 { stream.receive.finReceived = true }
             if early { connection.earlyDataAccepted = true }
             connection.signalReadable(stream)
@@ -120,7 +131,7 @@ extension QUICConnection {
             guard let stream = connection.streams[streamID] else { return 0 }
             stream.receive.resetCode = code
             // Bytes not yet read are moot; their credit goes back to the connection window.
-            let dropped = stream.receive.discard()
+            let dropped = connection.discardUnread(stream)
             if dropped > 0 { ngtcp2_conn_extend_max_offset(connection.conn, UInt64(dropped)) }
             connection.signalReadable(stream)
             return 0

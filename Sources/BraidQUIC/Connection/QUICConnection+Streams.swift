@@ -6,13 +6,16 @@ import Logging
 extension QUICConnection {
     /// Opens a stream; throws `streamLimitReached` when the peer's limit is exhausted (wait for
     /// `.streamsAvailable`). Before the handshake this works only when resuming with 0-RTT.
-    package func openStream(bidirectional: Bool) throws -> Int64 {
+    /// The bytes the peer sends on it go to `sink` when given, else to the engine's buffer.
+    package func openStream(bidirectional: Bool, sink: (any QUICStreamSink)? = nil) throws -> Int64 {
         try ensureOpen()
         var id: Int64 = -1
         let rc = bidirectional ? ngtcp2_conn_open_bidi_stream(conn, &id, nil) : ngtcp2_conn_open_uni_stream(conn, &id, nil)
         switch rc {
         case 0:
-            streams[id] = StreamState(id: id)
+            let stream = StreamState(id: id)
+            stream.sink = sink
+            streams[id] = stream
             return id
         case NGTCP2_ERR_STREAM_ID_BLOCKED:
             throw QUICError.streamLimitReached
@@ -136,8 +139,34 @@ extension QUICConnection {
         package var early: Bool
     }
 
+    /// Has the stream's received bytes go to `sink` from now on; the bytes the engine holds
+    /// already (those that came before its owner existed, such as a server's first request
+    /// bytes in the packets that completed the handshake) go to it now, in order. Does nothing
+    /// for a stream the engine no longer has.
+    package func installSink(_ sink: any QUICStreamSink, streamID: Int64) {
+        guard let stream = streams[streamID] else { return }
+        let held = stream.receive.buffered
+        if held > 0 { _ = stream.receive.read(max: held) { sink.receive($0) } }
+        stream.sink = sink
+        stream.sunkSinceRead += held
+    }
+
+    /// Drops what the stream received and its owner has not read (the peer reset it, or we
+    /// stopped it); returns how many bytes, whose credit the caller returns.
+    func discardUnread(_ stream: StreamState) -> Int {
+        var dropped = stream.receive.discard()
+        if let sink = stream.sink { dropped += sink.discardUnread() }
+        stream.sunkSinceRead = 0
+        return dropped
+    }
+
     /// Reads up to `maxBytes` in order and returns that much flow-control credit to the peer.
     /// Throws `streamReset` once buffered bytes are gone if the peer reset the stream.
+    ///
+    /// For a stream with a sink the bytes went to the sink as they arrived: a read takes none
+    /// (call it with `maxBytes: 0`), but still tells the owner that it has taken what the sink
+    /// received (so the stream is signalled readable again), and reports the FIN once it
+    /// follows those bytes, or the reset.
     package func read(streamID: Int64, maxBytes: Int = .max) throws -> StreamRead {
         var bytes: [UInt8] = []
         let (fin, early) = try read(streamID: streamID, maxBytes: maxBytes) { bytes.append(contentsOf: $0) }
@@ -157,6 +186,7 @@ extension QUICConnection {
         let stream = try stream(streamID)
         stream.readableSignalled = false
         stream.promptReadSignalled = false
+        stream.sunkSinceRead = 0
         let before = stream.receive.buffered
         let early = stream.receive.read(max: maxBytes, body)
         let count = before - stream.receive.buffered
@@ -179,8 +209,9 @@ extension QUICConnection {
         return (fin, early)
     }
 
-    /// Bytes buffered and readable on the stream.
-    package func readableBytes(streamID: Int64) -> Int { streams[streamID]?.receive.buffered ?? 0 }
+    /// Bytes received on the stream that its owner has not read yet: in the engine's buffer,
+    /// or, with a sink, taken by the sink since the owner's last read.
+    package func readableBytes(streamID: Int64) -> Int { streams[streamID]?.unread ?? 0 }
 
     /// Returns flow-control credit for `bytes` read earlier with `returnsCredit: false` and
     /// now consumed: to the stream while it lives, and always to the connection (whose window
@@ -219,7 +250,7 @@ extension QUICConnection {
     package func stopSending(streamID: Int64, applicationErrorCode code: UInt64) throws {
         try ensureOpen()
         let stream = try stream(streamID)
-        let dropped = stream.receive.discard()
+        let dropped = discardUnread(stream)
         if dropped > 0 { returnCredit(stream: stream, bytes: dropped) }
         stream.receive.finDelivered = true
         let rc = ngtcp2_conn_shutdown_stream_read(conn, streamID, code)
@@ -304,7 +335,7 @@ extension QUICConnection {
         if !stream.readableSignalled {
             stream.readableSignalled = true
             emit(.streamReadable(streamID: stream.id))
-        } else if !stream.promptReadSignalled, stream.receive.buffered >= Self.promptReadThreshold {
+        } else if !stream.promptReadSignalled, stream.unread >= Self.promptReadThreshold {
             stream.promptReadSignalled = true
             emit(.streamReadable(streamID: stream.id))
         }

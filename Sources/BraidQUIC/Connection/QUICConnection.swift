@@ -62,6 +62,10 @@ package final class QUICConnection {
 
     // MARK: Streams (+Streams)
     var streams: [Int64: StreamState] = [:]
+    /// Gives each stream the peer opens its sink (nil: the engine buffers its bytes), before
+    /// its first bytes arrive. Called inside the engine's receive, so it must not call the
+    /// engine.
+    package var makeStreamSink: ((Int64) -> (any QUICStreamSink)?)?
     /// Streams with bytes to send, in round-robin order; an entry whose `scheduled` is false has
     /// left the schedule and is dropped when reached.
     var sendSchedule = Deque<StreamState>()

@@ -104,8 +104,8 @@ struct StreamSendBuffer {
 }
 
 /// The receive half of a stream: in-order bytes ngtcp2 delivered that the application has not
-/// read yet. Bounded by the flow-control window we advertise, because credit is returned only
-/// as the application reads.
+/// read yet (for a stream without a `QUICStreamSink`), and how the stream ended. Bounded by the
+/// flow-control window we advertise, because credit is returned only as the application reads.
 ///
 /// One contiguous buffer (not an array per packet): a packet's bytes are appended with one
 /// copy and no allocation once the buffer has grown to the stream's working size.
@@ -178,7 +178,14 @@ struct StreamReceiveBuffer {
 final class StreamState {
     let id: Int64
     var send = StreamSendBuffer()
+    /// Received bytes of a stream without a sink, and the receive side's end for every stream.
     var receive = StreamReceiveBuffer()
+    /// Takes received bytes in place of `receive`'s buffer, which then stays empty.
+    var sink: (any QUICStreamSink)?
+    /// Bytes handed to `sink` since the owner's last read.
+    var sunkSinceRead = 0
+    /// Bytes received that the owner has not read yet, wherever they wait.
+    var unread: Int { receive.buffered + sunkSinceRead }
     /// In the send schedule (has unsent bytes and is not blocked).
     var scheduled = false
     /// Blocked by the peer's stream flow control until `extend_max_stream_data`.

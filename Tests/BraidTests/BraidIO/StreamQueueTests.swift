@@ -162,6 +162,91 @@ import BraidCore
         #expect(inbox.available == 0)
     }
 
+    /// A producer that learns the end from its engine (a QUIC stream's owner) publishes the
+    /// bytes written before the end, and is asked for the end only while the inbox has not
+    /// ended; each publication hands back the credit consumed since the last. After the end,
+    /// what it writes stays with it (for its owner to drop and credit), and it is not asked
+    /// again.
+    @Test func anEngineFedFillAsksForTheEndOnlyWhileTheInboxIsOpen() async throws {
+        let inbox = StreamInbox()
+        var writer = InboxWriter(largestChunk: 64 * 1024)
+        let bytes = pattern(seed: 6, count: 40_000)
+        bytes.withUnsafeBytes { writer.write($0) }
+        var asked = 0
+        var credit = inbox.fill(publishing: &writer) {
+            asked += 1
+            return nil
+        }
+        #expect(asked == 1 && inbox.available == 40_000 && !writer.hasUnpublished)
+        #expect(credit == 0, "nothing was consumed")
+        let first = try await inbox.receive(request(10_000, 10_000, exact: true)) {}
+        credit = inbox.fill(publishing: &writer) {
+            asked += 1
+            return .finished
+        }
+        #expect(asked == 2 && inbox.hasEnded)
+        #expect(credit == 10_000)
+        [UInt8](repeating: 1, count: 1000).withUnsafeBytes { writer.write($0) }
+        credit = inbox.fill(publishing: &writer) {
+            asked += 1
+            return nil
+        }
+        #expect(asked == 2, "asked an ended inbox's producer for its end")
+        #expect(credit == 0)
+        #expect(writer.hasUnpublished && inbox.available == 30_000)
+        #expect(writer.discardUnpublished() == 1000)
+        let rest = try await inbox.receive(request(30_000, 30_000, exact: true)) {}
+        #expect(first.content + rest.content == Data(bytes) && rest.endOfStream)
+    }
+
+    /// A batch producer (a QUIC stream's sink) starts each batch at a chunk's beginning once the
+    /// reader has read everything: its own chunk again when no receive holds any of it, a fresh
+    /// one while a receive's `Data` still does. Mid-batch, or while bytes are unread, it writes
+    /// on after what it wrote.
+    @Test func aBatchStartsAtAChunksBeginningOnceTheReaderHasCaughtUp() async throws {
+        let inbox = StreamInbox()
+        var writer = InboxWriter(largestChunk: 64 * 1024)
+        var asked = 0
+        func write(_ count: Int, _ byte: UInt8) {
+            [UInt8](repeating: byte, count: count).withUnsafeBytes {
+                writer.write($0) {
+                    asked += 1
+                    return inbox.available == 0
+                }
+            }
+        }
+        // One chunk of 64 KiB, so every run below is large enough to go out without a copy.
+        writer.reserve(64 * 1024)
+        write(20_000, 1)
+        let base = writer.space(minimum: 1).baseAddress! - 20_000
+        write(100, 2)
+        #expect(asked == 0, "asked the reader mid-batch")
+        _ = inbox.fill(publishing: &writer) { nil }
+
+        // Unread bytes: the next batch follows them.
+        write(100, 3)
+        #expect(asked == 1 && writer.space(minimum: 1).baseAddress == base + 20_200)
+        _ = inbox.fill(publishing: &writer) { nil }
+
+        // Read, the Data dropped: the chunk is written again from its start.
+        do {
+            let all = try await inbox.receive(request(20_200, 20_200, exact: true)) {}
+            #expect(all.content.count == 20_200)
+        }
+        write(30_000, 4)
+        #expect(writer.space(minimum: 1).baseAddress == base + 30_000)
+        _ = inbox.fill(publishing: &writer) { nil }
+
+        // Read and still held (a large run goes out without a copy): a fresh chunk.
+        let held = try await inbox.receive(request(30_000, 30_000, exact: true)) {}
+        write(100, 5)
+        #expect(writer.space(minimum: 1).baseAddress != base + 100)
+        #expect(held.content.allSatisfy { $0 == 4 }, "bytes a receive holds were written again")
+        _ = inbox.fill(publishing: &writer) { nil }
+        let last = try await inbox.receive(request(100, 100, exact: true)) {}
+        #expect(last.content == Data(repeating: 5, count: 100))
+    }
+
     /// Writes of every size, published at random points, come out in order through receives
     /// of every size, exact ones gathering across chunks; chunk sizes never exceed the largest.
     @Test(.timeLimit(.minutes(3))) func writtenBytesComeOutInOrderThroughAnyReceives() async throws {
