@@ -12,16 +12,18 @@ import BraidCore
 final class MemoryNetwork: DatagramSocketFactory, Sendable {
     let loop: EventLoop
     let delay: Duration
-    private let state = Locked(State())
+    private let state: Locked<State>
 
     private struct State {
         var bound: [SocketAddress: MemorySocketBox] = [:]
-        var nextPort: UInt16 = 40000
+        var nextPort: UInt16
     }
 
-    init(loop: EventLoop, delay: Duration = .milliseconds(5)) {
+    /// A network whose sockets bound to port 0 get ports from `firstPort` up.
+    init(loop: EventLoop, delay: Duration = .milliseconds(5), firstPort: UInt16 = 40000) {
         self.loop = loop
         self.delay = delay
+        state = Locked(State(nextPort: firstPort))
     }
 
     /// The environment that puts connections and listeners on this network and its loop.
