@@ -126,10 +126,10 @@ import Testing
             let filler = try await connection.openStream()
             let filling = Task { try await filler.send(Data(count: 4 * 1024 * 1024)) }
             let waiter = try await connection.openStream()
-            _ = try await world.eventually(within: .seconds(30)) { budget.held >= Self.budget }
+            _ = try await world.eventually { budget.held >= Self.budget }
             #expect(budget.held >= Self.budget, "the first stream never filled the budget: \(budget.held)")
             let waiting = Task { try await waiter.send(Data(count: 1000)) }
-            _ = try await world.eventually(within: .seconds(30)) { budget.waitingSenders > 0 }
+            _ = try await world.eventually { budget.waitingSenders > 0 }
             #expect(budget.waitingSenders == 1, "the second stream's send did not wait for the budget")
 
             try await filler.reset(streamApplicationErrorCode: 5)

@@ -21,7 +21,7 @@ import BraidCore
             let sent = (0..<20).map { Data([UInt8($0), 1, 2, 3]) }
             for datagram in sent { try await connection.datagrams.send(datagram) }
             // All echoes queued, so the first reader's batch holds all of them.
-            let queued = try await world.eventually(within: .seconds(10)) { connection.shared.datagramInbox.count >= sent.count }
+            let queued = try await world.eventually { connection.shared.datagramInbox.count >= sent.count }
             try #require(queued, "the echoes never all arrived")
             var first: Data?
             for await datagram in connection.datagrams {
@@ -48,7 +48,7 @@ import BraidCore
             let sent = (0..<20).map { Data([UInt8($0), 9, 9]) }
             for datagram in sent { try await connection.send(datagram) }
             let inbox = try #require(connection.shared.udpInbox)
-            let queued = try await world.eventually(within: .seconds(10)) { inbox.count >= sent.count }
+            let queued = try await world.eventually { inbox.count >= sent.count }
             try #require(queued, "the echoes never all arrived")
             var first: [Data] = []
             for try await (content, metadata) in connection.messages {
@@ -90,7 +90,7 @@ import BraidCore
                         }
                     }
                     // The first reader to see the last datagram ends; the others end with the connection.
-                    _ = try? await world.eventually(within: .seconds(60)) { received.numbers.withLock { $0.count } >= total }
+                    _ = try? await world.eventually { received.numbers.withLock { $0.count } >= total }
                     group.cancelAll()
                 }
             }

@@ -57,7 +57,7 @@ private func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>, in worl
                 if missing.isEmpty { break }
                 let round = Array(missing.prefix(100))
                 for datagram in round { try await connection.datagrams.send(datagram) }
-                _ = try await world.eventually(within: .milliseconds(500)) {
+                _ = try await world.eventually(within: .seconds(5)) {
                     round.allSatisfy { datagram in received.withLock { $0.contains(datagram) } }
                 }
             }
@@ -167,7 +167,7 @@ private func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>, in worl
                 try await stream.send(Data([1]), endOfStream: true)
                 connections.append(connection)
             }
-            _ = try await world.eventually(within: .seconds(10)) { handlersStarted.value == 5 }
+            _ = try await world.eventually { handlersStarted.value == 5 }
             #expect(handlersStarted.value == 5)
             server.task.cancel()
             _ = try? await server.task.value
@@ -221,7 +221,7 @@ private func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>, in worl
                 try await stream.send(Data([1]), endOfStream: true)
                 _ = try await stream.receive(atLeast: 1, atMost: 1)
                 // The ticket arrives just after the handshake; wait for it.
-                #expect(try await world.eventually(within: .seconds(10)) { cache.count > 0 }, "no session ticket arrived")
+                #expect(try await world.eventually { cache.count > 0 }, "no session ticket arrived")
             }
             let resumed = NetworkConnection(to: server.endpoint) { testClient().sessionCache(cache) }
             defer { resumed.cancel() }

@@ -77,9 +77,10 @@ final class MemoryWorld: Sendable {
     }
 
     /// Checks `condition` every `interval` of virtual time until it holds (true) or `within`
-    /// has passed (false).
+    /// has passed (false). Virtual time moves while the tasks that make the condition true
+    /// wait for a thread, so a wait for something that must happen is generous.
     func eventually(
-        within: Duration, every interval: Duration = .milliseconds(5), _ condition: @Sendable () async throws -> Bool
+        within: Duration = .seconds(60), every interval: Duration = .milliseconds(5), _ condition: @Sendable () async throws -> Bool
     ) async throws -> Bool {
         var waited = Duration.zero
         while true {
