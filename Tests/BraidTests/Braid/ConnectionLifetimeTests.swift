@@ -7,7 +7,7 @@ import Testing
 
 /// What a connection leaves behind: once it has ended and nobody holds it, its owner on the
 /// loop (the channel, its streams, the establishment that raced it) is gone, so a process that
-/// makes connections all day does not grow.
+/// makes connections all day does not grow. In memory (`MemoryWorld`).
 @Suite struct ConnectionLifetimeTests {
     /// Weak references to a connection's loop-side objects, read on its loop.
     private final class Watch: @unchecked Sendable {
@@ -29,50 +29,48 @@ import Testing
         return watch
     }
 
-    /// True once nothing holds the watched objects (checked on `loop`, within about 10 s: a
-    /// connection that never completed its handshake keeps its closing state for three probe
-    /// timeouts of the initial 333 ms RTT guess).
-    private func released(_ watch: Watch, on loop: EventLoop) async throws -> Bool {
-        for _ in 0..<1000 {
-            let gone = try await loop.submit { _ in watch.core == nil && watch.channel == nil && watch.pathWatch == nil }
-            if gone { return true }
-            try await Task.sleep(for: .milliseconds(10))
+    /// True once nothing holds the watched objects (checked on `loop` every 10 ms of virtual
+    /// time, for up to a minute of it: a connection that never completed its handshake keeps
+    /// its closing state for three probe timeouts of the initial 333 ms RTT guess).
+    private func released(_ watch: Watch, on loop: EventLoop, in world: MemoryWorld) async throws -> Bool {
+        try await world.eventually(every: .milliseconds(10)) {
+            try await loop.submit { _ in watch.core == nil && watch.channel == nil && watch.pathWatch == nil }
         }
-        return false
     }
 
     /// A client that echoed on a stream and closed: its owner goes once the close is done.
     @Test(.timeLimit(.minutes(3))) func aClosedClientLeavesNothingBehind() async throws {
-        let server = try await RunningListener.start()
-        defer { server.task.cancel() }
-        var connection: NetworkConnection<QUIC>? = NetworkConnection(to: server.endpoint) { testClient() }
-        do {
-            // A stream keeps its connection's owner; this one goes with the block.
-            let stream = try await connection!.openStream()
-            try await stream.send(Data("ping".utf8), endOfStream: true)
-            #expect(try await stream.receive(exactly: 4).content == Data("ping".utf8))
+        try await MemoryWorld.run { world in
+            let server = try await RunningListener.start()
+            defer { server.task.cancel() }
+            var connection: NetworkConnection<QUIC>? = NetworkConnection(to: server.endpoint) { testClient() }
+            do {
+                // A stream keeps its connection's owner; this one goes with the block.
+                let stream = try await connection!.openStream()
+                try await stream.send(Data("ping".utf8), endOfStream: true)
+                #expect(try await stream.receive(exactly: 4).content == Data("ping".utf8))
+            }
+            let watch = try await watch(connection!)
+            let loop = connection!.loop
+            await connection!.close()
+            connection = nil
+            #expect(try await released(watch, on: loop, in: world))
         }
-        let watch = try await watch(connection!)
-        let loop = connection!.loop
-        await connection!.close()
-        connection = nil
-        #expect(try await released(watch, on: loop))
     }
 
     /// A client cancelled while it still races its handshake (the server never answers): the
     /// establishment that stood in for its transport lets go too.
     @Test(.timeLimit(.minutes(3))) func aClientCancelledBeforeReadyLeavesNothingBehind() async throws {
-        // A bound port nobody reads: the handshake never ends.
-        let silent = try UDPSocket(bindTo: SocketAddress(ip: "127.0.0.1", port: 0)!)
-        defer { silent.close() }
-        let port = NWEndpoint.Port(integerLiteral: silent.localAddress.port)
-        var connection: NetworkConnection<QUIC>? = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: port)) { testClient() }
-        connection!.start()
-        let watch = try await watch(connection!)
-        let loop = connection!.loop
-        try await Task.sleep(for: .milliseconds(50))
-        await connection!.close()
-        connection = nil
-        #expect(try await released(watch, on: loop))
+        try await MemoryWorld.run { world in
+            // Nobody there: what the client sends vanishes and the handshake never ends.
+            var connection: NetworkConnection<QUIC>? = NetworkConnection(to: world.nobody()) { testClient() }
+            connection!.start()
+            let watch = try await watch(connection!)
+            let loop = connection!.loop
+            try await world.sleep(for: .milliseconds(50))
+            await connection!.close()
+            connection = nil
+            #expect(try await released(watch, on: loop, in: world))
+        }
     }
 }

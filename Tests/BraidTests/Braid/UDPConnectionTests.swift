@@ -79,21 +79,176 @@ private func firstReply(
     }
 }
 
-/// `NetworkConnection { UDP() }` against `NetworkListener { UDP() }` over loopback.
+/// Sends `message` every `interval` of virtual time, `attempts` times at most, until a reply
+/// comes, one receive waiting throughout; nil if none came within `interval` of the last send.
+/// For tests in a `MemoryWorld`, which loses no datagram: one send is enough unless the test
+/// waits for the server to change its mind.
+func udpEcho(
+    _ message: Data, on connection: NetworkConnection<UDP>, in world: MemoryWorld, attempts: Int = 1, interval: Duration = .seconds(60)
+) async throws -> (content: Data, metadata: UDP.Metadata)? {
+    try await firstReply(on: connection) {
+        for _ in 0..<attempts {
+            try await connection.send(message)
+            try await world.sleep(for: interval)
+        }
+    }
+}
+
+/// `NetworkConnection { UDP() }` against `NetworkListener { UDP() }` in memory (`MemoryWorld`):
+/// datagrams with their metadata, a listener's peers, its idle timeout and peer limit, the
+/// waiting state, options refused. What the kernel's sockets do is in `UDPLoopbackTests`.
 @Suite struct UDPConnectionTests {
     @Test(.timeLimit(.minutes(3))) func echoesADatagramWithItsMetadata() async throws {
-        let server = try await RunningUDPEcho.start()
-        defer { server.task.cancel() }
-        let connection = NetworkConnection(to: server.endpoint) { UDP { IP().version(.v4) } }
-        defer { connection.cancel() }
-        let (data, metadata) = try #require(await udpEcho(Data("player_position:100,50".utf8), on: connection))
-        #expect(data == Data("player_position:100,50".utf8))
-        #expect(metadata.remoteEndpoint == server.endpoint)
-        #expect(metadata.ecn == .notECT)
-        #expect(connection.state == .ready)
-        #expect(connection.remoteEndpoint == server.endpoint)
+        try await MemoryWorld.run { world in
+            let server = try await RunningUDPEcho.start()
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { UDP { IP().version(.v4) } }
+            defer { connection.cancel() }
+            let (data, metadata) = try #require(await udpEcho(Data("player_position:100,50".utf8), on: connection, in: world))
+            #expect(data == Data("player_position:100,50".utf8))
+            #expect(metadata.remoteEndpoint == server.endpoint)
+            #expect(metadata.ecn == .notECT)
+            #expect(connection.state == .ready)
+            #expect(connection.remoteEndpoint == server.endpoint)
+        }
     }
 
+    @Test(.timeLimit(.minutes(3))) func aListenerServesOneHundredPeers() async throws {
+        try await MemoryWorld.run { world in
+            let server = try await RunningUDPEcho.start()
+            defer { server.task.cancel() }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for peer in 0..<100 {
+                    group.addTask {
+                        let connection = NetworkConnection(to: server.endpoint) { UDP() }
+                        defer { connection.cancel() }
+                        let message = Data("peer \(peer)".utf8)
+                        let reply = try await udpEcho(message, on: connection, in: world)
+                        #expect(reply?.content == message)
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3))) func anIdleInboundConnectionCloses() async throws {
+        try await MemoryWorld.run { world in
+            let ended = Locked<NetworkConnection<UDP>.State?>(nil)
+            let server = try await RunningUDPEcho.start(UDP().inboundIdleTimeout(.milliseconds(200))) { connection in
+                for await state in connection.states where state != .ready && state != .preparing {
+                    ended.withLock { $0 = state }
+                }
+            }
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { UDP() }
+            defer { connection.cancel() }
+            try await connection.send(Data("hello".utf8))
+            _ = try await world.eventually { ended.withLock { $0 } != nil }
+            #expect(ended.withLock { $0 } == .failed(.idleTimeout))
+        }
+    }
+
+    /// With no route, a UDP connection waits and retries like every stack, then becomes ready.
+    @Test(.timeLimit(.minutes(3))) func noRouteWaitsThenConnects() async throws {
+        try await MemoryWorld.run { world in
+            let server = try await RunningUDPEcho.start()
+            defer { server.task.cancel() }
+            // The port is this world's own: no other test's connection goes there.
+            let port = server.listener.port!.rawValue
+            ClientEstablishment.routeFailuresForTesting.withLock { $0[port] = (ENETUNREACH, 1) }
+            defer { _ = ClientEstablishment.routeFailuresForTesting.withLock { $0.removeValue(forKey: port) } }
+            let connection = NetworkConnection(to: server.endpoint) { UDP() }
+            let states = connection.states
+            let observed = Task {
+                var seen: [NetworkConnectionState] = []
+                for await state in states { seen.append(state) }
+                return seen
+            }
+            #expect(try await udpEcho(Data("ping".utf8), on: connection, in: world)?.content == Data("ping".utf8))
+            connection.cancel()
+            let unreachable = NetworkConnectionState.waiting(.system(call: "connect(\(server.endpoint))", errno: ENETUNREACH))
+            #expect(await observed.value == [.setup, .preparing, unreachable, .preparing, .ready, .cancelled])
+        }
+    }
+
+    /// `newConnectionLimit` bounds the peers: a second peer is not served until the first
+    /// one's connection idles out and frees its place.
+    @Test(.timeLimit(.minutes(3))) func theListenerBoundsItsPeersAndIdleOnesFreeTheirPlace() async throws {
+        try await MemoryWorld.run { world in
+            // The first peer keeps its place by sending every 100 ms of virtual time, far within
+            // its idle timeout even when its task waits for a thread.
+            let server = try await RunningUDPEcho.start(UDP().inboundIdleTimeout(.seconds(10)), limit: 1)
+            defer { server.task.cancel() }
+            let first = NetworkConnection(to: server.endpoint) { UDP() }
+            defer { first.cancel() }
+            #expect(try await udpEcho(Data("first".utf8), on: first, in: world)?.content == Data("first".utf8))
+            // The first peer stays active (well within its idle timeout) until told to stop.
+            let keepAlive = Task {
+                while !Task.isCancelled {
+                    try await first.send(Data("still here".utf8))
+                    try await world.sleep(for: .milliseconds(100))
+                }
+            }
+
+            let second = NetworkConnection(to: server.endpoint) { UDP() }
+            defer { second.cancel() }
+            // Refused while the first peer holds the place (three tries a second apart).
+            #expect(try await udpEcho(Data("second".utf8), on: second, in: world, attempts: 3, interval: .seconds(1)) == nil)
+            // The first peer goes quiet and its connection idles out; the second is served on a later try.
+            keepAlive.cancel()
+            #expect(try await udpEcho(Data("second".utf8), on: second, in: world, attempts: 30, interval: .seconds(1))?.content == Data("second".utf8))
+        }
+    }
+
+    /// Only the peer's datagrams reach a client connection: another sender's, to the same
+    /// port, are dropped by the connection itself (in memory there is no connected socket to
+    /// filter them; `UDPLoopbackTests` has the kernel's side).
+    @Test(.timeLimit(.minutes(3))) func aClientIgnoresDatagramsFromOtherSenders() async throws {
+        try await MemoryWorld.run { world in
+            let server = try await RunningUDPEcho.start()
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { UDP() }
+            defer { connection.cancel() }
+            _ = try #require(await udpEcho(Data("hello".utf8), on: connection, in: world))
+            guard case .hostPort(_, let port) = try #require(connection.localEndpoint) else { throw NetworkError.internalError("no port") }
+            let target = SocketAddress(ip: "127.0.0.1", port: port.rawValue)!
+            let stranger = SocketAddress(ip: "127.0.0.1", port: world.port().rawValue)!
+            let network = world.network
+            try await world.loop.submit { context in
+                for _ in 0..<5 { network.send(Array("intruder".utf8), from: stranger, to: target, ecn: .notECT, context: context) }
+            }
+            // The intruders were sent first and the network keeps the order: they have all
+            // arrived before the echo of "peer", and none was delivered.
+            let reply = try #require(await udpEcho(Data("peer".utf8), on: connection, in: world))
+            #expect(reply.content == Data("peer".utf8))
+            #expect(reply.metadata.remoteEndpoint == server.endpoint)
+            #expect(try await udpEcho(Data("last".utf8), on: connection, in: world)?.content == Data("last".utf8))
+        }
+    }
+
+    /// IP options a UDP stack does not apply yet are refused, not dropped.
+    @Test(.timeLimit(.minutes(3))) func unappliedIPOptionsAreUnsupported() async throws {
+        try await MemoryWorld.run { world in
+            for stack in [UDP { IP().fragmentationEnabled(false) }, UDP { IP().hopLimit(9) }] {
+                let connection = NetworkConnection(to: world.nobody()) { stack }
+                await #expect(throws: NetworkError.self) { try await connection.send(Data([1])) }
+                guard case .failed(.unsupported) = connection.state else {
+                    Issue.record("state \(connection.state)")
+                    continue
+                }
+            }
+        }
+    }
+}
+
+/// `NetworkConnection { UDP() }` against `NetworkListener { UDP() }` over loopback, where the
+/// subject is the kernel's sockets: the largest datagram through them, thousands through their
+/// buffers and batches, SO_REUSEPORT across server loops, system-call counts, and a connected
+/// socket's filtering.
+@Suite struct UDPLoopbackTests {
+    /// The largest datagram UDP allows goes through the sockets whole, one byte more is a typed
+    /// error.
     @Test(.timeLimit(.minutes(3))) func aDatagramLargerThanUDPAllowsIsATypedError() async throws {
         let server = try await RunningUDPEcho.start()
         defer { server.task.cancel() }
@@ -164,8 +319,10 @@ private func firstReply(
         #expect(seen == total)
     }
 
-    @Test(.timeLimit(.minutes(3)), arguments: [1, 2]) func aListenerServesOneHundredPeers(serverLoops: Int) async throws {
-        let server = try await RunningUDPEcho.start(UDP().serverLoops(serverLoops))
+    /// Two server loops, each with its own socket on the port (SO_REUSEPORT): the kernel spreads
+    /// the peers over them.
+    @Test(.timeLimit(.minutes(3))) func aListenerOnTwoLoopsServesOneHundredPeers() async throws {
+        let server = try await RunningUDPEcho.start(UDP().serverLoops(2))
         defer { server.task.cancel() }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for peer in 0..<100 {
@@ -211,72 +368,8 @@ private func firstReply(
         #expect(sendCalls >= 1 && sendCalls <= 2)
     }
 
-    @Test(.timeLimit(.minutes(3))) func anIdleInboundConnectionCloses() async throws {
-        let ended = Locked<NetworkConnection<UDP>.State?>(nil)
-        let server = try await RunningUDPEcho.start(UDP().inboundIdleTimeout(.milliseconds(200))) { connection in
-            for await state in connection.states where state != .ready && state != .preparing {
-                ended.withLock { $0 = state }
-            }
-        }
-        defer { server.task.cancel() }
-        let connection = NetworkConnection(to: server.endpoint) { UDP() }
-        defer { connection.cancel() }
-        // Three tries, in case UDP drops one; the last resets the idle clock.
-        for _ in 0..<3 {
-            try await connection.send(Data("hello".utf8))
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        for _ in 0..<150 where ended.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(ended.withLock { $0 } == .failed(.idleTimeout))
-    }
-
-    /// With no route, a UDP connection waits and retries like every stack, then becomes ready.
-    @Test(.timeLimit(.minutes(3))) func noRouteWaitsThenConnects() async throws {
-        let server = try await RunningUDPEcho.start()
-        defer { server.task.cancel() }
-        let port = server.listener.port!.rawValue
-        ClientEstablishment.routeFailuresForTesting.withLock { $0[port] = (ENETUNREACH, 1) }
-        defer { _ = ClientEstablishment.routeFailuresForTesting.withLock { $0.removeValue(forKey: port) } }
-        let connection = NetworkConnection(to: server.endpoint) { UDP() }
-        let states = connection.states
-        let observed = Task {
-            var seen: [NetworkConnectionState] = []
-            for await state in states { seen.append(state) }
-            return seen
-        }
-        #expect(try await udpEcho(Data("ping".utf8), on: connection)?.content == Data("ping".utf8))
-        connection.cancel()
-        let unreachable = NetworkConnectionState.waiting(.system(call: "connect(\(server.endpoint))", errno: ENETUNREACH))
-        #expect(await observed.value == [.setup, .preparing, unreachable, .preparing, .ready, .cancelled])
-    }
-
-    /// `newConnectionLimit` bounds the peers: a second peer is not served until the first
-    /// one's connection idles out and frees its place.
-    @Test(.timeLimit(.minutes(3))) func theListenerBoundsItsPeersAndIdleOnesFreeTheirPlace() async throws {
-        let server = try await RunningUDPEcho.start(UDP().inboundIdleTimeout(.seconds(3)), limit: 1)
-        defer { server.task.cancel() }
-        let first = NetworkConnection(to: server.endpoint) { UDP() }
-        defer { first.cancel() }
-        #expect(try await udpEcho(Data("first".utf8), on: first)?.content == Data("first".utf8))
-        // The first peer stays active (well within its idle timeout) until told to stop.
-        let keepAlive = Task {
-            while !Task.isCancelled {
-                try await first.send(Data("still here".utf8))
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
-
-        let second = NetworkConnection(to: server.endpoint) { UDP() }
-        defer { second.cancel() }
-        // Refused while the first peer holds the place.
-        #expect(try await udpEcho(Data("second".utf8), on: second, attempts: 3, interval: .milliseconds(150)) == nil)
-        // The first peer goes quiet and its connection idles out; the second is served on a later try.
-        keepAlive.cancel()
-        #expect(try await udpEcho(Data("second".utf8), on: second, attempts: 20)?.content == Data("second".utf8))
-    }
-
     /// Only the peer's datagrams reach a client connection: another sender's, to the same
-    /// port, are not delivered.
+    /// port, are not delivered (the client's socket is connected to its peer).
     @Test(.timeLimit(.minutes(3))) func aClientIgnoresDatagramsFromOtherSenders() async throws {
         let server = try await RunningUDPEcho.start()
         defer { server.task.cancel() }
@@ -309,17 +402,5 @@ private func firstReply(
         while let late = try await receiveWithin(.milliseconds(50), on: connection) { received.append(late) }
         #expect(received.contains { $0.content == Data("peer".utf8) })
         #expect(received.allSatisfy { $0.content != Data("intruder".utf8) && $0.metadata.remoteEndpoint == server.endpoint })
-    }
-
-    /// IP options a UDP stack does not apply yet are refused, not dropped.
-    @Test func unappliedIPOptionsAreUnsupported() async throws {
-        for stack in [UDP { IP().fragmentationEnabled(false) }, UDP { IP().hopLimit(9) }] {
-            let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 9)) { stack }
-            await #expect(throws: NetworkError.self) { try await connection.send(Data([1])) }
-            guard case .failed(.unsupported) = connection.state else {
-                Issue.record("state \(connection.state)")
-                continue
-            }
-        }
     }
 }

@@ -5,23 +5,35 @@ import Foundation
 import BraidCore
 
 /// An in-memory IP network for the sockets of one virtual loop: a datagram sent to an address
-/// reaches the socket bound there (or bound to the wildcard on that port) after `delay`; one
-/// sent to an address nobody holds vanishes, as on a real network. With `NetworkEnvironment`,
-/// `NetworkConnection` and `NetworkListener` run on it unchanged: establishment, the drivers,
-/// the owners, the public calls, everything but the kernel.
+/// reaches the socket bound there (or bound to the wildcard on that port) after `delay`, none
+/// overtaking another; one sent to an address nobody holds vanishes, as on a real network.
+/// With `NetworkEnvironment`, `NetworkConnection` and `NetworkListener` run on it unchanged:
+/// establishment, the drivers, the owners, the public calls, everything but the kernel.
 final class MemoryNetwork: DatagramSocketFactory, Sendable {
     let loop: EventLoop
     let delay: Duration
-    private let state = Locked(State())
+    private let state: Locked<State>
 
     private struct State {
         var bound: [SocketAddress: MemorySocketBox] = [:]
-        var nextPort: UInt16 = 40000
+        var nextPort: UInt16
+        /// Datagrams on their way, in the order they were sent (which, with one delay for all,
+        /// is the order they are due), from `firstInFlight` on.
+        var inFlight: [InFlight] = []
+        var firstInFlight = 0
     }
 
-    init(loop: EventLoop, delay: Duration = .milliseconds(5)) {
+    private struct InFlight {
+        let due: MonotonicInstant
+        let bytes: [UInt8]
+        let metadata: DatagramMetadata
+    }
+
+    /// A network whose sockets bound to port 0 get ports from `firstPort` up.
+    init(loop: EventLoop, delay: Duration = .milliseconds(5), firstPort: UInt16 = 40000) {
         self.loop = loop
         self.delay = delay
+        state = Locked(State(nextPort: firstPort))
     }
 
     /// The environment that puts connections and listeners on this network and its loop.
@@ -61,8 +73,31 @@ final class MemoryNetwork: DatagramSocketFactory, Sendable {
 
     /// Carries one datagram; called on the loop by a sending socket.
     func send(_ bytes: [UInt8], from source: SocketAddress, to destination: SocketAddress, ecn: ECN, context: LoopContext) {
-        context.schedule(at: context.now + delay) { [self] context in
-            socket(at: destination)?.arrive(bytes, metadata: DatagramMetadata(remote: source, local: destination, ecn: ecn), context)
+        let due = context.now + delay
+        let metadata = DatagramMetadata(remote: source, local: destination, ecn: ecn)
+        state.withLock { $0.inFlight.append(InFlight(due: due, bytes: bytes, metadata: metadata)) }
+        context.schedule(at: due) { [self] context in deliverDue(context) }
+    }
+
+    /// Delivers the datagrams due by now in the order they were sent: the loop runs timers due
+    /// at the same instant in no set order, and datagrams on a link of one delay do not
+    /// overtake each other.
+    private func deliverDue(_ context: LoopContext) {
+        while let datagram = nextDue(by: context.now) {
+            socket(at: datagram.metadata.local)?.arrive(datagram.bytes, metadata: datagram.metadata, context)
+        }
+    }
+
+    private func nextDue(by now: MonotonicInstant) -> InFlight? {
+        state.withLock { state in
+            guard state.firstInFlight < state.inFlight.count, state.inFlight[state.firstInFlight].due <= now else { return nil }
+            let datagram = state.inFlight[state.firstInFlight]
+            state.firstInFlight += 1
+            if state.firstInFlight == state.inFlight.count || state.firstInFlight >= 4096 {
+                state.inFlight.removeFirst(state.firstInFlight)
+                state.firstInFlight = 0
+            }
+            return datagram
         }
     }
 }

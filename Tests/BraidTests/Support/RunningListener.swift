@@ -25,13 +25,14 @@ struct RunningListener {
     var endpoint: NWEndpoint { .hostPort(host: "127.0.0.1", port: listener.port!) }
 
     static func start(
-        alpn: [String] = ["echo"], configure: (QUIC) -> QUIC = { $0 },
+        alpn: [String] = ["echo"], configure: (QUIC) -> QUIC = { $0 }, connectionLimit: Int? = nil,
         handler: @escaping @Sendable (NetworkConnection<QUIC>) async throws -> Void = echo
     ) async throws -> RunningListener {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
             configure(QUIC(alpn: alpn).identity(
                 certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem")))
         }
+        if let connectionLimit { listener.newConnectionLimit = connectionLimit }
         let task = Task { try await listener.run(handler) }
         for await state in listener.states {
             if state == .ready { break }
