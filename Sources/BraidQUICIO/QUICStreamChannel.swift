@@ -21,10 +21,9 @@ package struct QUICStreamHandle: Sendable {
 /// it (through the stream's `QUICStreamInboxSink`, the one copy after decryption) and reaches
 /// the reader when the owner publishes it (`pull`), but its flow-control credit goes back only
 /// as the application consumes it, so a reader that stops reading still stops the peer at the
-/// stream's flow-control window. Queued sends are handed
-/// to the engine in 64 KiB pieces while it accepts them (`sendRoom`: the stream's bound, and
-/// the connection's, which no piece passes), so a large send waits for acknowledgements instead
-/// of growing memory.
+/// stream's flow-control window. Queued sends are handed to the engine in 64 KiB pieces while
+/// it accepts them (`sendRoom`: the stream's bound, and the connection's, which no piece
+/// passes), so a large send waits for acknowledgements instead of growing memory.
 package final class QUICStreamChannel {
     let id: Int64
     let locallyInitiated: Bool

@@ -19,7 +19,8 @@ public struct ListenerStatistics: Sendable, Hashable {
     /// Streams open (or finished but not yet read to the end) on all connections.
     public var streams: Int
     /// Stream and datagram bytes the connections' engines hold: sent and not yet acknowledged,
-    /// received and not yet read, datagrams waiting to go out.
+    /// received and not yet read (only HTTP/3's: other streams' received bytes wait in the
+    /// streams themselves), datagrams waiting to go out.
     public var bufferedBytes: Int
     /// New clients without a token are asked to prove their address with Retry now (`retry(true)`,
     /// or the listener turned it on by itself under load).

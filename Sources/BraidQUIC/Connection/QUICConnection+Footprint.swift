@@ -8,8 +8,9 @@ extension QUICConnection {
     package var streamCount: Int { streams.count }
 
     /// Bytes the engine holds for the application: stream bytes queued and not yet acknowledged,
-    /// stream bytes received and not yet read, and datagrams waiting to be sent. (ngtcp2's own
-    /// buffers, such as out-of-order stream data, are bounded by the windows we advertise.)
+    /// stream bytes received and not yet read (a stream with a sink holds none: they are in its
+    /// owner's memory), and datagrams waiting to be sent. (ngtcp2's own buffers, such as
+    /// out-of-order stream data, are bounded by the windows we advertise.)
     package var bufferedBytes: Int {
         var total = 0
         for stream in streams.values { total += stream.send.unacknowledged + stream.receive.buffered }
