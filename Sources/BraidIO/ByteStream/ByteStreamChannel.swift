@@ -443,8 +443,8 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         }
     }
 
-    /// Without a layer: writes the unwritten sends, gathered, until they are all out or the socket is full
-    /// (then waits for it to drain). Returns the socket's error, if it failed.
+    /// Without a layer: writes the unwritten sends, gathered, until they are all out or the
+    /// socket is full (then waits for it to drain). Returns the socket's error, if it failed.
     private func writeUnwritten(_ context: LoopContext) -> (any Error)? {
         guard let socket else { return nil }
         while unwrittenByteCount > 0 {
