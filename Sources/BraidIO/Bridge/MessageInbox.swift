@@ -28,7 +28,11 @@ package final class MessageInbox<Element: Sendable>: Sendable {
     /// Datagrams queued and not yet taken by a reader.
     package var count: Int { state.withLock { $0.queue.count } }
 
-    /// Loop: one datagram arrived.
+    /// Loop: one datagram arrived. Specialized here for the element types of the channels in
+    /// other modules (QUIC's `Data`, UDP's `ReceivedDatagram`): a generic call per datagram from
+    /// another module runs the unspecialized body, with its metadata lookups.
+    @_specialize(exported: true, where Element == Data)
+    @_specialize(exported: true, where Element == ReceivedDatagram)
     package func deliver(_ datagram: Element) {
         deliver(contentsOf: CollectionOfOne(datagram))
     }
@@ -49,6 +53,8 @@ package final class MessageInbox<Element: Sendable>: Sendable {
     }
 
     /// Loop: no more datagrams will arrive; readers get what is queued, then the end.
+    @_specialize(exported: true, where Element == Data)
+    @_specialize(exported: true, where Element == ReceivedDatagram)
     package func finish() {
         let readers = state.withLock { state -> [Completion<Void>] in
             state.finished = true
@@ -60,6 +66,8 @@ package final class MessageInbox<Element: Sendable>: Sendable {
 
     /// Everything queued, oldest first, waiting for at least one; empty once finished and
     /// drained. Throws `CancellationError` if the task is cancelled while it waits.
+    @_specialize(exported: true, where Element == Data)
+    @_specialize(exported: true, where Element == ReceivedDatagram)
     package func takeAll() async throws -> Deque<Element> {
         while true {
             let taken = state.withLock { state -> Deque<Element>? in
