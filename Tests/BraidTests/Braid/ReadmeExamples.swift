@@ -487,9 +487,12 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
         try await body(port)
     }
 
-    /// The first answer of `exchange`, retried briefly while the listener is still binding.
+    /// The first answer of `exchange`, retried while the listener is still binding.
+    /// The listener's task may take seconds to bind on a loaded machine (a full suite on two
+    /// cores), so the retries go on until a generous deadline, not for a count.
     private static func firstAnswer<T>(_ exchange: () async throws -> T) async throws -> T {
-        for _ in 0..<49 {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
             if let answer = try? await exchange() { return answer }
             try await Task.sleep(for: .milliseconds(20))
         }
