@@ -4,9 +4,10 @@ import Testing
 @testable import Braid
 import BraidCore
 
-/// `TLV` and `Coder` connections between a Braid client and a Braid listener over loopback,
-/// on TLS and on TCP: whole messages of many sizes both ways, concurrent senders and
-/// receivers, hostile lengths, messages that do not decode, and the stacks not implemented.
+/// `TLV` and `Coder` connections between a Braid client and a Braid listener, on TLS and on
+/// TCP, in memory (`MemoryWorld`'s byte streams): whole messages of many sizes both ways,
+/// concurrent senders and receivers, hostile lengths, messages that do not decode, and the
+/// stacks not implemented. Listeners take the world's own ports.
 @Suite struct FramerConnectionTests {
     enum Lower: String, CaseIterable, Sendable {
         case tls, tcp
@@ -32,21 +33,23 @@ import BraidCore
     /// sends them all before reading, so the echo's bytes arrive in whatever pieces TCP makes.
     @Test(.timeLimit(.minutes(3)), arguments: Lower.allCases)
     func messagesOfManySizesEchoWhole(_ lower: Lower) async throws {
-        let server = try await RunningFramedListener.start(lower.server, handler: echoMessages)
-        defer { server.task.cancel() }
-        let connection = NetworkConnection(to: server.endpoint) { lower.client }
-        defer { connection.cancel() }
-        let payloads = Self.sizes.enumerated().map { Data(pattern(seed: UInt64($0.offset), count: $0.element)) }
-        async let sent: Void = {
-            for (index, payload) in payloads.enumerated() { try await connection.send(payload, type: index * 1000) }
-        }()
-        for (index, payload) in payloads.enumerated() {
-            let (content, metadata) = try await connection.receive()
-            #expect(metadata.type == index * 1000)
-            #expect(content.count == payload.count)
-            #expect(content == payload)
+        try await MemoryWorld.run { world in
+            let server = try await RunningFramedListener.start(lower.server, port: world.port(), handler: echoMessages)
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { lower.client }
+            defer { connection.cancel() }
+            let payloads = Self.sizes.enumerated().map { Data(pattern(seed: UInt64($0.offset), count: $0.element)) }
+            async let sent: Void = {
+                for (index, payload) in payloads.enumerated() { try await connection.send(payload, type: index * 1000) }
+            }()
+            for (index, payload) in payloads.enumerated() {
+                let (content, metadata) = try await connection.receive()
+                #expect(metadata.type == index * 1000)
+                #expect(content.count == payload.count)
+                #expect(content == payload)
+            }
+            try await sent
         }
-        try await sent
     }
 
     /// A message of the concurrency test: its sequence number, then bytes its sender and
@@ -62,35 +65,37 @@ import BraidCore
     /// once.
     @Test(.timeLimit(.minutes(3)), arguments: Lower.allCases)
     func concurrentSendersAndReceiversGetWholeMessages(_ lower: Lower) async throws {
-        let server = try await RunningFramedListener.start(lower.server, handler: echoMessages)
-        defer { server.task.cancel() }
-        let connection = NetworkConnection(to: server.endpoint) { lower.client }
-        defer { connection.cancel() }
-        let senders = 8, perSender = 40, receivers = 4
-        let keys = try await withThrowingTaskGroup(of: [String].self) { group in
-            for sender in 0..<senders {
-                group.addTask {
-                    for sequence in 0..<perSender { try await connection.send(Self.payload(sender: sender, sequence: sequence), type: sender) }
-                    return []
-                }
-            }
-            for _ in 0..<receivers {
-                group.addTask {
-                    var keys: [String] = []
-                    for _ in 0..<(senders * perSender / receivers) {
-                        let (content, metadata) = try await connection.receive()
-                        let sequence = Int(content.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
-                        #expect(content == Self.payload(sender: Int(metadata.type), sequence: sequence))
-                        keys.append("\(metadata.type)/\(sequence)")
+        try await MemoryWorld.run { world in
+            let server = try await RunningFramedListener.start(lower.server, port: world.port(), handler: echoMessages)
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { lower.client }
+            defer { connection.cancel() }
+            let senders = 8, perSender = 40, receivers = 4
+            let keys = try await withThrowingTaskGroup(of: [String].self) { group in
+                for sender in 0..<senders {
+                    group.addTask {
+                        for sequence in 0..<perSender { try await connection.send(Self.payload(sender: sender, sequence: sequence), type: sender) }
+                        return []
                     }
-                    return keys
                 }
+                for _ in 0..<receivers {
+                    group.addTask {
+                        var keys: [String] = []
+                        for _ in 0..<(senders * perSender / receivers) {
+                            let (content, metadata) = try await connection.receive()
+                            let sequence = Int(content.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+                            #expect(content == Self.payload(sender: Int(metadata.type), sequence: sequence))
+                            keys.append("\(metadata.type)/\(sequence)")
+                        }
+                        return keys
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
             }
-            return try await group.reduce(into: []) { $0 += $1 }
+            let counts = Dictionary(keys.map { ($0, 1) }, uniquingKeysWith: +)
+            #expect(counts.count == senders * perSender)
+            #expect(counts.values.allSatisfy { $0 == 1 })
         }
-        let counts = Dictionary(keys.map { ($0, 1) }, uniquingKeysWith: +)
-        #expect(counts.count == senders * perSender)
-        #expect(counts.values.allSatisfy { $0 == 1 })
     }
 
     /// Receives cancelled while they wait, one feeding the decoder (waiting for bytes) and one
@@ -99,108 +104,118 @@ import BraidCore
     /// Types are `Int`s, as Apple's are: the whole 32-bit range of the wire's type field goes
     /// and comes back, and a type outside it throws without sending anything.
     @Test(.timeLimit(.minutes(3))) func typesOutsideTheWiresRangeAreRefusedAndNothingIsSent() async throws {
-        let server = try await RunningFramedListener.start(Lower.tcp.server, handler: echoMessages)
-        defer { server.task.cancel() }
-        let connection = NetworkConnection(to: server.endpoint) { Lower.tcp.client }
-        defer { connection.cancel() }
-        for type in [-1, Int(UInt32.max) + 1, Int.min] {
-            await #expect(throws: NetworkError.messageTypeOutOfRange(type: type)) {
-                try await connection.send(Data("refused".utf8), type: type)
+        try await MemoryWorld.run { world in
+            let server = try await RunningFramedListener.start(Lower.tcp.server, port: world.port(), handler: echoMessages)
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { Lower.tcp.client }
+            defer { connection.cancel() }
+            for type in [-1, Int(UInt32.max) + 1, Int.min] {
+                await #expect(throws: NetworkError.messageTypeOutOfRange(type: type)) {
+                    try await connection.send(Data("refused".utf8), type: type)
+                }
             }
+            try await connection.send(Data("largest".utf8), type: Int(UInt32.max))
+            let (content, metadata) = try await connection.receive()
+            #expect(content == Data("largest".utf8))
+            #expect(metadata.type == Int(UInt32.max))
         }
-        try await connection.send(Data("largest".utf8), type: Int(UInt32.max))
-        let (content, metadata) = try await connection.receive()
-        #expect(content == Data("largest".utf8))
-        #expect(metadata.type == Int(UInt32.max))
     }
 
     @Test(.timeLimit(.minutes(3))) func cancelledReceivesLoseNoMessage() async throws {
-        let server = try await RunningFramedListener.start(Lower.tcp.server, handler: echoMessages)
-        defer { server.task.cancel() }
-        let connection = NetworkConnection(to: server.endpoint) { Lower.tcp.client }
-        defer { connection.cancel() }
-        func expectCancelled(_ task: Task<(content: Data, metadata: TLV.Metadata), any Error>) async {
-            await #expect(throws: NetworkError.cancelled) { try await task.value }
-        }
+        try await MemoryWorld.run { world in
+            let server = try await RunningFramedListener.start(Lower.tcp.server, port: world.port(), handler: echoMessages)
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { Lower.tcp.client }
+            defer { connection.cancel() }
+            func expectCancelled(_ task: Task<(content: Data, metadata: TLV.Metadata), any Error>) async {
+                await #expect(throws: NetworkError.cancelled) { try await task.value }
+            }
 
-        // The first waits for bytes (feeding); the second queues behind it and is cancelled.
-        let feeding = Task { try await connection.receive() }
-        try await Task.sleep(for: .milliseconds(100))
-        let queued = Task { try await connection.receive() }
-        try await Task.sleep(for: .milliseconds(100))
-        queued.cancel()
-        await expectCancelled(queued)
-        try await connection.send(Data("one".utf8), type: 1)
-        #expect(try await feeding.value.content == Data("one".utf8))
+            // The first waits for bytes (feeding); the second queues behind it and is cancelled.
+            // (The pauses are the wall clock's: they let a task reach its receive, which virtual
+            // time does not measure.)
+            let feeding = Task { try await connection.receive() }
+            try await Task.sleep(for: .milliseconds(100))
+            let queued = Task { try await connection.receive() }
+            try await Task.sleep(for: .milliseconds(100))
+            queued.cancel()
+            await expectCancelled(queued)
+            try await connection.send(Data("one".utf8), type: 1)
+            #expect(try await feeding.value.content == Data("one".utf8))
 
-        // A feeding receive cancelled before any byte of the next message arrives.
-        let cancelledFeeding = Task { try await connection.receive() }
-        try await Task.sleep(for: .milliseconds(100))
-        cancelledFeeding.cancel()
-        await expectCancelled(cancelledFeeding)
-        for (index, text) in ["two", "three"].enumerated() { try await connection.send(Data(text.utf8), type: index + 2) }
-        for (index, text) in ["two", "three"].enumerated() {
-            let (content, metadata) = try await connection.receive()
-            #expect(content == Data(text.utf8))
-            #expect(metadata.type == UInt32(index + 2))
+            // A feeding receive cancelled before any byte of the next message arrives.
+            let cancelledFeeding = Task { try await connection.receive() }
+            try await Task.sleep(for: .milliseconds(100))
+            cancelledFeeding.cancel()
+            await expectCancelled(cancelledFeeding)
+            for (index, text) in ["two", "three"].enumerated() { try await connection.send(Data(text.utf8), type: index + 2) }
+            for (index, text) in ["two", "three"].enumerated() {
+                let (content, metadata) = try await connection.receive()
+                #expect(content == Data(text.utf8))
+                #expect(metadata.type == UInt32(index + 2))
+            }
         }
     }
 
     /// A raw TCP server announces a 4 GiB message: the TLV client's receive throws
     /// `messageTooLarge`, the connection fails with it, and the server sees it close.
     @Test(.timeLimit(.minutes(3))) func aHostileLengthFailsTheClientAndClosesTheConnection() async throws {
-        // What the server saw, awaited (within the time limit) rather than polled for a fixed
-        // time: under a full suite's load the server's task may run seconds later.
-        let (serverSaw, seen) = AsyncStream<String>.makeStream()
-        let server = try await RunningStreamListener.start(TCP(), handler: { connection in
-            try await connection.send(Data([0, 0, 0, 9, 0xFF, 0xFF, 0xFF, 0xFF]) + Data(repeating: 1, count: 100))
-            do {
-                let (content, metadata) = try await connection.receive(atLeast: 1, atMost: 1024)
-                seen.yield("\(content.count) bytes, end \(metadata.isEndOfStream)")
-            } catch {
-                seen.yield("\(error)")
+        try await MemoryWorld.run { world in
+            // What the server saw, awaited (within the time limit) rather than polled for a fixed
+            // time: under a full suite's load the server's task may run seconds later.
+            let (serverSaw, seen) = AsyncStream<String>.makeStream()
+            let server = try await RunningFramedListener.start(TCP(), port: world.port(), handler: { connection in
+                try await connection.send(Data([0, 0, 0, 9, 0xFF, 0xFF, 0xFF, 0xFF]) + Data(repeating: 1, count: 100))
+                do {
+                    let (content, metadata) = try await connection.receive(atLeast: 1, atMost: 1024)
+                    seen.yield("\(content.count) bytes, end \(metadata.isEndOfStream)")
+                } catch {
+                    seen.yield("\(error)")
+                }
+            })
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { TLV { TCP() } }
+            defer { connection.cancel() }
+            let expected = NetworkError.messageTooLarge(size: Int(UInt32.max), maximum: 16 << 20)
+            await #expect(throws: expected) { try await connection.receive() }
+            // Later receives keep saying why.
+            await #expect(throws: expected) { try await connection.receive() }
+            for await state in connection.states {
+                if case .failed = state { break }
             }
-        })
-        defer { server.task.cancel() }
-        let connection = NetworkConnection(to: server.endpoint) { TLV { TCP() } }
-        defer { connection.cancel() }
-        let expected = NetworkError.messageTooLarge(size: Int(UInt32.max), maximum: 16 << 20)
-        await #expect(throws: expected) { try await connection.receive() }
-        // Later receives keep saying why.
-        await #expect(throws: expected) { try await connection.receive() }
-        for await state in connection.states {
-            if case .failed = state { break }
+            #expect(connection.state == .failed(expected))
+            var iterator = serverSaw.makeAsyncIterator()
+            let saw = try #require(await iterator.next())
+            #expect(saw == "0 bytes, end true" || saw.contains("reset"))
         }
-        #expect(connection.state == .failed(expected))
-        var iterator = serverSaw.makeAsyncIterator()
-        let saw = try #require(await iterator.next())
-        #expect(saw == "0 bytes, end true" || saw.contains("reset"))
     }
 
     /// A raw TCP client sends a header one byte above the listener's configured maximum: the
     /// listener's receive throws `messageTooLarge` and the client sees the connection close.
     @Test(.timeLimit(.minutes(3))) func aHostileLengthFromARawClientIsRejectedByTheListener() async throws {
-        let serverError = Locked<(any Error)?>(nil)
-        let server = try await RunningFramedListener.start(TLV { TCP() }.maximumMessageSize(1024)) { connection in
-            do {
-                _ = try await connection.receive()
-            } catch {
-                serverError.withLock { $0 = error }
+        try await MemoryWorld.run { world in
+            let serverError = Locked<(any Error)?>(nil)
+            let server = try await RunningFramedListener.start(TLV { TCP() }.maximumMessageSize(1024), port: world.port()) { connection in
+                do {
+                    _ = try await connection.receive()
+                } catch {
+                    serverError.withLock { $0 = error }
+                }
             }
+            defer { server.task.cancel() }
+            let raw = NetworkConnection(to: server.endpoint) { TCP() }
+            defer { raw.cancel() }
+            try await raw.send(Data([0, 0, 0, 3, 0, 0, 4, 1]) + Data(repeating: 2, count: 10))
+            var ended = false
+            do {
+                ended = try await raw.receive(atLeast: 1, atMost: 1024).metadata.isEndOfStream
+            } catch NetworkError.connectionReset {
+                ended = true
+            }
+            #expect(ended)
+            let error = serverError.withLock { $0 } as? NetworkError
+            #expect(error == .messageTooLarge(size: 1025, maximum: 1024))
         }
-        defer { server.task.cancel() }
-        let raw = NetworkConnection(to: server.endpoint) { TCP() }
-        defer { raw.cancel() }
-        try await raw.send(Data([0, 0, 0, 3, 0, 0, 4, 1]) + Data(repeating: 2, count: 10))
-        var ended = false
-        do {
-            ended = try await raw.receive(atLeast: 1, atMost: 1024).metadata.isEndOfStream
-        } catch NetworkError.connectionReset {
-            ended = true
-        }
-        #expect(ended)
-        let error = serverError.withLock { $0 } as? NetworkError
-        #expect(error == .messageTooLarge(size: 1025, maximum: 1024))
     }
 
     enum GameMessage: Codable, Equatable, Sendable {
@@ -213,85 +228,93 @@ import BraidCore
     /// receive returns the good value (the connection stays usable).
     @Test(.timeLimit(.minutes(3)), arguments: Lower.allCases)
     func aMessageThatDoesNotDecodeIsATypedErrorAndTheConnectionGoesOn(_ lower: Lower) async throws {
-        let server = try await RunningFramedListener.start(lower.server) { connection in
-            _ = try await connection.receive()
-            try await connection.send(Data("not json".utf8), type: 0)
-            try await connection.send(try JSONEncoder().encode(GameMessage.move(row: 1, column: 2)), type: 0)
-            for try await _ in connection.messages {}
+        try await MemoryWorld.run { world in
+            let server = try await RunningFramedListener.start(lower.server, port: world.port()) { connection in
+                _ = try await connection.receive()
+                try await connection.send(Data("not json".utf8), type: 0)
+                try await connection.send(try JSONEncoder().encode(GameMessage.move(row: 1, column: 2)), type: 0)
+                for try await _ in connection.messages {}
+            }
+            defer { server.task.cancel() }
+            let connection: NetworkConnection<Coder<GameMessage, GameMessage, NetworkJSONCoder>>
+            switch lower {
+            case .tls: connection = NetworkConnection(to: server.endpoint) { Coder(GameMessage.self, using: .json) { testTLSClient() } }
+            case .tcp: connection = NetworkConnection(to: server.endpoint) { Coder(GameMessage.self, using: .json) { TCP() } }
+            }
+            defer { connection.cancel() }
+            try await connection.send(.selectedCharacter("🐨"))
+            do {
+                _ = try await connection.receive()
+                Issue.record("garbage decoded")
+            } catch NetworkError.messageDecodingFailed(let type, let reason) {
+                #expect(type.hasSuffix("GameMessage"))
+                #expect(!reason.isEmpty)
+            }
+            #expect(try await connection.receive().content == .move(row: 1, column: 2))
+            #expect(connection.state == .ready)
         }
-        defer { server.task.cancel() }
-        let connection: NetworkConnection<Coder<GameMessage, GameMessage, NetworkJSONCoder>>
-        switch lower {
-        case .tls: connection = NetworkConnection(to: server.endpoint) { Coder(GameMessage.self, using: .json) { testTLSClient() } }
-        case .tcp: connection = NetworkConnection(to: server.endpoint) { Coder(GameMessage.self, using: .json) { TCP() } }
-        }
-        defer { connection.cancel() }
-        try await connection.send(.selectedCharacter("🐨"))
-        do {
-            _ = try await connection.receive()
-            Issue.record("garbage decoded")
-        } catch NetworkError.messageDecodingFailed(let type, let reason) {
-            #expect(type.hasSuffix("GameMessage"))
-            #expect(!reason.isEmpty)
-        }
-        #expect(try await connection.receive().content == .move(row: 1, column: 2))
-        #expect(connection.state == .ready)
     }
 
     /// Apple's general form with different types each way, in property lists over TCP: the
     /// server's `Coder(receiving:sending:)` mirrors the client's `Coder(sending:receiving:)`.
     @Test(.timeLimit(.minutes(3))) func propertyListCoderWithDifferentTypesEachWay() async throws {
-        struct Request: Codable, Sendable { var numbers: [Int] }
-        struct Reply: Codable, Sendable, Equatable { var sum: Int; var count: Int }
-        let server = try await RunningFramedListener.start(
-            Coder(receiving: Request.self, sending: Reply.self, using: .propertyList) { TCP() }
-        ) { connection in
-            for try await (request, _) in connection.messages {
-                try await connection.send(Reply(sum: request.numbers.reduce(0, +), count: request.numbers.count))
+        try await MemoryWorld.run { world in
+            struct Request: Codable, Sendable { var numbers: [Int] }
+            struct Reply: Codable, Sendable, Equatable { var sum: Int; var count: Int }
+            let server = try await RunningFramedListener.start(
+                Coder(receiving: Request.self, sending: Reply.self, using: .propertyList) { TCP() }, port: world.port()
+            ) { connection in
+                for try await (request, _) in connection.messages {
+                    try await connection.send(Reply(sum: request.numbers.reduce(0, +), count: request.numbers.count))
+                }
             }
-        }
-        defer { server.task.cancel() }
-        let connection = NetworkConnection(to: server.endpoint) {
-            Coder(sending: Request.self, receiving: Reply.self, using: .propertyList) { TCP() }
-        }
-        defer { connection.cancel() }
-        for count in [0, 1, 1000, 100_000] {
-            try await connection.send(Request(numbers: Array(0..<count)))
-            let (reply, metadata) = try await connection.receive()
-            #expect(reply == Reply(sum: (0..<count).reduce(0, +), count: count))
-            #expect(metadata.type == CoderFraming.messageType)
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) {
+                Coder(sending: Request.self, receiving: Reply.self, using: .propertyList) { TCP() }
+            }
+            defer { connection.cancel() }
+            for count in [0, 1, 1000, 100_000] {
+                try await connection.send(Request(numbers: Array(0..<count)))
+                let (reply, metadata) = try await connection.receive()
+                #expect(reply == Reply(sum: (0..<count).reduce(0, +), count: count))
+                #expect(metadata.type == CoderFraming.messageType)
+            }
         }
     }
 
     /// `messages` ends when the peer closes between messages.
     @Test(.timeLimit(.minutes(3))) func messagesEndWhenThePeerCloses() async throws {
-        let server = try await RunningFramedListener.start(TLV { TCP() }) { connection in
-            for index in 0..<3 { try await connection.send(Data([UInt8(index)]), type: 5) }
+        try await MemoryWorld.run { world in
+            let server = try await RunningFramedListener.start(TLV { TCP() }, port: world.port()) { connection in
+                for index in 0..<3 { try await connection.send(Data([UInt8(index)]), type: 5) }
+            }
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { TLV { TCP() } }
+            defer { connection.cancel() }
+            var received: [Data] = []
+            for try await (content, metadata) in connection.messages {
+                #expect(metadata.type == 5)
+                received.append(content)
+            }
+            #expect(received == [Data([0]), Data([1]), Data([2])])
         }
-        defer { server.task.cancel() }
-        let connection = NetworkConnection(to: server.endpoint) { TLV { TCP() } }
-        defer { connection.cancel() }
-        var received: [Data] = []
-        for try await (content, metadata) in connection.messages {
-            #expect(metadata.type == 5)
-            received.append(content)
-        }
-        #expect(received == [Data([0]), Data([1]), Data([2])])
     }
 
     /// TLV over UDP is not implemented (TLV frames a byte stream; `Coder { UDP() }` sends one
     /// value per datagram): a connection and a listener fail with `unsupported`, saying so.
     @Test func tlvOverUDPIsUnsupported() async throws {
-        let what = "TLV over UDP (not implemented: TLV frames a byte stream, over TLS, TCP or a QUIC stream; "
-            + "for one message per datagram use Coder { UDP() }, or UDP() itself)"
-        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 9)) { TLV { UDP() } }
-        defer { connection.cancel() }
-        await #expect(throws: NetworkError.unsupported(what)) {
-            try await connection.send(Data("hello".utf8), type: 1)
-        }
-        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TLV { UDP { IP().version(.v4) } } }
-        await #expect(throws: NetworkError.unsupported(what + " (listener)")) {
-            try await listener.run { _ in }
+        try await MemoryWorld.run { world in
+            let what = "TLV over UDP (not implemented: TLV frames a byte stream, over TLS, TCP or a QUIC stream; "
+                + "for one message per datagram use Coder { UDP() }, or UDP() itself)"
+            let connection = NetworkConnection(to: world.nobody()) { TLV { UDP() } }
+            defer { connection.cancel() }
+            await #expect(throws: NetworkError.unsupported(what)) {
+                try await connection.send(Data("hello".utf8), type: 1)
+            }
+            let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: world.port())) { TLV { UDP { IP().version(.v4) } } }
+            await #expect(throws: NetworkError.unsupported(what + " (listener)")) {
+                try await listener.run { _ in }
+            }
         }
     }
 }

@@ -6,7 +6,7 @@ import Testing
 
 /// What `runHTTP3` keeps for each connection it accepts (its serving task, by channel, until
 /// the listener's task for that connection takes it) is taken by that task; once `runHTTP3`
-/// is cancelled, no connection is accepted that no task would take.
+/// is cancelled, no connection is accepted that no task would take. In memory (`MemoryWorld`).
 @Suite struct HTTP3ServingTaskTests {
     /// Lets a handler wait until the test opens it.
     private final class Gate: Sendable {
@@ -19,75 +19,68 @@ import Testing
         }
     }
 
-    /// Polls `condition` every 10 ms for up to 10 s.
-    private func eventually(_ condition: () -> Bool) async throws -> Bool {
-        for _ in 0..<1000 {
-            if condition() { return true }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        return condition()
-    }
-
     /// Once `runHTTP3` is cancelled (here while a request it took is held, so the shutdown
     /// lasts), new clients are refused at once as the server shutting down, so no connection
     /// is accepted that the listener runs no task for (such connections used to be served
     /// requests and then closed with QUIC code 0); the held request still completes.
     @Test(.timeLimit(.minutes(3))) func aShuttingDownListenerRefusesNewClients() async throws {
-        let gate = Gate()
-        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
-        }
-        // A grace period far beyond the test, so the shutdown lasts until the gate opens.
-        let task = Task {
-            try await listener.runHTTP3(shutdownGracePeriod: .seconds(600)) { _, _ in
-                try await gate.pass()
-                return (HTTPResponse(status: .ok), .empty)
+        try await MemoryWorld.run { world in
+            let gate = Gate()
+            let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+                QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
             }
-        }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
-        let port = try #require(listener.port)
-        let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: port)
-        let client = HTTP3Client(quic: testClient(alpn: ["h3"]))
-        let request = HTTPRequest(method: .get, scheme: "https", authority: "127.0.0.1:\(port.rawValue)", path: "/")
-        let inFlight = Task { try await client.data(for: request) }
-        let lateClient = HTTP3Client(quic: testClient(alpn: ["h3"]))
-        defer {
-            // Also on failure: the handler returns, the shutdown ends and `runHTTP3` with it.
+            // A grace period far beyond the test, so the shutdown lasts until the gate opens.
+            let task = Task {
+                try await listener.runHTTP3(shutdownGracePeriod: .seconds(600)) { _, _ in
+                    try await gate.pass()
+                    return (HTTPResponse(status: .ok), .empty)
+                }
+            }
+            for await state in listener.states {
+                if state == .ready { break }
+                if case .failed(let error) = state { throw error }
+            }
+            let port = try #require(listener.port)
+            let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: port)
+            let client = HTTP3Client(quic: testClient(alpn: ["h3"]))
+            let request = HTTPRequest(method: .get, scheme: "https", authority: "127.0.0.1:\(port.rawValue)", path: "/")
+            let inFlight = Task { try await client.data(for: request) }
+            let lateClient = HTTP3Client(quic: testClient(alpn: ["h3"]))
+            defer {
+                // Also on failure: the handler returns, the shutdown ends and `runHTTP3` with it.
+                gate.open()
+                client.close()
+                lateClient.close()
+            }
+            try #require(try await world.eventually { gate.entered == 1 }, "the request never reached its handler")
+            // The request's connection is taken by its task before the shutdown starts, so it
+            // keeps `runHTTP3` running through the shutdown.
+            try #require(try await world.eventually { listener.servingTaskCount == 0 }, "the listener's task never took the first connection's serving task")
+
+            task.cancel()
+            let refusal = NetworkError.serverBusy(endpoint: endpoint.description, reason: "server shutting down: not accepting new connections")
+            for _ in 0..<3 {
+                let late = NetworkConnection(to: endpoint) { testClient(alpn: ["h3"]) }
+                late.start()
+                var final: NetworkConnection<QUIC>.State?
+                for await state in late.states where state == .ready || state.isFinal {
+                    final = state
+                    break
+                }
+                await late.close()
+                #expect(final == .failed(refusal))
+            }
+            await #expect(throws: refusal) { _ = try await lateClient.data(for: request) }
+            // Nothing was kept for the refused clients, and the shutdown still waits for the held request.
+            #expect(listener.servingTaskCount == 0)
+            #expect(gate.entered == 1)
+            #expect((await listener.statistics?.refusedConnections ?? 0) >= 4)
+
             gate.open()
-            client.close()
-            lateClient.close()
+            let (_, response) = try await inFlight.value
+            #expect(response.status == .ok)
+            try await task.value
+            #expect(listener.servingTaskCount == nil)
         }
-        try #require(try await eventually { gate.entered == 1 }, "the request never reached its handler")
-        // The request's connection is taken by its task before the shutdown starts, so it
-        // keeps `runHTTP3` running through the shutdown.
-        try #require(try await eventually { listener.servingTaskCount == 0 }, "the listener's task never took the first connection's serving task")
-
-        task.cancel()
-        let refusal = NetworkError.serverBusy(endpoint: endpoint.description, reason: "server shutting down: not accepting new connections")
-        for _ in 0..<3 {
-            let late = NetworkConnection(to: endpoint) { testClient(alpn: ["h3"]) }
-            late.start()
-            var final: NetworkConnection<QUIC>.State?
-            for await state in late.states where state == .ready || state.isFinal {
-                final = state
-                break
-            }
-            await late.close()
-            #expect(final == .failed(refusal))
-        }
-        await #expect(throws: refusal) { _ = try await lateClient.data(for: request) }
-        // Nothing was kept for the refused clients, and the shutdown still waits for the held request.
-        #expect(listener.servingTaskCount == 0)
-        #expect(gate.entered == 1)
-        #expect((await listener.statistics?.refusedConnections ?? 0) >= 4)
-
-        gate.open()
-        let (_, response) = try await inFlight.value
-        #expect(response.status == .ok)
-        try await task.value
-        #expect(listener.servingTaskCount == nil)
     }
 }

@@ -12,6 +12,7 @@ import BraidCore
 final class MemoryNetwork: DatagramSocketFactory, Sendable {
     let loop: EventLoop
     let delay: Duration
+    private let lastPort: UInt16
     private let state: Locked<State>
 
     private struct State {
@@ -29,10 +30,12 @@ final class MemoryNetwork: DatagramSocketFactory, Sendable {
         let metadata: DatagramMetadata
     }
 
-    /// A network whose sockets bound to port 0 get ports from `firstPort` up.
-    init(loop: EventLoop, delay: Duration = .milliseconds(5), firstPort: UInt16 = 40000) {
+    /// A network whose sockets bound to port 0 get ports from `firstPort` up to `lastPort`
+    /// (then binding fails with EADDRNOTAVAIL).
+    init(loop: EventLoop, delay: Duration = .milliseconds(5), firstPort: UInt16 = 40000, lastPort: UInt16 = .max) {
         self.loop = loop
         self.delay = delay
+        self.lastPort = lastPort
         state = Locked(State(nextPort: firstPort))
     }
 
@@ -45,6 +48,7 @@ final class MemoryNetwork: DatagramSocketFactory, Sendable {
         try state.withLock { state in
             var local = address
             if local.port == 0 {
+                guard state.nextPort <= lastPort else { throw DatapathError.system("bind(\(local))", EADDRNOTAVAIL) }
                 local = local.withPort(state.nextPort)
                 state.nextPort += 1
             }

@@ -39,7 +39,7 @@ final class MemoryWorld: Sendable {
         let first = 1024 + block * Self.portsPerWorld
         reservedPorts = first + Self.automaticPorts
         loop = try EventLoop(virtualTimeStartingAt: MonotonicInstant(nanoseconds: 1_000_000_000))
-        network = MemoryNetwork(loop: loop, delay: delay, firstPort: first)
+        network = MemoryNetwork(loop: loop, delay: delay, firstPort: first, lastPort: reservedPorts - 1)
         streamNetwork = MemoryStreamNetwork(loop: loop)
         environment = NetworkEnvironment(loop: loop, sockets: network, streamSockets: streamNetwork)
     }

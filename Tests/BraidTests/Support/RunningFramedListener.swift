@@ -2,17 +2,17 @@ import Foundation
 
 @testable import Braid
 
-/// A listener of any stack (TLV, Coder, ...) on 127.0.0.1 with a system-chosen port, running
-/// `handler` in a task.
+/// A listener of any stack (TLV, Coder, ...) on 127.0.0.1 with `port` (by default one the
+/// system chooses), running `handler` in a task.
 struct RunningFramedListener<P: NetworkProtocol> {
     let listener: NetworkListener<P>
     let task: Task<Void, any Error>
     var endpoint: NWEndpoint { .hostPort(host: "127.0.0.1", port: listener.port!) }
 
     static func start(
-        _ stack: P, handler: @escaping @Sendable (NetworkConnection<P>) async throws -> Void
+        _ stack: P, port: NWEndpoint.Port = .any, handler: @escaping @Sendable (NetworkConnection<P>) async throws -> Void
     ) async throws -> RunningFramedListener {
-        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any), using: NetworkParameters(stack: stack))
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: port), using: NetworkParameters(stack: stack))
         let task = Task { try await listener.run(handler) }
         for await state in listener.states {
             if state == .ready { break }
