@@ -44,15 +44,25 @@ final class MemoryWorld: Sendable {
         environment = NetworkEnvironment(loop: loop, sockets: network, streamSockets: streamNetwork)
     }
 
-    /// Runs `body` in a new world (`run`), then shuts the world's loop down.
+    /// Runs `body` in a new world (`run`), then shuts the world's loop down. Worlds take turns,
+    /// one per core at a time; a test waiting for its turn holds no thread.
     static func run<T: Sendable>(
         delay: Duration = .milliseconds(5), limit: Duration = .seconds(120),
         _ body: @escaping @Sendable (MemoryWorld) async throws -> T
     ) async throws -> T {
+        await turns.acquire()
+        defer { turns.release() }
         let world = try MemoryWorld(delay: delay)
         defer { world.loop.shutdown() }
         return try await world.run(limit: limit) { try await body(world) }
     }
+
+    /// A world's loop runs on Swift's cooperative pool (one thread per core), in the task that
+    /// drives it: the engines' work for every connection of the world, besides the clock's
+    /// steps. Dozens of worlds at once, as the parallel suite starts them, filled the pool and
+    /// held back every other test's tasks (the full suite took a third longer); one per core
+    /// at a time, each moves its clock at full pace.
+    private static let turns = Turns(ProcessInfo.processInfo.activeProcessorCount)
 
     /// Runs `body` with this world as the `NetworkEnvironment`, moving virtual time until it
     /// returns; fails with `VirtualTimeLimit` if it has not after `limit` of virtual time.
@@ -141,5 +151,42 @@ private final class LoopSleep: Sendable {
             return continuation
         }
         continuation?.resume(with: result)
+    }
+}
+
+/// A counting semaphore whose waiters suspend (none blocks a thread).
+private final class Turns: Sendable {
+    private struct State {
+        var free: Int
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state: Locked<State>
+
+    init(_ count: Int) { state = Locked(State(free: max(count, 1))) }
+
+    func acquire() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state in
+                guard state.free > 0 else {
+                    state.waiting.append(continuation)
+                    return false
+                }
+                state.free -= 1
+                return true
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.waiting.isEmpty else {
+                state.free += 1
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
     }
 }
