@@ -5,7 +5,7 @@ server's resident memory (RSS) and on what legitimate clients see. Run it with
 tools/run-hostile-suite.sh, which builds what it needs; the short form runs in the test suite
 (HostilePeerTests, ServerLimitsTests, ViolationTests), on the listener's live counters.
 
-Scenarios (issue 18's targets):
+Scenarios (the hostile-peer targets):
 
 flood       decryptable Initials (one real ClientHello, a fresh connection ID each) at --rate
             per second for --seconds: the server's RSS stays under 256 MiB, an echo client run

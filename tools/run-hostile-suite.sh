@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The hostile-peer suite's long form (issue 18): installs what is missing, builds the release
+# The hostile-peer suite's long form: installs what is missing, builds the release
 # `braid` tool and runs tools/hostile_suite.py against `braid serve` (floods, abandoned
 # handshakes, starving clients, a killed client), each bound checked on the server's RSS.
 # Arguments are passed on (e.g. --only flood --rate 20000 --seconds 5). About two minutes.

@@ -2,7 +2,7 @@ import Foundation
 
 /// The run's results as the targets summary, JSON and an HTML page of SVG charts.
 enum Report {
-    /// The issue's targets, each with the measured ratio (or why it has none).
+    /// The project's performance targets, each with the measured ratio (or why it has none).
     static func targets(_ results: Results) -> [(target: String, measured: String, met: Bool?)] {
         func value(_ scenario: String, _ config: String, _ metric: String) -> Double? { results.value(scenario, config, metric) }
         func check(_ target: String, _ ratio: Double?, _ limit: Double, atMost: Bool) -> (String, String, Bool?) {
@@ -16,7 +16,7 @@ enum Report {
         }
         let quicGoodput = value("throughput", "quic 1 stream", "goodput median")
         let ngtcp2Goodput = value("throughput", "ngtcp2 examples (gnutls), 1 stream", "goodput median")
-        // Issue 17's targets for QUIC.
+        // QUIC's targets.
         var rows = [check("QUIC bulk goodput, 1 stream >= 2x ngtcp2's example pair", ratio(quicGoodput, ngtcp2Goodput), 2, atMost: false)]
         rows.append(check(
             "QUIC goodput, 64 streams >= 0.9x 1 stream",
@@ -51,7 +51,7 @@ enum Report {
             let kibibytes = ["1000", "200"].lazy.compactMap { value("establishment", "braid quic \($0) connections", "\(side) memory per connection") }.first
             rows.append(checkKiB("QUIC idle connection, \(side) <= 32 KiB (resident memory)", kibibytes, 32))
         }
-        // Issue 14: Braid TLS and TCP over the public API against the raw loops.
+        // Braid TLS and TCP over the public API against the raw loops.
         let rawTLS = "raw tcp+tls1.3 (gnutls)"
         rows.append(check(
             "Braid TLS CPU per byte (both ends) <= 1.15x raw TCP+TLS",
@@ -69,7 +69,7 @@ enum Report {
             "Braid TLS new connections per second >= 0.9x raw TCP+TLS",
             ratio(value("establishment", "braid tls 1000 connections", "new connections per second"),
                 value("establishment", "raw tcp+tls1.3 1000 connections", "new connections per second")), 0.9, atMost: false))
-        // Issue 15: plain UDP over the public API (rows in `cpu`).
+        // Plain UDP over the public API (rows in `cpu`).
         // Both paced at the same rate, which both receivers keep up with. Unpaced, Braid's
         // sender outruns its receiver (0.6 ns per byte sent against about 1.8 received), whose
         // socket drops most of the flood; its CPU per received byte then measures the overload,
@@ -77,12 +77,12 @@ enum Report {
         rows.append(check(
             "Braid UDP() with batch: CPU per byte (both ends) <= 0.5x raw one-datagram-per-call UDP (both paced at 1 Gbit/s)",
             ratio(value("cpu", CPUCost.pacedBraid, "cpu per byte, total"), value("cpu", CPUCost.pacedRaw, "cpu per byte, total")), 0.5, atMost: true))
-        // Issue 15: the message framers (rows in `throughput`).
+        // The message framers (rows in `throughput`).
         rows.append(check(
             "TLV over TLS, 1 KiB messages: goodput >= 0.85x raw TCP+TLS moving the same bytes",
             ratio(value("throughput", FramerRows.configTLV(1024), "goodput median"), value("throughput", FramerRows.configRaw(1024), "goodput median")),
             0.85, atMost: false))
-        // The issue's words are "the framing adds at most 10%": measured without a transport
+        // The target is "the framing adds at most 10%": measured without a transport
         // (both in this process), and, for what a user pays end to end, over TLS (two
         // processes, TLS and loopback TCP included) against the same in-process JSON.
         rows.append(check(
@@ -93,7 +93,7 @@ enum Report {
             "Coder JSON over TLS: CPU per message (both ends) <= 1.1x JSONEncoder+JSONDecoder alone (in-process)",
             ratio(value("throughput", FramerRows.configCoder, "cpu per message, total"), value("throughput", FramerRows.configJSON, "cpu per message, total")),
             1.1, atMost: true))
-        // Issue 19: HTTP/3 (rows in `throughput`).
+        // HTTP/3 (rows in `throughput`).
         rows.append(check(
             "HTTP/3 download goodput >= 1.5x ngtcp2's example pair (HTTP/3 both sides)",
             ratio(value("throughput", "braid http/3 download", "goodput median"), ngtcp2Goodput), 1.5, atMost: false))

@@ -39,7 +39,7 @@ struct FramedTransfer {
     }
 }
 
-/// Issue 15's framer rows, in the `throughput` scenario: TLV over TLS with 100 B and 1 KiB
+/// The framer rows, in the `throughput` scenario: TLV over TLS with 100 B and 1 KiB
 /// values beside the raw GnuTLS loop moving the same number of value bytes (64 KiB writes),
 /// and Coder JSON (`BenchMove`) beside JSONEncoder/JSONDecoder alone on the same values,
 /// in this process.

@@ -4,7 +4,7 @@
 # way the `cpu`, `throughput` and `establishment` scenarios do. The builds take turns round by
 # round (A B, then B A, ...: this shared machine's speed drifts by up to half between runs; only
 # interleaved rounds compare), and each round also runs the raw GnuTLS pair (with A's binary) so
-# the ratios to raw that issue 14 targets come from the same minute.
+# the ratios to raw that the targets name come from the same minute.
 #
 #   swift build -c release --product benchmarks && cp .build/release/benchmarks /tmp/A
 #   ... change, rebuild, cp .build/release/benchmarks /tmp/B
