@@ -147,6 +147,23 @@ import BraidCore
         #expect(calls.load(ordering: .relaxed) == 1)
     }
 
+    /// A peer that streams without end cannot make `receiveMessage` gather without bound: past
+    /// 16 MiB it completes with `.posix(.EMSGSIZE)`.
+    @Test func receiveMessageOnAStreamIsBounded() async throws {
+        let flood = try await RunningStreamListener.start(TCP(), handler: { connection in
+            let chunk = Data(repeating: 0x41, count: 1 << 20)
+            for _ in 0..<20 { try await connection.send(chunk) }
+            for await state in connection.states where state.isFinal { break }
+        })
+        defer { flood.task.cancel() }
+        let connection = NWConnection(to: flood.endpoint, using: .tcp)
+        defer { connection.cancel() }
+        connection.start(queue: DispatchQueue(label: "client"))
+        let (content, _, error) = await connection.receiveMessageAsync()
+        #expect(content == nil)
+        #expect(error == .posix(.EMSGSIZE))
+    }
+
     @Test func aSendBeforeStartCompletesOnceWhenCancelled() async throws {
         let connection = NWConnection(host: "127.0.0.1", port: 9, using: .tcp)
         let calls = Atomic(0)
