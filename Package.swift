@@ -43,6 +43,9 @@ let package = Package(
         // The sans-IO TLS engine (GnuTLS over memory buffers, for TLS over TCP) and the GnuTLS
         // pieces both engines share: credentials, certificate checks, ALPN, anti-replay.
         .target(name: "BraidTLS", dependencies: ["BraidCore", "CBraid"], path: "Sources/BraidTLS"),
+        // Apple's Security names (SecTrust, SecCertificate, SecKey, sec_trust_t) over GnuTLS:
+        // what TLS verify blocks and certificate pinning code are written against.
+        .target(name: "BraidSecurity", dependencies: ["BraidCore", "CBraid"], path: "Sources/BraidSecurity"),
         // The sans-IO QUIC engine: no sockets, no clock reads, no threads.
         .target(
             name: "BraidQUIC",
@@ -104,7 +107,7 @@ let package = Package(
         ),
         // TLS on the datapath: the TLS engine as a layer a byte-stream channel runs over its
         // socket.
-        .target(name: "BraidTLSIO", dependencies: ["BraidIO", "BraidTLS"], path: "Sources/BraidTLSIO"),
+        .target(name: "BraidTLSIO", dependencies: ["BraidCore", "BraidIO", "BraidTLS"], path: "Sources/BraidTLSIO"),
         // The public API: Network.framework's names (NetworkConnection, QUIC, NetworkListener).
         .target(
             name: "Braid",
@@ -118,6 +121,7 @@ let package = Package(
                 "BraidTLSIO",
                 "BraidHTTP3",
                 "BraidFramers",
+                "BraidSecurity",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -152,7 +156,7 @@ let package = Package(
             name: "BraidTests",
             dependencies: [
                 "Braid", "BraidCore", "BraidQUIC", "BraidTLS", "BraidIO", "BraidQUICIO", "BraidHTTP3IO", "BraidTLSIO", "BraidPerf",
-                "BraidFramers", "BraidHTTP3", "CBraid", "CBraidUDP",
+                "BraidFramers", "BraidHTTP3", "BraidSecurity", "CBraid", "CBraidUDP",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Tests/BraidTests",

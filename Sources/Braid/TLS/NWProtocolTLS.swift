@@ -1,4 +1,5 @@
 import BraidCore
+import Dispatch
 
 /// TLS in the classic API's stacks: `NWProtocolTLS.Options`, whose `securityProtocolOptions`
 /// the `sec_protocol_options_*` functions configure.
@@ -36,6 +37,7 @@ public enum NWProtocolTLS {
                 .maximumVersion(values.maximumVersion)
             if let name = values.serverName { tls = tls.serverName(name) }
             if let roots = values.trustRoots { tls = tls.trust(roots) }
+            if let verify = values.verifyBlock { tls = tls.verified(by: TLSPeerVerifier.calling(verify.block, on: verify.queue)) }
             return tls
         }
     }
@@ -52,6 +54,8 @@ public final class sec_protocol_options: Sendable {
         /// The authorities the server's certificate must lead to (nil: the system store).
         /// Not Apple's API: tests set it; applications will set trust with a verify block.
         var trustRoots: TLS.TrustRoots?
+        /// `sec_protocol_options_set_verify_block`'s block and its queue.
+        var verifyBlock: (block: sec_protocol_verify_t, queue: DispatchQueue)?
     }
     private let storage = Locked(Values())
 

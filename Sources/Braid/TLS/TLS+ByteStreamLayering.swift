@@ -17,6 +17,7 @@ extension TLS: ByteStreamLayering {
         let ticket = sessionCache?.takeTLS(key)
         let engine = try TLSConnection.client(context: try TLSClientContexts.context(for: self), serverName: serverName, resumption: ticket)
         let layer = TLSLayer(engine, earlyData: earlyDataEnabled && (ticket?.maxEarlyDataSize ?? 0) > 0)
+        layer.peerJudge = peerVerifier?.judge
         if let cache = sessionCache {
             layer.ticketReceived = { ticket in cache.storeTLS(ticket, for: key) }
         }

@@ -9,6 +9,13 @@ extension TLSProtocolVersion {
         case .TLSv13: .v1_3
         }
     }
+
+    init(_ engineVersion: TLSVersion) {
+        switch engineVersion {
+        case .v1_2: self = .TLSv12
+        case .v1_3: self = .TLSv13
+        }
+    }
 }
 
 extension TLS {
@@ -29,6 +36,7 @@ extension TLS {
         configuration.minimumVersion = minimumVersion.engineVersion
         configuration.maximumVersion = maximumVersion.engineVersion
         configuration.sessionTicketsEnabled = ticketsEnabled
+        configuration.callerVerifiesPeer = peerVerifier != nil
         return configuration
     }
 

@@ -51,6 +51,9 @@ public struct TLS: NetworkProtocol {
     /// How the peer's certificate is checked (default: the system store, chain and name
     /// checks, no pins).
     package private(set) var verification = TLSCertificateVerification()
+    /// The application's own check of the server, replacing `verification` (a classic verify
+    /// block); nil: Braid's checks.
+    private(set) var peerVerifier: TLSPeerVerifier?
     /// The name sent in SNI and required in the certificate; nil uses the endpoint's host.
     public private(set) var serverName: String?
     /// The PEM certificate chain (leaf first) this side presents; required on a listener.
@@ -110,6 +113,9 @@ public struct TLS: NetworkProtocol {
     /// Skips certificate chain and name checks. Anyone on the path can then impersonate the
     /// server; only for tests against throwaway certificates. Pins are still enforced.
     public func insecureAcceptAnyCertificate() -> TLS { with { $0.verification.insecureSkipChainAndHostnameVerification = true } }
+
+    /// The server is judged by `verifier` instead of Braid's checks.
+    func verified(by verifier: TLSPeerVerifier) -> TLS { with { $0.peerVerifier = verifier } }
 
     /// The name sent as SNI and required in the certificate, when it differs from the host.
     public func serverName(_ name: String) -> TLS { with { $0.serverName = name } }

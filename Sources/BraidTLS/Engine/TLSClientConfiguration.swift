@@ -21,6 +21,10 @@ public struct TLSClientConfiguration: Sendable, Hashable {
     public var maximumVersion: TLSVersion = .v1_3
     /// Accept session tickets so later connections can resume (`TLSEvent.sessionTicket`).
     public var sessionTicketsEnabled = true
+    /// The caller judges the server's certificate instead of `verification`: a full handshake
+    /// stops at `TLSEvent.peerAwaitingVerdict` until `acceptPeer()` or `rejectPeer()`, and no
+    /// application data moves before (a resumed session was judged when it was first made).
+    public var callerVerifiesPeer = false
 
     public init(alpn: [String] = []) { self.alpn = alpn }
 }

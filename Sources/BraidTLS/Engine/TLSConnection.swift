@@ -58,12 +58,16 @@ public final class TLSConnection {
         /// Client before its first `process`: `sendEarlyData` is still possible.
         case notStarted
         case handshaking
+        /// Handshake done, waiting for the caller's verdict on the peer (`callerVerifiesPeer`).
+        case awaitingVerdict
         case established
         case failed(TLSError)
     }
     var state: State
     /// The transport ended (`endOfInput`): the pull function reports EOF instead of "try again".
     var inputEnded = false
+    /// The caller accepted the peer: the next `process` reports `.handshakeCompleted`.
+    var announcesCompletion = false
     /// Our own certificate check failed (set inside GnuTLS's verify callback).
     var certificateProblem: CertificateProblem?
     /// Server: the ALPN list from the client's hello, for `alpnMismatch` (nil: it sent none).

@@ -906,6 +906,51 @@ func docExample_NWProtocolTLSMetadata(_ connection: NWConnection) {
     }
 }
 
+/// Sources/Braid/TLS/sec_protocol_options+VerifyBlock.swift
+func docExample_sec_protocol_options_set_verify_block() -> NWProtocolTLS.Options {
+    let tls = NWProtocolTLS.Options()
+    sec_protocol_options_set_verify_block(tls.securityProtocolOptions, { metadata, trust, complete in
+        let trust = sec_trust_copy_ref(trust).takeRetainedValue()
+        var error: CFError?
+        complete(SecTrustEvaluateWithError(trust, &error))
+    }, DispatchQueue(label: "verify"))
+    return tls
+}
+
+// MARK: Security
+
+/// Sources/BraidSecurity/SecCertificate.swift
+func docExample_SecCertificate() throws {
+    let der = try Data(contentsOf: URL(fileURLWithPath: "server.der"))
+    if let certificate = SecCertificateCreateWithData(nil, der as CFData) {
+        print(SecCertificateCopySubjectSummary(certificate) ?? "no name")
+    }
+}
+
+/// Sources/BraidSecurity/SecKey.swift
+func docExample_SecKey(_ certificate: SecCertificate) {
+    if let key = SecCertificateCopyKey(certificate),
+       let bytes = SecKeyCopyExternalRepresentation(key, nil) as Data? {
+        print("key of \(bytes.count) bytes")
+    }
+}
+
+/// Sources/BraidSecurity/SecPolicy.swift
+func docExample_SecPolicy() -> SecPolicy {
+    let policy = SecPolicyCreateSSL(true, "example.com" as CFString)
+    return policy
+}
+
+/// Sources/BraidSecurity/SecTrust.swift
+func docExample_SecTrust(_ trust: SecTrust) {
+    var error: CFError?
+    if SecTrustEvaluateWithError(trust, &error) {
+        print("trusted")
+    } else {
+        print("not trusted: \(error.map { String(describing: $0) } ?? "")")
+    }
+}
+
 /// Sources/Braid/Classic/NWConnection.swift (metadata)
 func docExample_NWConnection_metadata(_ connection: NWConnection) -> NWProtocolTLS.Metadata? {
     let tls = connection.metadata(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata
