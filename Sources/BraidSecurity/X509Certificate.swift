@@ -33,8 +33,8 @@ final class X509Certificate {
 
     deinit { gnutls_x509_crt_deinit(handle) }
 
-    /// The DER encoding.
-    var der: [UInt8]? {
+    /// The DER encoding of a certificate GnuTLS holds.
+    static func der(of handle: gnutls_x509_crt_t) -> [UInt8]? {
         var datum = gnutls_datum_t()
         guard gnutls_x509_crt_export2(handle, GNUTLS_X509_FMT_DER, &datum) == 0, let bytes = datum.data else { return nil }
         defer { braid_gnutls_free(bytes) }

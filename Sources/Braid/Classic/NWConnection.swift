@@ -240,6 +240,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
             return queue
         }
         guard let queue else { return }
+        ClassicFailureLog.record(state, of: "NWConnection to \(endpoint)")
         queue.async { self.handlers.withLock { $0.state }?(mapped) }
     }
 

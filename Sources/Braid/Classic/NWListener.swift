@@ -138,6 +138,7 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         let watcher = Task { [weak self] in
             for await state in listener.states {
                 if state == .ready { self?.shared.withLock { $0.port = listener.port } }
+                ClassicFailureLog.record(state, of: "NWListener")
                 self?.update(State(state))
             }
         }
@@ -153,7 +154,9 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
                 for await state in connection.states where state.isFinal { break }
             }
         } catch {
-            update(.failed(NWError(NetworkError(error))))
+            let failure = NetworkError(error)
+            ClassicFailureLog.record(.failed(failure), of: "NWListener")
+            update(.failed(NWError(failure)))
         }
         await watcher.value
     }

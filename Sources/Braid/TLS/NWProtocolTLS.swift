@@ -1,4 +1,6 @@
 import BraidCore
+import BraidSecurity
+import BraidTLS
 import Dispatch
 
 /// TLS in the classic API's stacks: `NWProtocolTLS.Options`, whose `securityProtocolOptions`
@@ -37,6 +39,9 @@ public enum NWProtocolTLS {
                 .maximumVersion(values.maximumVersion)
             if let name = values.serverName { tls = tls.serverName(name) }
             if let roots = values.trustRoots { tls = tls.trust(roots) }
+            if let identity = values.localIdentity {
+                tls = tls.identity(TLSIdentityMaterial(certificates: identity.presentedChain, privateKey: identity.identity.privateKey))
+            }
             if let verify = values.verifyBlock { tls = tls.verified(by: TLSPeerVerifier.calling(verify.block, on: verify.queue)) }
             return tls
         }
@@ -54,6 +59,8 @@ public final class sec_protocol_options: Sendable {
         /// The authorities the server's certificate must lead to (nil: the system store).
         /// Not Apple's API: tests set it; applications will set trust with a verify block.
         var trustRoots: TLS.TrustRoots?
+        /// What this end presents (`sec_protocol_options_set_local_identity`).
+        var localIdentity: sec_identity_t?
         /// `sec_protocol_options_set_verify_block`'s block and its queue.
         var verifyBlock: (block: sec_protocol_verify_t, queue: DispatchQueue)?
     }
@@ -91,6 +98,20 @@ public func sec_protocol_options_set_max_tls_protocol_version(_ options: sec_pro
 public func sec_protocol_options_add_tls_application_protocol(_ options: sec_protocol_options_t, _ applicationProtocol: UnsafePointer<CChar>) {
     let name = String(cString: applicationProtocol)
     options.update { $0.applicationProtocols.append(name) }
+}
+
+/// The certificate and key this end presents: a listener's (required there), or a client's
+/// when the server asks for one. On Linux an identity comes from `SecPKCS12Import`.
+///
+/// ```swift
+/// func serverOptions(identity: SecIdentity) -> NWProtocolTLS.Options {
+///     let tls = NWProtocolTLS.Options()
+///     sec_protocol_options_set_local_identity(tls.securityProtocolOptions, sec_identity_create(identity)!)
+///     return tls
+/// }
+/// ```
+public func sec_protocol_options_set_local_identity(_ options: sec_protocol_options_t, _ identity: sec_identity_t) {
+    options.update { $0.localIdentity = identity }
 }
 
 /// The name sent in SNI and checked against the server's certificate (default: the host

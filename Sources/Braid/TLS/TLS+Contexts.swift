@@ -33,6 +33,7 @@ extension TLS {
         }
         configuration.certificateChainFile = certificateChainFile
         configuration.privateKeyFile = privateKeyFile
+        configuration.identityMaterial = identityMaterial
         configuration.minimumVersion = minimumVersion.engineVersion
         configuration.maximumVersion = maximumVersion.engineVersion
         configuration.sessionTicketsEnabled = ticketsEnabled
@@ -43,11 +44,15 @@ extension TLS {
     /// The engine configuration of a listener over this stack.
     func serverConfiguration() throws -> TLSServerConfiguration {
         try validateVersions()
-        guard let certificateChainFile, let privateKeyFile else {
+        var configuration: TLSServerConfiguration
+        if let identityMaterial {
+            configuration = TLSServerConfiguration(alpn: alpn, identity: identityMaterial)
+        } else if let certificateChainFile, let privateKeyFile {
+            configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
+        } else {
             throw NetworkError.invalidConfiguration(
-                "a TLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:)")
+                "a TLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:) (classic API: sec_protocol_options_set_local_identity)")
         }
-        var configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
         switch peerAuthentication {
         case .none: configuration.peerAuthentication = .none
         case .optional: configuration.peerAuthentication = .optional

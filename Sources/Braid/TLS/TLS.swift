@@ -60,6 +60,8 @@ public struct TLS: NetworkProtocol {
     public private(set) var certificateChainFile: String?
     /// The PEM private key of `certificateChainFile`'s leaf certificate.
     public private(set) var privateKeyFile: String?
+    /// A chain and key in memory (a classic local identity), presented instead of the files.
+    private(set) var identityMaterial: TLSIdentityMaterial?
     /// The oldest version negotiated (default TLS 1.2).
     public private(set) var minimumVersion: TLSProtocolVersion = .TLSv12
     /// The newest version negotiated (default TLS 1.3).
@@ -113,6 +115,9 @@ public struct TLS: NetworkProtocol {
     /// Skips certificate chain and name checks. Anyone on the path can then impersonate the
     /// server; only for tests against throwaway certificates. Pins are still enforced.
     public func insecureAcceptAnyCertificate() -> TLS { with { $0.verification.insecureSkipChainAndHostnameVerification = true } }
+
+    /// Presents a chain and key held in memory (a classic local identity).
+    func identity(_ material: TLSIdentityMaterial) -> TLS { with { $0.identityMaterial = material } }
 
     /// The server is judged by `verifier` instead of Braid's checks.
     func verified(by verifier: TLSPeerVerifier) -> TLS { with { $0.peerVerifier = verifier } }

@@ -16,6 +16,8 @@ public struct TLSClientConfiguration: Sendable, Hashable {
     /// Our certificate chain (leaf first) and key, PEM files, for servers that ask for one (mutual TLS).
     public var certificateChainFile: String? = nil
     public var privateKeyFile: String? = nil
+    /// A chain and key in memory, presented instead of the two files when set.
+    package var identityMaterial: TLSIdentityMaterial?
     /// The lowest and highest TLS versions we negotiate (default 1.2 through 1.3).
     public var minimumVersion: TLSVersion = .v1_2
     public var maximumVersion: TLSVersion = .v1_3

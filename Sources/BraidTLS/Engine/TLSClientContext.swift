@@ -17,7 +17,7 @@ public final class TLSClientContext: Sendable {
         self.configuration = configuration
         credentials = try TLSCredentials.client(
             trust: configuration.verification.trustRoots, certificateChainFile: configuration.certificateChainFile,
-            privateKeyFile: configuration.privateKeyFile)
+            privateKeyFile: configuration.privateKeyFile, identity: configuration.identityMaterial)
     }
 }
 

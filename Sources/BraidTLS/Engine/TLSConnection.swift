@@ -120,7 +120,9 @@ public final class TLSConnection {
             if client?.configuration.sessionTicketsEnabled == false { flags |= GNUTLS_NO_TICKETS.rawValue }
             // Send our certificate even if it names no CA the server listed: a clear rejection
             // beats a silent missing certificate.
-            if client?.configuration.certificateChainFile != nil { flags |= GNUTLS_FORCE_CLIENT_CERT.rawValue }
+            if client?.configuration.certificateChainFile != nil || client?.configuration.identityMaterial != nil {
+                flags |= GNUTLS_FORCE_CLIENT_CERT.rawValue
+            }
         } else if let server {
             if !server.configuration.sessionTicketsEnabled { flags |= GNUTLS_NO_TICKETS.rawValue }
             if server.configuration.earlyDataEnabled { flags |= GNUTLS_ENABLE_EARLY_DATA.rawValue }

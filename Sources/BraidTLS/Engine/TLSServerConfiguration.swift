@@ -16,6 +16,8 @@ public struct TLSServerConfiguration: Sendable, Hashable {
     /// Our certificate chain (leaf first) and private key, PEM files.
     public var certificateChainFile: String
     public var privateKeyFile: String
+    /// A chain and key in memory, presented instead of the two files when set.
+    package var identityMaterial: TLSIdentityMaterial?
     /// Whether clients are asked for a certificate.
     public var peerAuthentication: TLSPeerAuthentication = .none
     /// The CAs a client certificate must chain to. Nil with `.optional`/`.required`: the chain is
@@ -38,5 +40,11 @@ public struct TLSServerConfiguration: Sendable, Hashable {
         self.alpn = alpn
         self.certificateChainFile = certificateChainFile
         self.privateKeyFile = privateKeyFile
+    }
+
+    /// A server presenting a chain and key held in memory.
+    package init(alpn: [String] = [], identity: TLSIdentityMaterial) {
+        self.init(alpn: alpn, certificateChainFile: "", privateKeyFile: "")
+        identityMaterial = identity
     }
 }

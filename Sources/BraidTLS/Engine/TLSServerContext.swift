@@ -28,7 +28,7 @@ public final class TLSServerContext: Sendable {
         self.configuration = configuration
         credentials = try TLSCredentials.server(
             certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile,
-            clientTrust: configuration.clientCertificateAuthorityFile.map { .certificateAuthorityFile($0) })
+            identity: configuration.identityMaterial, clientTrust: configuration.clientCertificateAuthorityFile.map { .certificateAuthorityFile($0) })
         ticketKey = configuration.sessionTicketsEnabled ? TLSTicketKey(bytes: try TLSTicketKey.generateBytes()) : nil
         antiReplay = configuration.earlyDataEnabled ? try TLSAntiReplay(filter: TLSReplayFilter()) : nil
     }

@@ -919,6 +919,25 @@ func docExample_sec_protocol_options_set_verify_block() -> NWProtocolTLS.Options
 
 // MARK: Security
 
+/// Sources/Braid/TLS/NWProtocolTLS.swift (local identity)
+func serverOptions(identity: SecIdentity) -> NWProtocolTLS.Options {
+    let tls = NWProtocolTLS.Options()
+    sec_protocol_options_set_local_identity(tls.securityProtocolOptions, sec_identity_create(identity)!)
+    return tls
+}
+
+/// Sources/BraidSecurity/SecPKCS12Import.swift
+func docExample_SecPKCS12Import() throws {
+    let p12 = try Data(contentsOf: URL(fileURLWithPath: "server.p12"))
+    var items: CFArray?
+    let status = SecPKCS12Import(p12 as CFData, [kSecImportExportPassphrase as String: "secret"] as CFDictionary, &items)
+    if status == errSecSuccess, let first = (items as? [[String: Any]])?.first,
+       let identity = first[kSecImportItemIdentity as String] as! SecIdentity? {
+        let tls = sec_identity_create(identity)
+        print(tls != nil)
+    }
+}
+
 /// Sources/BraidSecurity/SecCertificate.swift
 func docExample_SecCertificate() throws {
     let der = try Data(contentsOf: URL(fileURLWithPath: "server.der"))
