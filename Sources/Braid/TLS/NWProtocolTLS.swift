@@ -30,6 +30,27 @@ public enum NWProtocolTLS {
 
         override func copy() -> NWProtocolOptions { Options(copying: securityProtocolOptions) }
 
+        /// The lowest TLS version accepted; the same setting as
+        /// `sec_protocol_options_set_min_tls_protocol_version`.
+        public var minimumTLSProtocolVersion: tls_protocol_version_t {
+            get { securityProtocolOptions.values.minimumVersion }
+            set { sec_protocol_options_set_min_tls_protocol_version(securityProtocolOptions, newValue) }
+        }
+
+        /// The highest TLS version offered; the same setting as
+        /// `sec_protocol_options_set_max_tls_protocol_version`.
+        public var maximumTLSProtocolVersion: tls_protocol_version_t {
+            get { securityProtocolOptions.values.maximumVersion }
+            set { sec_protocol_options_set_max_tls_protocol_version(securityProtocolOptions, newValue) }
+        }
+
+        /// The cipher suites allowed (empty: the defaults); the same list
+        /// `sec_protocol_options_append_tls_ciphersuite` appends to.
+        public var tlsCipherSuites: [tls_ciphersuite_t] {
+            get { securityProtocolOptions.values.cipherSuites }
+            set { securityProtocolOptions.update { $0.cipherSuites = newValue } }
+        }
+
         override func stack(over lower: any StackBinding) throws -> any StackBinding {
             guard let tcp = lower as? TCP else {
                 throw NetworkError.unsupported("TLS over \(type(of: lower)) (TLS runs over TCP; over UDP it is DTLS)")
@@ -39,6 +60,7 @@ public enum NWProtocolTLS {
                 .maximumVersion(values.maximumVersion)
             if let name = values.serverName { tls = tls.serverName(name) }
             if let roots = values.trustRoots { tls = tls.trust(roots) }
+            if !values.cipherSuites.isEmpty { tls = tls.cipherSuites(values.cipherSuites) }
             if let identity = values.localIdentity {
                 tls = tls.identity(TLSIdentityMaterial(certificates: identity.presentedChain, privateKey: identity.identity.privateKey))
             }
@@ -59,6 +81,8 @@ public final class sec_protocol_options: Sendable {
         /// The authorities the server's certificate must lead to (nil: the system store).
         /// Not Apple's API: tests set it; applications will set trust with a verify block.
         var trustRoots: TLS.TrustRoots?
+        /// `sec_protocol_options_append_tls_ciphersuite`'s suites, in order (empty: defaults).
+        var cipherSuites: [tls_ciphersuite_t] = []
         /// What this end presents (`sec_protocol_options_set_local_identity`).
         var localIdentity: sec_identity_t?
         /// `sec_protocol_options_set_verify_block`'s block and its queue.
@@ -98,6 +122,23 @@ public func sec_protocol_options_set_max_tls_protocol_version(_ options: sec_pro
 public func sec_protocol_options_add_tls_application_protocol(_ options: sec_protocol_options_t, _ applicationProtocol: UnsafePointer<CChar>) {
     let name = String(cString: applicationProtocol)
     options.update { $0.applicationProtocols.append(name) }
+}
+
+/// Allows one more cipher suite (the first call replaces the defaults with it). See
+/// `TLS.cipherSuites(_:)` for how GnuTLS applies the list.
+public func sec_protocol_options_append_tls_ciphersuite(_ options: sec_protocol_options_t, _ ciphersuite: tls_ciphersuite_t) {
+    options.update { $0.cipherSuites.append(ciphersuite) }
+}
+
+/// The lowest version, in the older `SSLProtocol` terms Apple deprecates; Linux negotiates
+/// TLS 1.2 and 1.3 only, so anything older means TLS 1.2.
+public func sec_protocol_options_set_tls_min_version(_ options: sec_protocol_options_t, _ version: SSLProtocol) {
+    sec_protocol_options_set_min_tls_protocol_version(options, version == .tlsProtocol13 ? .TLSv13 : .TLSv12)
+}
+
+/// The highest version, in the older `SSLProtocol` terms (anything below TLS 1.3 means 1.2).
+public func sec_protocol_options_set_tls_max_version(_ options: sec_protocol_options_t, _ version: SSLProtocol) {
+    sec_protocol_options_set_max_tls_protocol_version(options, version == .tlsProtocol13 || version == .tlsProtocolMaxSupported ? .TLSv13 : .TLSv12)
 }
 
 /// The certificate and key this end presents: a listener's (required there), or a client's

@@ -4,8 +4,10 @@ import BraidTLSIO
 
 /// TLS is the TCP binding plus a TLS layer: a `TLSLayer` over each connection's socket.
 extension TLS: ByteStreamLayering {
+    /// Builds (and caches) the client context, so options GnuTLS refuses (a cipher suite it
+    /// lacks) fail the connection before it dials.
     func validateClient() throws {
-        _ = try clientConfiguration()
+        _ = try TLSClientContexts.context(for: self)
     }
 
     /// The client engine for `endpoint` (SNI and the certificate's name: `serverName`, else the

@@ -34,6 +34,7 @@ extension TLS {
         configuration.certificateChainFile = certificateChainFile
         configuration.privateKeyFile = privateKeyFile
         configuration.identityMaterial = identityMaterial
+        configuration.cipherSuites = cipherSuites.map(\.rawValue)
         configuration.minimumVersion = minimumVersion.engineVersion
         configuration.maximumVersion = maximumVersion.engineVersion
         configuration.sessionTicketsEnabled = ticketsEnabled
@@ -71,6 +72,7 @@ extension TLS {
         configuration.maximumVersion = maximumVersion.engineVersion
         configuration.sessionTicketsEnabled = ticketsEnabled
         configuration.earlyDataEnabled = earlyDataEnabled
+        configuration.cipherSuites = cipherSuites.map(\.rawValue)
         return configuration
     }
 

@@ -66,6 +66,8 @@ public struct TLS: NetworkProtocol {
     public private(set) var minimumVersion: TLSProtocolVersion = .TLSv12
     /// The newest version negotiated (default TLS 1.3).
     public private(set) var maximumVersion: TLSProtocolVersion = .TLSv13
+    /// The cipher suites allowed (empty, the default: GnuTLS's secure defaults).
+    public private(set) var cipherSuites: [tls_ciphersuite_t] = []
     /// Listener: whether clients must present a certificate (default `.none`).
     public private(set) var peerAuthentication: PeerAuthentication = .none
     /// Session tickets for resumption (default true).
@@ -130,6 +132,11 @@ public struct TLS: NetworkProtocol {
 
     /// The newest TLS version to negotiate.
     public func maximumVersion(_ version: TLSProtocolVersion) -> TLS { with { $0.maximumVersion = version } }
+
+    /// Allows only these cipher suites. GnuTLS picks a cipher, a MAC and a key exchange apart,
+    /// so what is allowed is any combination of the listed suites' parts; a suite GnuTLS does
+    /// not offer (3DES, the SHA-384 CBC suites) fails the connection with `invalidConfiguration`.
+    public func cipherSuites(_ suites: [tls_ciphersuite_t]) -> TLS { with { $0.cipherSuites = suites } }
 
     /// Listener: whether clients must present a certificate, verified against `trust(_:)`.
     public func peerAuthentication(_ mode: PeerAuthentication) -> TLS { with { $0.peerAuthentication = mode } }

@@ -16,6 +16,9 @@ public struct TLSClientConfiguration: Sendable, Hashable {
     /// Our certificate chain (leaf first) and key, PEM files, for servers that ask for one (mutual TLS).
     public var certificateChainFile: String? = nil
     public var privateKeyFile: String? = nil
+    /// The cipher suites allowed, by IANA number (empty: GnuTLS's defaults); see
+    /// `TLSCipherSuiteSelection` for how GnuTLS applies them.
+    package var cipherSuites: [UInt16] = []
     /// A chain and key in memory, presented instead of the two files when set.
     package var identityMaterial: TLSIdentityMaterial?
     /// The lowest and highest TLS versions we negotiate (default 1.2 through 1.3).

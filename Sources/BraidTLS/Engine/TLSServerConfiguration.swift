@@ -16,6 +16,9 @@ public struct TLSServerConfiguration: Sendable, Hashable {
     /// Our certificate chain (leaf first) and private key, PEM files.
     public var certificateChainFile: String
     public var privateKeyFile: String
+    /// The cipher suites allowed, by IANA number (empty: GnuTLS's defaults); see
+    /// `TLSCipherSuiteSelection` for how GnuTLS applies them.
+    package var cipherSuites: [UInt16] = []
     /// A chain and key in memory, presented instead of the two files when set.
     package var identityMaterial: TLSIdentityMaterial?
     /// Whether clients are asked for a certificate.

@@ -11,7 +11,8 @@ public final class TLSServerContext: Sendable {
 
     /// Validates the configuration and loads the credentials; throws `TLSError.configuration`.
     public init(configuration: TLSServerConfiguration) throws(TLSError) {
-        priority = try TLSPriority(tlsPriority(minimum: configuration.minimumVersion, maximum: configuration.maximumVersion))
+        priority = try TLSPriority(tlsPriority(
+            minimum: configuration.minimumVersion, maximum: configuration.maximumVersion, cipherSuites: configuration.cipherSuites))
         try validateALPN(configuration.alpn)
         if configuration.earlyDataEnabled {
             guard configuration.sessionTicketsEnabled else {
