@@ -215,7 +215,7 @@ public final class NWParameters: Sendable, CustomDebugStringConvertible {
         }
         let ip = try (stack.internetProtocol as? NWProtocolIP.Options)?.ip ?? IP()
         var binding = try transport.transportStack(ip: ip, parameters: self)
-        for options in stack.applicationProtocols.reversed() { binding = try options.stack(over: binding) }
+        for options in stack.applicationProtocols.reversed() { binding = try options.stack(over: binding, parameters: self) }
         return binding
     }
 

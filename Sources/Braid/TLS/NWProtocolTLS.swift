@@ -28,17 +28,27 @@ public enum NWProtocolTLS {
         override func copy() -> NWProtocolOptions { Options(copying: securityProtocolOptions) }
 
         override func stack(over lower: any StackBinding) throws -> any StackBinding {
+            try stack(over: lower, parameters: NWParameters())
+        }
+
+        /// Connections resume sessions through one cache for the process, as Apple's system
+        /// does; with `allowFastOpen` a resumed connection sends idempotent content as early data.
+        override func stack(over lower: any StackBinding, parameters: NWParameters) throws -> any StackBinding {
             guard let tcp = lower as? TCP else {
                 throw NetworkError.unsupported("TLS over \(type(of: lower)) (TLS runs over TCP; over UDP it is DTLS)")
             }
             let values = securityProtocolOptions.values
             var tls = TLS { tcp }.alpn(values.applicationProtocols).minimumVersion(values.minimumVersion)
-                .maximumVersion(values.maximumVersion)
+                .maximumVersion(values.maximumVersion).earlyDataEnabled(parameters.allowFastOpen)
             if let name = values.serverName { tls = tls.serverName(name) }
             if let roots = values.trustRoots { tls = tls.trust(roots) }
+            if values.resumptionEnabled { tls = tls.sessionCache(values.sessionCache ?? NWProtocolTLS.sessionCache) }
             return tls
         }
     }
+
+    /// The session tickets of the process's classic TLS connections.
+    static let sessionCache = TLS.SessionCache()
 }
 
 /// The security options of a classic-API TLS stack (Apple's `sec_protocol_options_t`), set
@@ -52,6 +62,10 @@ public final class sec_protocol_options: Sendable {
         /// The authorities the server's certificate must lead to (nil: the system store).
         /// Not Apple's API: tests set it; applications will set trust with a verify block.
         var trustRoots: TLS.TrustRoots?
+        /// Whether connections resume earlier sessions (`sec_protocol_options_set_tls_resumption_enabled`).
+        var resumptionEnabled = true
+        /// Where tickets are kept (nil: the process's cache). Not Apple's API: tests set it.
+        var sessionCache: TLS.SessionCache?
     }
     private let storage = Locked(Values())
 
@@ -94,4 +108,10 @@ public func sec_protocol_options_add_tls_application_protocol(_ options: sec_pro
 public func sec_protocol_options_set_tls_server_name(_ options: sec_protocol_options_t, _ serverName: UnsafePointer<CChar>) {
     let name = String(cString: serverName)
     options.update { $0.serverName = name }
+}
+
+/// Whether connections resume earlier sessions with the tickets the process keeps (default
+/// true; needed for early data, see `NWConnection.SendCompletion.idempotent`).
+public func sec_protocol_options_set_tls_resumption_enabled(_ options: sec_protocol_options_t, _ resumptionEnabled: Bool) {
+    options.update { $0.resumptionEnabled = resumptionEnabled }
 }
