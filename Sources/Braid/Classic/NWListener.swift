@@ -57,6 +57,7 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         guard let classic = binding as? any ClassicBinding else {
             throw NWError(.unsupported("\(type(of: binding)) on NWListener (TLS, TCP and UDP listen there; use NetworkListener for the others)"))
         }
+        if let refusal = type(of: classic).listenerRefusal { throw NWError(.unsupported(refusal)) }
         stack = classic
     }
 
