@@ -40,7 +40,12 @@ import BraidCore
         let (content, isComplete, error) = await connection.receiveMessageAsync()
         #expect(error == nil)
         #expect(isComplete)
-        return String(decoding: content ?? Data(), as: UTF8.self)
+        let answer = String(decoding: content ?? Data(), as: UTF8.self)
+        if let stream = connection.transfer as? StreamClassicTransfer<TLS> {
+            // What the client's engine saw, for a failure's message.
+            return answer + " (client: resumed \(stream.connection.isResumed), early data accepted \(stream.connection.earlyDataAccepted))"
+        }
+        return answer
     }
 
     @Test func idempotentContentOfAResumedConnectionTravelsAsEarlyData() async throws {
@@ -48,15 +53,26 @@ import BraidCore
         defer { server.task.cancel() }
         let cache = TLS.SessionCache()
         // The first connection has no ticket: its bytes wait for the handshake.
-        #expect(try await exchange(port: server.port, cache: cache) == "late:hello")
-        // Its ticket arrives after the handshake, on the connection's loop.
-        let stored = try await withDeadline(.seconds(60)) {
-            while cache.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
-            return true
+        let first = try await exchange(port: server.port, cache: cache)
+        #expect(first.hasPrefix("late:hello "), "\(first)")
+        // Each connection resumes with the ticket the one before got. A server may refuse
+        // early data (RFC 8446 §4.2.10): GnuTLS compares the client's and its own view of the
+        // ticket's age in whole milliseconds, and on loopback, where they are within a
+        // millisecond of each other, it refuses some (about one run in six). The refused bytes
+        // are sent again after the handshake; the next connection tries again.
+        let answers = try await withDeadline(.seconds(120)) { () -> [String]? in
+            var answers: [String] = []
+            while true {
+                while cache.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
+                let answer = try await exchange(port: server.port, cache: cache)
+                answers.append(answer)
+                if answer.hasPrefix("early:hello ") { return answers }
+            }
         }
-        #expect(stored == true)
-        // The second resumes, and the server received the bytes as early data.
-        #expect(try await exchange(port: server.port, cache: cache) == "early:hello")
+        let seen = try #require(answers, "no connection's early data was accepted in 120 s")
+        #expect(seen.last?.hasPrefix("early:hello (client: resumed true, early data accepted true)") == true, "\(seen)")
+        // A refused attempt still delivered the bytes, after the handshake of a resumed session.
+        #expect(seen.dropLast().allSatisfy { $0.hasPrefix("resumed:hello ") }, "\(seen)")
     }
 
     /// Without `allowFastOpen`, a connection that resumes sends its idempotent content after
@@ -65,7 +81,7 @@ import BraidCore
         let server = try await earlyDataReportingServer()
         defer { server.task.cancel() }
         let cache = TLS.SessionCache()
-        _ = try await exchange(port: server.port, cache: cache)
+        #expect(try await exchange(port: server.port, cache: cache).hasPrefix("late:hello "))
         let tls = NWProtocolTLS.Options()
         sec_protocol_options_set_tls_server_name(tls.securityProtocolOptions, "localhost")
         tls.securityProtocolOptions.update {
