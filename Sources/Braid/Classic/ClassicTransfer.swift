@@ -101,13 +101,19 @@ enum ClassicSendAttempt: Sendable {
 protocol ClassicBinding: StackBinding {
     /// The classic API's view of `connection`.
     static func transfer(over connection: NetworkConnection<Self>) -> any ClassicTransfer
-    /// Why `NWListener` does not run this stack (nil: it does, handing each inbound
-    /// connection's `transfer(over:)` to `newConnectionHandler`).
-    static var listenerRefusal: String? { get }
+    /// Hands what `NWListener`'s `newConnectionHandler` gets of an inbound `connection` to
+    /// `hand`, and returns once all of it has ended: by default the connection itself, as
+    /// `transfer(over:)` sees it.
+    static func serve(_ connection: NetworkConnection<Self>, handing hand: @escaping @Sendable (any ClassicTransfer) -> Void) async throws
 }
 
 extension ClassicBinding {
-    static var listenerRefusal: String? { nil }
+    static func serve(_ connection: NetworkConnection<Self>, handing hand: @escaping @Sendable (any ClassicTransfer) -> Void) async throws {
+        hand(transfer(over: connection))
+        // The connection stays open until it ends (cancelled by the application, or by its
+        // peer); cancelling the listener cancels this wait and closes it.
+        for await state in connection.states where state.isFinal { break }
+    }
 
     /// A new client connection over this stack, as the classic API sees it.
     func clientTransfer(to endpoint: NWEndpoint, parameters: NWParameters) -> any ClassicTransfer {

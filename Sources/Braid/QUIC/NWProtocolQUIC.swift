@@ -5,8 +5,9 @@ import BraidQUIC
 /// `NWParameters.quic(alpn:)`. As on Apple's platforms, an `NWConnection` with these
 /// parameters is one bidirectional stream of a QUIC connection (opened when the connection
 /// starts; `isComplete` on a final context ends it with FIN), and an `NWListener` hands each
-/// stream a client opens to `newConnectionHandler` as an `NWConnection`. For several streams
-/// and datagrams of one connection, use `NetworkConnection<QUIC>`.
+/// stream a client opens to `newConnectionHandler` as an `NWConnection` (a listener needs an
+/// identity, which the classic options cannot give yet). For several streams and datagrams
+/// of one connection, use `NetworkConnection<QUIC>`.
 ///
 /// ```swift
 /// let options = NWProtocolQUIC.Options(alpn: ["echo"])
@@ -141,6 +142,9 @@ public enum NWProtocolQUIC {
             if let bytes = values.maxDatagramFrameSize { quic = quic.maxDatagramFrameSize(bytes) }
             if let name = security.serverName { quic = quic.serverName(name) }
             if let roots = security.trustRoots { quic = quic.trust(roots) }
+            if let files = security.identityFiles {
+                quic = quic.identity(certificateChainFile: files.certificateChain, privateKeyFile: files.privateKey)
+            }
             if security.resumptionEnabled { quic = quic.sessionCache(security.sessionCache ?? NWProtocolTLS.sessionCache) }
             return quic
         }

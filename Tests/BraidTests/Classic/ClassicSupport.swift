@@ -115,7 +115,8 @@ final class ClassicEchoServer: Sendable {
                 connection.cancel()
                 return
             }
-            let final = isComplete && connection.parameters.defaultProtocolStack.transportProtocol is NWProtocolTCP.Options
+            // A byte stream's end (TCP, a QUIC stream) is echoed too; a datagram's is not an end.
+            let final = isComplete && !(connection.parameters.defaultProtocolStack.transportProtocol is NWProtocolUDP.Options)
             if content != nil || final {
                 connection.send(content: content, contentContext: final ? .finalMessage : .defaultMessage, isComplete: true,
                                 completion: .contentProcessed { _ in })

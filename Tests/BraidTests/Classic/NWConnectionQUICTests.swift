@@ -110,15 +110,50 @@ import BraidCore
         #expect(throws: NetworkError.self) { try NWParameters(quic: options).stackBinding() }
     }
 
-    /// `NWListener` does not run QUIC yet.
-    @Test func aQUICListenerIsRefusedWithTheAlternative() {
-        do {
-            _ = try NWListener(using: .quic(alpn: ["echo"]))
-            Issue.record("a QUIC NWListener was made")
-        } catch let error as NWError {
-            #expect(error == .posix(.EOPNOTSUPP))
-        } catch {
-            Issue.record("unexpected error \(error)")
+    /// QUIC parameters for a listener, with the test certificate.
+    static func listenerParameters() -> NWParameters {
+        let quic = NWProtocolQUIC.Options(alpn: ["echo"])
+        quic.securityProtocolOptions.update {
+            $0.identityFiles = (Fixtures.path("server.pem"), Fixtures.path("server-key.pem"))
         }
+        return NWParameters(quic: quic)
+    }
+
+    /// A classic QUIC listener, written as the TCP echo server is: each classic client's
+    /// stream is one `NWConnection` on the server, echoed with its FIN.
+    @Test func aClassicListenerEchoesClassicClients() async throws {
+        let server = try ClassicEchoServer(Self.listenerParameters())
+        let port = try await server.start()
+        defer { server.listener.cancel() }
+        let echoed = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<4 {
+                group.addTask {
+                    let connection = NWConnection(host: "127.0.0.1", port: port, using: Self.parameters())
+                    defer { connection.cancel() }
+                    connection.start(queue: DispatchQueue(label: "client-\(index)"))
+                    let message = Data(repeating: UInt8(index), count: 20_000 + index)
+                    return try await echo(message, through: connection) == message
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(echoed == 4)
+    }
+
+    /// As Apple's `NWListener` with QUIC: every stream a client opens on one QUIC connection
+    /// reaches `newConnectionHandler` as a connection of its own.
+    @Test func eachStreamOfOneConnectionIsAClassicConnection() async throws {
+        let handed = Locked(0)
+        let server = try ClassicEchoServer(Self.listenerParameters()) { connection in
+            handed.withLock { $0 += 1 }
+            ClassicEchoServer.echo(connection)
+        }
+        let port = try await server.start()
+        defer { server.listener.cancel() }
+        try await withNetworkConnection(to: .hostPort(host: "127.0.0.1", port: port)) { testClient() } _: { connection in
+            let intact = try await echoOnConcurrentStreams(connection, count: 5)
+            #expect(intact == 5)
+        }
+        #expect(handed.withLock { $0 } == 5)
     }
 }
