@@ -97,8 +97,15 @@ final class QUICStreamClassicTransfer: ClassicTransfer {
     }
 
     func receive(minimum: Int, maximum: Int) async throws -> (content: Data?, isComplete: Bool) {
-        let (content, metadata) = try await stream().receive(atLeast: minimum, atMost: max(minimum, maximum))
-        return (content.isEmpty && metadata.isEndOfStream ? nil : content, metadata.isEndOfStream)
+        do {
+            let (content, metadata) = try await stream().receive(atLeast: minimum, atMost: max(minimum, maximum))
+            return (content.isEmpty && metadata.isEndOfStream ? nil : content, metadata.isEndOfStream)
+        } catch {
+            // A cancelled inbound stream's receive ends with the peer's reset: to the
+            // application, it was cancelled.
+            if streamStates?.current == .cancelled { throw NetworkError.cancelled }
+            throw error
+        }
     }
 
     func receiveMessage() async throws -> (content: Data?, isComplete: Bool) {

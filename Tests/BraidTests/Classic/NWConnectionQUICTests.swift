@@ -156,4 +156,37 @@ import BraidCore
         }
         #expect(handed.withLock { $0 } == 5)
     }
+
+    /// Cancelling a listener's stream connection ends that stream alone: its pending receive
+    /// completes with ECANCELED, the client's stream is reset, and the QUIC connection serves
+    /// the next stream.
+    @Test func cancellingAnInboundStreamEndsThatStreamOnly() async throws {
+        let pending = AsyncStream<NWError?>.makeStream()
+        let server = try ClassicEchoServer(Self.listenerParameters()) { connection in
+            connection.receive(minimumIncompleteLength: 1, maximumLength: 65536) { content, _, isComplete, _ in
+                guard content == Data("cancel me".utf8) else {
+                    connection.send(content: content, contentContext: isComplete ? .finalMessage : .defaultMessage, isComplete: true,
+                                    completion: .contentProcessed { _ in })
+                    if !isComplete { ClassicEchoServer.echo(connection) }
+                    return
+                }
+                connection.receive(minimumIncompleteLength: 1, maximumLength: 65536) { _, _, _, error in
+                    pending.continuation.yield(error)
+                }
+                connection.cancel()
+            }
+        }
+        let port = try await server.start()
+        defer { server.listener.cancel() }
+        try await withNetworkConnection(to: .hostPort(host: "127.0.0.1", port: port)) { testClient() } _: { connection in
+            let doomed = try await connection.openStream()
+            try await doomed.send(Data("cancel me".utf8))
+            var errors = pending.stream.makeAsyncIterator()
+            #expect(await errors.next() == .posix(.ECANCELED))
+            await #expect(throws: NetworkError.self) {
+                while true { _ = try await doomed.receive(atLeast: 1, atMost: 65536) }
+            }
+            #expect(try await echoOnConcurrentStreams(connection, count: 1) == 1)
+        }
+    }
 }
