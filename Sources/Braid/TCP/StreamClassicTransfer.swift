@@ -29,7 +29,7 @@ final class StreamClassicTransfer<Stack: StreamProtocol & StackBinding>: Classic
     /// starting the connection: sent before `start(queue:)`, it is in the outbox when the
     /// connection starts, so a resumed TLS connection sends it as early data.
     func send(_ content: Data?, options: ClassicSendOptions) -> ClassicSendAttempt {
-        guard options.idempotent, Stack.self == TLS.self else { return send(content, isFinal: options.isFinal) }
+        guard options.idempotent else { return send(content, isFinal: options.isFinal) }
         let bytes = StreamBytes(copying: content ?? Data())
         let isFinal = options.isFinal
         do {

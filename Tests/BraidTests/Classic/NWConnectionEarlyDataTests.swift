@@ -101,4 +101,24 @@ import BraidCore
         #expect(error == nil)
         #expect(content == Data("resumed:hello".utf8))
     }
+
+    /// Idempotent content sent before `start(queue:)` waits for it, and goes first once the
+    /// connection starts (plain TCP: no early data, the bytes follow the handshake).
+    @Test func idempotentContentBeforeStartDoesNotStartTheConnection() async throws {
+        let server = try ClassicEchoServer(.tcp)
+        let port = try await server.start()
+        defer { server.listener.cancel() }
+        let connection = NWConnection(host: "127.0.0.1", port: port, using: .tcp)
+        defer { connection.cancel() }
+        let states = StateRecorder(connection)
+        connection.send(content: Data("first ".utf8), completion: .idempotent)
+        #expect(connection.state == .setup)
+        #expect((connection.transfer as? StreamClassicTransfer<TCP>)?.connection.state == .setup)
+        connection.start(queue: DispatchQueue(label: "client"))
+        try await states.wait(for: "ready") { $0 == .ready }
+        #expect(await connection.sendAsync(Data("second".utf8), context: .finalMessage) == nil)
+        let (content, isComplete, error) = await connection.receiveMessageAsync()
+        #expect(error == nil && isComplete)
+        #expect(content == Data("first second".utf8))
+    }
 }
