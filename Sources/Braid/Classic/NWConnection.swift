@@ -3,8 +3,8 @@ import Dispatch
 import Foundation
 
 /// A connection in Network.framework's classic API: completion handlers on a `DispatchQueue`
-/// instead of `async` calls. It runs the same stacks as `NetworkConnection` (TLS over TCP, TCP
-/// and UDP; QUIC fails with `.posix(.EOPNOTSUPP)`: use `NetworkConnection<QUIC>`).
+/// instead of `async` calls. It runs the same stacks as `NetworkConnection` (TLS over TCP, TCP,
+/// UDP, and QUIC, where it is one bidirectional stream of a QUIC connection, as Apple's).
 ///
 /// ```swift
 /// let connection = NWConnection(host: "example.com", port: 443, using: .tls)
@@ -83,7 +83,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
             return FailedTransfer(NetworkError(error))
         }
         guard let classic = binding as? any ClassicBinding else {
-            return FailedTransfer(.unsupported("\(type(of: binding)) on NWConnection (TLS, TCP and UDP run there; use NetworkConnection for the others)"))
+            return FailedTransfer(.unsupported("\(type(of: binding)) on NWConnection (TLS, TCP, UDP and QUIC run there; use NetworkConnection for the others)"))
         }
         return classic.clientTransfer(to: endpoint, parameters: parameters)
     }
@@ -268,8 +268,12 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
     public enum SendCompletion: Sendable {
         /// Called once the connection has taken the content (or failed to).
         case contentProcessed(@Sendable (_ error: NWError?) -> Void)
-        /// No completion: the content is safe to send again (replayable). Braid sends it as
-        /// any other content.
+        /// No completion: the content is safe to send again (replayable), so it may travel as
+        /// early data. On a TLS connection with `NWParameters.allowFastOpen` that resumes a
+        /// session, idempotent content sent before the handshake completes (before or right
+        /// after `start(queue:)`) goes as TLS 1.3 early data, up to the server's limit; if the
+        /// server refuses it, Braid sends it again after the handshake, in order. Elsewhere it
+        /// is sent as any other content.
         case idempotent
     }
 
@@ -279,7 +283,10 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
     public func send(
         content: Data?, contentContext: ContentContext = .defaultMessage, isComplete: Bool = true, completion: SendCompletion
     ) {
-        let isFinal = isComplete && contentContext.isFinal
+        let idempotent: Bool
+        if case .idempotent = completion { idempotent = true } else { idempotent = false }
+        let options = ClassicSendOptions(
+            isFinal: isComplete && contentContext.isFinal, idempotent: idempotent, metadata: contentContext.protocolMetadata)
         let transfer = transfer
         let done: @Sendable (NWError?) -> Void = { [weak self] error in
             guard case .contentProcessed(let handler) = completion else { return }
@@ -289,8 +296,10 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
             }
             complete { handler(error) }
         }
-        sends.submit(trying: {
-            switch transfer.send(content, isFinal: isFinal) {
+        // Idempotent content is queued even before `start(queue:)`, so that it is there for
+        // early data when the connection starts.
+        sends.submit(beforeResume: idempotent, trying: {
+            switch transfer.send(content, options: options) {
             case .done:
                 done(nil)
                 return nil
@@ -301,7 +310,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
                 return { await Self.finish(rest, done) }
             }
         }, otherwise: {
-            switch transfer.send(content, isFinal: isFinal) {
+            switch transfer.send(content, options: options) {
             case .done: done(nil)
             case .failed(let error): done(error)
             case .wait(let rest): await Self.finish(rest, done)
@@ -335,7 +344,9 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
     ) {
         let transfer = transfer
         receives.submit { [weak self] in
-            let result = await Self.result { try await transfer.receive(minimum: max(minimumIncompleteLength, 0), maximum: max(maximumLength, 1)) }
+            let result = await Self.result {
+                try await transfer.receiveWithMetadata(minimum: max(minimumIncompleteLength, 0), maximum: max(maximumLength, 1))
+            }
             self?.complete { completion(result.content, result.context, result.isComplete, result.error) } ?? completion(result.content, result.context, result.isComplete, result.error)
         }
     }
@@ -347,7 +358,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
     ) {
         let transfer = transfer
         receives.submit { [weak self] in
-            let result = await Self.result { try await transfer.receiveMessage() }
+            let result = await Self.result { try await transfer.receiveMessageWithMetadata() }
             self?.complete { completion(result.content, result.context, result.isComplete, result.error) } ?? completion(result.content, result.context, result.isComplete, result.error)
         }
     }
@@ -359,10 +370,17 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
         var error: NWError?
     }
 
-    private static func result(_ receive: () async throws -> (content: Data?, isComplete: Bool)) async -> ReceiveResult {
+    private static func result(_ receive: () async throws -> ClassicReceipt) async -> ReceiveResult {
         do {
-            let (content, isComplete) = try await receive()
-            return ReceiveResult(content: content, context: isComplete ? .finalMessage : .defaultMessage, isComplete: isComplete)
+            let receipt = try await receive()
+            let isComplete = receipt.isComplete
+            let context: ContentContext
+            if receipt.metadata.isEmpty {
+                context = isComplete ? .finalMessage : .defaultMessage
+            } else {
+                context = ContentContext(identifier: isComplete ? "final" : "default", isFinal: isComplete, metadata: receipt.metadata)
+            }
+            return ReceiveResult(content: receipt.content, context: context, isComplete: isComplete)
         } catch {
             return ReceiveResult(content: nil, context: nil, isComplete: false, error: NWError(NetworkError(error)))
         }

@@ -4,7 +4,8 @@ import Foundation
 
 /// A listener in Network.framework's classic API: each inbound connection goes to
 /// `newConnectionHandler` as an `NWConnection`, on the listener's queue. It runs the same
-/// listeners as `NetworkListener` (TLS over TCP, TCP, UDP).
+/// listeners as `NetworkListener` (TLS over TCP, TCP, UDP, and QUIC, whose handler gets each
+/// stream a client opens, as Apple's).
 ///
 /// ```swift
 /// let listener = try NWListener(using: .tcp, on: 8080)
@@ -55,7 +56,7 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         let binding: any StackBinding
         do { binding = try parameters.stackBinding() } catch { throw NWError(NetworkError(error)) }
         guard let classic = binding as? any ClassicBinding else {
-            throw NWError(.unsupported("\(type(of: binding)) on NWListener (TLS, TCP and UDP listen there; use NetworkListener for the others)"))
+            throw NWError(.unsupported("\(type(of: binding)) on NWListener (TLS, TCP, UDP and QUIC listen there; use NetworkListener for the others)"))
         }
         stack = classic
     }
@@ -146,12 +147,12 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         do {
             try await listener.run { [weak self] connection in
                 guard let self else { return }
-                let inbound = NWConnection(inbound: Stack.transfer(over: connection), endpoint: connection.endpoint, parameters: parameters)
-                let (queue, handler) = shared.withLock { ($0.queue, $0.newConnection) }
-                queue?.async { handler?(inbound) }
-                // The connection stays open until it ends (cancelled by the application, or
-                // by its peer); cancelling the listener cancels this wait and closes it.
-                for await state in connection.states where state.isFinal { break }
+                try await Stack.serve(connection) { [weak self] transfer in
+                    guard let self else { return }
+                    let inbound = NWConnection(inbound: transfer, endpoint: connection.endpoint, parameters: parameters)
+                    let (queue, handler) = shared.withLock { ($0.queue, $0.newConnection) }
+                    queue?.async { handler?(inbound) }
+                }
             }
         } catch {
             let failure = NetworkError(error)

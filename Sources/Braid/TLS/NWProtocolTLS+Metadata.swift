@@ -19,6 +19,8 @@ extension NWProtocolTLS {
         init(negotiatedProtocol: String?) {
             securityProtocolMetadata = sec_protocol_metadata_t(negotiatedProtocol: negotiatedProtocol)
         }
+
+        override var definition: NWProtocolDefinition? { NWProtocolTLS.definition }
     }
 }
 

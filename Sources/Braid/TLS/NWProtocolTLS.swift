@@ -52,14 +52,21 @@ public enum NWProtocolTLS {
         }
 
         override func stack(over lower: any StackBinding) throws -> any StackBinding {
+            try stack(over: lower, parameters: NWParameters())
+        }
+
+        /// Connections resume sessions through one cache for the process, as Apple's system
+        /// does; with `allowFastOpen` a resumed connection sends idempotent content as early data.
+        override func stack(over lower: any StackBinding, parameters: NWParameters) throws -> any StackBinding {
             guard let tcp = lower as? TCP else {
                 throw NetworkError.unsupported("TLS over \(type(of: lower)) (TLS runs over TCP; over UDP it is DTLS)")
             }
             let values = securityProtocolOptions.values
             var tls = TLS { tcp }.alpn(values.applicationProtocols).minimumVersion(values.minimumVersion)
-                .maximumVersion(values.maximumVersion)
+                .maximumVersion(values.maximumVersion).earlyDataEnabled(parameters.allowFastOpen)
             if let name = values.serverName { tls = tls.serverName(name) }
             if let roots = values.trustRoots { tls = tls.trust(roots) }
+            if values.resumptionEnabled { tls = tls.sessionCache(values.sessionCache ?? NWProtocolTLS.sessionCache) }
             if !values.cipherSuites.isEmpty { tls = tls.cipherSuites(values.cipherSuites) }
             if let identity = values.localIdentity {
                 tls = tls.identity(TLSIdentityMaterial(certificates: identity.presentedChain, privateKey: identity.identity.privateKey))
@@ -68,6 +75,9 @@ public enum NWProtocolTLS {
             return tls
         }
     }
+
+    /// The session tickets of the process's classic TLS connections.
+    static let sessionCache = TLS.SessionCache()
 }
 
 /// The security options of a classic-API TLS stack (Apple's `sec_protocol_options_t`), set
@@ -81,6 +91,13 @@ public final class sec_protocol_options: Sendable {
         /// The authorities the server's certificate must lead to (nil: the system store).
         /// Not Apple's API: tests set it; applications will set trust with a verify block.
         var trustRoots: TLS.TrustRoots?
+        /// Whether connections resume earlier sessions (`sec_protocol_options_set_tls_resumption_enabled`).
+        var resumptionEnabled = true
+        /// Where tickets are kept (nil: the process's cache). Not Apple's API: tests set it.
+        var sessionCache: TLS.SessionCache?
+        /// The PEM certificate chain and key a QUIC listener presents. Not Apple's API (its
+        /// `sec_protocol_options_set_local_identity` takes a `sec_identity_t`): tests set it.
+        var identityFiles: (certificateChain: String, privateKey: String)?
         /// `sec_protocol_options_append_tls_ciphersuite`'s suites, in order (empty: defaults).
         var cipherSuites: [tls_ciphersuite_t] = []
         /// What this end presents (`sec_protocol_options_set_local_identity`).
@@ -160,4 +177,10 @@ public func sec_protocol_options_set_local_identity(_ options: sec_protocol_opti
 public func sec_protocol_options_set_tls_server_name(_ options: sec_protocol_options_t, _ serverName: UnsafePointer<CChar>) {
     let name = String(cString: serverName)
     options.update { $0.serverName = name }
+}
+
+/// Whether connections resume earlier sessions with the tickets the process keeps (default
+/// true; needed for early data, see `NWConnection.SendCompletion.idempotent`).
+public func sec_protocol_options_set_tls_resumption_enabled(_ options: sec_protocol_options_t, _ resumptionEnabled: Bool) {
+    options.update { $0.resumptionEnabled = resumptionEnabled }
 }

@@ -78,6 +78,13 @@ extension NWConnection {
         }
     }
 
+    /// `receiveMessage(completion:)` as an async call, with the received content's context.
+    func receiveMessageWithContext() async -> (content: Data?, context: ContentContext?, error: NWError?) {
+        await withCheckedContinuation { continuation in
+            receiveMessage { content, context, _, error in continuation.resume(returning: (content, context, error)) }
+        }
+    }
+
     /// `receiveMessage(completion:)` as an async call.
     func receiveMessageAsync() async -> (content: Data?, isComplete: Bool, error: NWError?) {
         await withCheckedContinuation { continuation in
@@ -92,22 +99,24 @@ final class ClassicEchoServer: Sendable {
     let listener: NWListener
     let queue = DispatchQueue(label: "classic-echo")
 
-    init(_ parameters: NWParameters) throws {
+    /// A listener with `parameters` whose connections `serve` answers (by default: echoes).
+    init(_ parameters: NWParameters, serving serve: @escaping @Sendable (NWConnection) -> Void = ClassicEchoServer.echo) throws {
         listener = try NWListener(using: parameters)
         let queue = queue
         listener.newConnectionHandler = { connection in
             connection.start(queue: queue)
-            Self.echo(connection)
+            serve(connection)
         }
     }
 
-    private static func echo(_ connection: NWConnection) {
+    @Sendable static func echo(_ connection: NWConnection) {
         connection.receive(minimumIncompleteLength: 1, maximumLength: 65536) { content, context, isComplete, error in
             guard error == nil else {
                 connection.cancel()
                 return
             }
-            let final = isComplete && connection.parameters.defaultProtocolStack.transportProtocol is NWProtocolTCP.Options
+            // A byte stream's end (TCP, a QUIC stream) is echoed too; a datagram's is not an end.
+            let final = isComplete && !(connection.parameters.defaultProtocolStack.transportProtocol is NWProtocolUDP.Options)
             if content != nil || final {
                 connection.send(content: content, contentContext: final ? .finalMessage : .defaultMessage, isComplete: true,
                                 completion: .contentProcessed { _ in })

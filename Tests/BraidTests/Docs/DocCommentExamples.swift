@@ -975,3 +975,44 @@ func docExample_NWConnection_metadata(_ connection: NWConnection) -> NWProtocolT
     let tls = connection.metadata(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata
     return tls
 }
+
+/// Sources/Braid/Classic/NWConnection+ContentContext.swift (protocolMetadata(definition:))
+func docExample_ContentContext_protocolMetadata(_ connection: NWConnection) {
+    connection.receiveMessage { content, context, _, _ in
+        let ip = context?.protocolMetadata(definition: NWProtocolIP.definition) as? NWProtocolIP.Metadata
+        print(content?.count ?? 0, ip?.ecn == .ce ? "congestion experienced" : "")
+    }
+}
+
+/// Sources/Braid/QUIC/NWProtocolQUIC.swift
+func docExample_NWProtocolQUIC() -> NWConnection {
+    let options = NWProtocolQUIC.Options(alpn: ["echo"])
+    options.idleTimeout = 10_000
+    let connection = NWConnection(host: "example.com", port: 4433, using: NWParameters(quic: options))
+    return connection
+}
+
+/// Sources/Braid/Stack/NWProtocolIP+Metadata.swift
+func docExample_NWProtocolIPMetadata(_ connection: NWConnection) {
+    let ip = NWProtocolIP.Metadata()
+    ip.ecn = .ect0
+    let context = NWConnection.ContentContext(identifier: "probe", metadata: [ip])
+    connection.send(content: Data("ping".utf8), contentContext: context, completion: .contentProcessed { _ in })
+}
+
+/// Sources/Braid/Stack/NWProtocolIP+Metadata.swift (ecn(_:)), Sources/Braid/Stack/ProtocolMetadataBuilder.swift
+func docExample_NWProtocolIPMetadata_builder(_ connection: NetworkConnection<UDP>) async throws {
+    try await connection.send(Data("ping".utf8)) { NWProtocolIP.Metadata().ecn(.ect1) }
+    try await connection.send(Data("ping".utf8)) { NWProtocolIP.Metadata().ecn(.ect0) }
+}
+
+/// Sources/Braid/UDP/NWProtocolUDP+Metadata.swift
+func docExample_NWProtocolUDPMetadata() -> NWConnection.ContentContext {
+    let context = NWConnection.ContentContext(identifier: "datagram", metadata: [NWProtocolUDP.Metadata()])
+    return context
+}
+
+/// Sources/Braid/UDP/UDPConnectionAPI.swift (send(_:metadata:))
+func docExample_UDP_sendWithMetadata(_ game: NetworkConnection<UDP>) async throws {
+    try await game.send(Data("probe".utf8)) { NWProtocolIP.Metadata().ecn(.ect1) }
+}
