@@ -30,7 +30,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
 
     /// The stack and options the listener serves; each inbound connection gets the same stack.
     public let parameters: NetworkParameters<ApplicationProtocol>
-    /// The local address to bind; nil listens on every IPv4 address.
+    /// The local address to bind; nil listens on every address, IPv4 and IPv6 (see
+    /// `init(for:using:)`).
     public let localEndpoint: NWEndpoint?
     private let broadcast = StateBroadcast()
     private let boundPort = Locked<NWEndpoint.Port?>(nil)
@@ -43,8 +44,10 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     let servingTaskCounter = Locked<(@Sendable () -> Int)?>(nil)
     private static var logger: Logger { Logger(label: "braid.listener") }
 
-    /// A listener on `endpoint` (a name resolves to its first address; nil: every IPv4 address,
-    /// port chosen by the system) with these parameters. Nothing binds until `run`. QUIC, TLS,
+    /// A listener on `endpoint` (a name resolves to its first address; nil: every address, port
+    /// chosen by the system) with these parameters. Without an address, or on `::`, one
+    /// dual-stack socket takes IPv4 and IPv6 clients alike (IPv4 peers show as plain IPv4
+    /// endpoints; on a host without IPv6 it listens on IPv4 alone); `0.0.0.0` takes IPv4 only. Nothing binds until `run`. QUIC, TLS,
     /// TCP and UDP are implemented, with `TLV` and `Coder` over TLS and TCP and `Coder` over
     /// UDP: `run` throws `NetworkError.unsupported` for other stacks.
     public init(for endpoint: NWEndpoint? = nil, using parameters: NetworkParameters<ApplicationProtocol>) {
@@ -52,15 +55,16 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         self.parameters = parameters
     }
 
-    /// A listener on `endpoint` (nil: every IPv4 address, port chosen by the system) over the
-    /// stack the builder returns.
+    /// A listener on `endpoint` (nil: every address, IPv4 and IPv6, port chosen by the system)
+    /// over the stack the builder returns.
     public convenience init(for endpoint: NWEndpoint? = nil, @ProtocolStackBuilder _ stack: () -> ApplicationProtocol) {
         self.init(for: endpoint, using: NetworkParameters(stack: stack()))
     }
 
-    /// Listens on every IPv4 address at `port` (`.any` or 0: the system picks; read `port`).
+    /// Listens on every address, IPv4 and IPv6, at `port` (`.any` or 0: the system picks; read
+    /// `port`).
     public convenience init(port: NWEndpoint.Port, @ProtocolStackBuilder _ stack: () -> ApplicationProtocol) {
-        self.init(for: .hostPort(host: .ipv4(.any), port: port), using: NetworkParameters(stack: stack()))
+        self.init(for: .hostPort(host: .ipv6(.any), port: port), using: NetworkParameters(stack: stack()))
     }
 
     /// The system calls, datagrams and bytes of a QUIC listener's sockets so far (all its
@@ -168,7 +172,9 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     }
 
     private func bindAddress() async throws -> SocketAddress {
-        guard let localEndpoint else { return SocketAddress(ip: "0.0.0.0", port: 0)! }
+        guard let localEndpoint else { return DualStack.wildcard(port: 0) }
+        // `::` is where "every address" binds; a host without IPv6 still listens, on IPv4.
+        if case .hostPort(.ipv6(.any), let port) = localEndpoint { return DualStack.wildcard(port: port.rawValue) }
         let addresses = try await Resolver.addresses(for: localEndpoint)
         return addresses[0]
     }

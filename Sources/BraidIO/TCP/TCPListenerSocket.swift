@@ -47,8 +47,8 @@ public final class TCPListenerSocket {
     /// Opens, binds and listens.
     /// - Parameters:
     ///   - address: IPv4 or IPv6, a wildcard (0.0.0.0, ::) or one address; port 0 picks one.
-    ///     An IPv6 wildcard listener accepts IPv4 clients too (as IPv4-mapped addresses)
-    ///     unless net.ipv6.bindv6only is set.
+    ///     An IPv6 wildcard listener accepts IPv4 clients too (IPV6_V6ONLY off, whatever
+    ///     net.ipv6.bindv6only says), reported as plain IPv4 addresses.
     ///   - options: per-connection options for accepted sockets; also `multipath` (an MPTCP
     ///     listener, TCP when the kernel refuses), `fastOpen` (TCP_FASTOPEN with
     ///     `fastOpenQueueLength`) and the buffer sizes (set before listen).
@@ -73,6 +73,7 @@ public final class TCPListenerSocket {
             // A restarted server binds again while old connections sit in TIME_WAIT.
             try set(SO_REUSEADDR, "SO_REUSEADDR")
             if reusePort { try set(SO_REUSEPORT, "SO_REUSEPORT") }
+            if address.isIPv6 && address.isWildcard { try DualStack.acceptIPv4(on: fd) }
             unsupportedOptions = try options.apply(
                 to: fd, isIPv6: address.isIPv6, multipath: multipath, role: .listener(fastOpenQueue: fastOpenQueueLength),
                 calls: &counters.controlCalls)

@@ -124,9 +124,10 @@ public final class TCPSocket {
                 to: fd, isIPv6: remote.isIPv6, multipath: isMultipath, role: .accepted(mappedIPv4: remote.isIPv4Mapped),
                 calls: &own.controlCalls)
             let local = try boundAddress(fd, calls: &own.controlCalls)
+            // A dual-stack listener's IPv4 clients are reported as IPv4, not ::ffff:a.b.c.d.
             return TCPSocket(
-                fd: fd, remote: remote, local: local, isMultipath: isMultipath, options: options, unsupported: unsupported,
-                connecting: false, deferred: false, counters: own)
+                fd: fd, remote: remote.unmappingIPv4, local: local.unmappingIPv4, isMultipath: isMultipath, options: options,
+                unsupported: unsupported, connecting: false, deferred: false, counters: own)
         } catch {
             own.controlCalls += 1
             Glibc.close(fd)
@@ -337,15 +338,5 @@ public final class TCPSocket {
     public func setWantsWritable(_ wants: Bool) {
         guard let token, let context else { return }
         context.setWantsWritable(token, wants)
-    }
-}
-
-extension SocketAddress {
-    /// An IPv6 address of the form ::ffff:a.b.c.d (an IPv4 peer of a dual-stack socket).
-    var isIPv4Mapped: Bool {
-        guard isIPv6 else { return false }
-        return withUnsafeBytes(of: storage.sin6_addr) { bytes in
-            bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
-        }
     }
 }
