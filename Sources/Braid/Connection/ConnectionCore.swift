@@ -54,6 +54,12 @@ final class ConnectionCore: ConnectionChannelDelegate {
         owner.cancel(context: context)
     }
 
+    /// Closes at once (TCP and TLS: a reset) and ends every pending call with
+    /// `NetworkError.cancelled`.
+    func forceCancel(context: LoopContext) {
+        owner.forceCancel(context: context)
+    }
+
     // MARK: ConnectionChannelDelegate
 
     func channelBecameReady(_ channel: any ConnectionChannel) {

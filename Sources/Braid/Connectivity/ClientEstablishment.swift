@@ -105,7 +105,7 @@ final class ClientEstablishment {
         }
         roundGeneration = InterfaceChanges.on(context, creating: false)?.generation
         let endpoint = endpoint, version = strategy.ipVersion, loop = context.loop
-        if let literal = Resolver.literalAddresses(for: endpoint) {
+        if let literal = Resolver.literalAddresses(for: endpoint) ?? Resolver.fixedAddressesForTesting(for: endpoint) {
             // An IP literal needs no lookup: no thread hop before the first packet.
             resolved(Result { try Self.usable(literal, for: endpoint, version: version) }.mapError { NetworkError($0) }, context: context)
             return
@@ -160,7 +160,8 @@ final class ClientEstablishment {
             attempts.append(attempt)
             // With a fixed local port, attempts go one at a time (they cannot share the port).
             if !untried.isEmpty, local == nil || local?.port == 0 {
-                timer = context.schedule(at: context.now + Self.attemptDelay) { [self] context in
+                let delay = Self.attemptDelaysForTesting.withLock { $0[remote.port] } ?? Self.attemptDelay
+                timer = context.schedule(at: context.now + delay) { [self] context in
                     timer = nil
                     attemptNext(context)
                 }
@@ -269,6 +270,25 @@ final class ClientEstablishment {
         retry(context)
     }
 
+    /// `tryNextEndpoint()`: gives up on the attempts in flight and tries the next address at
+    /// once; with no address left, the connection waits (and retries, as after any round
+    /// that found no path). Does nothing while waiting or once an attempt has won: an
+    /// established byte stream cannot move to another address.
+    func tryNextEndpoint(_ context: LoopContext) {
+        guard !isOver, !attempts.isEmpty else { return }
+        cancelTimer(context)
+        let abandoned = attempts
+        attempts.removeAll()
+        for attempt in abandoned { attempt.abandon(context) }
+        guard untried.isEmpty else {
+            attemptNext(context)
+            return
+        }
+        wait(
+            failures.last ?? .system(call: "connect(\(endpoint)): the application abandoned the last address (tryNextEndpoint)", errno: ECANCELED),
+            context: context)
+    }
+
     /// An interface changed while waiting: retry now instead of at the timer.
     private func pathChanged(_ context: LoopContext) {
         pathWaiter = nil
@@ -358,6 +378,10 @@ final class ClientEstablishment {
     /// Tests give the connections to a port their own retry delays (say, an hour, to show
     /// that an interface change and not the timer ended a wait).
     static let retryDelaysForTesting = Locked<[UInt16: [Duration]]>([:])
+
+    /// Tests hold back Happy Eyeballs' next attempt toward a port (say, for an hour, to show
+    /// that `tryNextEndpoint()` and not the race moved the connection on).
+    static let attemptDelaysForTesting = Locked<[UInt16: Duration]>([:])
 
     /// Tests make a port look unroutable for a number of attempts (the errno and how many),
     /// to drive the waiting state without changing the machine's routes.

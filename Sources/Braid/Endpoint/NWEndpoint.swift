@@ -149,6 +149,13 @@ enum Resolver {
         }
     }
 
+    /// The addresses tests fixed for a name (`namesForTesting`), without a thread hop; nil for
+    /// any other endpoint.
+    static func fixedAddressesForTesting(for endpoint: NWEndpoint) -> [SocketAddress]? {
+        guard case .name(let name) = endpoint.host else { return nil }
+        return namesForTesting.withLock { $0[name] }?.map { $0.withPort(endpoint.port.rawValue) }
+    }
+
     /// Tests give a name a fixed list of addresses (say, IPv6 and IPv4 with a server on only
     /// one) without touching the machine's resolver.
     static let namesForTesting = Locked<[String: [SocketAddress]]>([:])

@@ -587,6 +587,22 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         pump(context)
     }
 
+    /// Closes at once with a reset (SO_LINGER 0), also during a graceful close: nothing
+    /// queued goes out, no close_notify or FIN, the peer's next read or write fails with
+    /// ECONNRESET, and every pending call ends with cancellation. Before it is connected, the
+    /// same as `cancel`.
+    package func forceCancel(context: LoopContext) {
+        guard let socket, isReady else {
+            cancel(context: context)
+            return
+        }
+        if finalError == nil { endCalls(with: CancellationError()) }
+        closing = false
+        socket.abort()
+        self.socket = nil
+        release(context)
+    }
+
     /// Once every accepted send is out: the layer's end (close_notify), FIN, then the socket
     /// closes when the peer's FIN arrives (unread bytes at close would make the kernel send a
     /// reset, which can destroy what the peer has not read yet).

@@ -18,6 +18,14 @@ package protocol ConnectionChannel: AnyObject {
     /// Closes the connection the stack's graceful way and ends every pending call with
     /// cancellation.
     func cancel(context: LoopContext)
+    /// Closes at once, without the stack's graceful end where it has an abortive one (TCP:
+    /// a reset), and ends every pending call with cancellation.
+    func forceCancel(context: LoopContext)
+}
+
+extension ConnectionChannel {
+    /// Stacks without an abortive close (UDP; QUIC, whose close is one packet) cancel.
+    package func forceCancel(context: LoopContext) { cancel(context: context) }
 }
 
 /// What a channel's owner in the public layer hears from any channel, on the channel's loop.

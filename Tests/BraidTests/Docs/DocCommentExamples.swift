@@ -128,6 +128,17 @@ func docExample_NetworkConnection_onBetterPathUpdate(_ connection: NetworkConnec
     }
 }
 
+func docExample_NetworkConnection_currentPath(_ connection: NetworkConnection<TCP>) {
+    if let path = connection.currentPath, let remote = path.remoteEndpoint {
+        print("talking to \(remote) over \(path.availableInterfaces.map(\.name))")
+    }
+}
+
+func docExample_NetworkConnection_tryNextEndpoint(_ connection: NetworkConnection<TCP>) async throws {
+    try await Task.sleep(for: .seconds(2))
+    if connection.state != .ready { connection.tryNextEndpoint() }
+}
+
 func docExample_NetworkConnection_close(_ connection: NetworkConnection<QUIC>) async {
     await connection.close()
     exit(0)
