@@ -90,9 +90,11 @@ import BraidCore
     /// ECANCELED.
     @Test(arguments: ["tcp", "tls"]) func forceCancelResetsThePeer(_ kind: String) async throws {
         let (outcomes, continuation) = AsyncStream<Result<Data, NetworkError>>.makeStream()
+        // The reset may overtake the client's first bytes (a completed classic send is queued,
+        // not yet written), so either receive may be the one that meets it.
         @Sendable func readUntilTheEnd<P: StreamProtocol>(_ connection: NetworkConnection<P>) async throws {
-            _ = try await connection.receive(exactly: 5)
             do {
+                _ = try await connection.receive(exactly: 5)
                 let (content, _) = try await connection.receive(atLeast: 1, atMost: 65536)
                 continuation.yield(.success(content))
             } catch {
