@@ -69,8 +69,10 @@ final class ConnectionCore: ConnectionChannelDelegate {
             $0.earlyDataAccepted = facts.earlyDataAccepted
             $0.resumed = facts.resumed
             $0.multipath = facts.multipath
-            $0.localEndpoint = facts.localAddress.map(NWEndpoint.init)
-            $0.remoteEndpoint = facts.remoteAddress.map(NWEndpoint.init)
+            // A Unix-domain connection's ends are both known by its socket file.
+            let unix = facts.unixPath.map { NWEndpoint.unix(path: $0) }
+            $0.localEndpoint = unix ?? facts.localAddress.map(NWEndpoint.init)
+            $0.remoteEndpoint = unix ?? facts.remoteAddress.map(NWEndpoint.init)
         }
         shared.states.update(.ready)
         // The path watch (if any) reports the first path.

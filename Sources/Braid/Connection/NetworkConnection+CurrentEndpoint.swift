@@ -17,10 +17,9 @@ extension NetworkConnection {
         let (watched, local, remote) = shared.snapshot.withLock { ($0.path, $0.localEndpoint, $0.remoteEndpoint) }
         if let watched { return watched }
         guard state == .ready, let local, let remote else { return nil }
-        let ipv6 = local.isIPv6
         return NWPath(
-            status: .satisfied, unsatisfiedDescription: nil, supportsIPv4: !ipv6, supportsIPv6: ipv6, localEndpoint: local,
-            remoteEndpoint: remote)
+            status: .satisfied, unsatisfiedDescription: nil, supportsIPv4: local.isIPv4, supportsIPv6: local.isIPv6,
+            localEndpoint: local, remoteEndpoint: remote)
     }
 
     /// Gives up on the address being tried and moves to the next one the endpoint resolved
@@ -41,7 +40,12 @@ extension NetworkConnection {
 }
 
 extension NWEndpoint {
-    /// An IPv6 address (a connection's family, for its path).
+    /// An IPv4 address (a connection's family, for its path).
+    fileprivate var isIPv4: Bool {
+        if case .hostPort(.ipv4, _) = self { true } else { false }
+    }
+
+    /// An IPv6 address.
     fileprivate var isIPv6: Bool {
         if case .hostPort(.ipv6, _) = self { true } else { false }
     }

@@ -83,6 +83,10 @@ final class ClientEstablishment {
         guard !isOver else { return }
         // Until an attempt wins, ending the connection abandons the attempts.
         strategy.standIn(for: self, context: context)
+        if case .unix = endpoint {
+            beginUnixDomain(context)
+            return
+        }
         if !constraints.isEmpty {
             // Choosing an interface needs the loop's view of the kernel's interfaces.
             guard let changes = InterfaceChanges.on(context), changes.isWatching else {
@@ -118,6 +122,22 @@ final class ClientEstablishment {
     }
 
     private var isOver: Bool { finished || core.finalError != nil }
+
+    /// A Unix-domain endpoint: one socket file, nothing to resolve, race or wait for. Its
+    /// connect succeeds or fails at once, and a failure (no socket file: ENOENT; nobody
+    /// listening: ECONNREFUSED) fails the connection, as a refused TCP connect does.
+    private func beginUnixDomain(_ context: LoopContext) {
+        do {
+            guard local == nil, constraints.isEmpty else {
+                throw NetworkError.invalidConfiguration(
+                    "a Unix-domain endpoint (\(endpoint)) takes no local endpoint and no interface parameters: remove them")
+            }
+            guard let path = try endpoint.unixSocketPath else { return }
+            attempts.append(try strategy.attempt(unixPath: path, race: self, context: context))
+        } catch {
+            finish(failing: NetworkError(error, endpoint: endpoint.description), context: context)
+        }
+    }
 
     private func resolved(_ result: Result<[SocketAddress], NetworkError>, context: LoopContext) {
         guard !isOver else { return }
@@ -412,6 +432,15 @@ protocol EstablishmentStrategy: AnyObject {
     ) throws -> (attempt: any EstablishmentAttempt, committed: Bool)
     /// `attempt` won: make it the connection.
     func adopt(_ attempt: any EstablishmentAttempt, context: LoopContext)
+    /// Starts the one attempt on the Unix-domain socket at `path`, which reports to `race`.
+    func attempt(unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext) throws -> any EstablishmentAttempt
+}
+
+extension EstablishmentStrategy {
+    /// Stacks over IP (QUIC, UDP) have no Unix-domain attempt.
+    func attempt(unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext) throws -> any EstablishmentAttempt {
+        throw NetworkError.unsupported("Unix-domain endpoints (.unix(path:)) on this stack: TCP() and TLS() connect to them")
+    }
 }
 
 /// One connection attempt to one address, made by an `EstablishmentStrategy`.

@@ -89,7 +89,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         get async { await group.withLock({ $0 })?.listenerStatistics }
     }
 
-    /// The port listened on, once `ready`.
+    /// The port listened on, once `ready` (nil for a Unix-domain listener).
     public var port: NWEndpoint.Port? { boundPort.withLock { $0 } }
 
     /// The state now: `setup` before `run`, `ready` once bound, `cancelled` after `run`
@@ -135,11 +135,13 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 throw NetworkError.unsupported(
                     "requiredInterfaceType, prohibitedInterfaceTypes, prohibitedInterfaces, expensivePathsProhibited and constrainedPathsProhibited on listeners (a listener takes requiredInterface; connections apply them all)")
             }
-            let start = ListenerStart(
+            var start = ListenerStart(
                 parameters: parameters, address: try await bindAddress(), intake: intake, newConnectionLimit: newConnectionLimit,
                 prepareChannel: prepareChannel)
+            start.unixPath = try localEndpoint?.unixSocketPath
             group = try await StackBindings.binding(of: parameters.stack).startListener(start)
-            boundPort.withLock { $0 = NWEndpoint.Port(integerLiteral: group.localAddress.port) }
+            // A Unix-domain listener has a path, not a port.
+            if start.unixPath == nil { boundPort.withLock { $0 = NWEndpoint.Port(integerLiteral: group.localAddress.port) } }
             self.group.withLock { $0 = group }
             // Cancelling `run` closes the intake at once (no connection is made for which no
             // handler would run), and the sockets stop taking new clients: waiting for `run` to
@@ -173,6 +175,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
 
     private func bindAddress() async throws -> SocketAddress {
         guard let localEndpoint else { return DualStack.wildcard(port: 0) }
+        if case .unix = localEndpoint { return .unspecified }
         // `::` is where "every address" binds; a host without IPv6 still listens, on IPv4.
         if case .hostPort(.ipv6(.any), let port) = localEndpoint { return DualStack.wildcard(port: port.rawValue) }
         let addresses = try await Resolver.addresses(for: localEndpoint)

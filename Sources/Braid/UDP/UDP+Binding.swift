@@ -19,6 +19,7 @@ extension UDP: StackBinding {
         try validateForDatagrams()
         try listener.requireNoLocalEndpoint()
         try listener.requireNoMultipath(on: "UDP listeners")
+        try listener.requireIPAddress(on: "UDP listeners")
         let stack = listener.stack, intake = listener.intake
         let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
         return try await UDPServerGroup.start(

@@ -109,7 +109,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         ConnectionFacts(
             negotiatedALPN: layer?.negotiatedALPN, earlyDataAccepted: layer?.earlyDataAccepted ?? false,
             resumed: layer?.isResumed ?? false, multipath: multipathInEffect, localAddress: localAddress,
-            remoteAddress: remoteAddress)
+            remoteAddress: remoteAddress, unixPath: socket?.unixPath)
     }
 
     /// An integer socket option of the connection's socket (nil without a TCP socket), for tests.

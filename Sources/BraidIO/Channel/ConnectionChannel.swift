@@ -49,11 +49,14 @@ package struct ConnectionFacts: Sendable {
     package var multipath = false
     package var localAddress: SocketAddress?
     package var remoteAddress: SocketAddress?
+    /// A Unix-domain connection's socket file (its addresses are then not IP ones).
+    package var unixPath: String?
 
     package init(
         negotiatedALPN: String? = nil, earlyDataAccepted: Bool = false, resumed: Bool = false, multipath: Bool = false,
-        localAddress: SocketAddress? = nil, remoteAddress: SocketAddress? = nil
+        localAddress: SocketAddress? = nil, remoteAddress: SocketAddress? = nil, unixPath: String? = nil
     ) {
+        self.unixPath = unixPath
         self.negotiatedALPN = negotiatedALPN
         self.earlyDataAccepted = earlyDataAccepted
         self.resumed = resumed

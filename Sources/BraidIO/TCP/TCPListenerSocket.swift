@@ -34,6 +34,11 @@ public final class TCPListenerSocket {
     public private(set) var isOpen = true
     /// Options the MPTCP layer does not support on the listener and that were left unset.
     public let unsupportedOptions: [String]
+    /// A Unix-domain listener's socket file (nil for TCP), with the device and inode it had
+    /// when bound: `close` removes the file only while it is still this listener's.
+    private let unixSocket: (path: UnixSocketPath, device: UInt64, inode: UInt64)?
+    /// A Unix-domain listener's socket file; nil for TCP.
+    public var unixPath: String? { unixSocket?.path.path }
 
     /// Test hook: while set, accept4 is not called and fails with this errno instead (to
     /// exercise the exhaustion pause without exhausting the process's descriptors, which
@@ -92,6 +97,66 @@ public final class TCPListenerSocket {
         isMultipath = multipath
         self.options = options
         self.counters = counters
+        unixSocket = nil
+    }
+
+    /// Binds a Unix-domain stream socket at `path` and listens. A socket file someone left
+    /// there (a listener that is gone: connecting to it is refused) is removed first, as a
+    /// restarted server expects; a socket someone still listens on fails with EADDRINUSE, and
+    /// a file that is not a socket (a regular file, a directory) is never removed: EADDRINUSE
+    /// too. `close` removes the socket file, if it is still the one this listener made.
+    package init(unixPath path: UnixSocketPath, backlog: Int = 1024) throws {
+        var counters = StreamSocketCounters()
+        try Self.removeStaleSocketFile(at: path, calls: &counters.controlCalls)
+        counters.controlCalls += 1
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw DatapathError.system("socket(AF_UNIX)", errno) }
+        counters.controlCalls += 2
+        guard path.withSockAddr({ bind(fd, $0, $1) }) == 0 else {
+            let error = errno
+            Glibc.close(fd)
+            throw DatapathError.system("bind(\(path))", error)
+        }
+        guard listen(fd, Int32(clamping: backlog)) == 0, let identity = path.socketFileIdentity() else {
+            let error = errno
+            Glibc.close(fd)
+            unlink(path.path)
+            throw DatapathError.system("listen(\(path))", error)
+        }
+        self.fd = fd
+        localAddress = .unspecified
+        isMultipath = false
+        options = TCPOptions()
+        unsupportedOptions = []
+        self.counters = counters
+        unixSocket = (path, identity.device, identity.inode)
+    }
+
+    /// Removes the socket file at `path` if nobody listens on it any more; throws EADDRINUSE
+    /// when someone does, or when the file is not a socket.
+    private static func removeStaleSocketFile(at path: UnixSocketPath, calls: inout UInt64) throws {
+        var status = stat()
+        calls += 1
+        guard lstat(path.path, &status) == 0 else { return }  // nothing there: bind says the rest
+        guard status.st_mode & S_IFMT == S_IFSOCK else {
+            throw DatapathError.system("bind(\(path)): a file that is not a socket is there (Braid never removes one)", EADDRINUSE)
+        }
+        calls += 1
+        let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard probe >= 0 else { throw DatapathError.system("socket(AF_UNIX)", errno) }
+        defer { Glibc.close(probe) }
+        calls += 1
+        let connected = path.withSockAddr { Glibc.connect(probe, $0, $1) }
+        let error = connected == 0 ? 0 : errno
+        // Connected, or a full backlog (EAGAIN): a listener is there.
+        guard error == ECONNREFUSED else {
+            if error == 0 || error == EAGAIN {
+                throw DatapathError.system("bind(\(path)): another listener is on this socket file", EADDRINUSE)
+            }
+            throw DatapathError.system("connect(\(path)) to check for a listener", error)
+        }
+        calls += 1
+        guard unlink(path.path) == 0 || errno == ENOENT else { throw DatapathError.system("unlink(\(path))", errno) }
     }
 
     deinit { close() }
@@ -114,6 +179,9 @@ public final class TCPListenerSocket {
             } else {
                 counters.acceptCalls += 1
                 fd = braid_accept4(self.fd, &storage, &length)
+            }
+            if fd >= 0, let unixSocket {
+                return TCPSocket.accepted(fd: fd, unixPath: unixSocket.path.path)
             }
             if fd >= 0 {
                 return try TCPSocket.accepted(
@@ -176,5 +244,11 @@ public final class TCPListenerSocket {
         token = nil
         counters.controlCalls += 1
         Glibc.close(fd)
+        if let unixSocket, let now = unixSocket.path.socketFileIdentity(), now.device == unixSocket.device,
+            now.inode == unixSocket.inode
+        {
+            counters.controlCalls += 1
+            unlink(unixSocket.path.path)
+        }
     }
 }

@@ -241,7 +241,8 @@ func docExample_UDP_socketStatistics(_ game: NetworkConnection<UDP>) async {
 func docExample_NWEndpoint() -> [NWEndpoint] {
     let byName: NWEndpoint = .hostPort(host: "example.com", port: 443)
     let literal: NWEndpoint = .hostPort(host: .ipv6(.loopback), port: 4433)
-    return [byName, literal]
+    let local: NWEndpoint = .unix(path: "/run/game/socket")
+    return [byName, literal, local]
 }
 
 /// Sources/Braid/Errors/NetworkError.swift

@@ -1,0 +1,172 @@
+import Dispatch
+import Foundation
+import Glibc
+import Testing
+
+@testable import Braid
+import BraidIO
+
+/// `NWEndpoint.unix(path:)` over real Unix-domain sockets, in both dialects: each test has a
+/// directory of its own for its socket files.
+@Suite(.timeLimit(.minutes(3))) struct UnixDomainSocketTests {
+    /// A fresh directory under the system's temporary one, removed by `remove()`.
+    struct Directory {
+        let path: String
+        init() throws {
+            var template = Array("/tmp/braid-unix-XXXXXX".utf8CString)
+            guard let made = mkdtemp(&template) else { throw NetworkError.system(call: "mkdtemp", errno: errno) }
+            path = String(cString: made)
+        }
+        func file(_ name: String) -> String { "\(path)/\(name)" }
+        func remove() { try? FileManager.default.removeItem(atPath: path) }
+    }
+
+    static func exists(_ path: String) -> Bool {
+        var status = stat()
+        return lstat(path, &status) == 0
+    }
+
+    /// Runs `listener` until ready; throws its failure.
+    static func start<P: NetworkProtocol>(
+        _ listener: NetworkListener<P>, _ handler: @escaping @Sendable (NetworkConnection<P>) async throws -> Void
+    ) async throws -> Task<Void, any Error> {
+        let task = Task { try await listener.run(handler) }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state {
+                task.cancel()
+                throw error
+            }
+        }
+        return task
+    }
+
+    @Test(arguments: ["tcp", "tls"]) func aStreamEchoesOverAUnixSocket(_ kind: String) async throws {
+        let directory = try Directory()
+        defer { directory.remove() }
+        let endpoint = NWEndpoint.unix(path: directory.file("echo.sock"))
+        let peers = EndpointLog()
+        @Sendable func echoRecording<P: StreamProtocol>(_ connection: NetworkConnection<P>) async throws {
+            peers.append(connection.endpoint)
+            try await echoBytes(connection)
+        }
+        let payload = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        if kind == "tcp" {
+            let task = try await Self.start(NetworkListener(for: endpoint) { TCP().noDelay(true) }, echoRecording)
+            defer { task.cancel() }
+            let connection = NetworkConnection(to: endpoint) { TCP().noDelay(true) }
+            try await sendAll(payload, on: connection)
+            #expect(try await receiveAll(connection) == payload)
+            #expect(connection.remoteEndpoint == endpoint)
+        } else {
+            let task = try await Self.start(NetworkListener(for: endpoint) { testTLSServer() }, echoRecording)
+            defer { task.cancel() }
+            let connection = NetworkConnection(to: endpoint) { testTLSClient() }
+            try await sendAll(payload, on: connection)
+            #expect(try await receiveAll(connection) == payload)
+            #expect(connection.negotiatedALPN == "echo")
+        }
+        #expect(peers.all == [endpoint])
+    }
+
+    @Test func theClassicAPIListensAndConnectsOnAUnixSocket() async throws {
+        let directory = try Directory()
+        defer { directory.remove() }
+        let endpoint = NWEndpoint.unix(path: directory.file("classic.sock"))
+        let parameters = NWParameters.tcp
+        parameters.requiredLocalEndpoint = endpoint
+        let server = try ClassicEchoServer(parameters)
+        try await server.startListening()
+        #expect(server.listener.port == nil)
+        #expect(Self.exists(directory.file("classic.sock")))
+        let connection = NWConnection(to: endpoint, using: .tcp)
+        defer { connection.cancel() }
+        let states = StateRecorder(connection)
+        connection.start(queue: DispatchQueue(label: "client"))
+        try await states.wait(for: "ready") { $0 == .ready }
+        #expect(await connection.sendAsync(Data("over a unix socket".utf8), isComplete: false) == nil)
+        let echoed = await connection.receiveAsync(minimum: 18)
+        #expect(echoed.content == Data("over a unix socket".utf8))
+
+        // Cancelling the listener removes its socket file.
+        let (listenerStates, continuation) = AsyncStream<NWListener.State>.makeStream()
+        server.listener.stateUpdateHandler = { continuation.yield($0) }
+        server.listener.cancel()
+        let cancelled = try await withDeadline(.seconds(60)) {
+            for await state in listenerStates where state == .cancelled { return true }
+            return nil
+        }
+        #expect(cancelled == true)
+        #expect(!Self.exists(directory.file("classic.sock")))
+    }
+
+    @Test func aMissingSocketFileFailsWithENOENT() async throws {
+        let directory = try Directory()
+        defer { directory.remove() }
+        let connection = NWConnection(to: .unix(path: directory.file("nobody.sock")), using: .tcp)
+        let states = StateRecorder(connection)
+        connection.start(queue: DispatchQueue(label: "client"))
+        let failed = try await states.wait(for: "failed") { if case .failed = $0 { true } else { false } }
+        #expect(failed == .failed(.posix(.ENOENT)))
+
+        let modern = NetworkConnection(to: .unix(path: directory.file("nobody.sock"))) { TCP() }
+        await #expect(throws: NetworkError.system(call: "connect(\(directory.file("nobody.sock")))", errno: ENOENT)) {
+            try await modern.send(Data("x".utf8))
+        }
+    }
+
+    @Test func aPathLongerThanSockaddrUnHoldsIsAClearError() async throws {
+        let long = "/tmp/" + String(repeating: "d", count: 110) + ".sock"
+        let connection = NetworkConnection(to: .unix(path: long)) { TCP() }
+        let error = await #expect(throws: NetworkError.self) { try await connection.send(Data("x".utf8)) }
+        guard case .invalidConfiguration(let message) = error else {
+            Issue.record("expected invalidConfiguration, got \(String(describing: error))")
+            return
+        }
+        #expect(message.contains("at most 107"))
+        let listener = NetworkListener(for: .unix(path: long)) { TCP() }
+        await #expect(throws: NetworkError.invalidConfiguration(message)) { try await listener.run { _ in } }
+    }
+
+    /// A socket file left by a listener that is gone is replaced; one someone listens on, or a
+    /// file that is not a socket, is left alone and the listener fails with EADDRINUSE.
+    @Test func aStaleSocketFileIsReplacedAndNothingElseIs() async throws {
+        let directory = try Directory()
+        defer { directory.remove() }
+        let path = directory.file("stale.sock")
+        // A socket file nobody listens on any more.
+        let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let bound = try UnixSocketPath(path).withSockAddr { bind(stale, $0, $1) }
+        close(stale)
+        #expect(bound == 0 && Self.exists(path))
+        let first = try await Self.start(NetworkListener(for: .unix(path: path)) { TCP() }, echoBytes)
+        defer { first.cancel() }
+        let connection = NetworkConnection(to: .unix(path: path)) { TCP() }
+        try await connection.send(Data("fresh".utf8))
+        #expect(try await connection.receive(exactly: 5).content == Data("fresh".utf8))
+
+        // Someone listens there now: a second listener fails and leaves the file.
+        let second = NetworkListener(for: .unix(path: path)) { TCP() }
+        await #expect(throws: NetworkError.self) { try await second.run { _ in } }
+        #expect(Self.exists(path))
+
+        // A regular file is never removed.
+        let regular = directory.file("data.txt")
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: regular))
+        let third = NetworkListener(for: .unix(path: regular)) { TCP() }
+        await #expect(throws: NetworkError.system(
+            call: "bind(\(regular)): a file that is not a socket is there (Braid never removes one)", errno: EADDRINUSE)) {
+            try await third.run { _ in }
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: regular)) == Data("keep me".utf8))
+    }
+
+    @Test func quicAndUDPSayTheyDoNotRunOverUnixSockets() async throws {
+        let udp = NetworkConnection(to: .unix(path: "/tmp/braid-nowhere.sock")) { UDP() }
+        let error = await #expect(throws: NetworkError.self) { try await udp.send(Data("x".utf8)) }
+        if case .unsupported = error {} else { Issue.record("expected unsupported, got \(String(describing: error))") }
+        let listener = NetworkListener(for: .unix(path: "/tmp/braid-nowhere.sock")) { UDP() }
+        let listenerError = await #expect(throws: NetworkError.self) { try await listener.run { _ in } }
+        if case .unsupported = listenerError {} else { Issue.record("expected unsupported, got \(String(describing: listenerError))") }
+    }
+}
