@@ -20,8 +20,9 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// and IP's tuning options (`noDelay`, keep-alive, fast open, the service class) mean
     /// nothing there and are ignored; a local endpoint, an interface requirement or Multipath
     /// TCP is an `invalidConfiguration` error. A TLS client names the server "localhost"
-    /// unless its `serverName` says otherwise. QUIC and UDP do not run over it
-    /// (`NetworkError.unsupported`).
+    /// unless its `serverName` says otherwise. Connecting to a path with no socket file fails
+    /// with ENOENT, and to one nobody listens on with ECONNREFUSED, at once (as a refused TCP
+    /// connect does in Braid). QUIC and UDP do not run over it (`NetworkError.unsupported`).
     case unix(path: String)
 
     /// A DNS name or an IP address.

@@ -100,6 +100,24 @@ import BraidIO
         #expect(!Self.exists(directory.file("classic.sock")))
     }
 
+    /// The classic TLS client over a Unix-domain socket: it checks the server's certificate
+    /// against "localhost", the name a Unix-domain peer gets unless the options name another.
+    @Test func theClassicTLSClientConnectsOverAUnixSocket() async throws {
+        let directory = try Directory()
+        defer { directory.remove() }
+        let endpoint = NWEndpoint.unix(path: directory.file("tls.sock"))
+        let task = try await Self.start(NetworkListener(for: endpoint) { testTLSServer() }, echoBytes)
+        defer { task.cancel() }
+        let connection = NWConnection(to: endpoint, using: NWConnectionTLSTests.parameters(alpn: ["echo"]))
+        defer { connection.cancel() }
+        let states = StateRecorder(connection)
+        connection.start(queue: DispatchQueue(label: "client"))
+        try await states.wait(for: "ready") { $0 == .ready }
+        #expect(await connection.sendAsync(Data("tls over unix".utf8), context: .finalMessage) == nil)
+        let echoed = await connection.receiveMessageAsync()
+        #expect(echoed.content == Data("tls over unix".utf8) && echoed.isComplete && echoed.error == nil)
+    }
+
     @Test func aMissingSocketFileFailsWithENOENT() async throws {
         let directory = try Directory()
         defer { directory.remove() }
