@@ -133,7 +133,12 @@ final class ClientEstablishment {
                     "a Unix-domain endpoint (\(endpoint)) takes no local endpoint and no interface parameters: remove them")
             }
             guard let path = try endpoint.unixSocketPath else { return }
-            attempts.append(try strategy.attempt(unixPath: path, race: self, context: context))
+            let (attempt, committed) = try strategy.attempt(unixPath: path, race: self, context: context)
+            if committed {
+                adopt(attempt, context: context)
+            } else {
+                attempts.append(attempt)
+            }
         } catch {
             finish(failing: NetworkError(error, endpoint: endpoint.description), context: context)
         }
@@ -432,14 +437,19 @@ protocol EstablishmentStrategy: AnyObject {
     ) throws -> (attempt: any EstablishmentAttempt, committed: Bool)
     /// `attempt` won: make it the connection.
     func adopt(_ attempt: any EstablishmentAttempt, context: LoopContext)
-    /// Starts the one attempt on the Unix-domain socket at `path`, which reports to `race`.
-    func attempt(unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext) throws -> any EstablishmentAttempt
+    /// Starts the one attempt on the Unix-domain socket at `path`, which reports to `race`
+    /// (`committed`: it is the connection at once, as a UDP attempt is).
+    func attempt(
+        unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext
+    ) throws -> (attempt: any EstablishmentAttempt, committed: Bool)
 }
 
 extension EstablishmentStrategy {
-    /// Stacks over IP (QUIC, UDP) have no Unix-domain attempt.
-    func attempt(unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext) throws -> any EstablishmentAttempt {
-        throw NetworkError.unsupported("Unix-domain endpoints (.unix(path:)) on this stack: TCP() and TLS() connect to them")
+    /// QUIC, which runs over IP alone, has no Unix-domain attempt.
+    func attempt(
+        unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext
+    ) throws -> (attempt: any EstablishmentAttempt, committed: Bool) {
+        throw NetworkError.unsupported("Unix-domain endpoints (.unix(path:)) on this stack: TCP(), TLS() and UDP() connect to them")
     }
 }
 

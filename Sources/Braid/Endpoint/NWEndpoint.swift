@@ -16,13 +16,15 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// A host (a DNS name or an IP address) and a port.
     case hostPort(host: Host, port: Port)
     /// A Unix-domain socket: a socket file at `path` (at most 107 bytes, Linux's
-    /// `sockaddr_un`), for `TCP()` and `TLS()` stacks (a stream socket) in both dialects. TCP's
+    /// `sockaddr_un`), in both dialects: a stream socket under `TCP()` and `TLS()` (clients
+    /// and listeners), a datagram socket under `UDP()` (clients: the socket file is a
+    /// datagram server's, such as a log daemon's; UDP listeners take IP addresses only). TCP's
     /// and IP's tuning options (`noDelay`, keep-alive, fast open, the service class) mean
     /// nothing there and are ignored; a local endpoint, an interface requirement or Multipath
     /// TCP is an `invalidConfiguration` error. A TLS client names the server "localhost"
     /// unless its `serverName` says otherwise. Connecting to a path with no socket file fails
     /// with ENOENT, and to one nobody listens on with ECONNREFUSED, at once (as a refused TCP
-    /// connect does in Braid). QUIC and UDP do not run over it (`NetworkError.unsupported`).
+    /// connect does in Braid). QUIC does not run over it (`NetworkError.unsupported`).
     case unix(path: String)
 
     /// A DNS name or an IP address.

@@ -51,7 +51,8 @@ struct ListenerStart<Top: NetworkProtocol> {
     /// (`stack` names it).
     func requireIPAddress(on stack: String) throws {
         if let unixPath {
-            throw NetworkError.unsupported("Unix-domain endpoints (\(unixPath)) on \(stack): TCP and TLS listen on them")
+            throw NetworkError.unsupported(
+                "Unix-domain endpoints (\(unixPath)) on \(stack): TCP and TLS listen on them (UDP connects to them, but does not listen)")
         }
     }
 

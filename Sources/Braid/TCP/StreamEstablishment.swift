@@ -65,7 +65,9 @@ final class StreamEstablishment: EstablishmentStrategy {
 
     /// A Unix-domain connect, which completes at once (or throws): the attempt only waits for
     /// the socket to show writable, as a TCP connect's does.
-    func attempt(unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext) throws -> any EstablishmentAttempt {
+    func attempt(
+        unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext
+    ) throws -> (attempt: any EstablishmentAttempt, committed: Bool) {
         let socket = try sockets.connect(toUnixPath: path)
         let attempt = ConnectAttempt(socket: socket, remote: .unspecified, race: race)
         do {
@@ -74,7 +76,7 @@ final class StreamEstablishment: EstablishmentStrategy {
             socket.close()
             throw error
         }
-        return attempt
+        return (attempt, false)
     }
 
     /// The connect that won: its socket goes to the channel, with the stack's layer over it.

@@ -51,6 +51,15 @@ final class DatagramEstablishment: EstablishmentStrategy {
         return (DatagramAttempt(transport: DatagramClientTransport(socket: socket, remote: remote)), true)
     }
 
+    /// A Unix-domain datagram socket connected to the server's socket file: the connection at
+    /// once, as a UDP socket is.
+    func attempt(
+        unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext
+    ) throws -> (attempt: any EstablishmentAttempt, committed: Bool) {
+        let socket = try sockets.connect(toUnixPath: path)
+        return (DatagramAttempt(transport: DatagramClientTransport(socket: socket, remote: UnixDatagramSocket.remote)), true)
+    }
+
     func adopt(_ attempt: any EstablishmentAttempt, context: LoopContext) {
         race = nil
         guard let attempt = attempt as? DatagramAttempt, let transport = attempt.take() else { return }

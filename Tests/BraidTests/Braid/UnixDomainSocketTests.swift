@@ -179,9 +179,38 @@ import BraidIO
         #expect(try Data(contentsOf: URL(fileURLWithPath: regular)) == Data("keep me".utf8))
     }
 
-    @Test func quicAndUDPSayTheyDoNotRunOverUnixSockets() async throws {
-        let udp = NetworkConnection(to: .unix(path: "/tmp/braid-nowhere.sock")) { UDP() }
-        let error = await #expect(throws: NetworkError.self) { try await udp.send(Data("x".utf8)) }
+    /// `UDP()` to a datagram server's socket file, in both dialects: datagrams go out whole,
+    /// the server's answers come back, named by the socket file.
+    @Test func udpDatagramsEchoOverAUnixSocket() async throws {
+        let directory = try Directory()
+        defer { directory.remove() }
+        let peer = try UnixDatagramEchoPeer(path: directory.file("echo.dgram"))
+        defer { peer.stop() }
+        let endpoint = NWEndpoint.unix(path: peer.path)
+
+        let connection = NetworkConnection(to: endpoint) { UDP() }
+        defer { connection.cancel() }
+        // A Unix-domain datagram socket neither drops nor reorders: one send, one answer each.
+        for size in [1, 1200, 60_000] {
+            let message = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &+ size) })
+            try await connection.send(message)
+            let (echoed, metadata) = try await connection.receive()
+            #expect(echoed == message)
+            #expect(metadata.remoteEndpoint == endpoint)
+        }
+        #expect(connection.remoteEndpoint == endpoint)
+
+        let classic = NWConnection(to: endpoint, using: .udp)
+        defer { classic.cancel() }
+        classic.start(queue: DispatchQueue(label: "client"))
+        #expect(await classic.sendAsync(Data("classic datagram".utf8)) == nil)
+        let reply = await classic.receiveMessageAsync()
+        #expect(reply.content == Data("classic datagram".utf8) && reply.isComplete && reply.error == nil)
+    }
+
+    @Test func quicAndUDPListenersSayTheyDoNotRunOverUnixSockets() async throws {
+        let quic = NetworkConnection(to: .unix(path: "/tmp/braid-nowhere.sock")) { testClient() }
+        let error = await #expect(throws: NetworkError.self) { _ = try await quic.openStream() }
         if case .unsupported = error {} else { Issue.record("expected unsupported, got \(String(describing: error))") }
         let listener = NetworkListener(for: .unix(path: "/tmp/braid-nowhere.sock")) { UDP() }
         let listenerError = await #expect(throws: NetworkError.self) { try await listener.run { _ in } }
