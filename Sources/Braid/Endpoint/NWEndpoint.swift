@@ -16,9 +16,11 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// A host (a DNS name or an IP address) and a port.
     case hostPort(host: Host, port: Port)
     /// A Unix-domain socket: a socket file at `path` (at most 107 bytes, Linux's
-    /// `sockaddr_un`), in both dialects: a stream socket under `TCP()` and `TLS()` (clients
-    /// and listeners), a datagram socket under `UDP()` (clients: the socket file is a
-    /// datagram server's, such as a log daemon's; UDP listeners take IP addresses only). TCP's
+    /// `sockaddr_un`), for clients and listeners in both dialects: a stream socket under
+    /// `TCP()` and `TLS()`, a datagram socket under `UDP()`. A connection's both endpoints are
+    /// the socket file (a client's socket has no name a user gave it), and so is each of a
+    /// listener's connections'. A listener replaces a stale socket file (one nobody holds),
+    /// never anything else, and removes its file when it stops. TCP's
     /// and IP's tuning options (`noDelay`, keep-alive, fast open, the service class) mean
     /// nothing there and are ignored; a local endpoint, an interface requirement or Multipath
     /// TCP is an `invalidConfiguration` error. A TLS client names the server "localhost"

@@ -52,7 +52,7 @@ struct ListenerStart<Top: NetworkProtocol> {
     func requireIPAddress(on stack: String) throws {
         if let unixPath {
             throw NetworkError.unsupported(
-                "Unix-domain endpoints (\(unixPath)) on \(stack): TCP and TLS listen on them (UDP connects to them, but does not listen)")
+                "Unix-domain endpoints (\(unixPath)) on \(stack): TCP, TLS and UDP listen on them")
         }
     }
 

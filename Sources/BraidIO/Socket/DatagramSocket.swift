@@ -43,6 +43,8 @@ package protocol DatagramSocketFactory: Sendable {
     func markingDSCP(_ dscp: UInt8) throws -> any DatagramSocketFactory
     /// A Unix-domain datagram socket connected to `path` (see `UnixDatagramSocket`).
     func connect(toUnixPath path: UnixSocketPath) throws -> any DatagramSocket
+    /// A server's Unix-domain datagram socket bound to `path`.
+    func bind(unixPath path: UnixSocketPath) throws -> any DatagramSocket
 }
 
 extension DatagramSocketFactory {
@@ -54,6 +56,10 @@ extension DatagramSocketFactory {
     /// Networks without Unix-domain sockets (the tests' in-memory one) refuse them.
     package func connect(toUnixPath path: UnixSocketPath) throws -> any DatagramSocket {
         throw DatapathError.system("connect(\(path))", EAFNOSUPPORT)
+    }
+
+    package func bind(unixPath path: UnixSocketPath) throws -> any DatagramSocket {
+        throw DatapathError.system("bind(\(path))", EAFNOSUPPORT)
     }
 
     /// Sockets that are not the kernel's carry no IP header to mark.
@@ -104,5 +110,9 @@ package struct UDPSockets: DatagramSocketFactory {
     /// do not apply.
     package func connect(toUnixPath path: UnixSocketPath) throws -> any DatagramSocket {
         try UnixDatagramSocket(connectingTo: path)
+    }
+
+    package func bind(unixPath path: UnixSocketPath) throws -> any DatagramSocket {
+        try UnixDatagramSocket(bindingTo: path)
     }
 }

@@ -107,7 +107,7 @@ public final class TCPListenerSocket {
     /// too. `close` removes the socket file, if it is still the one this listener made.
     package init(unixPath path: UnixSocketPath, backlog: Int = 1024) throws {
         var counters = StreamSocketCounters()
-        try Self.removeStaleSocketFile(at: path, calls: &counters.controlCalls)
+        counters.controlCalls += try path.removeStaleSocketFile(type: Int32(SOCK_STREAM.rawValue))
         counters.controlCalls += 1
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw DatapathError.system("socket(AF_UNIX)", errno) }
@@ -130,33 +130,6 @@ public final class TCPListenerSocket {
         unsupportedOptions = []
         self.counters = counters
         unixSocket = (path, identity.device, identity.inode)
-    }
-
-    /// Removes the socket file at `path` if nobody listens on it any more; throws EADDRINUSE
-    /// when someone does, or when the file is not a socket.
-    private static func removeStaleSocketFile(at path: UnixSocketPath, calls: inout UInt64) throws {
-        var status = stat()
-        calls += 1
-        guard lstat(path.path, &status) == 0 else { return }  // nothing there: bind says the rest
-        guard status.st_mode & S_IFMT == S_IFSOCK else {
-            throw DatapathError.system("bind(\(path)): a file that is not a socket is there (Braid never removes one)", EADDRINUSE)
-        }
-        calls += 1
-        let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard probe >= 0 else { throw DatapathError.system("socket(AF_UNIX)", errno) }
-        defer { Glibc.close(probe) }
-        calls += 1
-        let connected = path.withSockAddr { Glibc.connect(probe, $0, $1) }
-        let error = connected == 0 ? 0 : errno
-        // Connected, or a full backlog (EAGAIN): a listener is there.
-        guard error == ECONNREFUSED else {
-            if error == 0 || error == EAGAIN {
-                throw DatapathError.system("bind(\(path)): another listener is on this socket file", EADDRINUSE)
-            }
-            throw DatapathError.system("connect(\(path)) to check for a listener", error)
-        }
-        calls += 1
-        guard unlink(path.path) == 0 || errno == ENOENT else { throw DatapathError.system("unlink(\(path))", errno) }
     }
 
     deinit { close() }

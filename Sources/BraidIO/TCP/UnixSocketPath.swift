@@ -39,6 +39,33 @@ package struct UnixSocketPath: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Removes a socket file at the path that nobody holds any more (a connect to it is
+    /// refused: its server is gone), as a restarted server expects; returns the system calls
+    /// made. Throws EADDRINUSE when a socket someone holds is there (for `type` SOCK_STREAM, a
+    /// listener; SOCK_DGRAM, a bound socket), and when the file is not a socket: Braid never
+    /// removes a regular file or a directory.
+    package func removeStaleSocketFile(type: Int32) throws -> UInt64 {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { return 1 }  // nothing there: bind says the rest
+        guard status.st_mode & S_IFMT == S_IFSOCK else {
+            throw DatapathError.system("bind(\(path)): a file that is not a socket is there (Braid never removes one)", EADDRINUSE)
+        }
+        let probe = socket(AF_UNIX, type | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard probe >= 0 else { throw DatapathError.system("socket(AF_UNIX)", errno) }
+        defer { close(probe) }
+        let connected = withSockAddr { connect(probe, $0, $1) }
+        let error = connected == 0 ? 0 : errno
+        // Connected, or a full backlog (EAGAIN): someone holds it.
+        guard error == ECONNREFUSED else {
+            if error == 0 || error == EAGAIN {
+                throw DatapathError.system("bind(\(path)): another socket is bound to this socket file", EADDRINUSE)
+            }
+            throw DatapathError.system("connect(\(path)) to check for a server", error)
+        }
+        guard unlink(path) == 0 || errno == ENOENT else { throw DatapathError.system("unlink(\(path))", errno) }
+        return 5
+    }
+
     /// The file's device and inode, if it is a socket (`lstat`); nil when there is no file or
     /// it is something else.
     package func socketFileIdentity() -> (device: UInt64, inode: UInt64)? {

@@ -208,12 +208,67 @@ import BraidIO
         #expect(reply.content == Data("classic datagram".utf8) && reply.isComplete && reply.error == nil)
     }
 
-    @Test func quicAndUDPListenersSayTheyDoNotRunOverUnixSockets() async throws {
+    /// A UDP listener on a socket file, in both dialects: each sender is a connection of its
+    /// own (a Braid client's autobound name, or a path a plain socket bound), answered where
+    /// it sent from; the file goes when the listener stops.
+    @Test func aUDPListenerServesSendersOverAUnixSocket() async throws {
+        let directory = try Directory()
+        defer { directory.remove() }
+        let endpoint = NWEndpoint.unix(path: directory.file("server.dgram"))
+        let peers = EndpointLog()
+        let task = try await Self.start(NetworkListener(for: endpoint) { UDP() }) { connection in
+            peers.append(connection.endpoint)
+            for try await (content, _) in connection.messages { try await connection.send(content) }
+        }
+        for index in 0..<3 {
+            let client = NetworkConnection(to: endpoint) { UDP() }
+            let message = Data("client \(index)".utf8)
+            try await client.send(message)
+            #expect(try await client.receive().content == message)
+            client.cancel()
+        }
+        #expect(peers.all == Array(repeating: endpoint, count: 3))
+
+        // A plain socket bound to a path of its own.
+        let own = directory.file("own.dgram")
+        let plain = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(plain) }
+        #expect(try UnixSocketPath(own).withSockAddr { bind(plain, $0, $1) } == 0)
+        let sent = try UnixSocketPath(endpoint.description).withSockAddr { address, length in
+            Array("plain".utf8).withUnsafeBytes { sendto(plain, $0.baseAddress, $0.count, 0, address, length) }
+        }
+        #expect(sent == 5)
+        var reply = [UInt8](repeating: 0, count: 16)
+        let received = reply.withUnsafeMutableBytes { recv(plain, $0.baseAddress, $0.count, 0) }
+        #expect(received == 5 && reply.prefix(5) == Array("plain".utf8)[...])
+
+        task.cancel()
+        _ = await task.result
+        #expect(!Self.exists(endpoint.description))
+
+        // The classic dialect: NWListener on the socket file, NWConnection to it.
+        let parameters = NWParameters.udp
+        parameters.requiredLocalEndpoint = endpoint
+        let server = try ClassicEchoServer(parameters)
+        try await server.startListening()
+        defer { server.listener.cancel() }
+        let connection = NWConnection(to: endpoint, using: .udp)
+        defer { connection.cancel() }
+        connection.start(queue: DispatchQueue(label: "client"))
+        #expect(await connection.sendAsync(Data("classic".utf8)) == nil)
+        let echoed = await connection.receiveMessageAsync()
+        #expect(echoed.content == Data("classic".utf8) && echoed.error == nil)
+    }
+
+    @Test func quicSaysItDoesNotRunOverUnixSockets() async throws {
         let quic = NetworkConnection(to: .unix(path: "/tmp/braid-nowhere.sock")) { testClient() }
         let error = await #expect(throws: NetworkError.self) { _ = try await quic.openStream() }
         if case .unsupported = error {} else { Issue.record("expected unsupported, got \(String(describing: error))") }
-        let listener = NetworkListener(for: .unix(path: "/tmp/braid-nowhere.sock")) { UDP() }
-        let listenerError = await #expect(throws: NetworkError.self) { try await listener.run { _ in } }
+        let quicListener = NetworkListener(for: .unix(path: "/tmp/braid-nowhere.sock")) {
+            QUIC(alpn: ["echo"]).identity(
+                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        }
+        let listenerError = await #expect(throws: NetworkError.self) { try await quicListener.run { _ in } }
         if case .unsupported = listenerError {} else { Issue.record("expected unsupported, got \(String(describing: listenerError))") }
     }
 }
