@@ -158,14 +158,17 @@ package final class UnixDatagramSocket: DatagramSocket {
             if result >= 0 {
                 counters.datagramsSent += 1
                 counters.bytesSent += UInt64(result)
-            } else if errno == EAGAIN || errno == EWOULDBLOCK {
-                // The server's queue is full: wait until writable.
+            } else if bound == nil && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                // The server's queue is full: wait until writable (a connected socket is
+                // told when that queue has room).
                 return false
             } else if errno == EINTR {
                 return false
             } else {
-                // Too large (EMSGSIZE) or the server went away (ECONNREFUSED): dropped, as
-                // UDP drops what cannot be delivered.
+                // Too large (EMSGSIZE), the peer gone (ECONNREFUSED), or, from a server, a
+                // client's queue full (EAGAIN: an unconnected socket is never told when one
+                // client's queue has room, so waiting would spin): dropped, as UDP drops what
+                // a receiver has no room for.
                 counters.sendErrors += 1
             }
             sent += 1

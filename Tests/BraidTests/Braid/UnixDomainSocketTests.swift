@@ -260,6 +260,44 @@ import BraidIO
         #expect(echoed.content == Data("classic".utf8) && echoed.error == nil)
     }
 
+    /// A client that never reads cannot hold a UDP listener's sends: what its full queue has
+    /// no room for is dropped, as UDP drops it, and the other clients are served meanwhile.
+    @Test func aUDPListenerDropsWhatAClientThatNeverReadsHasNoRoomFor() async throws {
+        let directory = try Directory()
+        defer { directory.remove() }
+        let endpoint = NWEndpoint.unix(path: directory.file("flood.dgram"))
+        let (floods, finished) = AsyncStream<Int>.makeStream()
+        let task = try await Self.start(NetworkListener(for: endpoint) { UDP() }) { connection in
+            for try await (content, _) in connection.messages {
+                guard content == Data("flood".utf8) else {
+                    try await connection.send(content)
+                    continue
+                }
+                // Far more than the client's queue holds (net.unix.max_dgram_qlen, 10 by default).
+                for _ in 0..<2_000 { try await connection.send(Data(repeating: 7, count: 1000)) }
+                finished.yield(2_000)
+            }
+        }
+        defer { task.cancel() }
+        // A plain socket bound to a path of its own, which never reads.
+        let deaf = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(deaf) }
+        #expect(try UnixSocketPath(directory.file("deaf.dgram")).withSockAddr { bind(deaf, $0, $1) } == 0)
+        let sent = try UnixSocketPath(endpoint.description).withSockAddr { address, length in
+            Array("flood".utf8).withUnsafeBytes { sendto(deaf, $0.baseAddress, $0.count, 0, address, length) }
+        }
+        #expect(sent == 5)
+        let flooded = try await withDeadline(.seconds(60)) {
+            for await count in floods { return count }
+            return nil
+        }
+        #expect(flooded == 2_000)
+        let other = NetworkConnection(to: endpoint) { UDP() }
+        defer { other.cancel() }
+        try await other.send(Data("still served".utf8))
+        #expect(try await other.receive().content == Data("still served".utf8))
+    }
+
     @Test func quicSaysItDoesNotRunOverUnixSockets() async throws {
         let quic = NetworkConnection(to: .unix(path: "/tmp/braid-nowhere.sock")) { testClient() }
         let error = await #expect(throws: NetworkError.self) { _ = try await quic.openStream() }

@@ -510,6 +510,7 @@ func docExample_TLSConnection(context: TLSClientContext, fd: Int32) throws -> TL
     @Test func valueExamplesBuildWhatTheySay() {
         #expect(docExample_NWEndpoint() == [
             .hostPort(host: .name("example.com"), port: 443), .hostPort(host: .ipv6(.loopback), port: 4433),
+            .unix(path: "/run/game/socket"),
         ])
         // GSO off, everything else (GRO, sendmmsg/recvmmsg) still on, as the comment says.
         #expect(docExample_BatchingOptions() == BatchingOptions(segmentationOffload: false))
