@@ -31,7 +31,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// The stack and options the listener serves; each inbound connection gets the same stack.
     public let parameters: NetworkParameters<ApplicationProtocol>
     /// The local address to bind; nil listens on every address, IPv4 and IPv6 (see
-    /// `init(for:using:)`).
+    /// `init(for:using:)`), or where the parameters' `localEndpoint(_:)` says.
     public let localEndpoint: NWEndpoint?
     private let broadcast = StateBroadcast()
     private let boundPort = Locked<NWEndpoint.Port?>(nil)
@@ -135,10 +135,11 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 throw NetworkError.unsupported(
                     "requiredInterfaceType, prohibitedInterfaceTypes, prohibitedInterfaces, expensivePathsProhibited and constrainedPathsProhibited on listeners (a listener takes requiredInterface; connections apply them all)")
             }
+            let (endpoint, parameters) = try endpointToBind()
             var start = ListenerStart(
-                parameters: parameters, address: try await bindAddress(), intake: intake, newConnectionLimit: newConnectionLimit,
-                prepareChannel: prepareChannel)
-            start.unixPath = try localEndpoint?.unixSocketPath
+                parameters: parameters, address: try await bindAddress(endpoint), intake: intake,
+                newConnectionLimit: newConnectionLimit, prepareChannel: prepareChannel)
+            start.unixPath = try endpoint?.unixSocketPath
             group = try await StackBindings.binding(of: parameters.stack).startListener(start)
             // A Unix-domain listener has a path, not a port.
             if start.unixPath == nil { boundPort.withLock { $0 = NWEndpoint.Port(integerLiteral: group.localAddress.port) } }
@@ -173,7 +174,22 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         broadcast.update(.cancelled)
     }
 
-    private func bindAddress() async throws -> SocketAddress {
+    /// Where the listener binds: its own endpoint, or the parameters' `localEndpoint(_:)` or
+    /// `localPort(_:)` (Network.framework's way of saying it), with the parameters left
+    /// without it.
+    private func endpointToBind() throws -> (NWEndpoint?, NetworkParameters<ApplicationProtocol>) {
+        guard let requested = parameters.localEndpoint else { return (localEndpoint, parameters) }
+        if let localEndpoint, localEndpoint != requested {
+            throw NetworkError.invalidConfiguration(
+                "the listener's endpoint (\(localEndpoint)) and its parameters' localEndpoint (\(requested)) differ: give one of them")
+        }
+        var endpoint = requested
+        // `localPort(_:)`: that port on every address.
+        if case .hostPort(.name(""), let port) = requested { endpoint = .hostPort(host: .ipv6(.any), port: port) }
+        return (endpoint, parameters.withoutLocalEndpoint)
+    }
+
+    private func bindAddress(_ localEndpoint: NWEndpoint?) async throws -> SocketAddress {
         guard let localEndpoint else { return DualStack.wildcard(port: 0) }
         if case .unix = localEndpoint { return .unspecified }
         // `::` is where "every address" binds; a host without IPv6 still listens, on IPv4.

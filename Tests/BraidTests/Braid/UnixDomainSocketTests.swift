@@ -100,6 +100,34 @@ import BraidIO
         #expect(!Self.exists(directory.file("classic.sock")))
     }
 
+    /// Network.framework's way to give a listener its endpoint: the parameters'
+    /// `localEndpoint(_:)`; and `localPort(_:)` for a port on every address.
+    @Test func aListenerTakesItsEndpointFromItsParameters() async throws {
+        let directory = try Directory()
+        defer { directory.remove() }
+        let endpoint = NWEndpoint.unix(path: directory.file("parameters.sock"))
+        let listener = NetworkListener(using: .parameters { TCP() }.localEndpoint(endpoint))
+        let task = try await Self.start(listener, echoBytes)
+        let connection = NetworkConnection(to: endpoint) { TCP() }
+        try await connection.send(Data("by parameters".utf8))
+        #expect(try await connection.receive(exactly: 13).content == Data("by parameters".utf8))
+        task.cancel()
+        _ = await task.result
+
+        let byPort = NetworkListener(using: .parameters { TCP() }.localPort(.any))
+        let portTask = try await Self.start(byPort, echoBytes)
+        defer { portTask.cancel() }
+        let port = try #require(byPort.port)
+        for host: NWEndpoint.Host in ["127.0.0.1", "::1"] {
+            let client = NetworkConnection(to: .hostPort(host: host, port: port)) { TCP() }
+            try await client.send(Data("by port".utf8))
+            #expect(try await client.receive(exactly: 7).content == Data("by port".utf8))
+        }
+
+        let both = NetworkListener(for: .unix(path: directory.file("other.sock")), using: .parameters { TCP() }.localEndpoint(endpoint))
+        await #expect(throws: NetworkError.self) { try await both.run { _ in } }
+    }
+
     /// The classic TLS client over a Unix-domain socket: it checks the server's certificate
     /// against "localhost", the name a Unix-domain peer gets unless the options name another.
     @Test func theClassicTLSClientConnectsOverAUnixSocket() async throws {
