@@ -228,9 +228,9 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
     }
 
     /// Rejects the address being tried and moves on to the next one the endpoint resolved to
-    /// (Happy Eyeballs' next attempt, at once); with none left, the connection waits. Once
-    /// the connection is ready it stays on its address (see
-    /// `NetworkConnection.tryNextEndpoint()`).
+    /// (Happy Eyeballs' next attempt, at once); with none left, the connection waits. A ready
+    /// UDP connection (no handshake told whether the peer answers) moves to the next address;
+    /// a ready TCP or TLS connection stays on its own (see `NetworkConnection.tryNextEndpoint()`).
     public func cancelCurrentEndpoint() {
         transfer.cancelCurrentEndpoint()
     }

@@ -23,6 +23,9 @@ final class ConnectionCore: ConnectionChannelDelegate {
     /// A client's race of its endpoint's addresses, while it runs (it keeps itself alive
     /// through what it waits on).
     weak var establishment: ClientEstablishment?
+    /// The race, kept once ready by a connection that can move to its next address (UDP)
+    /// until the connection ends.
+    var establishmentAfterReady: ClientEstablishment?
 
     /// The core over `channel`, whose delegate the caller sets to it (each stack's channel has
     /// its own delegate property: QUIC's hears more than ready and the end).
@@ -82,6 +85,7 @@ final class ConnectionCore: ConnectionChannelDelegate {
     func channel(_ channel: any ConnectionChannel, endedWith error: any Error) {
         whenEnded?()
         whenEnded = nil
+        establishmentAfterReady = nil
         madePathWatch?.stop()
         let error = NetworkError(error)
         shared.states.update(error == .cancelled ? .cancelled : .failed(error))

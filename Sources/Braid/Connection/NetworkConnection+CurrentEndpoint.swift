@@ -25,10 +25,12 @@ extension NetworkConnection {
     /// Gives up on the address being tried and moves to the next one the endpoint resolved
     /// to, at once, without waiting for Happy Eyeballs' next attempt or the attempt's
     /// timeout; with no address left, the connection goes to `waiting` (and retries as a
-    /// waiting connection does). For a peer that does not answer on one of its addresses.
-    /// Once the connection is ready it stays where it is (an established stream cannot move
-    /// to another address), and while it is waiting this does nothing (`restart()` in the
-    /// classic API retries).
+    /// waiting connection does). For a peer that does not answer on one of its addresses. A
+    /// ready UDP connection, which had no handshake to tell whether the peer answers, moves to
+    /// the next address (a new socket; with none left it stays); a ready TLS, TCP or QUIC
+    /// connection stays where it is (an established stream cannot move to another address).
+    /// While the connection is waiting this does nothing (`restart()` in the classic API
+    /// retries).
     ///
     /// ```swift
     /// try await Task.sleep(for: .seconds(2))

@@ -246,6 +246,8 @@ final class ClientEstablishment {
         cancelTimer(context)
         for loser in attempts where loser !== attempt { loser.abandon(context) }
         attempts.removeAll()
+        // A connection that can move later keeps its addresses (and this race) until it ends.
+        if strategy.movesWhenReady { core.establishmentAfterReady = self }
         strategy.adopt(attempt, context: context)
     }
 
@@ -300,6 +302,10 @@ final class ClientEstablishment {
     /// that found no path). Does nothing while waiting or once an attempt has won: an
     /// established byte stream cannot move to another address.
     func tryNextEndpoint(_ context: LoopContext) {
+        if finished, core.finalError == nil {
+            moveToNextAddress(context)
+            return
+        }
         guard !isOver, !attempts.isEmpty else { return }
         cancelTimer(context)
         let abandoned = attempts
@@ -312,6 +318,23 @@ final class ClientEstablishment {
         wait(
             failures.last ?? .system(call: "connect(\(endpoint)): the application abandoned the last address (tryNextEndpoint)", errno: ECANCELED),
             context: context)
+    }
+
+    /// After ready, for a stack whose connection can move (UDP, which has no handshake: a
+    /// socket toward the next address): the next address not tried that has a route; with
+    /// none left, the connection stays where it is.
+    private func moveToNextAddress(_ context: LoopContext) {
+        while !untried.isEmpty {
+            let remote = untried.removeFirst()
+            do {
+                try Self.checkRoute(to: remote)
+                _ = try strategy.move(to: remote, race: self, context: context)
+                return
+            } catch {
+                // No route to this one (or no socket for it): the next.
+                continue
+            }
+        }
     }
 
     /// An interface changed while waiting: retry now instead of at the timer.
@@ -437,6 +460,10 @@ protocol EstablishmentStrategy: AnyObject {
     ) throws -> (attempt: any EstablishmentAttempt, committed: Bool)
     /// `attempt` won: make it the connection.
     func adopt(_ attempt: any EstablishmentAttempt, context: LoopContext)
+    /// The ready connection can move to another address (`tryNextEndpoint()` after ready).
+    var movesWhenReady: Bool { get }
+    /// Moves the ready connection to `remote`; false when the stack cannot.
+    func move(to remote: SocketAddress, race: ClientEstablishment, context: LoopContext) throws -> Bool
     /// Starts the one attempt on the Unix-domain socket at `path`, which reports to `race`
     /// (`committed`: it is the connection at once, as a UDP attempt is).
     func attempt(
@@ -445,6 +472,11 @@ protocol EstablishmentStrategy: AnyObject {
 }
 
 extension EstablishmentStrategy {
+    /// An established byte stream or QUIC connection stays on its address.
+    var movesWhenReady: Bool { false }
+
+    func move(to remote: SocketAddress, race: ClientEstablishment, context: LoopContext) throws -> Bool { false }
+
     /// QUIC, which runs over IP alone, has no Unix-domain attempt.
     func attempt(
         unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext

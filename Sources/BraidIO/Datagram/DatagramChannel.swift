@@ -95,7 +95,8 @@ package final class DatagramChannel: ConnectionChannel {
         self.standIn = standIn
     }
 
-    /// Takes over `transport` for the peer at `remote`, sending from `local`. Call on the loop.
+    /// Takes over `transport` for the peer at `remote`, sending from `local`, in place of the
+    /// transport it had, if any (a UDP client that moved to another address). Call on the loop.
     package func attach(
         transport: any DatagramChannelTransport, remote: SocketAddress, local: SocketAddress, unixPath: String? = nil,
         context: LoopContext
@@ -105,6 +106,11 @@ package final class DatagramChannel: ConnectionChannel {
         guard finalError == nil else {
             transport.release(self, context: context)
             return
+        }
+        if let previous = self.transport, previous !== transport {
+            previous.release(self, context: context)
+            // The new socket is empty: what waited for the old one to drain goes to it.
+            awaitingWritable = false
         }
         self.transport = transport
         remoteAddress = remote

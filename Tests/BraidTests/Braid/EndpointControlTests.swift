@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Glibc
 import Testing
 
 @testable import Braid
@@ -64,6 +65,57 @@ import BraidCore
         #expect(try await connection.receive(exactly: 6).content == Data("second".utf8))
         #expect(connection.remoteEndpoint == .hostPort(host: "127.0.0.1", port: server.port))
         withExtendedLifetime(silent) {}
+    }
+
+    /// UDP has no handshake, so a connection is ready on the first address with a route, and
+    /// Network.framework's answer to a peer that does not answer there is to reject the
+    /// endpoint: the ready connection moves to the next address, in both dialects.
+    @Test func aReadyUDPConnectionMovesToTheNextAddress() async throws {
+        let peers = EndpointLog()
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { UDP() }
+        let task = Task {
+            try await listener.run { connection in
+                peers.append(connection.endpoint)
+                for try await (content, _) in connection.messages { try await connection.send(content) }
+            }
+        }
+        defer { task.cancel() }
+        for await state in listener.states where state == .ready { break }
+        let port = try #require(listener.port)
+        // A socket on the first address that never answers (without it, the kernel's port
+        // unreachable would end the connection instead).
+        let silent = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(silent) }
+        #expect(SocketAddress(ip: "127.0.0.2", port: port.rawValue)!.withSockAddr { bind(silent, $0, socklen_t($1)) } == 0)
+        let name = "silent-udp-\(port).braid.test"
+        Resolver.namesForTesting.withLock {
+            $0[name] = [SocketAddress(ip: "127.0.0.2", port: 0)!, SocketAddress(ip: "127.0.0.1", port: 0)!]
+        }
+        defer { Resolver.namesForTesting.withLock { $0[name] = nil } }
+
+        let connection = NetworkConnection(to: .hostPort(host: .name(name), port: port)) { UDP() }
+        defer { connection.cancel() }
+        try await connection.send(Data("anyone?".utf8))
+        #expect(connection.remoteEndpoint == .hostPort(host: "127.0.0.2", port: port))
+        var received = [UInt8](repeating: 0, count: 16)
+        #expect(received.withUnsafeMutableBytes { recv(silent, $0.baseAddress, $0.count, 0) } == 7)
+        // The move runs on the connection's loop before the send's pass, which it posts after.
+        connection.tryNextEndpoint()
+        try await connection.send(Data("hello".utf8))
+        let (echoed, metadata) = try await connection.receive()
+        #expect(echoed == Data("hello".utf8))
+        #expect(metadata.remoteEndpoint == .hostPort(host: "127.0.0.1", port: port))
+        #expect(connection.remoteEndpoint == .hostPort(host: "127.0.0.1", port: port))
+
+        let classic = NWConnection(to: .hostPort(host: .name(name), port: port), using: .udp)
+        defer { classic.cancel() }
+        let states = StateRecorder(classic)
+        classic.start(queue: DispatchQueue(label: "client"))
+        try await states.wait(for: "ready") { $0 == .ready }
+        classic.cancelCurrentEndpoint()
+        #expect(await classic.sendAsync(Data("classic".utf8)) == nil)
+        let answer = await classic.receiveMessageAsync()
+        #expect(answer.content == Data("classic".utf8))
     }
 
     /// The classic `cancelCurrentEndpoint()` on the only address: the connection waits, as
