@@ -10,8 +10,12 @@ protocol ClassicTransfer: AnyObject, Sendable {
     func start()
     /// Closes gracefully and ends every pending call with cancellation.
     func cancel()
+    /// Closes at once (TCP and TLS: a reset) and ends every pending call with cancellation.
+    func forceCancel()
     /// Retries at once if the connection is waiting.
     func restart()
+    /// Gives up on the address being tried for the next one (`tryNextEndpoint()`).
+    func cancelCurrentEndpoint()
     /// Hands `content` to the connection: at once when it has room, or through the returned
     /// wait. `isFinal`: nothing follows (a stream's end).
     func send(_ content: Data?, isFinal: Bool) -> ClassicSendAttempt
@@ -134,7 +138,9 @@ final class FailedTransfer: ClassicTransfer {
         states.update(.failed(error))
     }
     func cancel() { states.update(.cancelled) }
+    func forceCancel() { cancel() }
     func restart() {}
+    func cancelCurrentEndpoint() {}
     func send(_ content: Data?, isFinal: Bool) -> ClassicSendAttempt { .failed(NWError(error)) }
     func receive(minimum: Int, maximum: Int) async throws -> (content: Data?, isComplete: Bool) { throw error }
     func receiveMessage() async throws -> (content: Data?, isComplete: Bool) { throw error }

@@ -216,9 +216,23 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
         receives.resume()
     }
 
-    /// Like `cancel()`: Braid closes the same way (it does not abort with a reset).
+    /// Closes at once, without the graceful end: TCP and TLS abort with a reset (SO_LINGER
+    /// 0; no close_notify or FIN, and bytes not yet sent are dropped, so the peer's next read
+    /// or write fails with ECONNRESET); UDP closes as `cancel()` does. Every pending call
+    /// completes with `.posix(.ECANCELED)`.
     public func forceCancel() {
-        cancel()
+        transfer.forceCancel()
+        delivery.withLock { if $0.queue == nil { $0.queue = DispatchQueue(label: "braid.nwconnection") } }
+        sends.resume()
+        receives.resume()
+    }
+
+    /// Rejects the address being tried and moves on to the next one the endpoint resolved to
+    /// (Happy Eyeballs' next attempt, at once); with none left, the connection waits. A ready
+    /// UDP connection (no handshake told whether the peer answers) moves to the next address;
+    /// a ready TCP or TLS connection stays on its own (see `NetworkConnection.tryNextEndpoint()`).
+    public func cancelCurrentEndpoint() {
+        transfer.cancelCurrentEndpoint()
     }
 
     /// Retries at once while the connection is `waiting` (it also retries by itself when the

@@ -48,7 +48,9 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
     private let shared = Locked(Shared())
 
     /// A listener on `port` (`.any`: the system picks one; read `port` once ready) on every
-    /// IPv4 address, or on `parameters.requiredLocalEndpoint`'s host. Throws when the
+    /// address, IPv4 and IPv6 (one dual-stack socket), or on `parameters.requiredLocalEndpoint`'s
+    /// host, or on its Unix-domain socket file when it is `.unix(path:)` (TCP and TLS; `port`
+    /// is then ignored and stays nil). Throws when the
     /// parameters describe no stack a listener runs.
     public init(using parameters: NWParameters, on port: NWEndpoint.Port) throws {
         self.parameters = parameters
@@ -134,7 +136,9 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         let constraints = parameters.networkParameters(stack: stack)
         if let interface = constraints.requiredInterface { listenerParameters = listenerParameters.requiredInterface(interface) }
         listenerParameters = listenerParameters.serviceClass(constraints.serviceClass).multipathServiceType(constraints.multipathServiceType)
-        let listener = NetworkListener(for: .hostPort(host: host ?? .ipv4(.any), port: requestedPort), using: listenerParameters)
+        var endpoint = NWEndpoint.hostPort(host: host ?? .ipv6(.any), port: requestedPort)
+        if case .unix = parameters.requiredLocalEndpoint { endpoint = parameters.requiredLocalEndpoint! }
+        let listener = NetworkListener(for: endpoint, using: listenerParameters)
         listener.newConnectionLimit = newConnectionLimit
         let watcher = Task { [weak self] in
             for await state in listener.states {

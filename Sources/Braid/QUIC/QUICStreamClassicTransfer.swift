@@ -51,7 +51,16 @@ final class QUICStreamClassicTransfer: ClassicTransfer {
         }
     }
 
+    /// QUIC has no abortive close of its own here: as `cancel()`.
+    func forceCancel() { cancel() }
+
     func restart() { connection.retryNow() }
+
+    /// While connecting, the next address; a ready QUIC connection stays on its path (an
+    /// inbound stream's connection is the listener's, not this stream's to move).
+    func cancelCurrentEndpoint() {
+        if streamStates == nil { connection.tryNextEndpoint() }
+    }
 
     /// An inbound stream ends with its connection (its own cancellation aside).
     func endsWithConnection() async {

@@ -10,7 +10,9 @@ final class StreamClassicTransfer<Stack: StreamProtocol & StackBinding>: Classic
     var states: StateBroadcast { connection.shared.states }
     func start() { connection.start() }
     func cancel() { connection.cancel() }
+    func forceCancel() { connection.forceCancel() }
     func restart() { connection.retryNow() }
+    func cancelCurrentEndpoint() { connection.tryNextEndpoint() }
 
     func send(_ content: Data?, isFinal: Bool) -> ClassicSendAttempt {
         let content = content ?? Data()

@@ -11,7 +11,9 @@ final class DatagramClassicTransfer: ClassicTransfer {
     var states: StateBroadcast { connection.shared.states }
     func start() { connection.start() }
     func cancel() { connection.cancel() }
+    func forceCancel() { connection.forceCancel() }
     func restart() { connection.retryNow() }
+    func cancelCurrentEndpoint() { connection.tryNextEndpoint() }
 
     func send(_ content: Data?, isFinal: Bool) -> ClassicSendAttempt {
         send(content, options: ClassicSendOptions(isFinal: isFinal))

@@ -73,7 +73,19 @@ extension NetworkConnection {
         guard let inbox = shared.udpInbox else { throw NetworkError.internalError("a UDP connection without a datagram inbox") }
         start()
         guard let datagram = try await NetworkError.mapping({ try await inbox.takeFirst() }) else { return nil }
-        return (datagram.content, shared.datagramEndpoints.withLock { $0.metadata(for: datagram) })
+        let unix = unixEndpoint
+        return (
+            datagram.content,
+            shared.datagramEndpoints.withLock {
+                $0.unixEndpoint = unix
+                return $0.metadata(for: datagram)
+            }
+        )
+    }
+
+    /// The endpoint of a Unix-domain connection, whose datagrams it names (nil over IP).
+    private var unixEndpoint: NWEndpoint? {
+        if case .unix = endpoint { endpoint } else { nil }
     }
 
     /// What each iterator of `messages` reads from, over UDP: every datagram queued taken at
@@ -89,6 +101,7 @@ extension NetworkConnection {
         // One memo for both closures (a captured `var` is shared): the iterator calls them in
         // turn, never at once.
         var endpoints = DatagramEndpointMemo()
+        endpoints.unixEndpoint = unixEndpoint
         return .init(
             poll: { batch.takeQueued().map { ($0.content, endpoints.metadata(for: $0)) } },
             receive: { [self] in

@@ -111,7 +111,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         ConnectionFacts(
             negotiatedALPN: layer?.negotiatedALPN, earlyDataAccepted: layer?.earlyDataAccepted ?? false,
             resumed: layer?.isResumed ?? false, multipath: multipathInEffect, localAddress: localAddress,
-            remoteAddress: remoteAddress)
+            remoteAddress: remoteAddress, unixPath: socket?.unixPath)
     }
 
     /// An integer socket option of the connection's socket (nil without a TCP socket), for tests.
@@ -606,6 +606,22 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         if let token { context.setTimer(token, at: context.now + Self.closeTimeout) }
         setReading(true, context: context)
         pump(context)
+    }
+
+    /// Closes at once with a reset (SO_LINGER 0), also during a graceful close: nothing
+    /// queued goes out, no close_notify or FIN, the peer's next read or write fails with
+    /// ECONNRESET, and every pending call ends with cancellation. Before it is connected, the
+    /// same as `cancel`.
+    package func forceCancel(context: LoopContext) {
+        guard let socket, isReady else {
+            cancel(context: context)
+            return
+        }
+        if finalError == nil { endCalls(with: CancellationError()) }
+        closing = false
+        socket.abort()
+        self.socket = nil
+        release(context)
     }
 
     /// Once every accepted send is out: the layer's end (close_notify), FIN, then the socket

@@ -79,7 +79,11 @@ package final class DatagramChannel: ConnectionChannel {
         self.describe = describe
     }
 
-    package var facts: ConnectionFacts { ConnectionFacts(localAddress: localAddress, remoteAddress: remoteAddress) }
+    package var facts: ConnectionFacts {
+        ConnectionFacts(localAddress: localAddress, remoteAddress: remoteAddress, unixPath: unixPath)
+    }
+    /// A Unix-domain client's socket file (its addresses are then stand-ins).
+    private var unixPath: String?
 
     /// The socket's counters (nil before the channel has a socket).
     package var socketCounters: SocketCounters? { transport?.socket.counters }
@@ -92,12 +96,22 @@ package final class DatagramChannel: ConnectionChannel {
         self.standIn = standIn
     }
 
-    /// Takes over `transport` for the peer at `remote`, sending from `local`. Call on the loop.
-    package func attach(transport: any DatagramChannelTransport, remote: SocketAddress, local: SocketAddress, context: LoopContext) {
+    /// Takes over `transport` for the peer at `remote`, sending from `local`, in place of the
+    /// transport it had, if any (a UDP client that moved to another address). Call on the loop.
+    package func attach(
+        transport: any DatagramChannelTransport, remote: SocketAddress, local: SocketAddress, unixPath: String? = nil,
+        context: LoopContext
+    ) {
+        self.unixPath = unixPath
         standIn = nil
         guard finalError == nil else {
             transport.release(self, context: context)
             return
+        }
+        if let previous = self.transport, previous !== transport {
+            previous.release(self, context: context)
+            // The new socket is empty: what waited for the old one to drain goes to it.
+            awaitingWritable = false
         }
         self.transport = transport
         remoteAddress = remote
@@ -302,7 +316,9 @@ package final class DatagramClientTransport: DatagramChannelTransport, LoopHandl
             channel.fail(error, context: context)
             return
         }
-        channel.attach(transport: self, remote: remote, local: socket.localAddress, context: context)
+        channel.attach(
+            transport: self, remote: remote, local: socket.localAddress, unixPath: (socket as? UnixDatagramSocket)?.path.path,
+            context: context)
     }
 
     package func waitForWritable(_ channel: DatagramChannel, context: LoopContext) {

@@ -128,16 +128,22 @@ final class ClassicEchoServer: Sendable {
 
     /// Starts listening and returns the port once ready.
     func start() async throws -> NWEndpoint.Port {
+        try await startListening()
+        return try #require(listener.port)
+    }
+
+    /// Starts listening and returns once ready (a Unix-domain listener has no port).
+    func startListening() async throws {
         let (states, continuation) = AsyncStream<NWListener.State>.makeStream()
         listener.stateUpdateHandler = { state in continuation.yield(state) }
         listener.start(queue: queue)
-        let port = try await withDeadline(.seconds(60)) { [listener] in
+        let ready = try await withDeadline(.seconds(60)) {
             for await state in states {
-                if case .ready = state { return listener.port }
+                if case .ready = state { return true }
                 if case .failed(let error) = state { throw error }
             }
             return nil
         }
-        return try #require(port)
+        #expect(ready == true)
     }
 }

@@ -128,6 +128,17 @@ func docExample_NetworkConnection_onBetterPathUpdate(_ connection: NetworkConnec
     }
 }
 
+func docExample_NetworkConnection_currentPath(_ connection: NetworkConnection<TCP>) {
+    if let path = connection.currentPath, let remote = path.remoteEndpoint {
+        print("talking to \(remote) over \(path.availableInterfaces.map(\.name))")
+    }
+}
+
+func docExample_NetworkConnection_tryNextEndpoint(_ connection: NetworkConnection<TCP>) async throws {
+    try await Task.sleep(for: .seconds(2))
+    if connection.state != .ready { connection.tryNextEndpoint() }
+}
+
 func docExample_NetworkConnection_close(_ connection: NetworkConnection<QUIC>) async {
     await connection.close()
     exit(0)
@@ -230,7 +241,8 @@ func docExample_UDP_socketStatistics(_ game: NetworkConnection<UDP>) async {
 func docExample_NWEndpoint() -> [NWEndpoint] {
     let byName: NWEndpoint = .hostPort(host: "example.com", port: 443)
     let literal: NWEndpoint = .hostPort(host: .ipv6(.loopback), port: 4433)
-    return [byName, literal]
+    let local: NWEndpoint = .unix(path: "/run/game/socket")
+    return [byName, literal, local]
 }
 
 /// Sources/Braid/Errors/NetworkError.swift
@@ -498,6 +510,7 @@ func docExample_TLSConnection(context: TLSClientContext, fd: Int32) throws -> TL
     @Test func valueExamplesBuildWhatTheySay() {
         #expect(docExample_NWEndpoint() == [
             .hostPort(host: .name("example.com"), port: 443), .hostPort(host: .ipv6(.loopback), port: 4433),
+            .unix(path: "/run/game/socket"),
         ])
         // GSO off, everything else (GRO, sendmmsg/recvmmsg) still on, as the comment says.
         #expect(docExample_BatchingOptions() == BatchingOptions(segmentationOffload: false))
