@@ -105,6 +105,10 @@ let package = Package(
         // TLS on the datapath: the TLS engine as a layer a byte-stream channel runs over its
         // socket.
         .target(name: "BraidTLSIO", dependencies: ["BraidIO", "BraidTLS"], path: "Sources/BraidTLSIO"),
+        // The sans-IO WebSocket engine (RFC 6455): the upgrade handshake, frames, masking,
+        // reassembly, UTF-8 and size checks, the close handshake. GnuTLS only for SHA-1 and
+        // mask randomness.
+        .target(name: "BraidWebSocket", dependencies: ["CBraid"], path: "Sources/BraidWebSocket"),
         // The public API: Network.framework's names (NetworkConnection, QUIC, NetworkListener).
         .target(
             name: "Braid",
@@ -152,7 +156,7 @@ let package = Package(
             name: "BraidTests",
             dependencies: [
                 "Braid", "BraidCore", "BraidQUIC", "BraidTLS", "BraidIO", "BraidQUICIO", "BraidHTTP3IO", "BraidTLSIO", "BraidPerf",
-                "BraidFramers", "BraidHTTP3", "CBraid", "CBraidUDP",
+                "BraidFramers", "BraidWebSocket", "BraidHTTP3", "CBraid", "CBraidUDP",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Tests/BraidTests",
