@@ -109,6 +109,9 @@ let package = Package(
         // reassembly, UTF-8 and size checks, the close handshake. GnuTLS only for SHA-1 and
         // mask randomness.
         .target(name: "BraidWebSocket", dependencies: ["CBraid"], path: "Sources/BraidWebSocket"),
+        // WebSocket on the datapath: the engine as a layer a byte-stream channel runs, over TLS's
+        // layer or over plain TCP.
+        .target(name: "BraidWebSocketIO", dependencies: ["BraidIO", "BraidWebSocket"], path: "Sources/BraidWebSocketIO"),
         // The public API: Network.framework's names (NetworkConnection, QUIC, NetworkListener).
         .target(
             name: "Braid",
@@ -122,6 +125,8 @@ let package = Package(
                 "BraidTLSIO",
                 "BraidHTTP3",
                 "BraidFramers",
+                "BraidWebSocket",
+                "BraidWebSocketIO",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -156,7 +161,7 @@ let package = Package(
             name: "BraidTests",
             dependencies: [
                 "Braid", "BraidCore", "BraidQUIC", "BraidTLS", "BraidIO", "BraidQUICIO", "BraidHTTP3IO", "BraidTLSIO", "BraidPerf",
-                "BraidFramers", "BraidWebSocket", "BraidHTTP3", "CBraid", "CBraidUDP",
+                "BraidFramers", "BraidWebSocket", "BraidWebSocketIO", "BraidHTTP3", "CBraid", "CBraidUDP",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Tests/BraidTests",

@@ -14,6 +14,13 @@ import Glibc
 public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// A host (a DNS name or an IP address) and a port.
     case hostPort(host: Host, port: Port)
+    /// A URL: its host, and its port or the scheme's (`wss` and `https` 443, `ws` and `http`
+    /// 80). A WebSocket connection also sends its path and query in the upgrade.
+    ///
+    /// ```swift
+    /// let chat: NWEndpoint = .url(URL(string: "wss://chat.example.com/room/1")!)
+    /// ```
+    case url(URL)
 
     /// A DNS name or an IP address.
     public enum Host: Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
@@ -67,11 +74,25 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .hostPort(let host, let port):
             if case .ipv6 = host { "[\(host)]:\(port)" } else { "\(host):\(port)" }
+        case .url(let url):
+            url.absoluteString
         }
     }
 
-    var host: Host { switch self { case .hostPort(let host, _): host } }
-    var port: Port { switch self { case .hostPort(_, let port): port } }
+    var host: Host {
+        switch self {
+        case .hostPort(let host, _): host
+        case .url(let url): Host(url.host ?? "")
+        }
+    }
+
+    var port: Port {
+        switch self {
+        case .hostPort(_, let port): port
+        case .url(let url):
+            Port(integerLiteral: url.port.flatMap { UInt16(exactly: $0) } ?? (["wss", "https"].contains(url.scheme?.lowercased()) ? 443 : 80))
+        }
+    }
 }
 
 /// An IPv4 address (four octets).
