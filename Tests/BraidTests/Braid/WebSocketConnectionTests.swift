@@ -2,7 +2,6 @@ import Foundation
 import Testing
 
 @testable import Braid
-import BraidCore
 
 /// `WebSocket` connections between a Braid client and a Braid listener, over TLS and over TCP,
 /// in memory (`MemoryWorld`'s byte streams): messages of many sizes both ways with their
