@@ -20,6 +20,12 @@ protocol ClassicTransfer: AnyObject, Sendable {
     func receive(minimum: Int, maximum: Int) async throws -> (content: Data?, isComplete: Bool)
     /// One whole message: the next datagram, or a byte stream up to its end.
     func receiveMessage() async throws -> (content: Data?, isComplete: Bool)
+    /// `send` with the content context's protocol metadata (a WebSocket message's opcode).
+    func send(_ content: Data?, metadata: [NWProtocolMetadata], isFinal: Bool) -> ClassicSendAttempt
+    /// `receive` with the protocol metadata of what arrived (a WebSocket message's opcode).
+    func receiveWithMetadata(minimum: Int, maximum: Int) async throws -> (content: Data?, isComplete: Bool, metadata: [NWProtocolMetadata])
+    /// `receiveMessage` with the protocol metadata of what arrived.
+    func receiveMessageWithMetadata() async throws -> (content: Data?, isComplete: Bool, metadata: [NWProtocolMetadata])
     /// Runs `body`; sends inside leave together once it returns.
     func batch(_ body: () -> Void)
     /// What the protocol `definition` names agreed (nil: the connection does not run it).
@@ -28,6 +34,23 @@ protocol ClassicTransfer: AnyObject, Sendable {
     func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void)
     func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void)
     func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void)
+}
+
+/// Stacks whose contents carry no protocol metadata of their own (TCP, TLS, UDP) ignore it.
+extension ClassicTransfer {
+    func send(_ content: Data?, metadata: [NWProtocolMetadata], isFinal: Bool) -> ClassicSendAttempt {
+        send(content, isFinal: isFinal)
+    }
+
+    func receiveWithMetadata(minimum: Int, maximum: Int) async throws -> (content: Data?, isComplete: Bool, metadata: [NWProtocolMetadata]) {
+        let (content, isComplete) = try await receive(minimum: minimum, maximum: maximum)
+        return (content, isComplete, [])
+    }
+
+    func receiveMessageWithMetadata() async throws -> (content: Data?, isComplete: Bool, metadata: [NWProtocolMetadata]) {
+        let (content, isComplete) = try await receiveMessage()
+        return (content, isComplete, [])
+    }
 }
 
 /// What a send did at once.

@@ -279,7 +279,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
         content: Data?, contentContext: ContentContext = .defaultMessage, isComplete: Bool = true, completion: SendCompletion
     ) {
         let isFinal = isComplete && contentContext.isFinal
-        let transfer = transfer
+        let transfer = transfer, metadata = contentContext.protocolMetadata
         let done: @Sendable (NWError?) -> Void = { [weak self] error in
             guard case .contentProcessed(let handler) = completion else { return }
             guard let self else {
@@ -289,7 +289,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
             complete { handler(error) }
         }
         sends.submit(trying: {
-            switch transfer.send(content, isFinal: isFinal) {
+            switch transfer.send(content, metadata: metadata, isFinal: isFinal) {
             case .done:
                 done(nil)
                 return nil
@@ -300,7 +300,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
                 return { await Self.finish(rest, done) }
             }
         }, otherwise: {
-            switch transfer.send(content, isFinal: isFinal) {
+            switch transfer.send(content, metadata: metadata, isFinal: isFinal) {
             case .done: done(nil)
             case .failed(let error): done(error)
             case .wait(let rest): await Self.finish(rest, done)
@@ -334,7 +334,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
     ) {
         let transfer = transfer
         receives.submit { [weak self] in
-            let result = await Self.result { try await transfer.receive(minimum: max(minimumIncompleteLength, 0), maximum: max(maximumLength, 1)) }
+            let result = await Self.result { try await transfer.receiveWithMetadata(minimum: max(minimumIncompleteLength, 0), maximum: max(maximumLength, 1)) }
             self?.complete { completion(result.content, result.context, result.isComplete, result.error) } ?? completion(result.content, result.context, result.isComplete, result.error)
         }
     }
@@ -346,7 +346,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
     ) {
         let transfer = transfer
         receives.submit { [weak self] in
-            let result = await Self.result { try await transfer.receiveMessage() }
+            let result = await Self.result { try await transfer.receiveMessageWithMetadata() }
             self?.complete { completion(result.content, result.context, result.isComplete, result.error) } ?? completion(result.content, result.context, result.isComplete, result.error)
         }
     }
@@ -358,10 +358,15 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
         var error: NWError?
     }
 
-    private static func result(_ receive: () async throws -> (content: Data?, isComplete: Bool)) async -> ReceiveResult {
+    private static func result(_ receive: () async throws -> (content: Data?, isComplete: Bool, metadata: [NWProtocolMetadata])) async -> ReceiveResult {
         do {
-            let (content, isComplete) = try await receive()
-            return ReceiveResult(content: content, context: isComplete ? .finalMessage : .defaultMessage, isComplete: isComplete)
+            let (content, isComplete, metadata) = try await receive()
+            // A message with protocol metadata (WebSocket's opcode) gets a context carrying it.
+            let context: ContentContext =
+                metadata.isEmpty
+                ? (isComplete ? .finalMessage : .defaultMessage)
+                : ContentContext(identifier: "message", metadata: metadata)
+            return ReceiveResult(content: content, context: context, isComplete: isComplete)
         } catch {
             return ReceiveResult(content: nil, context: nil, isComplete: false, error: NWError(NetworkError(error)))
         }

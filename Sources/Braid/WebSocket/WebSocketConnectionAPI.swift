@@ -100,7 +100,7 @@ extension NetworkConnection where ApplicationProtocol == WebSocket {
 
     // MARK: Pieces
 
-    private var webSocketEnd: MessageEnd {
+    var webSocketEnd: MessageEnd {
         get throws {
             guard let framedEnd else { throw NetworkError.internalError("a WebSocket connection without a message receiver") }
             return framedEnd
@@ -114,29 +114,30 @@ extension NetworkConnection where ApplicationProtocol == WebSocket {
     /// Queues one message as a record the connection's WebSocket layer frames (type: the
     /// opcode). Control messages carry at most 125 bytes.
     private func sendMessage(_ content: some Collection<UInt8>, opcode: NWProtocolWebSocket.Opcode) async throws {
+        guard let bytes = try queueWebSocketMessage(content, opcode: opcode) else { return }
+        try await webSocketEnd.end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
+    }
+
+    /// Queues one message at once if the connection has room (nil), else returns its framed
+    /// bytes for `sendWaiting`; through the optional in place (no copy of the end per send).
+    func queueWebSocketMessage(_ content: some Collection<UInt8>, opcode: NWProtocolWebSocket.Opcode) throws -> StreamBytes? {
         guard opcode != .cont else { throw NetworkError.invalidState("a continuation frame is not a message: send the whole message") }
         if opcode.isControl && content.count > 125 {
             throw NetworkError.messageTooLarge(size: content.count, maximum: 125)
         }
-        guard let bytes = try queueWebSocketMessage(content, type: UInt32(opcode.wire)) else { return }
-        try await webSocketEnd.end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
-    }
-
-    /// `MessageEnd.queueAtOnce` through the optional in place (no copy of the end per send).
-    private func queueWebSocketMessage(_ content: some Collection<UInt8>, type: UInt32) throws -> StreamBytes? {
         guard framedEnd != nil else { throw NetworkError.internalError("a WebSocket connection without a message receiver") }
-        return try framedEnd?.queueAtOnce(content, type: type, queued: start) ?? nil
+        return try framedEnd?.queueAtOnce(content, type: UInt32(opcode.wire), queued: start) ?? nil
     }
 
     /// A close frame's payload: the code, then as much of the reason as fits in 125 bytes.
-    private static func closePayload(code: NWProtocolWebSocket.CloseCode, reason: some Collection<UInt8>) -> [UInt8] {
+    static func closePayload(code: NWProtocolWebSocket.CloseCode, reason: some Collection<UInt8>) -> [UInt8] {
         let raw = code.rawValue
         return [UInt8(raw >> 8), UInt8(raw & 0xFF)] + reason.prefix(123)
     }
 
     /// A record from the WebSocket layer as a message: its opcode, and a close's code and
     /// reason.
-    private static func message(_ record: TLVMessage) -> (content: Data, metadata: WebSocket.Metadata) {
+    static func message(_ record: TLVMessage) -> (content: Data, metadata: WebSocket.Metadata) {
         let opcode = NWProtocolWebSocket.Opcode(wire: UInt8(truncatingIfNeeded: record.type)) ?? .binary
         guard opcode == .close else {
             return (record.value, WebSocket.Metadata(opcode: opcode, closeCode: nil, isComplete: true, lastMessage: false))
