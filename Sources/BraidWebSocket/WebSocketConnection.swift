@@ -43,6 +43,9 @@ package final class WebSocketConnection {
         case message(WebSocketOpcode, [UInt8])
     }
 
+    /// Output held beyond which automatic pongs are dropped.
+    package static let pongBacklogLimit = 64 * 1024
+
     package let configuration: Configuration
     private let random: (inout [UInt8]) -> Void
 
@@ -210,7 +213,10 @@ package final class WebSocketConnection {
         switch opcode {
         case .ping:
             if configuration.autoReplyPing {
-                if !closeSent { control.withUnsafeBytes { queueFrame(.pong, $0) } }
+                // A peer that pings faster than it reads gets pongs for the pings processed
+                // while it drains, not one each (RFC 6455 §5.5.3 allows answering the latest
+                // only): what the engine holds for it stays bounded.
+                if !closeSent && pendingOutputCount < Self.pongBacklogLimit { control.withUnsafeBytes { queueFrame(.pong, $0) } }
             } else {
                 events.append(.message(.ping, control))
             }

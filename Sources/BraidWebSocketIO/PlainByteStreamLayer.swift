@@ -2,10 +2,12 @@ import BraidIO
 
 /// A layer that passes bytes through unchanged, ready at once: what a layer that runs over
 /// another (WebSocket) stands on over plain TCP, so it always has a layer below it. Its input
-/// and output are bounded like TLS's (`capacity` each).
+/// and output are bounded like TLS's (`capacity` each); the input is one buffer the socket
+/// reads into and `process` hands on whole.
 package final class PlainByteStreamLayer: ByteStreamLayer {
     private let capacity: Int
-    private var input: [UInt8] = []
+    private var input: [UInt8]
+    private var inputCount = 0
     private var output: [UInt8] = []
     private var outputStart = 0
     private var reportedReady = false
@@ -13,17 +15,16 @@ package final class PlainByteStreamLayer: ByteStreamLayer {
 
     package init(capacity: Int = 64 * 1024) {
         self.capacity = capacity
+        input = [UInt8](repeating: 0, count: capacity)
     }
 
-    package var bufferedInputCount: Int { input.count }
+    package var bufferedInputCount: Int { inputCount }
 
     package func withInputSpace(minimum: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> Int) rethrows -> Int {
-        let room = max(minimum, capacity - input.count)
-        let start = input.count
-        input.append(contentsOf: repeatElement(0, count: room))
-        var written = 0
-        defer { input.removeLast(room - written) }
-        written = try input.withUnsafeMutableBytes { try body(UnsafeMutableRawBufferPointer(rebasing: $0[start...])) }
+        if input.count - inputCount < minimum { input += [UInt8](repeating: 0, count: minimum - (input.count - inputCount)) }
+        let start = inputCount
+        let written = try input.withUnsafeMutableBytes { try body(UnsafeMutableRawBufferPointer(rebasing: $0[start...])) }
+        inputCount += written
         return written
     }
 
@@ -33,9 +34,10 @@ package final class PlainByteStreamLayer: ByteStreamLayer {
             reportedReady = true
             events.insert(.becameReady)
         }
-        if !input.isEmpty {
-            input.withUnsafeBytes { deliver($0) }
-            input.removeAll(keepingCapacity: true)
+        if inputCount > 0 {
+            let count = inputCount
+            input.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            inputCount = 0
         }
         return events
     }

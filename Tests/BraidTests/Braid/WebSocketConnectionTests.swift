@@ -46,7 +46,9 @@ import Testing
             defer { server.task.cancel() }
             let connection = NetworkConnection(to: server.endpoint) { lower.client() }
             defer { connection.cancel() }
-            let sizes = [0, 1, 125, 126, 65535, 65536, 300_000, 1 << 20]
+            // Up to 200 KB: 1 MiB messages cross the loopback in WebSocketInteropTests, and a memory
+            // world holds one of the machine's turns while it runs.
+            let sizes = [0, 1, 125, 126, 65535, 65536, 200_000]
             async let sent: Void = {
                 for (index, size) in sizes.enumerated() {
                     if index.isMultiple(of: 2) {

@@ -324,3 +324,13 @@ import BraidWebSocket
         }
     }
 }
+
+extension WebSocketEngineTests {
+    /// A peer that pings without reading: automatic pongs stop at the backlog limit.
+    @Test func automaticPongsToAFloodOfPingsStayBounded() throws {
+        let server = try T.openPair(server: { $0.autoReplyPing = true }).server
+        let ping = T.frame(0x9, [UInt8](repeating: 7, count: 125))
+        for _ in 0 ..< 5000 { #expect(feed(server, ping) == nil) }
+        #expect(server.pendingOutputCount < WebSocketConnection.pongBacklogLimit + 200)
+    }
+}

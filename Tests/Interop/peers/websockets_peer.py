@@ -6,7 +6,8 @@ Server
     websockets_peer.py server --port 0 [--cert server.pem --key server-key.pem]
                               [--subprotocols chat,other] [--max-size N]
 
-Prints ``listening <port>`` first. Each connection prints a JSON line on its upgrade
+Prints ``listening <port>`` first. Keepalive pings are off (on both sides), so every ping a test
+sees is one it asked for. Each connection prints a JSON line on its upgrade
 (``event: "open"``: ``path`` with the query, ``subprotocol``, ``x_braid``: that request
 header) and one when it ends (``event: "closed"``: ``code`` and ``reason`` of the client's
 close, ``pong``: whether the ping sent on "ping-me" was answered). Text and binary messages are
@@ -79,7 +80,8 @@ async def serve(args):
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(args.cert, args.key)
     subprotocols = args.subprotocols.split(",") if args.subprotocols else None
-    async with ws_serve(handler, "127.0.0.1", args.port, ssl=context, subprotocols=subprotocols, max_size=args.max_size) as server:
+    async with ws_serve(handler, "127.0.0.1", args.port, ssl=context, subprotocols=subprotocols, max_size=args.max_size,
+                        ping_interval=None) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         print(f"listening {port}", flush=True)
         await asyncio.Future()
@@ -97,7 +99,8 @@ async def client(args):
     result = dict(ok=False, subprotocol=None, echoes_ok=False, fragmented_ok=False, pong_ok=False, close_code=None, close_reason=None, error=None)
     try:
         subprotocols = [args.subprotocol] if args.subprotocol else None
-        async with connect(args.url, ssl=context, subprotocols=subprotocols, max_size=None, open_timeout=30, close_timeout=30) as ws:
+        async with connect(args.url, ssl=context, subprotocols=subprotocols, max_size=None, open_timeout=30, close_timeout=30,
+                           ping_interval=None) as ws:
             result["subprotocol"] = ws.subprotocol
             echoes = True
             for message in ["hello", "κόσμε", ""]:
