@@ -74,18 +74,27 @@ public enum NWProtocolWebSocket {
 
         /// The codes RFC 6455 defines.
         public enum Defined: UInt16, Sendable, Hashable {
+            /// 1000: the purpose of the connection is fulfilled.
             case normalClosure = 1000
+            /// 1001: the endpoint is going away (a server shutting down, a page left).
             case goingAway = 1001
+            /// 1002: the peer broke the protocol.
             case protocolError = 1002
+            /// 1003: a kind of data the endpoint cannot accept (text where it takes binary).
             case unsupportedData = 1003
             /// Never sent: reported for a close without a code.
             case noStatusReceived = 1005
             /// Never sent: the connection ended without a close.
             case abnormalClosure = 1006
+            /// 1007: a message's data did not fit its type (text that is not UTF-8).
             case invalidFramePayloadData = 1007
+            /// 1008: a message broke the endpoint's policy.
             case policyViolation = 1008
+            /// 1009: a message too large to process.
             case messageTooBig = 1009
+            /// 1010 (clients): the server did not agree to an extension the client needs.
             case mandatoryExtension = 1010
+            /// 1011 (servers): an unexpected condition kept the server from serving the request.
             case internalServerError = 1011
             /// Never sent: the TLS handshake failed.
             case tlsHandshake = 1015
