@@ -30,9 +30,6 @@ package final class WebSocketLayer: ByteStreamLayer {
     private var recordHeader: [UInt8] = []
     private var recordRemaining = 0
 
-    /// Called on the loop with the subprotocol once the upgrade completes.
-    package var opened: ((String?) -> Void)?
-
     package init(engine: WebSocketConnection, over inner: any ByteStreamLayer) {
         self.engine = engine
         self.inner = inner
@@ -58,8 +55,8 @@ package final class WebSocketLayer: ByteStreamLayer {
         var events: ByteStreamLayerEvents = []
         while let event = engine.pollEvent() {
             switch event {
-            case .opened(let subprotocol):
-                opened?(subprotocol)
+            case .opened:
+                break
             case .message(let opcode, let payload):
                 guard !peerClosed else { continue }
                 Self.deliverRecord(type: opcode.rawValue, payload, to: deliver)

@@ -151,6 +151,34 @@ import Testing
         }
     }
 
+    /// A server that answers the upgrade with 404 fails the client with the status it sent.
+    @Test(.timeLimit(.minutes(3))) func refusedUpgradeFailsWithTheServersStatus() async throws {
+        try await MemoryWorld.run { world in
+            let server = try await RunningStreamListener.start(TCP(), configure: { _ in }) { connection in
+                var head = Data()
+                while !head.suffix(4).elementsEqual(Array("\r\n\r\n".utf8)) {
+                    head += try await connection.receive(atLeast: 1, atMost: 1).content
+                }
+                try await connection.send(Data("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".utf8))
+            }
+            defer { server.task.cancel() }
+            _ = world
+            let connection = NetworkConnection(to: .url(URL(string: "ws://127.0.0.1:\(server.port.rawValue)/missing")!)) { WebSocket { TCP() } }
+            defer { connection.cancel() }
+            do {
+                try await connection.send("anyone?")
+                _ = try await connection.receive()
+                Issue.record("the refused upgrade was not reported")
+            } catch let error as NetworkError {
+                guard case .webSocketHandshakeFailed(let reason) = error else {
+                    Issue.record("failed with \(error), not the refused upgrade")
+                    return
+                }
+                #expect(reason.contains("404 Not Found"), "\(reason)")
+            }
+        }
+    }
+
     @Test func upgradeNamesTheURLsHostPathAndQuery() throws {
         let url = NWEndpoint.url(URL(string: "wss://chat.example.com/room/1?user=ann")!)
         #expect(url.port == 443)
