@@ -151,6 +151,21 @@ import Testing
         }
     }
 
+    /// With `skipHandshake` on both ends, frames flow from the first byte.
+    @Test(.timeLimit(.minutes(3)), arguments: Lower.allCases)
+    func skipHandshakeOnBothEndsFramesAtOnce(_ lower: Lower) async throws {
+        try await MemoryWorld.run { world in
+            let server = try await RunningFramedListener.start(lower.server { $0.skipHandshake(true) }, port: world.port(), handler: Self.echo)
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { lower.client { $0.skipHandshake(true) } }
+            defer { connection.cancel() }
+            try await connection.send("no upgrade")
+            let (content, metadata) = try await connection.receive()
+            #expect(metadata.opcode == .text)
+            #expect(content == Data("no upgrade".utf8))
+        }
+    }
+
     /// A server that answers the upgrade with 404 fails the client with the status it sent.
     @Test(.timeLimit(.minutes(3))) func refusedUpgradeFailsWithTheServersStatus() async throws {
         try await MemoryWorld.run { world in
