@@ -108,6 +108,13 @@ let package = Package(
         // TLS on the datapath: the TLS engine as a layer a byte-stream channel runs over its
         // socket.
         .target(name: "BraidTLSIO", dependencies: ["BraidCore", "BraidIO", "BraidTLS"], path: "Sources/BraidTLSIO"),
+        // The sans-IO WebSocket engine (RFC 6455): the upgrade handshake, frames, masking,
+        // reassembly, UTF-8 and size checks, the close handshake. GnuTLS only for SHA-1 and
+        // mask randomness.
+        .target(name: "BraidWebSocket", dependencies: ["CBraid"], path: "Sources/BraidWebSocket"),
+        // WebSocket on the datapath: the engine as a layer a byte-stream channel runs, over TLS's
+        // layer or over plain TCP.
+        .target(name: "BraidWebSocketIO", dependencies: ["BraidIO", "BraidWebSocket"], path: "Sources/BraidWebSocketIO"),
         // The public API: Network.framework's names (NetworkConnection, QUIC, NetworkListener).
         .target(
             name: "Braid",
@@ -122,6 +129,8 @@ let package = Package(
                 "BraidHTTP3",
                 "BraidFramers",
                 "BraidSecurity",
+                "BraidWebSocket",
+                "BraidWebSocketIO",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -156,7 +165,7 @@ let package = Package(
             name: "BraidTests",
             dependencies: [
                 "Braid", "BraidCore", "BraidQUIC", "BraidTLS", "BraidIO", "BraidQUICIO", "BraidHTTP3IO", "BraidTLSIO", "BraidPerf",
-                "BraidFramers", "BraidHTTP3", "BraidSecurity", "CBraid", "CBraidUDP",
+                "BraidFramers", "BraidWebSocket", "BraidWebSocketIO", "BraidHTTP3", "BraidSecurity", "CBraid", "CBraidUDP",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Tests/BraidTests",

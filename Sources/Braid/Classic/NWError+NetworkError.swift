@@ -22,7 +22,7 @@ extension NWError {
         case .connectionRefused, .serverBusy: self = .posix(.ECONNREFUSED)
         case .connectionReset, .peerReset, .streamReset: self = .posix(.ECONNRESET)
         case .peerClosed: self = .posix(.ECONNABORTED)
-        case .protocolError, .http3ProtocolError: self = .posix(.EPROTO)
+        case .protocolError, .http3ProtocolError, .webSocketHandshakeFailed, .webSocketProtocolError: self = .posix(.EPROTO)
         case .streamStopped, .streamNotWritable: self = .posix(.EPIPE)
         case .streamNotReadable: self = .posix(.EBADF)
         case .unexpectedEndOfStream: self = .posix(.ENODATA)

@@ -29,6 +29,14 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// connect does in Braid). QUIC does not run over it (`NetworkError.unsupported`).
     case unix(path: String)
 
+    /// A URL: its host, and its port or the scheme's (`wss` and `https` 443, `ws` and `http`
+    /// 80). A WebSocket connection also sends its path and query in the upgrade.
+    ///
+    /// ```swift
+    /// let chat: NWEndpoint = .url(URL(string: "wss://chat.example.com/room/1")!)
+    /// ```
+    case url(URL)
+
     /// A DNS name or an IP address.
     public enum Host: Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
         /// A DNS name, resolved (getaddrinfo) when connecting or binding.
@@ -82,6 +90,7 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
         case .hostPort(let host, let port):
             if case .ipv6 = host { "[\(host)]:\(port)" } else { "\(host):\(port)" }
         case .unix(let path): path
+        case .url(let url): url.absoluteString
         }
     }
 
@@ -90,12 +99,16 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .hostPort(let host, _): host
         case .unix: .name("localhost")
+        case .url(let url): Host(url.host ?? "")
         }
     }
+
     var port: Port {
         switch self {
         case .hostPort(_, let port): port
         case .unix: .any
+        case .url(let url):
+            Port(integerLiteral: url.port.flatMap { UInt16(exactly: $0) } ?? (["wss", "https"].contains(url.scheme?.lowercased()) ? 443 : 80))
         }
     }
 }

@@ -258,6 +258,36 @@ func readmeTLVServer(port: NWEndpoint.Port, certificate: String, key: String) as
     }
 }
 
+/// README: a WebSocket client.
+func readmeWebSocketClient(port: NWEndpoint.Port) async throws -> (String, NWProtocolWebSocket.Opcode) {
+    let socket = NetworkConnection(to: .url(URL(string: "wss://www.example.com:\(port)/chat")!)) {
+        WebSocket { TLS() }.subprotocols(["chat"])
+    }
+    try await socket.send("hello")
+    let (content, metadata) = try await socket.receive()
+    print(metadata.opcode, String(decoding: content, as: UTF8.self))
+    try await socket.close(code: .protocolCode(.normalClosure), reason: "done")
+    socket.cancel()
+    return (String(decoding: content, as: UTF8.self), metadata.opcode)
+}
+
+/// README: a WebSocket echo server.
+func readmeWebSocketServer(port: NWEndpoint.Port, certificate: String, key: String) async throws {
+    let listener = NetworkListener(port: port) {
+        WebSocket { TLS().identity(certificateChainFile: certificate, privateKeyFile: key) }.subprotocols(["chat"])
+    }
+    try await listener.run { connection in
+        for try await (content, metadata) in connection.messages {
+            switch metadata.opcode {
+            case .text: try await connection.send(String(decoding: content, as: UTF8.self))
+            case .binary: try await connection.send(content)
+            case .ping: try await connection.pong(content)
+            default: break
+            }
+        }
+    }
+}
+
 /// README: Coder on a QUIC stream, the client.
 func readmeQUICStreamCoderClient(port: NWEndpoint.Port, caFile: String) async throws -> GameMessage {
     let connection = NetworkConnection(to: .hostPort(host: "localhost", port: port)) {
@@ -463,6 +493,16 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
             #expect(echoed.0 == "🐨")
             #expect(echoed.1 == 0)
             #expect(try await readmeCoderGame(port: port) == .selectedCharacter("🐨"))
+        }
+    }
+
+    /// The README's WebSocket client and server talk (www.example.com resolves to this
+    /// machine, the test CA stands in for the system store).
+    @Test func webSocketExamplesTalk() async throws {
+        try await withExampleServer(readmeWebSocketServer) { port in
+            let echoed = try await Self.firstAnswer { try await readmeWebSocketClient(port: port) }
+            #expect(echoed.0 == "hello")
+            #expect(echoed.1 == .text)
         }
     }
 

@@ -1029,3 +1029,77 @@ func docExample_NWProtocolUDPMetadata() -> NWConnection.ContentContext {
 func docExample_UDP_sendWithMetadata(_ game: NetworkConnection<UDP>) async throws {
     try await game.send(Data("probe".utf8)) { NWProtocolIP.Metadata().ecn(.ect1) }
 }
+
+// MARK: WebSocket
+
+/// Sources/Braid/Endpoint/NWEndpoint.swift (URL)
+func docExample_NWEndpoint_url() -> NWEndpoint {
+    let chat: NWEndpoint = .url(URL(string: "wss://chat.example.com/room/1")!)
+    return chat
+}
+
+/// Sources/Braid/WebSocket/WebSocket.swift
+func docExample_WebSocket() async throws {
+    let socket = NetworkConnection(to: .url(URL(string: "wss://echo.example.com/chat")!)) {
+        WebSocket { TLS() }.subprotocols(["chat"])
+    }
+    try await socket.send("hello")
+    let (content, metadata) = try await socket.receive()
+    print(metadata.opcode, String(decoding: content, as: UTF8.self))
+}
+
+func docExample_WebSocket_subprotocols() -> WebSocket {
+    let stack = WebSocket { TLS() }.subprotocols(["chat.v2", "chat"])
+    return stack
+}
+
+func docExample_WebSocket_additionalHeaders() -> WebSocket {
+    let stack = WebSocket { TLS() }.additionalHeaders([(name: "Authorization", value: "Bearer token")])
+    return stack
+}
+
+/// Sources/Braid/WebSocket/NWProtocolWebSocket.swift
+func docExample_NWProtocolWebSocket_Options() -> NWParameters {
+    let options = NWProtocolWebSocket.Options()
+    options.autoReplyPing = true
+    options.setSubprotocols(["chat"])
+    let parameters = NWParameters.tls
+    parameters.defaultProtocolStack.applicationProtocols.insert(options, at: 0)
+    return parameters
+}
+
+func docExample_NWProtocolWebSocket_Metadata() -> NWProtocolWebSocket.Metadata {
+    let metadata = NWProtocolWebSocket.Metadata(opcode: .close)
+    metadata.closeCode = .protocolCode(.goingAway)
+    return metadata
+}
+
+/// Sources/Braid/WebSocket/WebSocketConnectionAPI.swift
+func docExample_WebSocket_send(_ socket: NetworkConnection<WebSocket>) async throws {
+    try await socket.send(Data([1, 2, 3]))
+    try await socket.send(Data("are you there?".utf8)) { NWProtocolWebSocket.Metadata(opcode: .ping) }
+}
+
+func docExample_WebSocket_sendText(_ socket: NetworkConnection<WebSocket>) async throws {
+    try await socket.send("hello")
+}
+
+func docExample_WebSocket_pong(_ socket: NetworkConnection<WebSocket>) async throws {
+    let (ping, metadata) = try await socket.receive()
+    if metadata.opcode == .ping { try await socket.pong(ping) }
+}
+
+func docExample_WebSocket_close(_ socket: NetworkConnection<WebSocket>) async throws {
+    try await socket.close(code: .protocolCode(.goingAway), reason: "shutting down")
+}
+
+func docExample_WebSocket_receive(_ socket: NetworkConnection<WebSocket>) async throws {
+    let (content, metadata) = try await socket.receive()
+    if metadata.opcode == .text { print(String(decoding: content, as: UTF8.self)) }
+}
+
+func docExample_WebSocket_messages(_ socket: NetworkConnection<WebSocket>) async throws {
+    for try await (content, metadata) in socket.messages where metadata.opcode == .binary {
+        print("\(content.count) bytes")
+    }
+}
