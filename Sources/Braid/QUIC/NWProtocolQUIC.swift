@@ -142,9 +142,13 @@ public enum NWProtocolQUIC {
             if let bytes = values.maxDatagramFrameSize { quic = quic.maxDatagramFrameSize(bytes) }
             if let name = security.serverName { quic = quic.serverName(name) }
             if let roots = security.trustRoots { quic = quic.trust(roots) }
-            if let files = security.identityFiles {
-                quic = quic.identity(certificateChainFile: files.certificateChain, privateKeyFile: files.privateKey)
+            if let identity = security.localIdentity {
+                quic = quic.identity(TLSIdentityMaterial(certificates: identity.presentedChain, privateKey: identity.identity.privateKey))
             }
+            // QUIC's handshake has no verdict to wait on yet: refusing beats a check the
+            // application thinks it made.
+            if security.verifyBlock != nil { throw NetworkError.unsupported("verify blocks on QUIC connections (TLS over TCP has them)") }
+            if !security.cipherSuites.isEmpty { throw NetworkError.unsupported("cipher suites on QUIC connections") }
             if security.resumptionEnabled { quic = quic.sessionCache(security.sessionCache ?? NWProtocolTLS.sessionCache) }
             return quic
         }

@@ -95,9 +95,6 @@ public final class sec_protocol_options: Sendable {
         var resumptionEnabled = true
         /// Where tickets are kept (nil: the process's cache). Not Apple's API: tests set it.
         var sessionCache: TLS.SessionCache?
-        /// The PEM certificate chain and key a QUIC listener presents. Not Apple's API (its
-        /// `sec_protocol_options_set_local_identity` takes a `sec_identity_t`): tests set it.
-        var identityFiles: (certificateChain: String, privateKey: String)?
         /// `sec_protocol_options_append_tls_ciphersuite`'s suites, in order (empty: defaults).
         var cipherSuites: [tls_ciphersuite_t] = []
         /// What this end presents (`sec_protocol_options_set_local_identity`).

@@ -110,19 +110,27 @@ import BraidCore
         #expect(throws: NetworkError.self) { try NWParameters(quic: options).stackBinding() }
     }
 
-    /// QUIC parameters for a listener, with the test certificate.
-    static func listenerParameters() -> NWParameters {
+    /// QUIC parameters for a listener, with the test certificate as an identity imported from
+    /// PKCS #12, as an application gives one.
+    static func listenerParameters() throws -> NWParameters {
         let quic = NWProtocolQUIC.Options(alpn: ["echo"])
-        quic.securityProtocolOptions.update {
-            $0.identityFiles = (Fixtures.path("server.pem"), Fixtures.path("server-key.pem"))
-        }
+        let identity = try #require(sec_identity_create(try LocalIdentityTests.identity("server")))
+        sec_protocol_options_set_local_identity(quic.securityProtocolOptions, identity)
         return NWParameters(quic: quic)
+    }
+
+    /// A verify block or cipher suites on QUIC options are refused, not ignored: QUIC does not
+    /// run them yet, and a check the application thinks it made must not silently not happen.
+    @Test func aVerifyBlockOnQUICIsRefused() throws {
+        let quic = NWProtocolQUIC.Options(alpn: ["echo"])
+        sec_protocol_options_set_verify_block(quic.securityProtocolOptions, { _, _, complete in complete(true) }, .global())
+        #expect(throws: NetworkError.self) { try NWParameters(quic: quic).stackBinding() }
     }
 
     /// A classic QUIC listener, written as the TCP echo server is: each classic client's
     /// stream is one `NWConnection` on the server, echoed with its FIN.
     @Test func aClassicListenerEchoesClassicClients() async throws {
-        let server = try ClassicEchoServer(Self.listenerParameters())
+        let server = try ClassicEchoServer(try Self.listenerParameters())
         let port = try await server.start()
         defer { server.listener.cancel() }
         let echoed = try await withThrowingTaskGroup(of: Bool.self) { group in
@@ -144,7 +152,7 @@ import BraidCore
     /// reaches `newConnectionHandler` as a connection of its own.
     @Test func eachStreamOfOneConnectionIsAClassicConnection() async throws {
         let handed = Locked(0)
-        let server = try ClassicEchoServer(Self.listenerParameters()) { connection in
+        let server = try ClassicEchoServer(try Self.listenerParameters()) { connection in
             handed.withLock { $0 += 1 }
             ClassicEchoServer.echo(connection)
         }
@@ -162,7 +170,7 @@ import BraidCore
     /// the next stream.
     @Test func cancellingAnInboundStreamEndsThatStreamOnly() async throws {
         let pending = AsyncStream<NWError?>.makeStream()
-        let server = try ClassicEchoServer(Self.listenerParameters()) { connection in
+        let server = try ClassicEchoServer(try Self.listenerParameters()) { connection in
             connection.receive(minimumIncompleteLength: 1, maximumLength: 65536) { content, _, isComplete, _ in
                 guard content == Data("cancel me".utf8) else {
                     connection.send(content: content, contentContext: isComplete ? .finalMessage : .defaultMessage, isComplete: true,
