@@ -7,15 +7,63 @@ extension SecTrust {
     /// and name: nil if trusted, else the error Apple's evaluation would give.
     func evaluate() -> CFError? {
         let settings = settings.withLock { $0 }
+        return withTrustList(settings) { list in
+            guard let list else { return Self.error(errSecNotTrusted, "the system's certificate authorities could not be loaded") }
+            let chain = settings.certificates.compactMap { X509Certificate(der: $0.der) }
+            guard chain.count == settings.certificates.count, !chain.isEmpty else {
+                return Self.error(errSecDecode, "a certificate of the chain cannot be read")
+            }
+            let leafName = chain[0].commonName ?? chain[0].subject ?? "certificate"
+            for policy in settings.policies.isEmpty ? [SecPolicyCreateBasicX509()] : settings.policies {
+                if let failure = verify(chain, in: list, for: policy.purpose, leafName: leafName) { return failure }
+            }
+            return nil
+        }
+    }
+
+    /// The chain as evaluation builds it, as Apple's trust reports it: the leaf, then each
+    /// issuer among the certificates given, then the anchor that signs the last of them (from
+    /// the anchors in force). Certificates the peer sent that are not on that path are not in
+    /// it, so a pin on a chain certificate means a certificate evaluation walked through.
+    func evaluatedChain() -> [SecCertificate] {
+        let settings = settings.withLock { $0 }
+        guard let leaf = settings.certificates.first else { return [] }
+        return withTrustList(settings) { list in
+            var path = [leaf]
+            var others = Array(settings.certificates.dropFirst())
+            // A path longer than any real one ends the walk (a loop among the given certificates).
+            while path.count < 10, let current = X509Certificate(der: path[path.count - 1].der) {
+                if gnutls_x509_crt_check_issuer(current.handle, current.handle) != 0 { break }
+                if let index = others.firstIndex(where: { candidate in
+                    X509Certificate(der: candidate.der).map { gnutls_x509_crt_check_issuer(current.handle, $0.handle) != 0 } ?? false
+                }) {
+                    path.append(others.remove(at: index))
+                    continue
+                }
+                var issuer: gnutls_x509_crt_t?
+                if let list, gnutls_x509_trust_list_get_issuer(list, current.handle, &issuer, UInt32(GNUTLS_TL_GET_COPY)) == 0,
+                    let issuer, let der = X509Certificate(taking: issuer).derBytes, let anchor = SecCertificate(der: der)
+                {
+                    if anchor != path[path.count - 1] { path.append(anchor) }
+                }
+                break
+            }
+            return path
+        }
+    }
+
+    /// Runs `body` with a GnuTLS trust list of the anchors in force (nil if the system's could
+    /// not be loaded), freed after.
+    private func withTrustList<R>(_ settings: Settings, _ body: (gnutls_x509_trust_list_t?) -> R) -> R {
         var list: gnutls_x509_trust_list_t?
-        guard gnutls_x509_trust_list_init(&list, 0) == 0, let list else { return Self.error(errSecParam, "cannot create a trust list") }
+        guard gnutls_x509_trust_list_init(&list, 0) == 0, let list else { return body(nil) }
         // 1: the list frees the authorities added to it.
         defer { gnutls_x509_trust_list_deinit(list, 1) }
         if settings.anchors == nil || !settings.anchorsOnly {
             if let file = Self.systemAnchorsForTesting.withLock({ $0 }) {
                 _ = gnutls_x509_trust_list_add_trust_file(list, file, nil, GNUTLS_X509_FMT_PEM, 0, 0)
             } else if gnutls_x509_trust_list_add_system_trust(list, 0, 0) < 0 {
-                return Self.error(errSecNotTrusted, "the system's certificate authorities could not be loaded")
+                return body(nil)
             }
         }
         for anchor in settings.anchors ?? [] {
@@ -23,15 +71,7 @@ extension SecTrust {
             var handle: gnutls_x509_crt_t? = imported
             _ = gnutls_x509_trust_list_add_cas(list, &handle, 1, 0)
         }
-        let chain = settings.certificates.compactMap { X509Certificate(der: $0.der) }
-        guard chain.count == settings.certificates.count, !chain.isEmpty else {
-            return Self.error(errSecDecode, "a certificate of the chain cannot be read")
-        }
-        let leafName = chain[0].commonName ?? chain[0].subject ?? "certificate"
-        for policy in settings.policies.isEmpty ? [SecPolicyCreateBasicX509()] : settings.policies {
-            if let failure = verify(chain, in: list, for: policy.purpose, leafName: leafName) { return failure }
-        }
-        return nil
+        return body(list)
     }
 
     private func verify(

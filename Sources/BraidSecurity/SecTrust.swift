@@ -119,21 +119,22 @@ public func SecTrustCopyPublicKey(_ trust: SecTrust) -> SecKey? {
     SecTrustCopyKey(trust)
 }
 
-/// How many certificates the chain has.
+/// How many certificates the evaluated chain has (leaf through anchor, as evaluation builds it).
 public func SecTrustGetCertificateCount(_ trust: SecTrust) -> CFIndex {
-    trust.settings.withLock { $0.certificates.count }
+    trust.evaluatedChain().count
 }
 
-/// The chain's certificate at `ix` (0: the leaf); nil past the end. Apple deprecates it for
+/// The evaluated chain's certificate at `ix` (0: the leaf); nil past the end. Apple deprecates it for
 /// `SecTrustCopyCertificateChain`.
 public func SecTrustGetCertificateAtIndex(_ trust: SecTrust, _ ix: CFIndex) -> SecCertificate? {
-    trust.settings.withLock { ix >= 0 && ix < $0.certificates.count ? $0.certificates[ix] : nil }
+    let chain = trust.evaluatedChain()
+    return ix >= 0 && ix < chain.count ? chain[ix] : nil
 }
 
-/// The chain, leaf first, as an array of `SecCertificate`.
+/// The evaluated chain, leaf first through the anchor, as an array of `SecCertificate`:
+/// certificates the peer sent that evaluation did not walk through are not in it.
 public func SecTrustCopyCertificateChain(_ trust: SecTrust) -> CFArray? {
-    let chain = trust.settings.withLock { $0.certificates }
-    return NSArray(array: chain)
+    NSArray(array: trust.evaluatedChain())
 }
 
 /// The `T`s in `value`: itself, or the elements of an array.

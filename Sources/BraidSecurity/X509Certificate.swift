@@ -41,6 +41,9 @@ final class X509Certificate {
         return Array(UnsafeBufferPointer(start: bytes, count: Int(datum.size)))
     }
 
+    /// Its DER encoding.
+    var derBytes: [UInt8]? { Self.der(of: handle) }
+
     /// The SubjectPublicKeyInfo, DER.
     func subjectPublicKeyInfo() -> [UInt8]? {
         var key: gnutls_pubkey_t?

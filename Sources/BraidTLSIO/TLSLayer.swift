@@ -128,4 +128,9 @@ package final class TLSLayer: ByteStreamLayer {
     package var negotiatedALPN: String? { connection.negotiatedALPN }
     package var isResumed: Bool { connection.isResumed }
     package var earlyDataAccepted: Bool { connection.earlyDataAccepted }
+    package var securityFacts: SecurityFacts? {
+        SecurityFacts(
+            version: connection.negotiatedVersion?.rawValue, serverName: connection.serverName.isEmpty ? nil : connection.serverName,
+            peerCertificates: connection.peerCertificateChain)
+    }
 }

@@ -184,4 +184,5 @@ package final class WebSocketLayer: ByteStreamLayer {
     package var negotiatedALPN: String? { inner.negotiatedALPN }
     package var isResumed: Bool { inner.isResumed }
     package var earlyDataAccepted: Bool { inner.earlyDataAccepted }
+    package var securityFacts: SecurityFacts? { inner.securityFacts }
 }

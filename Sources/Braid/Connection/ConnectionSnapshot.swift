@@ -1,3 +1,5 @@
+import BraidIO
+
 /// What the public objects read without a trip to the loop: set by the loop at ready.
 struct ConnectionSnapshot: Sendable {
     var negotiatedALPN: String?
@@ -8,6 +10,8 @@ struct ConnectionSnapshot: Sendable {
     var multipath = false
     /// TLS over TCP: the handshake resumed a session.
     var resumed = false
+    /// What a security layer agreed (TLS metadata), once ready.
+    var security: SecurityFacts?
     /// The path the connection's watch last worked out (nil: none yet, or no watch).
     var path: NWPath?
 }

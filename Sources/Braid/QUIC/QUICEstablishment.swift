@@ -59,10 +59,12 @@ final class QUICEstablishment: EstablishmentStrategy {
         return (attempt, ticket != nil)
     }
 
-    /// Where this connection's tickets are kept: per server name and port, and per the checks
-    /// that accepted the server (a ticket resumes only under the same ones).
+    /// Where this connection's tickets are kept: per server name and port, per the checks that
+    /// accepted the server (a ticket resumes only under the same ones), and per the
+    /// certificate this client presented.
     private func ticketKey(for remote: SocketAddress) -> String {
-        "\(serverName):\(remote.port):\(quic.verification.resumptionScope)"
+        let identity = TLSIdentityMaterial.resumptionScope(quic.identityMaterial, certificateChainFile: quic.certificateChainFile)
+        return "\(serverName):\(remote.port):\(quic.verification.resumptionScope):\(identity)"
     }
 
     /// Hands the winning attempt to the connection's channel, which gets its events from now on.

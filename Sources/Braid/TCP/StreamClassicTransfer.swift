@@ -1,3 +1,4 @@
+import BraidTLS
 import BraidIO
 import Foundation
 
@@ -59,7 +60,11 @@ final class StreamClassicTransfer<Stack: StreamProtocol & StackBinding>: Classic
     func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
         // TLS's metadata on a TLS connection; TCP has none of its own yet.
         guard definition == NWProtocolTLS.definition, Stack.self == TLS.self else { return nil }
-        return NWProtocolTLS.Metadata(negotiatedProtocol: connection.shared.snapshot.withLock { $0.negotiatedALPN })
+        let (alpn, security) = connection.shared.snapshot.withLock { ($0.negotiatedALPN, $0.security) }
+        return NWProtocolTLS.Metadata(
+            negotiatedProtocol: alpn, serverName: security?.serverName,
+            negotiatedVersion: security?.version.flatMap { TLSVersion(rawValue: $0) }.map(TLSProtocolVersion.init),
+            peerCertificates: security?.peerCertificates ?? [])
     }
 
     func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }

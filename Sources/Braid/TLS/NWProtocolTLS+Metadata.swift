@@ -16,8 +16,10 @@ extension NWProtocolTLS {
         /// The agreed parameters.
         public let securityProtocolMetadata: sec_protocol_metadata_t
 
-        init(negotiatedProtocol: String?) {
-            securityProtocolMetadata = sec_protocol_metadata_t(negotiatedProtocol: negotiatedProtocol)
+        init(negotiatedProtocol: String?, serverName: String?, negotiatedVersion: TLSProtocolVersion?, peerCertificates: [[UInt8]]) {
+            securityProtocolMetadata = sec_protocol_metadata_t(
+                negotiatedProtocol: negotiatedProtocol, serverName: serverName, negotiatedVersion: negotiatedVersion,
+                peerCertificates: peerCertificates)
         }
 
         override var definition: NWProtocolDefinition? { NWProtocolTLS.definition }

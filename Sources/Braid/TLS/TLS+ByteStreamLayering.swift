@@ -15,7 +15,10 @@ extension TLS: ByteStreamLayering {
     /// enabled and a ticket that allows it, the layer sends idempotent sends as 0-RTT data.
     func clientLayer(endpoint: NWEndpoint, remote: SocketAddress) throws -> any ByteStreamLayer {
         let serverName = serverName ?? endpoint.host.description
-        let key = "tls:\(serverName):\(remote.port):\(verification.resumptionScope)"
+        // A ticket resumes only under the checks that accepted the server and as the client
+        // that earned it.
+        let identity = TLSIdentityMaterial.resumptionScope(identityMaterial, certificateChainFile: certificateChainFile)
+        let key = "tls:\(serverName):\(remote.port):\(verification.resumptionScope):\(identity)"
         // A verify block's verdict cannot be carried over to a resumed session (the block is
         // not asked again), so connections with one neither resume nor keep tickets.
         let sessionCache = peerVerifier == nil ? sessionCache : nil

@@ -45,6 +45,11 @@ extension TLS {
     /// The engine configuration of a listener over this stack.
     func serverConfiguration() throws -> TLSServerConfiguration {
         try validateVersions()
+        // A listener's handshake does not wait for a verdict yet: refusing beats a check the
+        // application thinks it made.
+        if peerVerifier != nil {
+            throw NetworkError.unsupported("verify blocks on TLS listeners (client certificates are checked against .trust(_:) with .peerAuthentication(_:))")
+        }
         var configuration: TLSServerConfiguration
         if let identityMaterial {
             configuration = TLSServerConfiguration(alpn: alpn, identity: identityMaterial)

@@ -14,8 +14,10 @@ public typealias sec_protocol_verify_t = @Sendable (
 /// Replaces Braid's check of the server's certificate with `verify_block`, called on
 /// `verify_block_queue` once the handshake is done; the connection becomes ready only when it
 /// accepts, and fails with `.tls(-9808)` (errSSLBadCert, the server gets a bad_certificate
-/// alert) when it refuses. A block that never answers meets the TLS handshake timeout. A
-/// session resumed from a ticket skips the block: the server was judged when the ticket came.
+/// alert) when it refuses. A block that never answers meets the TLS handshake timeout.
+/// Connections with a block do not resume sessions (so every connection is judged, and
+/// `.idempotent` content waits for the handshake), and verify blocks run on TLS clients only:
+/// TLS listeners and QUIC fail with `.posix(.EOPNOTSUPP)`.
 ///
 /// ```swift
 /// let tls = NWProtocolTLS.Options()

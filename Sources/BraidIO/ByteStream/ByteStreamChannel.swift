@@ -108,10 +108,12 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
     package var remoteAddress: SocketAddress? { socket?.remoteAddress }
 
     package var facts: ConnectionFacts {
-        ConnectionFacts(
+        var facts = ConnectionFacts(
             negotiatedALPN: layer?.negotiatedALPN, earlyDataAccepted: layer?.earlyDataAccepted ?? false,
             resumed: layer?.isResumed ?? false, multipath: multipathInEffect, localAddress: localAddress,
             remoteAddress: remoteAddress, unixPath: socket?.unixPath)
+        facts.security = layer?.securityFacts
+        return facts
     }
 
     /// An integer socket option of the connection's socket (nil without a TCP socket), for tests.
@@ -121,6 +123,14 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         var length = socklen_t(MemoryLayout<Int32>.size)
         guard getsockopt(socket.fd, level, name, &value, &length) == 0 else { return nil }
         return value
+    }
+
+    /// Tests: bytes received and not yet taken above — in the layer's input and in the
+    /// socket's receive queue (FIONREAD).
+    package func unprocessedInputForTesting() -> Int {
+        var queued: Int32 = 0
+        if let socket = socket as? TCPSocket { _ = ioctl(socket.fd, UInt(FIONREAD), &queued) }
+        return Int(queued) + (layer?.bufferedInputCount ?? 0)
     }
 
     /// What serves the channel before its socket is attached: released if the channel ends first.

@@ -84,4 +84,10 @@ package protocol ByteStreamLayer: AnyObject {
     var isResumed: Bool { get }
     /// Client: the peer accepted its early data. Server: it received early data.
     var earlyDataAccepted: Bool { get }
+    /// What a security layer agreed (nil: the layer is not one).
+    var securityFacts: SecurityFacts? { get }
+}
+
+extension ByteStreamLayer {
+    package var securityFacts: SecurityFacts? { nil }
 }

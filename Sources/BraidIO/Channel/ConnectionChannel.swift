@@ -51,6 +51,8 @@ package struct ConnectionFacts: Sendable {
     package var remoteAddress: SocketAddress?
     /// A Unix-domain connection's socket file (its addresses are then not IP ones).
     package var unixPath: String?
+    /// What a security layer agreed (TLS's version, the peer's certificates); nil without one.
+    package var security: SecurityFacts?
 
     package init(
         negotiatedALPN: String? = nil, earlyDataAccepted: Bool = false, resumed: Bool = false, multipath: Bool = false,

@@ -29,7 +29,7 @@ public struct TLSCertificateVerification: Sendable, Hashable {
         case .system: "system"
         case .certificateAuthorityFile(let path): "ca=\(path)"
         }
-        let pins = pinnedSPKISHA256.map { $0.map { String($0, radix: 16) }.joined() }.sorted().joined(separator: ",")
+        let pins = pinnedSPKISHA256.map(SHA256.hex).sorted().joined(separator: ",")
         return "\(roots);pins=\(pins);\(insecureSkipChainAndHostnameVerification ? "unchecked" : "checked")"
     }
 

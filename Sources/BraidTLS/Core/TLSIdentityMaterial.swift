@@ -10,4 +10,14 @@ package struct TLSIdentityMaterial: Sendable, Hashable {
         self.certificates = certificates
         self.privateKey = privateKey
     }
+
+    /// Who a client is to the server, for its resumption tickets' keys: a ticket earned while
+    /// presenting one certificate (or none) must not resume as another, or a listener that
+    /// requires client certificates would take a client without one for the one that earned
+    /// the ticket.
+    package static func resumptionScope(_ material: TLSIdentityMaterial?, certificateChainFile: String?) -> String {
+        if let material { return "identity=" + SHA256.hexDigest(material.certificates.first ?? []) }
+        if let certificateChainFile { return "identity=\(certificateChainFile)" }
+        return "identity=none"
+    }
 }

@@ -28,7 +28,8 @@ public struct TLSClientConfiguration: Sendable, Hashable {
     public var sessionTicketsEnabled = true
     /// The caller judges the server's certificate instead of `verification`: a full handshake
     /// stops at `TLSEvent.peerAwaitingVerdict` until `acceptPeer()` or `rejectPeer()`, and no
-    /// application data moves before (a resumed session was judged when it was first made).
+    /// application data moves before. Such a client never resumes (a ticket is ignored), so
+    /// every connection is judged.
     public var callerVerifiesPeer = false
 
     public init(alpn: [String] = []) { self.alpn = alpn }

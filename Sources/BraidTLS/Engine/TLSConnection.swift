@@ -151,7 +151,8 @@ public final class TLSConnection {
     public static func client(
         context: TLSClientContext, serverName: String, resumption: TLSSessionTicket? = nil
     ) throws(TLSError) -> TLSConnection {
-        let usable = resumption.flatMap { $0.serverName == serverName ? $0 : nil }
+        // A caller that judges the server itself is asked on every connection: no resumption.
+        let usable = context.configuration.callerVerifiesPeer ? nil : resumption.flatMap { $0.serverName == serverName ? $0 : nil }
         return try TLSConnection(role: .client, serverName: serverName, client: context, server: nil, resumption: usable)
     }
 

@@ -52,6 +52,31 @@ import Testing
         #expect(!strict.isResumed)
     }
 
+    /// A ticket earned while presenting a client certificate does not let a client without
+    /// one resume past a listener that requires one.
+    @Test func aTicketResumesOnlyAsTheClientThatEarnedIt() async throws {
+        let server = try await RunningStreamListener.start(
+            testTLSServer().peerAuthentication(.required).trust(.certificateAuthorities(file: Fixtures.caFile)))
+        defer { server.task.cancel() }
+        let cache = TLS.SessionCache()
+        let identified = NetworkConnection(to: server.endpoint) {
+            testTLSClient().identity(certificateChainFile: Fixtures.path("client.pem"), privateKeyFile: Fixtures.path("client-key.pem"))
+                .sessionCache(cache)
+        }
+        defer { identified.cancel() }
+        try await identified.send(Data("x".utf8))
+        _ = try await identified.receive(exactly: 1)
+        for _ in 0..<500 where cache.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(cache.count == 1)
+        let anonymous = NetworkConnection(to: server.endpoint) { testTLSClient().sessionCache(cache) }
+        defer { anonymous.cancel() }
+        await #expect(throws: NetworkError.self) {
+            try await anonymous.send(Data("y".utf8))
+            _ = try await anonymous.receive(exactly: 1)
+        }
+        #expect(!anonymous.isResumed)
+    }
+
     @Test func aResumedConnectionSendsEarlyDataTheServerAccepts() async throws {
         let server = try await earlyDataServer()
         defer { server.task.cancel() }

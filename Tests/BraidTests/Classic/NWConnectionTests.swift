@@ -335,6 +335,18 @@ import BraidCore
         let tls = try #require(connection.metadata(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata)
         let alpn = try #require(sec_protocol_metadata_get_negotiated_protocol(tls.securityProtocolMetadata))
         #expect(String(cString: alpn) == "echo")
+        // What the handshake agreed and showed: the version, the name asked for, the server's
+        // chain and key (what post-connect pinning reads).
+        let agreed = tls.securityProtocolMetadata
+        #expect(sec_protocol_metadata_get_negotiated_tls_protocol_version(agreed) == .TLSv13)
+        #expect(sec_protocol_metadata_get_server_name(agreed).map { String(cString: $0) } == "localhost")
+        var presented: [Data] = []
+        #expect(sec_protocol_metadata_access_peer_certificate_chain(agreed) { certificate in
+            presented.append(SecCertificateCopyData(sec_certificate_copy_ref(certificate).takeRetainedValue()) as Data)
+        })
+        #expect(presented == [try Fixtures.der("server.pem")])
+        let key = try #require(SecCertificateCreateWithData(nil, try Fixtures.der("server.pem") as CFData).flatMap(SecCertificateCopyKey))
+        #expect(sec_protocol_metadata_copy_peer_public_key(agreed).map { Data($0) } == SecKeyCopyExternalRepresentation(key, nil) as Data?)
         #expect(connection.metadata(definition: NWProtocolTCP.definition) == nil)
         #expect(await connection.sendAsync(Data("over tls".utf8), context: .finalMessage) == nil)
         let echoed = await connection.receiveMessageAsync()

@@ -4,6 +4,7 @@ import Testing
 
 @testable import Braid
 import BraidCore
+import BraidIO
 
 /// TLS verify blocks on the classic client, written as Apple's pinning material writes them:
 /// the block replaces Braid's own check, a right pin accepts, a wrong one refuses, and the
@@ -99,22 +100,53 @@ import BraidCore
         try await anchoredStates.wait(for: "ready") { $0 == .ready }
     }
 
+    /// A verify block on a TLS listener is refused, not skipped: the listener fails instead of
+    /// accepting clients the application meant to judge.
+    @Test func aVerifyBlockOnAListenerIsRefused() async throws {
+        let options = NWProtocolTLS.Options()
+        sec_protocol_options_set_local_identity(options.securityProtocolOptions, try #require(sec_identity_create(try LocalIdentityTests.identity("server"))))
+        sec_protocol_options_set_verify_block(options.securityProtocolOptions, { _, _, complete in complete(false) }, DispatchQueue(label: "verify"))
+        let listener = try NWListener(using: NWParameters(tls: options))
+        let (states, continuation) = AsyncStream<NWListener.State>.makeStream()
+        listener.stateUpdateHandler = { continuation.yield($0) }
+        listener.newConnectionHandler = { $0.cancel() }
+        listener.start(queue: DispatchQueue(label: "listener"))
+        defer { listener.cancel() }
+        let failure = try await withDeadline(.seconds(60)) {
+            for await state in states { if case .failed(let error) = state { return error } }
+            return nil
+        }
+        #expect(failure == .posix(.EOPNOTSUPP))
+    }
+
     /// The block decides on its own time: until it answers the connection is not ready and
-    /// nothing the server sent at once reaches a receive; then both happen.
+    /// nothing the server sent at once reaches a receive, though its bytes have reached this
+    /// end; then both happen.
     @Test func nothingOfThePeerArrivesBeforeTheVerdict() async throws {
+        // More than the server's session tickets, so bytes waiting here mean the message came.
+        let message = Data(repeating: 0x42, count: 6000)
         let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
-            try await connection.send(Data("before the verdict".utf8), endOfStream: true)
+            try await connection.send(message, endOfStream: true)
         })
         defer { server.task.cancel() }
         let (asked, answer) = AsyncStream.makeStream(of: sec_protocol_verify_complete_t.self)
         let (connection, states) = connect(to: server) { _, _, complete in answer.yield(complete) }
         defer { connection.cancel() }
         let received = Locked<Data?>(nil)
-        connection.receive(minimumIncompleteLength: 1, maximumLength: 100) { content, _, _, _ in
+        connection.receive(minimumIncompleteLength: message.count, maximumLength: message.count) { content, _, _, _ in
             received.withLock { $0 = content ?? Data() }
         }
         var iterator = asked.makeAsyncIterator()
         let complete = try #require(await iterator.next())
+        let transfer = try #require(connection.transfer as? StreamClassicTransfer<TLS>)
+        let core = transfer.connection.core
+        let arrived = try await withDeadline(.seconds(60)) {
+            while try await transfer.connection.loop.submit({ _ in core.value.byteStream.unprocessedInputForTesting() }) < message.count {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            return true
+        }
+        #expect(arrived == true)
         #expect(connection.state == .preparing)
         #expect(received.withLock { $0 } == nil)
         complete(true)
@@ -123,6 +155,6 @@ import BraidCore
             while received.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(20)) }
             return received.withLock { $0 }
         }
-        #expect(data == Data("before the verdict".utf8))
+        #expect(data == message)
     }
 }

@@ -53,8 +53,24 @@ import BraidSecurity
         var error: CFError?
         #expect(SecTrustEvaluateWithError(trust, &error))
         #expect(error == nil)
-        #expect(SecTrustGetCertificateCount(trust) == 1)
+        // The evaluated chain: the leaf, then the anchor that signs it.
+        #expect(SecTrustGetCertificateCount(trust) == 2)
+        #expect(SecTrustGetCertificateAtIndex(trust, 1) == (try certificate("ca.pem")))
         #expect(SecTrustCopyKey(trust) == SecCertificateCopyKey(try certificate("server.pem")))
+    }
+
+    /// A certificate the peer adds that evaluation does not walk through (here, an unrelated
+    /// one) is not in the chain pinning code inspects; the anchor that signed the leaf is.
+    @Test func theChainIsThePathEvaluationBuiltNotWhatThePeerSent() throws {
+        var trust: SecTrust?
+        SecTrustCreateWithCertificates(
+            [try certificate("server.pem"), try certificate("untrusted.pem")] as CFArray, SecPolicyCreateSSL(true, "localhost" as CFString), &trust)
+        let evaluated = try #require(trust)
+        SecTrustSetAnchorCertificates(evaluated, [try certificate("ca.pem")] as CFArray)
+        var error: CFError?
+        #expect(SecTrustEvaluateWithError(evaluated, &error))
+        let chain = try #require(SecTrustCopyCertificateChain(evaluated) as? [SecCertificate])
+        #expect(chain == [try certificate("server.pem"), try certificate("ca.pem")])
     }
 
     @Test func anUnknownAuthorityAnotherAnchorAndAWrongNameAreRefused() throws {
