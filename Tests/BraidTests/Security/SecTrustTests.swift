@@ -117,21 +117,32 @@ import BraidSecurity
     }
 }
 
-/// Runs `openssl` with `arguments` and `input` on its standard input; its output.
+/// Runs `openssl` with `arguments`, `input` as its `-in` file; what it wrote to its `-out` file
+/// (one of its own unless `arguments` names one), or nil if it failed. Files, not pipes: a pipe's
+/// write end leaks into processes other tests start meanwhile, and a read to its end would wait
+/// for them.
 func openssl(_ arguments: [String], input: Data? = nil) throws -> Data? {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("braid-openssl-\(UUID())")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    var arguments = arguments
+    if let input {
+        let inputPath = directory.appendingPathComponent("in").path
+        try input.write(to: URL(fileURLWithPath: inputPath))
+        arguments += ["-in", inputPath]
+    }
+    let outputPath = directory.appendingPathComponent("out").path
+    if !arguments.contains("-out") { arguments += ["-out", outputPath] }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
     process.arguments = arguments
-    let output = Pipe(), stdin = Pipe()
-    process.standardOutput = output
+    process.standardInput = FileHandle.nullDevice
+    process.standardOutput = FileHandle.nullDevice
     process.standardError = FileHandle.nullDevice
-    process.standardInput = stdin
     try process.run()
-    if let input { stdin.fileHandleForWriting.write(input) }
-    try stdin.fileHandleForWriting.close()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    return process.terminationStatus == 0 ? data : nil
+    guard process.terminationStatus == 0 else { return nil }
+    return FileManager.default.contents(atPath: outputPath) ?? Data()
 }
 
 extension Fixtures {
