@@ -30,7 +30,7 @@ public final class TCPListenerSocket {
     public let options: TCPOptions
     /// How long the listener stops accepting after running out of descriptors or memory.
     public var exhaustionBackoff: Duration = .milliseconds(100)
-    public private(set) var counters = StreamSocketCounters()
+    public private(set) var counters = SocketCounters()
     public private(set) var isOpen = true
     /// Options the MPTCP layer does not support on the listener and that were left unset.
     public let unsupportedOptions: [String]
@@ -59,7 +59,7 @@ public final class TCPListenerSocket {
         bindTo address: SocketAddress, options: TCPOptions = TCPOptions(), reusePort: Bool = false, backlog: Int = 1024,
         fastOpenQueueLength: Int = 256
     ) throws {
-        var counters = StreamSocketCounters()
+        var counters = SocketCounters()
         let (fd, multipath) = try TCPSocket.openStreamSocket(
             ipv6: address.isIPv6, multipath: options.multipath, calls: &counters.controlCalls)
         do {

@@ -29,7 +29,7 @@ public final class TCPSocket {
     /// Options the MPTCP layer does not support and that were left unset (multipath sockets
     /// only; the names of their setsockopt constants).
     public let unsupportedOptions: [String]
-    public private(set) var counters = StreamSocketCounters()
+    public private(set) var counters = SocketCounters()
     /// True from `connect` until `finishConnect` confirms the connection.
     public private(set) var isConnecting: Bool
     /// A fast open client that holds a cookie: `connect` sent nothing, and the first write
@@ -47,7 +47,7 @@ public final class TCPSocket {
 
     private init(
         fd: Int32, remote: SocketAddress, local: SocketAddress, isMultipath: Bool, options: TCPOptions, unsupported: [String],
-        connecting: Bool, deferred: Bool, counters: StreamSocketCounters
+        connecting: Bool, deferred: Bool, counters: SocketCounters
     ) {
         self.fd = fd
         remoteAddress = remote
@@ -79,7 +79,7 @@ public final class TCPSocket {
     public static func connect(to remote: SocketAddress, from local: SocketAddress? = nil, options: TCPOptions = TCPOptions())
         throws -> TCPSocket
     {
-        var counters = StreamSocketCounters()
+        var counters = SocketCounters()
         let (fd, multipath) = try openStreamSocket(ipv6: remote.isIPv6, multipath: options.multipath, calls: &counters.controlCalls)
         do {
             let unsupported = try options.apply(
@@ -116,9 +116,9 @@ public final class TCPSocket {
 
     /// Wraps a socket a listener accepted (already non-blocking), applying `options`.
     static func accepted(
-        fd: Int32, remote: SocketAddress, isMultipath: Bool, options: TCPOptions, counters: inout StreamSocketCounters
+        fd: Int32, remote: SocketAddress, isMultipath: Bool, options: TCPOptions, counters: inout SocketCounters
     ) throws -> TCPSocket {
-        var own = StreamSocketCounters()
+        var own = SocketCounters()
         do {
             let unsupported = try options.apply(
                 to: fd, isIPv6: remote.isIPv6, multipath: isMultipath, role: .accepted(mappedIPv4: remote.isIPv4Mapped),
@@ -209,10 +209,10 @@ public final class TCPSocket {
         // A closed socket's descriptor number may already belong to another file.
         guard isOpen else { throw DatapathError.system("recv", EBADF) }
         while true {
-            counters.readCalls += 1
+            counters.recvCalls += 1
             let count = recv(fd, buffer.baseAddress, buffer.count, 0)
             if count > 0 {
-                counters.bytesRead += UInt64(count)
+                counters.bytesReceived += UInt64(count)
                 return .bytes(count)
             }
             if count == 0 {
@@ -256,10 +256,10 @@ public final class TCPSocket {
         message.msg_iov = UnsafeMutablePointer(mutating: regions.baseAddress)
         message.msg_iovlen = regions.count
         while true {
-            counters.writeCalls += 1
+            counters.sendmsgCalls += 1
             let sent = sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
             if sent >= 0 {
-                counters.bytesWritten += UInt64(sent)
+                counters.bytesSent += UInt64(sent)
                 counters.regionsWritten += UInt64(regions.count)
                 if sent < total { counters.partialWrites += 1 }
                 if sent == 0 { counters.writeWouldBlock += 1 }
