@@ -260,3 +260,5 @@ public struct QUIC: NetworkProtocol {
         }
     }
 }
+
+extension QUIC: ModifiedCopy {}
