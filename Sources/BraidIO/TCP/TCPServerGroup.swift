@@ -23,31 +23,19 @@ package final class TCPServerGroup: Sendable {
         makeHandler: @escaping @Sendable (LoopContext) -> (any ByteStreamSocket, LoopContext) -> Void
     ) async throws -> TCPServerGroup {
         precondition(!loops.isEmpty, "a server group needs a loop")
-        var acceptors: [LoopBound<TCPAcceptor>] = []
-        var bound = address
-        do {
-            for loop in loops {
-                let target = bound
-                let (acceptor, local) = try await loop.submit { context in
-                    // One loop needs no port sharing; leaving SO_REUSEPORT off then makes a second
-                    // server on the same port fail with EADDRINUSE instead of joining it.
-                    let listener = try sockets.listen(on: target, options: options, reusePort: loops.count > 1, backlog: backlog)
-                    let acceptor = TCPAcceptor(listener: listener, accepted: makeHandler(context))
-                    do {
-                        _ = try listener.register(acceptor, in: context)
-                    } catch {
-                        listener.close()
-                        throw error
-                    }
-                    return (LoopBound(acceptor, on: context.loop), listener.localAddress)
-                }
-                acceptors.append(acceptor)
-                bound = local
+        let (acceptors, bound) = try await PerLoopBinding.bind(loops: loops, to: address) { _, target, context throws -> (TCPAcceptor, SocketAddress) in
+            // One loop needs no port sharing; leaving SO_REUSEPORT off then makes a second
+            // server on the same port fail with EADDRINUSE instead of joining it.
+            let listener = try sockets.listen(on: target, options: options, reusePort: loops.count > 1, backlog: backlog)
+            let acceptor = TCPAcceptor(listener: listener, accepted: makeHandler(context))
+            do {
+                _ = try listener.register(acceptor, in: context)
+            } catch {
+                listener.close()
+                throw error
             }
-        } catch {
-            await close(acceptors)
-            throw error
-        }
+            return (acceptor, listener.localAddress)
+        } closingOnFailure: { await close($0) }
         return TCPServerGroup(localAddress: bound, acceptors: acceptors)
     }
 
