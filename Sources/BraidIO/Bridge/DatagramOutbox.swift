@@ -90,7 +90,7 @@ package final class DatagramOutbox: Sendable {
     /// While datagrams remain, the loop keeps them in mind (it takes more as the engine's
     /// queue drains), so senders post no further passes.
     package func take(upTo count: Int) -> [Data] {
-        let (taken, waiters) = state.withLock { state -> ([Data], Deque<Completion<Void>>) in
+        let (taken, waiters) = state.withLock { state -> ([Data], [Completion<Void>]) in
             var taken: [Data]
             if state.queue.count <= count {
                 taken = Array(state.queue)
@@ -116,7 +116,7 @@ package final class DatagramOutbox: Sendable {
 
     /// Loop: the connection ended; queued datagrams are dropped and waiting senders fail.
     package func fail(_ error: any Error) {
-        let waiters = state.withLock { state -> Deque<Completion<Void>> in
+        let waiters = state.withLock { state -> [Completion<Void>] in
             if state.failure == nil { state.failure = error }
             state.queue.removeAll()
             state.budget.queued = 0

@@ -1,5 +1,4 @@
 import BraidCore
-import DequeModule
 
 /// The bytes one connection's streams may hold for sending, all streams together: a
 /// `SendBudget` under a lock, shared by the application's tasks and the connection's loop.

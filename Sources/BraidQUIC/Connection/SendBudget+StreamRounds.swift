@@ -1,5 +1,4 @@
 import BraidCore
-import DequeModule
 
 /// The connection-wide bound on stream bytes queued in the engine and not yet acknowledged
 /// (`QUICTransportConfiguration.connectionSendBufferLimit`), and the streams waiting for room
