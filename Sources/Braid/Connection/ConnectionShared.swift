@@ -12,4 +12,13 @@ final class ConnectionShared: Sendable {
     init(stackPart: any ConnectionStackPart) {
         self.stackPart = stackPart
     }
+
+    /// The stack's part as `Part`, nil when it is another kind. A check of its exact class
+    /// rather than a dynamic cast: the stack's API asks on every send (the parts are final).
+    @inline(__always)
+    func stackPart<Part: ConnectionStackPart>(as _: Part.Type) -> Part? {
+        let part = stackPart
+        guard ObjectIdentifier(type(of: part)) == ObjectIdentifier(Part.self) else { return nil }
+        return unsafeDowncast(part, to: Part.self)
+    }
 }

@@ -24,7 +24,7 @@ final class QUICShared: ConnectionStackPart {
 extension ConnectionShared {
     /// A QUIC connection's part (of a `NetworkConnection<QUIC>`, whose API alone calls this).
     var quic: QUICShared {
-        guard let part = stackPart as? QUICShared else { preconditionFailure("a QUIC call on a \(type(of: stackPart)) connection") }
+        guard let part = stackPart(as: QUICShared.self) else { preconditionFailure("a QUIC call on a \(type(of: stackPart)) connection") }
         return part
     }
 }

@@ -13,5 +13,5 @@ final class ByteStreamShared: ConnectionStackPart {
 
 extension ConnectionShared {
     /// The connection's byte stream, for TLS and TCP (nil for other stacks).
-    var byteStream: ByteStreamShared? { stackPart as? ByteStreamShared }
+    var byteStream: ByteStreamShared? { stackPart(as: ByteStreamShared.self) }
 }

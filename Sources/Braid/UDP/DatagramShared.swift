@@ -23,5 +23,5 @@ final class DatagramShared: ConnectionStackPart {
 
 extension ConnectionShared {
     /// A UDP connection's part (nil for other stacks).
-    var datagram: DatagramShared? { stackPart as? DatagramShared }
+    var datagram: DatagramShared? { stackPart(as: DatagramShared.self) }
 }
