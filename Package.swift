@@ -46,6 +46,9 @@ let package = Package(
         // The sans-IO TLS engine (GnuTLS over memory buffers, for TLS over TCP) and the GnuTLS
         // pieces both engines share: credentials, certificate checks, ALPN, anti-replay.
         .target(name: "BraidTLS", dependencies: ["BraidCore", "CBraid"], path: "Sources/BraidTLS"),
+        // Apple's Security names (SecTrust, SecCertificate, SecKey, sec_trust_t) over GnuTLS:
+        // what TLS verify blocks and certificate pinning code are written against.
+        .target(name: "BraidSecurity", dependencies: ["BraidCore", "CBraid"], path: "Sources/BraidSecurity"),
         // The sans-IO QUIC engine: no sockets, no clock reads, no threads.
         .target(
             name: "BraidQUIC",
@@ -107,7 +110,14 @@ let package = Package(
         ),
         // TLS on the datapath: the TLS engine as a layer a byte-stream channel runs over its
         // socket.
-        .target(name: "BraidTLSIO", dependencies: ["BraidIO", "BraidTLS"], path: "Sources/BraidTLSIO"),
+        .target(name: "BraidTLSIO", dependencies: ["BraidCore", "BraidIO", "BraidTLS"], path: "Sources/BraidTLSIO"),
+        // The sans-IO WebSocket engine (RFC 6455): the upgrade handshake, frames, masking,
+        // reassembly, UTF-8 and size checks, the close handshake. GnuTLS only for SHA-1 and
+        // mask randomness.
+        .target(name: "BraidWebSocket", dependencies: ["CBraid"], path: "Sources/BraidWebSocket"),
+        // WebSocket on the datapath: the engine as a layer a byte-stream channel runs, over TLS's
+        // layer or over plain TCP.
+        .target(name: "BraidWebSocketIO", dependencies: ["BraidIO", "BraidWebSocket"], path: "Sources/BraidWebSocketIO"),
         // The public API: Network.framework's names (NetworkConnection, QUIC, NetworkListener).
         .target(
             name: "Braid",
@@ -121,6 +131,9 @@ let package = Package(
                 "BraidTLSIO",
                 "BraidHTTP3",
                 "BraidFramers",
+                "BraidSecurity",
+                "BraidWebSocket",
+                "BraidWebSocketIO",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -155,7 +168,7 @@ let package = Package(
             name: "BraidTests",
             dependencies: [
                 "Braid", "BraidCore", "BraidQUIC", "BraidTLS", "BraidIO", "BraidQUICIO", "BraidHTTP3IO", "BraidTLSIO", "BraidPerf",
-                "BraidFramers", "BraidHTTP3", "CBraid", "CBraidUDP",
+                "BraidFramers", "BraidWebSocket", "BraidWebSocketIO", "BraidHTTP3", "BraidSecurity", "CBraid", "CBraidUDP",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Tests/BraidTests",

@@ -16,6 +16,8 @@
 #                (Tests/BraidTests/Braid/SessionCacheFuzzInput.swift)
 #   perf         the perf request (PerfRequest) and the echo replies (EchoDatagram)
 #                (Tests/BraidTests/Tool/PerfFuzzInput.swift)
+#   websocket    the WebSocket engine: the upgrade (a server's request, a client's response),
+#                then frames (Tests/BraidTests/BraidWebSocket/WebSocketFuzzInput.swift)
 #
 # How it builds:
 # - framers: Sources/BraidFramers is Foundation-only, so swiftc compiles it with the harness
@@ -39,7 +41,7 @@
 # --seeds: the quic-server and session-cache seeds come from Braid's own engines (a real client
 # Initial, a real Retry exchange, a real ticket file); this rewrites them in the corpus.
 set -eu
-target="${1:?usage: tools/fuzz.sh framers|quic-server|session-cache|perf [seconds|--seeds] [libFuzzer options]}"
+target="${1:?usage: tools/fuzz.sh framers|quic-server|session-cache|perf|websocket [seconds|--seeds] [libFuzzer options]}"
 shift
 seconds=60
 case "${1:-}" in
@@ -68,7 +70,8 @@ build_with_modules() {
     build="$scratch/release"
     # The object files, in a response file: some of their names have spaces.
     : >"$out/$target-objects"
-    for module in BraidPerf Braid BraidIO BraidQUICIO BraidHTTP3IO BraidTLSIO BraidQUIC BraidTLS BraidHTTP3 BraidCore BraidFramers \
+    for module in BraidPerf Braid BraidIO BraidQUICIO BraidHTTP3IO BraidTLSIO BraidWebSocketIO BraidQUIC BraidTLS BraidHTTP3 \
+        BraidWebSocket BraidCore BraidFramers \
         CBraid CBraidUDP CBraidLock \
         DequeModule HeapModule InternalCollectionsUtilities ContainersPreview Logging HTTPTypes; do
         if [ -f "$build/$module.build/sources" ]; then
@@ -112,8 +115,12 @@ case "$target" in
         build_with_modules Tests/BraidTests/Tool/PerfFuzzInput.swift tools/fuzz/PerfFuzzMain.swift
         max_len=8192
         ;;
+    websocket)
+        build_with_modules Tests/BraidTests/BraidWebSocket/WebSocketFuzzInput.swift tools/fuzz/WebSocketFuzzMain.swift
+        max_len=8192
+        ;;
     *)
-        echo "unknown target $target (framers, quic-server, session-cache, perf)" >&2
+        echo "unknown target $target (framers, quic-server, session-cache, perf, websocket)" >&2
         exit 2
         ;;
 esac

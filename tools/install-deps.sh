@@ -21,11 +21,16 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 command -v swift >/dev/null || { echo "swift is not on PATH (Swift 6.1 or later is required)" >&2; exit 1; }
 
-# The interop peer (aioquic, from PyPI) lives in a virtual environment of the project's own,
-# .build-python/, so the system Python stays untouched. The tests use it when it exists.
+# The interop peers (aioquic and websockets, from PyPI) live in a virtual environment of the
+# project's own, .build-python/, so the system Python stays untouched. The tests use it when it
+# exists.
 venv=.build-python
 if ! "$venv/bin/python3" -c "import aioquic" 2>/dev/null; then
   echo "installing aioquic into $venv"
   python3 -m venv "$venv"
   "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check "aioquic==1.7.2"
+fi
+if ! "$venv/bin/python3" -c "import websockets" 2>/dev/null; then
+  echo "installing websockets into $venv"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check "websockets==17.4"
 fi

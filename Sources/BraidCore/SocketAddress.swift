@@ -126,6 +126,37 @@ public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// True for an IPv6 address of the form ::ffff:a.b.c.d: an IPv4 peer as a dual-stack
+    /// socket reports it.
+    @inlinable public var isIPv4Mapped: Bool {
+        guard isIPv6 else { return false }
+        return withUnsafeBytes(of: storage.sin6_addr) { bytes in
+            bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
+        }
+    }
+
+    /// The plain IPv4 address (same port) of an IPv4-mapped one; any other address as it is.
+    /// A dual-stack socket's IPv4 peers are reported through this, so that nothing above the
+    /// socket sees two spellings of one IPv4 address.
+    @inlinable public var unmappingIPv4: SocketAddress {
+        guard isIPv4Mapped else { return self }
+        var plain = sockaddr_in6()
+        withUnsafeBytes(of: storage) { raw in
+            let mapped = raw.load(as: sockaddr_in6.self)
+            withUnsafeMutableBytes(of: &plain) { target in
+                let sin = target.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
+                sin.pointee.sin_family = sa_family_t(AF_INET)
+                sin.pointee.sin_port = mapped.sin6_port
+                withUnsafeBytes(of: mapped.sin6_addr) { bytes in
+                    withUnsafeMutableBytes(of: &sin.pointee.sin_addr) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[12..<16])) }
+                }
+            }
+        }
+        var copy = self
+        copy.storage = plain
+        return copy
+    }
+
     /// Calls `body` with a `sockaddr` pointer and length that stay valid during the call.
     @inlinable package func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, Int) throws -> R) rethrows -> R {
         try withUnsafeBytes(of: storage) { raw in

@@ -16,12 +16,12 @@ final class ClassicOperationQueue: Sendable {
     }
     private let state = Locked(State())
 
-    /// Runs `attempt` now if the queue runs and nothing waits before it: when it returns nil the
-    /// operation is done, else what it returns waits its turn. Otherwise queues `operation`,
-    /// the whole of it, behind the others.
-    func submit(trying attempt: () -> Operation?, otherwise operation: @escaping Operation) {
+    /// Runs `attempt` now if the queue runs (or `beforeResume`: even before it does) and
+    /// nothing waits before it: when it returns nil the operation is done, else what it
+    /// returns waits its turn. Otherwise queues `operation`, the whole of it, behind the others.
+    func submit(beforeResume: Bool = false, trying attempt: () -> Operation?, otherwise operation: @escaping Operation) {
         let start = state.withLock { state -> Bool in
-            if !state.paused, !state.running, state.pending.isEmpty {
+            if !state.paused || beforeResume, !state.running, state.pending.isEmpty {
                 guard let rest = attempt() else { return false }
                 state.pending.append(rest)
             } else {

@@ -40,6 +40,20 @@ extension NWConnection {
         public static let finalMessage = ContentContext(identifier: "final", isFinal: true)
         /// The whole stream as one content: with `isComplete`, the stream ends after it.
         public static let defaultStream = ContentContext(identifier: "stream", isFinal: true)
+
+        /// This content's metadata of the protocol `definition` names, if it has some: on a
+        /// received UDP datagram, `NWProtocolIP.definition` gives its `NWProtocolIP.Metadata`
+        /// (the ECN mark it arrived with) and `NWProtocolUDP.definition` its UDP metadata.
+        ///
+        /// ```swift
+        /// connection.receiveMessage { content, context, _, _ in
+        ///     let ip = context?.protocolMetadata(definition: NWProtocolIP.definition) as? NWProtocolIP.Metadata
+        ///     print(content?.count ?? 0, ip?.ecn == .ce ? "congestion experienced" : "")
+        /// }
+        /// ```
+        public func protocolMetadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
+            protocolMetadata.first { $0.definition == definition }
+        }
     }
 }
 
@@ -48,4 +62,7 @@ extension NWConnection {
 /// `@unchecked Sendable`: a class Swift cannot check; subclasses keep their values behind locks.
 public class NWProtocolMetadata: @unchecked Sendable {
     init() {}
+
+    /// The protocol this metadata belongs to (nil: none Braid names).
+    var definition: NWProtocolDefinition? { nil }
 }

@@ -3,8 +3,8 @@ import Dispatch
 import Foundation
 
 /// A connection in Network.framework's classic API: completion handlers on a `DispatchQueue`
-/// instead of `async` calls. It runs the same stacks as `NetworkConnection` (TLS over TCP, TCP
-/// and UDP; QUIC fails with `.posix(.EOPNOTSUPP)`: use `NetworkConnection<QUIC>`).
+/// instead of `async` calls. It runs the same stacks as `NetworkConnection` (TLS over TCP, TCP,
+/// UDP, and QUIC, where it is one bidirectional stream of a QUIC connection, as Apple's).
 ///
 /// ```swift
 /// let connection = NWConnection(host: "example.com", port: 443, using: .tls)
@@ -83,7 +83,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
             return FailedTransfer(NetworkError(error))
         }
         guard let classic = binding as? any ClassicBinding else {
-            return FailedTransfer(.unsupported("\(type(of: binding)) on NWConnection (TLS, TCP and UDP run there; use NetworkConnection for the others)"))
+            return FailedTransfer(.unsupported("\(type(of: binding)) on NWConnection (TLS, TCP, UDP and QUIC run there; use NetworkConnection for the others)"))
         }
         return classic.clientTransfer(to: endpoint, parameters: parameters)
     }
@@ -216,9 +216,23 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
         receives.resume()
     }
 
-    /// Like `cancel()`: Braid closes the same way (it does not abort with a reset).
+    /// Closes at once, without the graceful end: TCP and TLS abort with a reset (SO_LINGER
+    /// 0; no close_notify or FIN, and bytes not yet sent are dropped, so the peer's next read
+    /// or write fails with ECONNRESET); UDP closes as `cancel()` does. Every pending call
+    /// completes with `.posix(.ECANCELED)`.
     public func forceCancel() {
-        cancel()
+        transfer.forceCancel()
+        delivery.withLock { if $0.queue == nil { $0.queue = DispatchQueue(label: "braid.nwconnection") } }
+        sends.resume()
+        receives.resume()
+    }
+
+    /// Rejects the address being tried and moves on to the next one the endpoint resolved to
+    /// (Happy Eyeballs' next attempt, at once); with none left, the connection waits. A ready
+    /// UDP connection (no handshake told whether the peer answers) moves to the next address;
+    /// a ready TCP or TLS connection stays on its own (see `NetworkConnection.tryNextEndpoint()`).
+    public func cancelCurrentEndpoint() {
+        transfer.cancelCurrentEndpoint()
     }
 
     /// Retries at once while the connection is `waiting` (it also retries by itself when the
@@ -240,6 +254,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
             return queue
         }
         guard let queue else { return }
+        ClassicFailureLog.record(state, of: "NWConnection to \(endpoint)")
         queue.async { self.handlers.withLock { $0.state }?(mapped) }
     }
 
@@ -267,8 +282,12 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
     public enum SendCompletion: Sendable {
         /// Called once the connection has taken the content (or failed to).
         case contentProcessed(@Sendable (_ error: NWError?) -> Void)
-        /// No completion: the content is safe to send again (replayable). Braid sends it as
-        /// any other content.
+        /// No completion: the content is safe to send again (replayable), so it may travel as
+        /// early data. On a TLS connection with `NWParameters.allowFastOpen` that resumes a
+        /// session, idempotent content sent before the handshake completes (before or right
+        /// after `start(queue:)`) goes as TLS 1.3 early data, up to the server's limit; if the
+        /// server refuses it, Braid sends it again after the handshake, in order. Elsewhere it
+        /// is sent as any other content.
         case idempotent
     }
 
@@ -278,7 +297,10 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
     public func send(
         content: Data?, contentContext: ContentContext = .defaultMessage, isComplete: Bool = true, completion: SendCompletion
     ) {
-        let isFinal = isComplete && contentContext.isFinal
+        let idempotent: Bool
+        if case .idempotent = completion { idempotent = true } else { idempotent = false }
+        let options = ClassicSendOptions(
+            isFinal: isComplete && contentContext.isFinal, idempotent: idempotent, metadata: contentContext.protocolMetadata)
         let transfer = transfer
         let done: @Sendable (NWError?) -> Void = { [weak self] error in
             guard case .contentProcessed(let handler) = completion else { return }
@@ -288,8 +310,10 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
             }
             complete { handler(error) }
         }
-        sends.submit(trying: {
-            switch transfer.send(content, isFinal: isFinal) {
+        // Idempotent content is queued even before `start(queue:)`, so that it is there for
+        // early data when the connection starts.
+        sends.submit(beforeResume: idempotent, trying: {
+            switch transfer.send(content, options: options) {
             case .done:
                 done(nil)
                 return nil
@@ -300,7 +324,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
                 return { await Self.finish(rest, done) }
             }
         }, otherwise: {
-            switch transfer.send(content, isFinal: isFinal) {
+            switch transfer.send(content, options: options) {
             case .done: done(nil)
             case .failed(let error): done(error)
             case .wait(let rest): await Self.finish(rest, done)
@@ -334,7 +358,9 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
     ) {
         let transfer = transfer
         receives.submit { [weak self] in
-            let result = await Self.result { try await transfer.receive(minimum: max(minimumIncompleteLength, 0), maximum: max(maximumLength, 1)) }
+            let result = await Self.result {
+                try await transfer.receiveWithMetadata(minimum: max(minimumIncompleteLength, 0), maximum: max(maximumLength, 1))
+            }
             self?.complete { completion(result.content, result.context, result.isComplete, result.error) } ?? completion(result.content, result.context, result.isComplete, result.error)
         }
     }
@@ -346,7 +372,7 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
     ) {
         let transfer = transfer
         receives.submit { [weak self] in
-            let result = await Self.result { try await transfer.receiveMessage() }
+            let result = await Self.result { try await transfer.receiveMessageWithMetadata() }
             self?.complete { completion(result.content, result.context, result.isComplete, result.error) } ?? completion(result.content, result.context, result.isComplete, result.error)
         }
     }
@@ -358,10 +384,17 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
         var error: NWError?
     }
 
-    private static func result(_ receive: () async throws -> (content: Data?, isComplete: Bool)) async -> ReceiveResult {
+    private static func result(_ receive: () async throws -> ClassicReceipt) async -> ReceiveResult {
         do {
-            let (content, isComplete) = try await receive()
-            return ReceiveResult(content: content, context: isComplete ? .finalMessage : .defaultMessage, isComplete: isComplete)
+            let receipt = try await receive()
+            let isComplete = receipt.isComplete
+            let context: ContentContext
+            if receipt.metadata.isEmpty {
+                context = isComplete ? .finalMessage : .defaultMessage
+            } else {
+                context = ContentContext(identifier: isComplete ? "final" : "default", isFinal: isComplete, metadata: receipt.metadata)
+            }
+            return ReceiveResult(content: receipt.content, context: context, isComplete: isComplete)
         } catch {
             return ReceiveResult(content: nil, context: nil, isComplete: false, error: NWError(NetworkError(error)))
         }

@@ -13,7 +13,7 @@ extension NWError {
             case .untrusted: self = .tls(-9812)
             case .nameMismatch: self = .tls(-9843)
             case .expired: self = .tls(-9814)
-            case .invalid, .pinMismatch, .missing: self = .tls(-9808)
+            case .invalid, .pinMismatch, .missing, .rejected: self = .tls(-9808)
             }
         case .handshakeRejectedByPeer(let alert): self = .tls(Self.status(ofAlert: alert))
         case .alpnMismatch: self = .tls(-9858)
@@ -22,7 +22,7 @@ extension NWError {
         case .connectionRefused, .serverBusy: self = .posix(.ECONNREFUSED)
         case .connectionReset, .peerReset, .streamReset: self = .posix(.ECONNRESET)
         case .peerClosed: self = .posix(.ECONNABORTED)
-        case .protocolError, .http3ProtocolError: self = .posix(.EPROTO)
+        case .protocolError, .http3ProtocolError, .webSocketHandshakeFailed, .webSocketProtocolError: self = .posix(.EPROTO)
         case .streamStopped, .streamNotWritable: self = .posix(.EPIPE)
         case .streamNotReadable: self = .posix(.EBADF)
         case .unexpectedEndOfStream: self = .posix(.ENODATA)

@@ -1,3 +1,4 @@
+import BraidSecurity
 import Foundation
 
 #if canImport(Glibc)
@@ -6,8 +7,6 @@ import Glibc
 
 /// A DNS-SD error code, as Network.framework's `NWError.dns` carries it.
 public typealias DNSServiceErrorType = Int32
-/// A Security framework status code, as Network.framework's `NWError.tls` carries it.
-public typealias OSStatus = Int32
 
 /// The errors of the classic API (`NWConnection`, `NWListener`), with Network.framework's
 /// cases: a POSIX error, a DNS error or a TLS error. Braid fills them from the same failures

@@ -4,7 +4,8 @@ import Foundation
 
 /// A listener in Network.framework's classic API: each inbound connection goes to
 /// `newConnectionHandler` as an `NWConnection`, on the listener's queue. It runs the same
-/// listeners as `NetworkListener` (TLS over TCP, TCP, UDP).
+/// listeners as `NetworkListener` (TLS over TCP, TCP, UDP, and QUIC, whose handler gets each
+/// stream a client opens, as Apple's).
 ///
 /// ```swift
 /// let listener = try NWListener(using: .tcp, on: 8080)
@@ -47,7 +48,9 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
     private let shared = Locked(Shared())
 
     /// A listener on `port` (`.any`: the system picks one; read `port` once ready) on every
-    /// IPv4 address, or on `parameters.requiredLocalEndpoint`'s host. Throws when the
+    /// address, IPv4 and IPv6 (one dual-stack socket), or on `parameters.requiredLocalEndpoint`'s
+    /// host, or on its Unix-domain socket file when it is `.unix(path:)` (TCP and TLS; `port`
+    /// is then ignored and stays nil). Throws when the
     /// parameters describe no stack a listener runs.
     public init(using parameters: NWParameters, on port: NWEndpoint.Port) throws {
         self.parameters = parameters
@@ -55,7 +58,7 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         let binding: any StackBinding
         do { binding = try parameters.stackBinding() } catch { throw NWError(NetworkError(error)) }
         guard let classic = binding as? any ClassicBinding else {
-            throw NWError(.unsupported("\(type(of: binding)) on NWListener (TLS, TCP and UDP listen there; use NetworkListener for the others)"))
+            throw NWError(.unsupported("\(type(of: binding)) on NWListener (TLS, TCP, UDP and QUIC listen there; use NetworkListener for the others)"))
         }
         stack = classic
     }
@@ -133,11 +136,14 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         let constraints = parameters.networkParameters(stack: stack)
         if let interface = constraints.requiredInterface { listenerParameters = listenerParameters.requiredInterface(interface) }
         listenerParameters = listenerParameters.serviceClass(constraints.serviceClass).multipathServiceType(constraints.multipathServiceType)
-        let listener = NetworkListener(for: .hostPort(host: host ?? .ipv4(.any), port: requestedPort), using: listenerParameters)
+        var endpoint = NWEndpoint.hostPort(host: host ?? .ipv6(.any), port: requestedPort)
+        if case .unix = parameters.requiredLocalEndpoint { endpoint = parameters.requiredLocalEndpoint! }
+        let listener = NetworkListener(for: endpoint, using: listenerParameters)
         listener.newConnectionLimit = newConnectionLimit
         let watcher = Task { [weak self] in
             for await state in listener.states {
                 if state == .ready { self?.shared.withLock { $0.port = listener.port } }
+                ClassicFailureLog.record(state, of: "NWListener")
                 self?.update(State(state))
             }
         }
@@ -145,15 +151,17 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         do {
             try await listener.run { [weak self] connection in
                 guard let self else { return }
-                let inbound = NWConnection(inbound: Stack.transfer(over: connection), endpoint: connection.endpoint, parameters: parameters)
-                let (queue, handler) = shared.withLock { ($0.queue, $0.newConnection) }
-                queue?.async { handler?(inbound) }
-                // The connection stays open until it ends (cancelled by the application, or
-                // by its peer); cancelling the listener cancels this wait and closes it.
-                for await state in connection.states where state.isFinal { break }
+                try await Stack.serve(connection) { [weak self] transfer in
+                    guard let self else { return }
+                    let inbound = NWConnection(inbound: transfer, endpoint: connection.endpoint, parameters: parameters)
+                    let (queue, handler) = shared.withLock { ($0.queue, $0.newConnection) }
+                    queue?.async { handler?(inbound) }
+                }
             }
         } catch {
-            update(.failed(NWError(NetworkError(error))))
+            let failure = NetworkError(error)
+            ClassicFailureLog.record(.failed(failure), of: "NWListener")
+            update(.failed(NWError(failure)))
         }
         await watcher.value
     }

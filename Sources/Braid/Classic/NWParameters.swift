@@ -12,8 +12,8 @@ import Foundation
 /// let connection = NWConnection(host: "example.com", port: 443, using: parameters)
 /// ```
 ///
-/// TLS over TCP, TCP and UDP run on `NWConnection` and `NWListener`; `quic(alpn:)` builds
-/// parameters whose connections fail with `.posix(.EOPNOTSUPP)` (use `NetworkConnection<QUIC>`).
+/// TLS over TCP, TCP, UDP and QUIC (`quic(alpn:)`: one stream per `NWConnection`, as Apple's)
+/// run on `NWConnection` and `NWListener`.
 /// `includePeerToPeer` is accepted and has no effect on Linux (no AWDL), and
 /// `allowLocalEndpointReuse` is accepted: Braid's listening sockets always set SO_REUSEADDR.
 public final class NWParameters: Sendable, CustomDebugStringConvertible {
@@ -215,7 +215,7 @@ public final class NWParameters: Sendable, CustomDebugStringConvertible {
         }
         let ip = try (stack.internetProtocol as? NWProtocolIP.Options)?.ip ?? IP()
         var binding = try transport.transportStack(ip: ip, parameters: self)
-        for options in stack.applicationProtocols.reversed() { binding = try options.stack(over: binding) }
+        for options in stack.applicationProtocols.reversed() { binding = try options.stack(over: binding, parameters: self) }
         return binding
     }
 

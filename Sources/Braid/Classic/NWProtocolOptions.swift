@@ -20,6 +20,12 @@ public class NWProtocolOptions: @unchecked Sendable {
     func stack(over lower: any StackBinding) throws -> any StackBinding {
         throw NetworkError.invalidConfiguration("\(type(of: self)) is not an application protocol")
     }
+
+    /// `stack(over:)` for a protocol that also reads the connection's `parameters` (TLS:
+    /// `allowFastOpen` allows early data).
+    func stack(over lower: any StackBinding, parameters: NWParameters) throws -> any StackBinding {
+        try stack(over: lower)
+    }
 }
 
 /// Throws `unsupported` naming `option` when `isSet`: an option Linux or Braid cannot apply is

@@ -23,6 +23,9 @@ final class ConnectionCore: ConnectionChannelDelegate {
     /// A client's race of its endpoint's addresses, while it runs (it keeps itself alive
     /// through what it waits on).
     weak var establishment: ClientEstablishment?
+    /// The race, kept once ready by a connection that can move to its next address (UDP)
+    /// until the connection ends.
+    var establishmentAfterReady: ClientEstablishment?
 
     /// The core over `channel`, whose delegate the caller sets to it (each stack's channel has
     /// its own delegate property: QUIC's hears more than ready and the end).
@@ -54,6 +57,12 @@ final class ConnectionCore: ConnectionChannelDelegate {
         owner.cancel(context: context)
     }
 
+    /// Closes at once (TCP and TLS: a reset) and ends every pending call with
+    /// `NetworkError.cancelled`.
+    func forceCancel(context: LoopContext) {
+        owner.forceCancel(context: context)
+    }
+
     // MARK: ConnectionChannelDelegate
 
     func channelBecameReady(_ channel: any ConnectionChannel) {
@@ -63,8 +72,10 @@ final class ConnectionCore: ConnectionChannelDelegate {
             $0.earlyDataAccepted = facts.earlyDataAccepted
             $0.resumed = facts.resumed
             $0.multipath = facts.multipath
-            $0.localEndpoint = facts.localAddress.map(NWEndpoint.init)
-            $0.remoteEndpoint = facts.remoteAddress.map(NWEndpoint.init)
+            // A Unix-domain connection's ends are both known by its socket file.
+            let unix = facts.unixPath.map { NWEndpoint.unix(path: $0) }
+            $0.localEndpoint = unix ?? facts.localAddress.map(NWEndpoint.init)
+            $0.remoteEndpoint = unix ?? facts.remoteAddress.map(NWEndpoint.init)
         }
         shared.states.update(.ready)
         // The path watch (if any) reports the first path.
@@ -74,6 +85,7 @@ final class ConnectionCore: ConnectionChannelDelegate {
     func channel(_ channel: any ConnectionChannel, endedWith error: any Error) {
         whenEnded?()
         whenEnded = nil
+        establishmentAfterReady = nil
         madePathWatch?.stop()
         let error = NetworkError(error)
         shared.states.update(error == .cancelled ? .cancelled : .failed(error))

@@ -8,4 +8,6 @@ struct ConnectionSnapshot: Sendable {
     var multipath = false
     /// TLS over TCP: the handshake resumed a session.
     var resumed = false
+    /// The path the connection's watch last worked out (nil: none yet, or no watch).
+    var path: NWPath?
 }

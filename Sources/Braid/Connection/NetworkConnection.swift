@@ -196,4 +196,12 @@ extension NetworkConnection {
     func retryNow() {
         loop.execute { [core] context in core.value.establishment?.retryNow(context) }
     }
+
+    /// Closes at once, without the graceful end (TLS and TCP: a reset, SO_LINGER 0; UDP and
+    /// QUIC: as `cancel()`), and ends every pending call with `NetworkError.cancelled`
+    /// (`NWConnection.forceCancel()`).
+    func forceCancel() {
+        shared.states.update(.cancelled)
+        loop.execute { [core] context in core.value.forceCancel(context: context) }
+    }
 }

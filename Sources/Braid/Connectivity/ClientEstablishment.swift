@@ -83,6 +83,10 @@ final class ClientEstablishment {
         guard !isOver else { return }
         // Until an attempt wins, ending the connection abandons the attempts.
         strategy.standIn(for: self, context: context)
+        if case .unix = endpoint {
+            beginUnixDomain(context)
+            return
+        }
         if !constraints.isEmpty {
             // Choosing an interface needs the loop's view of the kernel's interfaces.
             guard let changes = InterfaceChanges.on(context), changes.isWatching else {
@@ -105,7 +109,7 @@ final class ClientEstablishment {
         }
         roundGeneration = InterfaceChanges.on(context, creating: false)?.generation
         let endpoint = endpoint, version = strategy.ipVersion, loop = context.loop
-        if let literal = Resolver.literalAddresses(for: endpoint) {
+        if let literal = Resolver.literalAddresses(for: endpoint) ?? Resolver.fixedAddressesForTesting(for: endpoint) {
             // An IP literal needs no lookup: no thread hop before the first packet.
             resolved(Result { try Self.usable(literal, for: endpoint, version: version) }.mapError { NetworkError($0) }, context: context)
             return
@@ -118,6 +122,27 @@ final class ClientEstablishment {
     }
 
     private var isOver: Bool { finished || core.finalError != nil }
+
+    /// A Unix-domain endpoint: one socket file, nothing to resolve, race or wait for. Its
+    /// connect succeeds or fails at once, and a failure (no socket file: ENOENT; nobody
+    /// listening: ECONNREFUSED) fails the connection, as a refused TCP connect does.
+    private func beginUnixDomain(_ context: LoopContext) {
+        do {
+            guard local == nil, constraints.isEmpty else {
+                throw NetworkError.invalidConfiguration(
+                    "a Unix-domain endpoint (\(endpoint)) takes no local endpoint and no interface parameters: remove them")
+            }
+            guard let path = try endpoint.unixSocketPath else { return }
+            let (attempt, committed) = try strategy.attempt(unixPath: path, race: self, context: context)
+            if committed {
+                adopt(attempt, context: context)
+            } else {
+                attempts.append(attempt)
+            }
+        } catch {
+            finish(failing: NetworkError(error, endpoint: endpoint.description), context: context)
+        }
+    }
 
     private func resolved(_ result: Result<[SocketAddress], NetworkError>, context: LoopContext) {
         guard !isOver else { return }
@@ -160,7 +185,8 @@ final class ClientEstablishment {
             attempts.append(attempt)
             // With a fixed local port, attempts go one at a time (they cannot share the port).
             if !untried.isEmpty, local == nil || local?.port == 0 {
-                timer = context.schedule(at: context.now + Self.attemptDelay) { [self] context in
+                let delay = Self.attemptDelaysForTesting.withLock { $0[remote.port] } ?? Self.attemptDelay
+                timer = context.schedule(at: context.now + delay) { [self] context in
                     timer = nil
                     attemptNext(context)
                 }
@@ -232,6 +258,8 @@ final class ClientEstablishment {
         cancelTimer(context)
         for loser in attempts where loser !== attempt { loser.abandon(context) }
         attempts.removeAll()
+        // A connection that can move later keeps its addresses (and this race) until it ends.
+        if strategy.movesWhenReady { core.establishmentAfterReady = self }
         strategy.adopt(attempt, context: context)
     }
 
@@ -279,6 +307,46 @@ final class ClientEstablishment {
     func retryNow(_ context: LoopContext) {
         guard !isOver, attempts.isEmpty, timer != nil || pathWaiter != nil else { return }
         retry(context)
+    }
+
+    /// `tryNextEndpoint()`: gives up on the attempts in flight and tries the next address at
+    /// once; with no address left, the connection waits (and retries, as after any round
+    /// that found no path). Does nothing while waiting or once an attempt has won: an
+    /// established byte stream cannot move to another address.
+    func tryNextEndpoint(_ context: LoopContext) {
+        if finished, core.finalError == nil {
+            moveToNextAddress(context)
+            return
+        }
+        guard !isOver, !attempts.isEmpty else { return }
+        cancelTimer(context)
+        let abandoned = attempts
+        attempts.removeAll()
+        for attempt in abandoned { attempt.abandon(context) }
+        guard untried.isEmpty else {
+            attemptNext(context)
+            return
+        }
+        wait(
+            failures.last ?? .system(call: "connect(\(endpoint)): the application abandoned the last address (tryNextEndpoint)", errno: ECANCELED),
+            context: context)
+    }
+
+    /// After ready, for a stack whose connection can move (UDP, which has no handshake: a
+    /// socket toward the next address): the next address not tried that has a route; with
+    /// none left, the connection stays where it is.
+    private func moveToNextAddress(_ context: LoopContext) {
+        while !untried.isEmpty {
+            let remote = untried.removeFirst()
+            do {
+                try Self.checkRoute(to: remote)
+                _ = try strategy.move(to: remote, race: self, context: context)
+                return
+            } catch {
+                // No route to this one (or no socket for it): the next.
+                continue
+            }
+        }
     }
 
     /// An interface changed while waiting: retry now instead of at the timer.
@@ -371,6 +439,10 @@ final class ClientEstablishment {
     /// that an interface change and not the timer ended a wait).
     static let retryDelaysForTesting = Locked<[UInt16: [Duration]]>([:])
 
+    /// Tests hold back Happy Eyeballs' next attempt toward a port (say, for an hour, to show
+    /// that `tryNextEndpoint()` and not the race moved the connection on).
+    static let attemptDelaysForTesting = Locked<[UInt16: Duration]>([:])
+
     /// Tests make a port look unroutable for a number of attempts (the errno and how many),
     /// to drive the waiting state without changing the machine's routes.
     static let routeFailuresForTesting = Locked<[UInt16: (errno: Int32, remaining: Int)]>([:])
@@ -400,6 +472,29 @@ protocol EstablishmentStrategy: AnyObject {
     ) throws -> (attempt: any EstablishmentAttempt, committed: Bool)
     /// `attempt` won: make it the connection.
     func adopt(_ attempt: any EstablishmentAttempt, context: LoopContext)
+    /// The ready connection can move to another address (`tryNextEndpoint()` after ready).
+    var movesWhenReady: Bool { get }
+    /// Moves the ready connection to `remote`; false when the stack cannot.
+    func move(to remote: SocketAddress, race: ClientEstablishment, context: LoopContext) throws -> Bool
+    /// Starts the one attempt on the Unix-domain socket at `path`, which reports to `race`
+    /// (`committed`: it is the connection at once, as a UDP attempt is).
+    func attempt(
+        unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext
+    ) throws -> (attempt: any EstablishmentAttempt, committed: Bool)
+}
+
+extension EstablishmentStrategy {
+    /// An established byte stream or QUIC connection stays on its address.
+    var movesWhenReady: Bool { false }
+
+    func move(to remote: SocketAddress, race: ClientEstablishment, context: LoopContext) throws -> Bool { false }
+
+    /// QUIC, which runs over IP alone, has no Unix-domain attempt.
+    func attempt(
+        unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext
+    ) throws -> (attempt: any EstablishmentAttempt, committed: Bool) {
+        throw NetworkError.unsupported("Unix-domain endpoints (.unix(path:)) on this stack: TCP(), TLS() and UDP() connect to them")
+    }
 }
 
 /// One connection attempt to one address, made by an `EstablishmentStrategy`.

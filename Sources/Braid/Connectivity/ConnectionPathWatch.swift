@@ -122,6 +122,7 @@ final class ConnectionPathWatch {
         let now = Self.path(local: local, remote: remote, on: current, isViable: isViable, marks: marks)
         if now != path {
             path = now
+            core.shared.snapshot.withLock { $0.path = now }
             for handler in pathHandlers { handler(now) }
         }
         if isViable != viable {

@@ -10,10 +10,32 @@ import Glibc
 /// ```swift
 /// let byName: NWEndpoint = .hostPort(host: "example.com", port: 443)
 /// let literal: NWEndpoint = .hostPort(host: .ipv6(.loopback), port: 4433)
+/// let local: NWEndpoint = .unix(path: "/run/game/socket")
 /// ```
 public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// A host (a DNS name or an IP address) and a port.
     case hostPort(host: Host, port: Port)
+    /// A Unix-domain socket: a socket file at `path` (at most 107 bytes, Linux's
+    /// `sockaddr_un`), for clients and listeners in both dialects: a stream socket under
+    /// `TCP()` and `TLS()`, a datagram socket under `UDP()`. A connection's both endpoints are
+    /// the socket file (a client's socket has no name a user gave it), and so is each of a
+    /// listener's connections'. A listener replaces a stale socket file (one nobody holds),
+    /// never anything else, and removes its file when it stops. TCP's
+    /// and IP's tuning options (`noDelay`, keep-alive, fast open, the service class) mean
+    /// nothing there and are ignored; a local endpoint, an interface requirement or Multipath
+    /// TCP is an `invalidConfiguration` error. A TLS client names the server "localhost"
+    /// unless its `serverName` says otherwise. Connecting to a path with no socket file fails
+    /// with ENOENT, and to one nobody listens on with ECONNREFUSED, at once (as a refused TCP
+    /// connect does in Braid). QUIC does not run over it (`NetworkError.unsupported`).
+    case unix(path: String)
+
+    /// A URL: its host, and its port or the scheme's (`wss` and `https` 443, `ws` and `http`
+    /// 80). A WebSocket connection also sends its path and query in the upgrade.
+    ///
+    /// ```swift
+    /// let chat: NWEndpoint = .url(URL(string: "wss://chat.example.com/room/1")!)
+    /// ```
+    case url(URL)
 
     /// A DNS name or an IP address.
     public enum Host: Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
@@ -62,16 +84,33 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
         public var description: String { String(rawValue) }
     }
 
-    /// `host:port`, with an IPv6 address in brackets: `[::1]:4433`.
+    /// `host:port`, with an IPv6 address in brackets: `[::1]:4433`; a Unix-domain socket's path.
     public var description: String {
         switch self {
         case .hostPort(let host, let port):
             if case .ipv6 = host { "[\(host)]:\(port)" } else { "\(host):\(port)" }
+        case .unix(let path): path
+        case .url(let url): url.absoluteString
         }
     }
 
-    var host: Host { switch self { case .hostPort(let host, _): host } }
-    var port: Port { switch self { case .hostPort(_, let port): port } }
+    /// A Unix-domain peer is on this machine: "localhost" is the name TLS checks by default.
+    var host: Host {
+        switch self {
+        case .hostPort(let host, _): host
+        case .unix: .name("localhost")
+        case .url(let url): Host(url.host ?? "")
+        }
+    }
+
+    var port: Port {
+        switch self {
+        case .hostPort(_, let port): port
+        case .unix: .any
+        case .url(let url):
+            Port(integerLiteral: url.port.flatMap { UInt16(exactly: $0) } ?? (["wss", "https"].contains(url.scheme?.lowercased()) ? 443 : 80))
+        }
+    }
 }
 
 /// An IPv4 address (four octets).
@@ -125,6 +164,9 @@ public struct IPv6Address: Sendable, Hashable, CustomStringConvertible {
 /// their own, because it blocks and must not stall an event loop or the cooperative pool.
 enum Resolver {
     static func addresses(for endpoint: NWEndpoint) async throws -> [SocketAddress] {
+        if case .unix(let path) = endpoint {
+            throw NetworkError.invalidConfiguration("\(path) is a Unix-domain socket, which has no IP address")
+        }
         let port = endpoint.port.rawValue
         switch endpoint.host {
         case .ipv4, .ipv6:
@@ -147,6 +189,13 @@ enum Resolver {
         case .ipv6(let address): return [SocketAddress(ip: address.description, port: port)!]
         case .name: return nil
         }
+    }
+
+    /// The addresses tests fixed for a name (`namesForTesting`), without a thread hop; nil for
+    /// any other endpoint.
+    static func fixedAddressesForTesting(for endpoint: NWEndpoint) -> [SocketAddress]? {
+        guard case .hostPort(.name(let name), _) = endpoint else { return nil }
+        return namesForTesting.withLock { $0[name] }?.map { $0.withPort(endpoint.port.rawValue) }
     }
 
     /// Tests give a name a fixed list of addresses (say, IPv6 and IPv4 with a server on only

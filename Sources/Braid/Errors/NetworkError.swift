@@ -109,6 +109,13 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
     /// the request's stream, or the connection, with this HTTP/3 error code (RFC 9114 section
     /// 8.1, RFC 9204 section 6), which the peer received. `reason` says what was wrong.
     case http3ProtocolError(code: UInt64, reason: String)
+    /// The WebSocket upgrade failed: the server refused it or answered wrongly (a listener:
+    /// the client's request was not a valid upgrade, and it got an HTTP error response).
+    case webSocketHandshakeFailed(String)
+    /// The peer broke RFC 6455 (a bad mask, a reserved bit or opcode, a fragmented or
+    /// oversized control frame, invalid UTF-8 text): Braid sent it a close with `closeCode`
+    /// (1002, or 1007 for text) and ended the connection.
+    case webSocketProtocolError(closeCode: UInt16, reason: String)
 
     /// What happened and what to do about it, in a sentence or two.
     /// The same text as `description`, so `error.localizedDescription` says what happened and
@@ -187,6 +194,10 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             "The HTTP/3 response body (\(size) bytes) exceeds the client's maximumResponseBodySize of \(maximum) bytes; the request was cancelled. Raise maximumResponseBodySize if the server is trusted."
         case .http3ProtocolError(let code, let reason):
             "The peer broke the HTTP/3 protocol (\(HTTP3ErrorCode(code: code))): \(reason). The peer was sent that error code; this is the peer's bug, not something to retry."
+        case .webSocketHandshakeFailed(let reason):
+            "The WebSocket upgrade failed: \(reason). Check the URL's path, the subprotocols, and that the server speaks WebSocket on that port."
+        case .webSocketProtocolError(let closeCode, let reason):
+            "The peer broke the WebSocket protocol: \(reason). Braid closed the connection with code \(closeCode); this is the peer's bug, not something to retry."
         }
     }
 

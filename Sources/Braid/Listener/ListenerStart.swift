@@ -13,6 +13,8 @@ struct ListenerStart<Top: NetworkProtocol> {
     /// A framer's largest message, when its messages ride on each connection (set by the
     /// framer's binding before it hands the start to the stack below).
     var maximumMessageSize: Int?
+    /// Listen on this Unix-domain socket file instead of `address` (TCP and TLS stacks).
+    var unixPath: UnixSocketPath?
 
     /// The stack each inbound connection gets.
     var stack: Top { parameters.stack }
@@ -42,6 +44,15 @@ struct ListenerStart<Top: NetworkProtocol> {
     func requireNoMultipath(on stack: String) throws {
         if parameters.multipathServiceType != .disabled {
             throw NetworkError.unsupported("multipathServiceType on \(stack) (TCP and TLS listeners apply it)")
+        }
+    }
+
+    /// Throws `unsupported` for a Unix-domain listener of a stack that runs over IP alone
+    /// (`stack` names it).
+    func requireIPAddress(on stack: String) throws {
+        if let unixPath {
+            throw NetworkError.unsupported(
+                "Unix-domain endpoints (\(unixPath)) on \(stack): TCP, TLS and UDP listen on them")
         }
     }
 

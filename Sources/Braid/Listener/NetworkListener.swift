@@ -30,7 +30,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
 
     /// The stack and options the listener serves; each inbound connection gets the same stack.
     public let parameters: NetworkParameters<ApplicationProtocol>
-    /// The local address to bind; nil listens on every IPv4 address.
+    /// The local address to bind; nil listens on every address, IPv4 and IPv6 (see
+    /// `init(for:using:)`), or where the parameters' `localEndpoint(_:)` says.
     public let localEndpoint: NWEndpoint?
     private let broadcast = StateBroadcast()
     private let boundPort = Locked<NWEndpoint.Port?>(nil)
@@ -43,8 +44,10 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     let servingTaskCounter = Locked<(@Sendable () -> Int)?>(nil)
     private static var logger: Logger { Logger(label: "braid.listener") }
 
-    /// A listener on `endpoint` (a name resolves to its first address; nil: every IPv4 address,
-    /// port chosen by the system) with these parameters. Nothing binds until `run`. QUIC, TLS,
+    /// A listener on `endpoint` (a name resolves to its first address; nil: every address, port
+    /// chosen by the system) with these parameters. Without an address, or on `::`, one
+    /// dual-stack socket takes IPv4 and IPv6 clients alike (IPv4 peers show as plain IPv4
+    /// endpoints; on a host without IPv6 it listens on IPv4 alone); `0.0.0.0` takes IPv4 only. Nothing binds until `run`. QUIC, TLS,
     /// TCP and UDP are implemented, with `TLV` and `Coder` over TLS and TCP and `Coder` over
     /// UDP: `run` throws `NetworkError.unsupported` for other stacks.
     public init(for endpoint: NWEndpoint? = nil, using parameters: NetworkParameters<ApplicationProtocol>) {
@@ -52,15 +55,16 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         self.parameters = parameters
     }
 
-    /// A listener on `endpoint` (nil: every IPv4 address, port chosen by the system) over the
-    /// stack the builder returns.
+    /// A listener on `endpoint` (nil: every address, IPv4 and IPv6, port chosen by the system)
+    /// over the stack the builder returns.
     public convenience init(for endpoint: NWEndpoint? = nil, @ProtocolStackBuilder _ stack: () -> ApplicationProtocol) {
         self.init(for: endpoint, using: NetworkParameters(stack: stack()))
     }
 
-    /// Listens on every IPv4 address at `port` (`.any` or 0: the system picks; read `port`).
+    /// Listens on every address, IPv4 and IPv6, at `port` (`.any` or 0: the system picks; read
+    /// `port`).
     public convenience init(port: NWEndpoint.Port, @ProtocolStackBuilder _ stack: () -> ApplicationProtocol) {
-        self.init(for: .hostPort(host: .ipv4(.any), port: port), using: NetworkParameters(stack: stack()))
+        self.init(for: .hostPort(host: .ipv6(.any), port: port), using: NetworkParameters(stack: stack()))
     }
 
     /// The system calls, datagrams and bytes of a QUIC listener's sockets so far (all its
@@ -85,7 +89,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         get async { await group.withLock({ $0 })?.listenerStatistics }
     }
 
-    /// The port listened on, once `ready`.
+    /// The port listened on, once `ready` (nil for a Unix-domain listener).
     public var port: NWEndpoint.Port? { boundPort.withLock { $0 } }
 
     /// The state now: `setup` before `run`, `ready` once bound, `cancelled` after `run`
@@ -131,11 +135,14 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 throw NetworkError.unsupported(
                     "requiredInterfaceType, prohibitedInterfaceTypes, prohibitedInterfaces, expensivePathsProhibited and constrainedPathsProhibited on listeners (a listener takes requiredInterface; connections apply them all)")
             }
-            let start = ListenerStart(
-                parameters: parameters, address: try await bindAddress(), intake: intake, newConnectionLimit: newConnectionLimit,
-                prepareChannel: prepareChannel)
+            let (endpoint, parameters) = try endpointToBind()
+            var start = ListenerStart(
+                parameters: parameters, address: try await bindAddress(endpoint), intake: intake,
+                newConnectionLimit: newConnectionLimit, prepareChannel: prepareChannel)
+            start.unixPath = try endpoint?.unixSocketPath
             group = try await StackBindings.binding(of: parameters.stack).startListener(start)
-            boundPort.withLock { $0 = NWEndpoint.Port(integerLiteral: group.localAddress.port) }
+            // A Unix-domain listener has a path, not a port.
+            if start.unixPath == nil { boundPort.withLock { $0 = NWEndpoint.Port(integerLiteral: group.localAddress.port) } }
             self.group.withLock { $0 = group }
             // Cancelling `run` closes the intake at once (no connection is made for which no
             // handler would run), and the sockets stop taking new clients: waiting for `run` to
@@ -167,8 +174,26 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         broadcast.update(.cancelled)
     }
 
-    private func bindAddress() async throws -> SocketAddress {
-        guard let localEndpoint else { return SocketAddress(ip: "0.0.0.0", port: 0)! }
+    /// Where the listener binds: its own endpoint, or the parameters' `localEndpoint(_:)` or
+    /// `localPort(_:)` (Network.framework's way of saying it), with the parameters left
+    /// without it.
+    private func endpointToBind() throws -> (NWEndpoint?, NetworkParameters<ApplicationProtocol>) {
+        guard let requested = parameters.localEndpoint else { return (localEndpoint, parameters) }
+        if let localEndpoint, localEndpoint != requested {
+            throw NetworkError.invalidConfiguration(
+                "the listener's endpoint (\(localEndpoint)) and its parameters' localEndpoint (\(requested)) differ: give one of them")
+        }
+        var endpoint = requested
+        // `localPort(_:)`: that port on every address.
+        if case .hostPort(.name(""), let port) = requested { endpoint = .hostPort(host: .ipv6(.any), port: port) }
+        return (endpoint, parameters.withoutLocalEndpoint)
+    }
+
+    private func bindAddress(_ localEndpoint: NWEndpoint?) async throws -> SocketAddress {
+        guard let localEndpoint else { return DualStack.wildcard(port: 0) }
+        if case .unix = localEndpoint { return .unspecified }
+        // `::` is where "every address" binds; a host without IPv6 still listens, on IPv4.
+        if case .hostPort(.ipv6(.any), let port) = localEndpoint { return DualStack.wildcard(port: port.rawValue) }
         let addresses = try await Resolver.addresses(for: localEndpoint)
         return addresses[0]
     }

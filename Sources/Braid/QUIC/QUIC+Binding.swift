@@ -20,6 +20,7 @@ extension QUIC: StackBinding {
 
     func startListener<Top: NetworkProtocol>(_ listener: ListenerStart<Top>) async throws -> any ListenerGroup {
         try listener.requireNoMultipath(on: "QUIC listeners")
+        try listener.requireIPAddress(on: "QUIC listeners")
         var configuration = try serverConfiguration()
         configuration.maxConnections = listener.newConnectionLimit
         let stack = listener.stack, transport = transport, intake = listener.intake, prepare = listener.prepareChannel

@@ -39,6 +39,8 @@ public struct QUIC: NetworkProtocol {
     public private(set) var certificateChainFile: String?
     /// The PEM private key of `certificateChainFile`'s leaf certificate; nil by default.
     public private(set) var privateKeyFile: String?
+    /// A chain and key in memory (a classic local identity), presented instead of the files.
+    private(set) var identityMaterial: TLSIdentityMaterial?
     /// The UDP and IP layers under QUIC, from `init(alpn:_:)` (default: `UDP()` over `IP()`).
     public private(set) var udp = UDP()
     /// Where resumption tickets are kept, set by `sessionCache(_:)`; nil (the default) means
@@ -178,6 +180,9 @@ public struct QUIC: NetworkProtocol {
         case certificateAuthorities(file: String)
     }
 
+    /// Presents a chain and key held in memory (a classic local identity).
+    func identity(_ material: TLSIdentityMaterial) -> QUIC { with { $0.identityMaterial = material } }
+
     /// The certificate chain (leaf first) and private key this side presents, as PEM files.
     /// Required on a listener.
     public func identity(certificateChainFile: String, privateKeyFile: String) -> QUIC {
@@ -229,12 +234,16 @@ public struct QUIC: NetworkProtocol {
 
     func serverConfiguration() throws -> QUICServerConfiguration {
         try validateLowerLayers()
-        guard let certificateChainFile, let privateKeyFile else {
+        var configuration: QUICServerConfiguration
+        if let identityMaterial {
+            configuration = QUICServerConfiguration(alpn: alpn, certificateChainFile: "", privateKeyFile: "")
+            configuration.identityMaterial = identityMaterial
+        } else if let certificateChainFile, let privateKeyFile {
+            configuration = QUICServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
+        } else {
             throw NetworkError.invalidConfiguration(
-                "a QUIC listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:)")
+                "a QUIC listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:) (classic API: sec_protocol_options_set_local_identity)")
         }
-        var configuration = QUICServerConfiguration(
-            alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
         configuration.transport = transport
         configuration.earlyDataEnabled = earlyDataEnabled
         configuration.retry = retryEnabled ? .always : .automatic

@@ -33,7 +33,7 @@ final class QUICEstablishment: EstablishmentStrategy {
     func attempt(
         _ remote: SocketAddress, alone: Bool, race: ClientEstablishment, context: LoopContext
     ) throws -> (attempt: any EstablishmentAttempt, committed: Bool) {
-        let cacheKey = "\(serverName):\(remote.port)"
+        let cacheKey = ticketKey(for: remote)
         // Under interface constraints, every socket of the connection (migrations' too) is
         // bound to the chosen interface.
         let sockets = try race.boundSockets(self.sockets, toward: remote)
@@ -59,13 +59,19 @@ final class QUICEstablishment: EstablishmentStrategy {
         return (attempt, ticket != nil)
     }
 
+    /// Where this connection's tickets are kept: per server name and port, and per the checks
+    /// that accepted the server (a ticket resumes only under the same ones).
+    private func ticketKey(for remote: SocketAddress) -> String {
+        "\(serverName):\(remote.port):\(quic.verification.resumptionScope)"
+    }
+
     /// Hands the winning attempt to the connection's channel, which gets its events from now on.
     func adopt(_ attempt: any EstablishmentAttempt, context: LoopContext) {
         race = nil
         guard let attempt = attempt as? QUICClientAttempt else { return }
         let channel = core.quic
         if let cache = quic.sessionCache {
-            let key = "\(serverName):\(attempt.remoteAddress.port)"
+            let key = ticketKey(for: attempt.remoteAddress)
             channel.ticketReceived = { ticket in cache.store(ticket, for: key) }
         }
         attempt.adopt(into: channel, context: context)

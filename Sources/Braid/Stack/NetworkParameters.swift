@@ -69,12 +69,19 @@ public struct NetworkParameters<ApplicationProtocol: NetworkProtocol>: Sendable 
     }
 
     /// Sends from this local address and port (an IP literal; the port may be `.any`). The
-    /// connection then uses only remote addresses of the same family, one at a time.
+    /// connection then uses only remote addresses of the same family, one at a time. A
+    /// listener's parameters say with it where it listens, as `NetworkListener(for:)` does
+    /// (an address and port, or `.unix(path:)`).
     public func localEndpoint(_ endpoint: NWEndpoint) -> NetworkParameters {
         with { $0.localEndpoint = endpoint }
     }
 
-    /// Sends from this local port, on the address the system routes from.
+    /// The same parameters without a local endpoint (a listener's, once it took it as where
+    /// it listens).
+    var withoutLocalEndpoint: NetworkParameters { with { $0.localEndpoint = nil } }
+
+    /// Sends from this local port, on the address the system routes from (a listener: listens
+    /// on it, on every address).
     public func localPort(_ port: NWEndpoint.Port) -> NetworkParameters {
         localEndpoint(.hostPort(host: .name(""), port: port))
     }

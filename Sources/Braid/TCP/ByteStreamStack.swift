@@ -23,6 +23,9 @@ struct ByteStreamStack {
     func startClient(_ start: ClientStart) throws {
         try tcp.validate()
         try layering?.validateClient()
+        if case .unix = start.endpoint, start.multipath != .disabled {
+            throw NetworkError.invalidConfiguration("multipathServiceType on a Unix-domain endpoint (\(start.endpoint)): remove it")
+        }
         let tcp = start.fastOpenAllowed ? tcp.fastOpenAllowed(true) : tcp
         let layering = layering, endpoint = start.endpoint, sockets = start.streamSockets
         let serviceClass = start.serviceClass, multipath = start.multipath
@@ -44,11 +47,15 @@ struct ByteStreamStack {
         var options = TCPOptions(tcp, serviceClass: parameters.serviceClass, multipath: parameters.multipathServiceType)
         // `requiredInterface`: the listening socket is bound to it, and so is every connection it accepts.
         options.device = parameters.requiredInterface?.name
+        if let path = listener.unixPath, options.device != nil || options.multipath {
+            throw NetworkError.invalidConfiguration(
+                "requiredInterface and multipathServiceType on a Unix-domain listener (\(path)): remove them")
+        }
         let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
         let stack = listener.stack, intake = listener.intake, maximumMessageSize = listener.maximumMessageSize
         let handshakeTimeout = handshakeTimeout
         return try await TCPServerGroup.start(
-            loops: listener.loops(tcp.serverLoops), bindTo: listener.address, options: options,
+            loops: listener.loops(tcp.serverLoops), bindTo: listener.address, unixPath: listener.unixPath, options: options,
             sockets: listener.environment?.streamSockets ?? TCPSockets()
         ) { _ in
             InboundByteStreams(

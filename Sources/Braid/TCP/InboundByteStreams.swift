@@ -37,7 +37,8 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
             socket.abort()
             return
         }
-        let peer = NWEndpoint(socket.remoteAddress)
+        // A Unix-domain client has no name of its own: its connection is known by the socket file.
+        let peer = socket.unixPath.map { NWEndpoint.unix(path: $0) } ?? NWEndpoint(socket.remoteAddress)
         let layer: (any ByteStreamLayer)?
         do {
             layer = try layers?()

@@ -3,9 +3,6 @@ import Foundation
 
 /// The classic API's view of a TLS or TCP connection: its byte stream.
 final class StreamClassicTransfer<Stack: StreamProtocol & StackBinding>: ClassicTransfer {
-    /// The most `receiveMessage` gathers before the stream ends.
-    static var messageLimit: Int { 16 << 20 }
-
     let connection: NetworkConnection<Stack>
 
     init(_ connection: NetworkConnection<Stack>) { self.connection = connection }
@@ -13,7 +10,9 @@ final class StreamClassicTransfer<Stack: StreamProtocol & StackBinding>: Classic
     var states: StateBroadcast { connection.shared.states }
     func start() { connection.start() }
     func cancel() { connection.cancel() }
+    func forceCancel() { connection.forceCancel() }
     func restart() { connection.retryNow() }
+    func cancelCurrentEndpoint() { connection.tryNextEndpoint() }
 
     func send(_ content: Data?, isFinal: Bool) -> ClassicSendAttempt {
         let content = content ?? Data()
@@ -28,6 +27,23 @@ final class StreamClassicTransfer<Stack: StreamProtocol & StackBinding>: Classic
         }
     }
 
+    /// An idempotent send is queued as the new API's `sendIdempotent` queues it, without
+    /// starting the connection: sent before `start(queue:)`, it is in the outbox when the
+    /// connection starts, so a resumed TLS connection sends it as early data.
+    func send(_ content: Data?, options: ClassicSendOptions) -> ClassicSendAttempt {
+        guard options.idempotent else { return send(content, isFinal: options.isFinal) }
+        let bytes = StreamBytes(copying: content ?? Data())
+        let isFinal = options.isFinal
+        do {
+            let end = try connection.byteStream
+            if try end.queueAtOnce(bytes, endOfStream: isFinal, idempotent: true, queued: {}) { return .done }
+            let connection = connection
+            return .wait { try await end.sendWaiting(bytes, endOfStream: isFinal, idempotent: true, queued: connection.start) }
+        } catch {
+            return .failed(NWError(NetworkError(error)))
+        }
+    }
+
     func receive(minimum: Int, maximum: Int) async throws -> (content: Data?, isComplete: Bool) {
         connection.start()
         let delivery = try await connection.byteStream.receive(minimum: minimum, maximum: max(minimum, maximum), exact: false)
@@ -35,15 +51,7 @@ final class StreamClassicTransfer<Stack: StreamProtocol & StackBinding>: Classic
     }
 
     func receiveMessage() async throws -> (content: Data?, isComplete: Bool) {
-        var message = Data()
-        while true {
-            let (content, isComplete) = try await receive(minimum: 1, maximum: 64 << 10)
-            if let content { message.append(content) }
-            if message.count > Self.messageLimit {
-                throw NetworkError.messageTooLarge(size: message.count, maximum: Self.messageLimit)
-            }
-            if isComplete { return (message.isEmpty ? nil : message, true) }
-        }
+        try await gatherUntilEnd()
     }
 
     func batch(_ body: () -> Void) { body() }

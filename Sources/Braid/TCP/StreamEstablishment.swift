@@ -60,6 +60,22 @@ final class StreamEstablishment: EstablishmentStrategy {
         return (attempt, false)
     }
 
+    /// A Unix-domain connect, which completes at once (or throws): the attempt only waits for
+    /// the socket to show writable, as a TCP connect's does.
+    func attempt(
+        unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext
+    ) throws -> (attempt: any EstablishmentAttempt, committed: Bool) {
+        let socket = try sockets.connect(toUnixPath: path)
+        let attempt = ConnectAttempt(socket: socket, remote: .unspecified, race: race)
+        do {
+            try attempt.start(context, timeout: nil)
+        } catch {
+            socket.close()
+            throw error
+        }
+        return (attempt, false)
+    }
+
     /// The connect that won: its socket goes to the channel, with the stack's layer over it.
     func adopt(_ attempt: any EstablishmentAttempt, context: LoopContext) {
         race = nil

@@ -1,3 +1,5 @@
+import BraidTLS
+import BraidTLSIO
 import Foundation
 
 extension NWProtocolTLS {
@@ -17,27 +19,49 @@ extension NWProtocolTLS {
         init(negotiatedProtocol: String?) {
             securityProtocolMetadata = sec_protocol_metadata_t(negotiatedProtocol: negotiatedProtocol)
         }
+
+        override var definition: NWProtocolDefinition? { NWProtocolTLS.definition }
     }
 }
 
 /// What a TLS connection agreed (Apple's `sec_protocol_metadata_t`).
 ///
-/// `@unchecked Sendable`: its one pointer is written once, in `init`, and only read after.
+/// `@unchecked Sendable`: its C strings are written once, in `init`, and only read after.
 public final class sec_protocol_metadata: @unchecked Sendable {
     /// The agreed application protocol as a C string of its own, freed with the metadata (the
     /// pointer `sec_protocol_metadata_get_negotiated_protocol` returns is this one).
     let negotiatedProtocol: UnsafeMutablePointer<CChar>?
+    /// The name the client asked for, likewise.
+    let serverName: UnsafeMutablePointer<CChar>?
+    let negotiatedVersion: TLSProtocolVersion?
+    /// The peer's certificates, leaf first, DER (empty when not known: after resumption).
+    let peerCertificates: [[UInt8]]
 
-    init(negotiatedProtocol: String?) {
-        self.negotiatedProtocol = negotiatedProtocol.map { name in
-            let characters = Array(name.utf8CString)
-            let copy = UnsafeMutablePointer<CChar>.allocate(capacity: characters.count)
-            copy.initialize(from: characters, count: characters.count)
-            return copy
-        }
+    init(negotiatedProtocol: String?, serverName: String? = nil, negotiatedVersion: TLSProtocolVersion? = nil, peerCertificates: [[UInt8]] = []) {
+        self.negotiatedProtocol = negotiatedProtocol.map(Self.cString)
+        self.serverName = serverName.map(Self.cString)
+        self.negotiatedVersion = negotiatedVersion
+        self.peerCertificates = peerCertificates
     }
 
-    deinit { negotiatedProtocol?.deallocate() }
+    /// What a verify block is told of the handshake.
+    convenience init(peer: TLSPeerFacts) {
+        self.init(
+            negotiatedProtocol: peer.negotiatedALPN, serverName: peer.serverName,
+            negotiatedVersion: peer.negotiatedVersion.map(TLSProtocolVersion.init), peerCertificates: peer.certificateChain)
+    }
+
+    private static func cString(_ string: String) -> UnsafeMutablePointer<CChar> {
+        let characters = Array(string.utf8CString)
+        let copy = UnsafeMutablePointer<CChar>.allocate(capacity: characters.count)
+        copy.initialize(from: characters, count: characters.count)
+        return copy
+    }
+
+    deinit {
+        negotiatedProtocol?.deallocate()
+        serverName?.deallocate()
+    }
 }
 
 /// Apple's name for the agreed TLS parameters.

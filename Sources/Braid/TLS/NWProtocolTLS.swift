@@ -1,4 +1,7 @@
 import BraidCore
+import BraidSecurity
+import BraidTLS
+import Dispatch
 
 /// TLS in the classic API's stacks: `NWProtocolTLS.Options`, whose `securityProtocolOptions`
 /// the `sec_protocol_options_*` functions configure.
@@ -27,18 +30,54 @@ public enum NWProtocolTLS {
 
         override func copy() -> NWProtocolOptions { Options(copying: securityProtocolOptions) }
 
+        /// The lowest TLS version accepted; the same setting as
+        /// `sec_protocol_options_set_min_tls_protocol_version`.
+        public var minimumTLSProtocolVersion: tls_protocol_version_t {
+            get { securityProtocolOptions.values.minimumVersion }
+            set { sec_protocol_options_set_min_tls_protocol_version(securityProtocolOptions, newValue) }
+        }
+
+        /// The highest TLS version offered; the same setting as
+        /// `sec_protocol_options_set_max_tls_protocol_version`.
+        public var maximumTLSProtocolVersion: tls_protocol_version_t {
+            get { securityProtocolOptions.values.maximumVersion }
+            set { sec_protocol_options_set_max_tls_protocol_version(securityProtocolOptions, newValue) }
+        }
+
+        /// The cipher suites allowed (empty: the defaults); the same list
+        /// `sec_protocol_options_append_tls_ciphersuite` appends to.
+        public var tlsCipherSuites: [tls_ciphersuite_t] {
+            get { securityProtocolOptions.values.cipherSuites }
+            set { securityProtocolOptions.update { $0.cipherSuites = newValue } }
+        }
+
         override func stack(over lower: any StackBinding) throws -> any StackBinding {
+            try stack(over: lower, parameters: NWParameters())
+        }
+
+        /// Connections resume sessions through one cache for the process, as Apple's system
+        /// does; with `allowFastOpen` a resumed connection sends idempotent content as early data.
+        override func stack(over lower: any StackBinding, parameters: NWParameters) throws -> any StackBinding {
             guard let tcp = lower as? TCP else {
                 throw NetworkError.unsupported("TLS over \(type(of: lower)) (TLS runs over TCP; over UDP it is DTLS)")
             }
             let values = securityProtocolOptions.values
             var tls = TLS { tcp }.alpn(values.applicationProtocols).minimumVersion(values.minimumVersion)
-                .maximumVersion(values.maximumVersion)
+                .maximumVersion(values.maximumVersion).earlyDataEnabled(parameters.allowFastOpen)
             if let name = values.serverName { tls = tls.serverName(name) }
             if let roots = values.trustRoots { tls = tls.trust(roots) }
+            if values.resumptionEnabled { tls = tls.sessionCache(values.sessionCache ?? NWProtocolTLS.sessionCache) }
+            if !values.cipherSuites.isEmpty { tls = tls.cipherSuites(values.cipherSuites) }
+            if let identity = values.localIdentity {
+                tls = tls.identity(TLSIdentityMaterial(certificates: identity.presentedChain, privateKey: identity.identity.privateKey))
+            }
+            if let verify = values.verifyBlock { tls = tls.verified(by: TLSPeerVerifier.calling(verify.block, on: verify.queue)) }
             return tls
         }
     }
+
+    /// The session tickets of the process's classic TLS connections.
+    static let sessionCache = TLS.SessionCache()
 }
 
 /// The security options of a classic-API TLS stack (Apple's `sec_protocol_options_t`), set
@@ -52,6 +91,16 @@ public final class sec_protocol_options: Sendable {
         /// The authorities the server's certificate must lead to (nil: the system store).
         /// Not Apple's API: tests set it; applications will set trust with a verify block.
         var trustRoots: TLS.TrustRoots?
+        /// Whether connections resume earlier sessions (`sec_protocol_options_set_tls_resumption_enabled`).
+        var resumptionEnabled = true
+        /// Where tickets are kept (nil: the process's cache). Not Apple's API: tests set it.
+        var sessionCache: TLS.SessionCache?
+        /// `sec_protocol_options_append_tls_ciphersuite`'s suites, in order (empty: defaults).
+        var cipherSuites: [tls_ciphersuite_t] = []
+        /// What this end presents (`sec_protocol_options_set_local_identity`).
+        var localIdentity: sec_identity_t?
+        /// `sec_protocol_options_set_verify_block`'s block and its queue.
+        var verifyBlock: (block: sec_protocol_verify_t, queue: DispatchQueue)?
     }
     private let storage = Locked(Values())
 
@@ -89,9 +138,46 @@ public func sec_protocol_options_add_tls_application_protocol(_ options: sec_pro
     options.update { $0.applicationProtocols.append(name) }
 }
 
+/// Allows one more cipher suite (the first call replaces the defaults with it). See
+/// `TLS.cipherSuites(_:)` for how GnuTLS applies the list.
+public func sec_protocol_options_append_tls_ciphersuite(_ options: sec_protocol_options_t, _ ciphersuite: tls_ciphersuite_t) {
+    options.update { $0.cipherSuites.append(ciphersuite) }
+}
+
+/// The lowest version, in the older `SSLProtocol` terms Apple deprecates; Linux negotiates
+/// TLS 1.2 and 1.3 only, so anything older means TLS 1.2.
+public func sec_protocol_options_set_tls_min_version(_ options: sec_protocol_options_t, _ version: SSLProtocol) {
+    sec_protocol_options_set_min_tls_protocol_version(options, version == .tlsProtocol13 ? .TLSv13 : .TLSv12)
+}
+
+/// The highest version, in the older `SSLProtocol` terms (anything below TLS 1.3 means 1.2).
+public func sec_protocol_options_set_tls_max_version(_ options: sec_protocol_options_t, _ version: SSLProtocol) {
+    sec_protocol_options_set_max_tls_protocol_version(options, version == .tlsProtocol13 || version == .tlsProtocolMaxSupported ? .TLSv13 : .TLSv12)
+}
+
+/// The certificate and key this end presents: a listener's (required there), or a client's
+/// when the server asks for one. On Linux an identity comes from `SecPKCS12Import`.
+///
+/// ```swift
+/// func serverOptions(identity: SecIdentity) -> NWProtocolTLS.Options {
+///     let tls = NWProtocolTLS.Options()
+///     sec_protocol_options_set_local_identity(tls.securityProtocolOptions, sec_identity_create(identity)!)
+///     return tls
+/// }
+/// ```
+public func sec_protocol_options_set_local_identity(_ options: sec_protocol_options_t, _ identity: sec_identity_t) {
+    options.update { $0.localIdentity = identity }
+}
+
 /// The name sent in SNI and checked against the server's certificate (default: the host
 /// connected to).
 public func sec_protocol_options_set_tls_server_name(_ options: sec_protocol_options_t, _ serverName: UnsafePointer<CChar>) {
     let name = String(cString: serverName)
     options.update { $0.serverName = name }
+}
+
+/// Whether connections resume earlier sessions with the tickets the process keeps (default
+/// true; needed for early data, see `NWConnection.SendCompletion.idempotent`).
+public func sec_protocol_options_set_tls_resumption_enabled(_ options: sec_protocol_options_t, _ resumptionEnabled: Bool) {
+    options.update { $0.resumptionEnabled = resumptionEnabled }
 }

@@ -4,8 +4,10 @@ import BraidTLSIO
 
 /// TLS is the TCP binding plus a TLS layer: a `TLSLayer` over each connection's socket.
 extension TLS: ByteStreamLayering {
+    /// Builds (and caches) the client context, so options GnuTLS refuses (a cipher suite it
+    /// lacks) fail the connection before it dials.
     func validateClient() throws {
-        _ = try clientConfiguration()
+        _ = try TLSClientContexts.context(for: self)
     }
 
     /// The client engine for `endpoint` (SNI and the certificate's name: `serverName`, else the
@@ -13,10 +15,14 @@ extension TLS: ByteStreamLayering {
     /// enabled and a ticket that allows it, the layer sends idempotent sends as 0-RTT data.
     func clientLayer(endpoint: NWEndpoint, remote: SocketAddress) throws -> any ByteStreamLayer {
         let serverName = serverName ?? endpoint.host.description
-        let key = "tls:\(serverName):\(remote.port)"
+        let key = "tls:\(serverName):\(remote.port):\(verification.resumptionScope)"
+        // A verify block's verdict cannot be carried over to a resumed session (the block is
+        // not asked again), so connections with one neither resume nor keep tickets.
+        let sessionCache = peerVerifier == nil ? sessionCache : nil
         let ticket = sessionCache?.takeTLS(key)
         let engine = try TLSConnection.client(context: try TLSClientContexts.context(for: self), serverName: serverName, resumption: ticket)
         let layer = TLSLayer(engine, earlyData: earlyDataEnabled && (ticket?.maxEarlyDataSize ?? 0) > 0)
+        layer.peerJudge = peerVerifier?.judge
         if let cache = sessionCache {
             layer.ticketReceived = { ticket in cache.storeTLS(ticket, for: key) }
         }

@@ -9,6 +9,13 @@ extension TLSProtocolVersion {
         case .TLSv13: .v1_3
         }
     }
+
+    init(_ engineVersion: TLSVersion) {
+        switch engineVersion {
+        case .v1_2: self = .TLSv12
+        case .v1_3: self = .TLSv13
+        }
+    }
 }
 
 extension TLS {
@@ -26,20 +33,27 @@ extension TLS {
         }
         configuration.certificateChainFile = certificateChainFile
         configuration.privateKeyFile = privateKeyFile
+        configuration.identityMaterial = identityMaterial
+        configuration.cipherSuites = cipherSuites.map(\.rawValue)
         configuration.minimumVersion = minimumVersion.engineVersion
         configuration.maximumVersion = maximumVersion.engineVersion
         configuration.sessionTicketsEnabled = ticketsEnabled
+        configuration.callerVerifiesPeer = peerVerifier != nil
         return configuration
     }
 
     /// The engine configuration of a listener over this stack.
     func serverConfiguration() throws -> TLSServerConfiguration {
         try validateVersions()
-        guard let certificateChainFile, let privateKeyFile else {
+        var configuration: TLSServerConfiguration
+        if let identityMaterial {
+            configuration = TLSServerConfiguration(alpn: alpn, identity: identityMaterial)
+        } else if let certificateChainFile, let privateKeyFile {
+            configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
+        } else {
             throw NetworkError.invalidConfiguration(
-                "a TLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:)")
+                "a TLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:) (classic API: sec_protocol_options_set_local_identity)")
         }
-        var configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
         switch peerAuthentication {
         case .none: configuration.peerAuthentication = .none
         case .optional: configuration.peerAuthentication = .optional
@@ -58,6 +72,7 @@ extension TLS {
         configuration.maximumVersion = maximumVersion.engineVersion
         configuration.sessionTicketsEnabled = ticketsEnabled
         configuration.earlyDataEnabled = earlyDataEnabled
+        configuration.cipherSuites = cipherSuites.map(\.rawValue)
         return configuration
     }
 

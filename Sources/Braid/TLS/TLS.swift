@@ -51,16 +51,23 @@ public struct TLS: NetworkProtocol {
     /// How the peer's certificate is checked (default: the system store, chain and name
     /// checks, no pins).
     package private(set) var verification = TLSCertificateVerification()
+    /// The application's own check of the server, replacing `verification` (a classic verify
+    /// block); nil: Braid's checks.
+    private(set) var peerVerifier: TLSPeerVerifier?
     /// The name sent in SNI and required in the certificate; nil uses the endpoint's host.
     public private(set) var serverName: String?
     /// The PEM certificate chain (leaf first) this side presents; required on a listener.
     public private(set) var certificateChainFile: String?
     /// The PEM private key of `certificateChainFile`'s leaf certificate.
     public private(set) var privateKeyFile: String?
+    /// A chain and key in memory (a classic local identity), presented instead of the files.
+    private(set) var identityMaterial: TLSIdentityMaterial?
     /// The oldest version negotiated (default TLS 1.2).
     public private(set) var minimumVersion: TLSProtocolVersion = .TLSv12
     /// The newest version negotiated (default TLS 1.3).
     public private(set) var maximumVersion: TLSProtocolVersion = .TLSv13
+    /// The cipher suites allowed (empty, the default: GnuTLS's secure defaults).
+    public private(set) var cipherSuites: [tls_ciphersuite_t] = []
     /// Listener: whether clients must present a certificate (default `.none`).
     public private(set) var peerAuthentication: PeerAuthentication = .none
     /// Session tickets for resumption (default true).
@@ -111,6 +118,12 @@ public struct TLS: NetworkProtocol {
     /// server; only for tests against throwaway certificates. Pins are still enforced.
     public func insecureAcceptAnyCertificate() -> TLS { with { $0.verification.insecureSkipChainAndHostnameVerification = true } }
 
+    /// Presents a chain and key held in memory (a classic local identity).
+    func identity(_ material: TLSIdentityMaterial) -> TLS { with { $0.identityMaterial = material } }
+
+    /// The server is judged by `verifier` instead of Braid's checks.
+    func verified(by verifier: TLSPeerVerifier) -> TLS { with { $0.peerVerifier = verifier } }
+
     /// The name sent as SNI and required in the certificate, when it differs from the host.
     public func serverName(_ name: String) -> TLS { with { $0.serverName = name } }
 
@@ -119,6 +132,11 @@ public struct TLS: NetworkProtocol {
 
     /// The newest TLS version to negotiate.
     public func maximumVersion(_ version: TLSProtocolVersion) -> TLS { with { $0.maximumVersion = version } }
+
+    /// Allows only these cipher suites. GnuTLS picks a cipher, a MAC and a key exchange apart,
+    /// so what is allowed is any combination of the listed suites' parts; a suite GnuTLS does
+    /// not offer (3DES, the SHA-384 CBC suites) fails the connection with `invalidConfiguration`.
+    public func cipherSuites(_ suites: [tls_ciphersuite_t]) -> TLS { with { $0.cipherSuites = suites } }
 
     /// Listener: whether clients must present a certificate, verified against `trust(_:)`.
     public func peerAuthentication(_ mode: PeerAuthentication) -> TLS { with { $0.peerAuthentication = mode } }

@@ -11,16 +11,24 @@ final class DatagramClassicTransfer: ClassicTransfer {
     var states: StateBroadcast { connection.shared.states }
     func start() { connection.start() }
     func cancel() { connection.cancel() }
+    func forceCancel() { connection.forceCancel() }
     func restart() { connection.retryNow() }
+    func cancelCurrentEndpoint() { connection.tryNextEndpoint() }
 
     func send(_ content: Data?, isFinal: Bool) -> ClassicSendAttempt {
+        send(content, options: ClassicSendOptions(isFinal: isFinal))
+    }
+
+    /// A datagram with an ECN mark goes through the connection's loop, which keeps the mark.
+    func send(_ content: Data?, options: ClassicSendOptions) -> ClassicSendAttempt {
         // A send without content only marks an end, which UDP does not carry.
         guard let content else { return .done }
         guard !content.isEmpty else { return .failed(NWError(.unsupported("empty UDP datagrams"))) }
         do {
-            guard try connection.offerDatagram(content) != nil else { return .done }
+            let ecn = try IPSendMarks(options.metadata, connectionServiceClass: connection.parameters.serviceClass).ecn
+            if ecn == .notECT, try connection.offerDatagram(content) == nil { return .done }
             let connection = connection
-            return .wait { try await connection.sendDatagram(content) }
+            return .wait { try await connection.sendDatagram(content, ecn: ecn) }
         } catch {
             return .failed(NWError(NetworkError(error)))
         }
@@ -32,6 +40,17 @@ final class DatagramClassicTransfer: ClassicTransfer {
 
     func receiveMessage() async throws -> (content: Data?, isComplete: Bool) {
         (try await connection.receiveDatagram().content, true)
+    }
+
+    func receiveWithMetadata(minimum: Int, maximum: Int) async throws -> ClassicReceipt {
+        try await receiveMessageWithMetadata()
+    }
+
+    /// The datagram with its IP metadata (the ECN mark it arrived with) and UDP's.
+    func receiveMessageWithMetadata() async throws -> ClassicReceipt {
+        let (content, metadata) = try await connection.receiveDatagram()
+        return ClassicReceipt(
+            content: content, isComplete: true, metadata: [NWProtocolIP.Metadata(received: metadata.ecn), NWProtocolUDP.Metadata()])
     }
 
     func batch(_ body: () -> Void) {

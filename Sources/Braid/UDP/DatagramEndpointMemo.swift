@@ -7,11 +7,16 @@ import BraidIO
 /// than the rest of receiving it.
 struct DatagramEndpointMemo {
     private var last: (remote: SocketAddress, local: SocketAddress, endpoints: (remote: NWEndpoint, local: NWEndpoint))?
+    /// A Unix-domain connection's endpoint: both ends of its datagrams (its socket's addresses
+    /// are stand-ins).
+    var unixEndpoint: NWEndpoint?
 
     mutating func metadata(for datagram: ReceivedDatagram) -> UDP.Metadata {
         let remote = datagram.metadata.remote, local = datagram.metadata.local
         let endpoints: (remote: NWEndpoint, local: NWEndpoint)
-        if let last, last.remote == remote, last.local == local {
+        if let unixEndpoint {
+            endpoints = (unixEndpoint, unixEndpoint)
+        } else if let last, last.remote == remote, last.local == local {
             endpoints = last.endpoints
         } else {
             endpoints = (NWEndpoint(remote), NWEndpoint(local))

@@ -46,6 +46,27 @@ final class DatagramEstablishment: EstablishmentStrategy {
         return (DatagramAttempt(transport: DatagramClientTransport(socket: socket, remote: remote)), true)
     }
 
+    /// A Unix-domain datagram socket connected to the server's socket file: the connection at
+    /// once, as a UDP socket is.
+    func attempt(
+        unixPath path: UnixSocketPath, race: ClientEstablishment, context: LoopContext
+    ) throws -> (attempt: any EstablishmentAttempt, committed: Bool) {
+        let socket = try sockets.connect(toUnixPath: path)
+        return (DatagramAttempt(transport: DatagramClientTransport(socket: socket, remote: UnixDatagramSocket.remote)), true)
+    }
+
+    /// UDP has no handshake to lose: a ready connection moves to another address with a new
+    /// socket (`tryNextEndpoint()`, for a peer that does not answer).
+    var movesWhenReady: Bool { true }
+
+    func move(to remote: SocketAddress, race: ClientEstablishment, context: LoopContext) throws -> Bool {
+        guard let transport = (try attempt(remote, alone: true, race: race, context: context).attempt as? DatagramAttempt)?.take()
+        else { return false }
+        // The channel takes the new socket in place of the old one, which closes.
+        transport.start(core.datagram, context: context)
+        return true
+    }
+
     func adopt(_ attempt: any EstablishmentAttempt, context: LoopContext) {
         race = nil
         guard let attempt = attempt as? DatagramAttempt, let transport = attempt.take() else { return }

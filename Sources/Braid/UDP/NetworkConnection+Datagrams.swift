@@ -7,13 +7,14 @@ import Synchronization
 extension NetworkConnection {
     /// Sends `datagram` as one UDP datagram (see `send(_:)` of `NetworkConnection<UDP>`):
     /// returns once it is queued; `datagramTooLarge` beyond what UDP carries, `unsupported`
-    /// when empty.
-    func sendDatagram(_ datagram: Data) async throws {
+    /// when empty. A datagram marked with `ecn` goes through the loop, which keeps the mark
+    /// with it (the outbox's fast path carries unmarked datagrams only).
+    func sendDatagram(_ datagram: Data, ecn: ECN = .notECT) async throws {
         guard !datagram.isEmpty else { throw NetworkError.unsupported("empty UDP datagrams") }
         if Task.isCancelled { throw NetworkError.cancelled }
         // A send that finds room makes no suspendable call (an async closure per datagram
         // allocated a task frame).
-        var waiting = try offerDatagram(datagram)
+        var waiting = ecn == .notECT ? try offerDatagram(datagram) : .needsLoop
         try await NetworkError.mapping {
             while let wait = waiting {
                 switch wait {
@@ -27,7 +28,7 @@ extension NetworkConnection {
                     start()
                     let core = core
                     try await Completion<Void>.wait(on: loop) { context, completion in
-                        core.value.datagram.sendDatagram(datagram, context: context, completion: completion)
+                        core.value.datagram.sendDatagram(datagram, ecn: ecn, context: context, completion: completion)
                     }
                     return
                 }
@@ -82,7 +83,19 @@ extension NetworkConnection {
         guard let part = shared.datagram else { throw NetworkError.internalError("a UDP connection without a datagram inbox") }
         start()
         guard let datagram = try await NetworkError.mapping({ try await part.inbox.takeFirst() }) else { return nil }
-        return (datagram.content, part.endpoints.withLock { $0.metadata(for: datagram) })
+        let unix = unixEndpoint
+        return (
+            datagram.content,
+            part.endpoints.withLock {
+                $0.unixEndpoint = unix
+                return $0.metadata(for: datagram)
+            }
+        )
+    }
+
+    /// The endpoint of a Unix-domain connection, whose datagrams it names (nil over IP).
+    private var unixEndpoint: NWEndpoint? {
+        if case .unix = endpoint { endpoint } else { nil }
     }
 
     /// What each iterator of `messages` reads from, over UDP: every datagram queued taken at
@@ -98,6 +111,7 @@ extension NetworkConnection {
         // One memo for both closures (a captured `var` is shared): the iterator calls them in
         // turn, never at once.
         var endpoints = DatagramEndpointMemo()
+        endpoints.unixEndpoint = unixEndpoint
         return .init(
             poll: { batch.takeQueued().map { ($0.content, endpoints.metadata(for: $0)) } },
             receive: { [self] in

@@ -19,15 +19,21 @@ extension UDP: StackBinding {
         try validateForDatagrams()
         try listener.requireNoLocalEndpoint()
         try listener.requireNoMultipath(on: "UDP listeners")
+        if let path = listener.unixPath, listener.parameters.requiredInterface != nil {
+            throw NetworkError.invalidConfiguration("requiredInterface on a Unix-domain listener (\(path)): remove it")
+        }
         let stack = listener.stack, intake = listener.intake
+        // A Unix-domain listener's connections are known by its socket file.
+        let unixEndpoint = listener.unixPath.map { NWEndpoint.unix(path: $0.path) }
         let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
         return try await UDPServerGroup.start(
-            loops: listener.loops(serverLoops), bindTo: listener.address, batching: batching, idleTimeout: inboundIdleTimeout,
+            loops: listener.loops(serverLoops), bindTo: listener.address, unixPath: listener.unixPath, batching: batching,
+            idleTimeout: inboundIdleTimeout,
             sockets: try listener.datagramSockets()
         ) { _ in
             { metadata, _, context in
                 guard admission.admit() else { return nil }
-                let peer = NWEndpoint(metadata.remote)
+                let peer = unixEndpoint ?? NWEndpoint(metadata.remote)
                 // Once `run` is cancelled, a new peer's datagrams are dropped, as at the limit.
                 let admitted = intake.admit {
                     let core = ConnectionCore(datagramsOn: context.loop, endpointDescription: peer.description)

@@ -38,6 +38,23 @@ extension NetworkConnection where ApplicationProtocol == UDP {
         try await sendDatagram(content)
     }
 
+    /// Sends `content` as one UDP datagram with per-message metadata, as Network.framework's
+    /// `send(_:metadata:)`: an `NWProtocolIP.Metadata`'s ECN mark (RFC 3168) travels in the
+    /// datagram's IP header, and the peer reads it in `receive()`'s `metadata.ecn`. A marked
+    /// datagram takes one pass of the connection's loop (unmarked ones share passes, see
+    /// `send(_:)`). A service class other than the connection's throws
+    /// `NetworkError.unsupported` (Linux marks per socket: set the parameters' `serviceClass`).
+    ///
+    /// ```swift
+    /// try await game.send(Data("probe".utf8)) { NWProtocolIP.Metadata().ecn(.ect1) }
+    /// ```
+    public func send<Content: Collection & Sendable>(
+        _ content: Content, @ProtocolMetadataBuilder metadata builder: () -> [NWProtocolMetadata]
+    ) async throws where Content.Element == UInt8 {
+        let marks = try IPSendMarks(builder(), connectionServiceClass: parameters.serviceClass)
+        try await sendDatagram(content as? Data ?? Data(content), ecn: marks.ecn)
+    }
+
     /// Runs `body` and sends the datagrams it sends (from any task) together when it returns:
     /// one pass of the event loop writes them all, as one GSO write when they have one size
     /// (up to 64 of at most 1,452 bytes) and with `sendmmsg` otherwise. Network.framework's

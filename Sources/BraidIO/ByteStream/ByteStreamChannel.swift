@@ -61,6 +61,8 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
     package private(set) var finalError: (any Error)?
     /// Reading stopped: the inbox is full, or the peer finished its side.
     private var readingPaused = false
+    /// The layer reported `.awaitingDecision`: reading stays off until it asks for a pass.
+    private var layerAwaitsDecision = false
     private var peerFinished = false
     /// Waiting for the socket to drain before writing more.
     private var awaitingWritable = false
@@ -109,7 +111,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         ConnectionFacts(
             negotiatedALPN: layer?.negotiatedALPN, earlyDataAccepted: layer?.earlyDataAccepted ?? false,
             resumed: layer?.isResumed ?? false, multipath: multipathInEffect, localAddress: localAddress,
-            remoteAddress: remoteAddress)
+            remoteAddress: remoteAddress, unixPath: socket?.unixPath)
     }
 
     /// An integer socket option of the connection's socket (nil without a TCP socket), for tests.
@@ -148,6 +150,11 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             return
         }
         if let layer {
+            // Weakly: the layer outlives nothing of the channel's.
+            let channel = LoopBound(WeakByteStreamChannel(self), on: context.loop)
+            layer.requestProcessing = {
+                channel.loop.execute { context in channel.value.channel?.layerRequestedProcessing(context) }
+            }
             if let token { context.setTimer(token, at: context.now + handshakeTimeout) }
             if layer.sendsEarlyData { queueEarlyData(layer, context: context) }
             advance(context)
@@ -308,9 +315,23 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             inbox.fill(publishing: &receiveWriter)
             if events.contains(.becameReady) && failure == nil { becomeReady(context) }
             if events.contains(.peerFinished) { inbox.fill { _ in .finished } }
+            if events.contains(.awaitingDecision) && failure == nil {
+                layerAwaitsDecision = true
+                setReading(false, context: context)
+            }
         }
         flush(context)
         if let failure { fail(failure, context: context) }
+    }
+
+    /// The layer has what it waited for: read again and let it process what it held.
+    private func layerRequestedProcessing(_ context: LoopContext) {
+        guard layerAwaitsDecision, isActive else { return }
+        layerAwaitsDecision = false
+        advance(context)
+        guard isActive, !layerAwaitsDecision, !peerFinished else { return }
+        setReading(true, context: context)
+        readSocket(context)
     }
 
     private func pauseReadingIfFull(_ context: LoopContext) {
@@ -329,7 +350,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
     /// if there is room.
     package func returnConsumedCredit(_ context: LoopContext) {
         _ = inbox.takeCredit()
-        guard readingPaused, !peerFinished, finalError == nil else { return }
+        guard readingPaused, !peerFinished, !layerAwaitsDecision, finalError == nil else { return }
         if inbox.available < receiveLimit || inbox.waitingReceives > 0 {
             setReading(true, context: context)
             readSocket(context)
@@ -587,6 +608,22 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         pump(context)
     }
 
+    /// Closes at once with a reset (SO_LINGER 0), also during a graceful close: nothing
+    /// queued goes out, no close_notify or FIN, the peer's next read or write fails with
+    /// ECONNRESET, and every pending call ends with cancellation. Before it is connected, the
+    /// same as `cancel`.
+    package func forceCancel(context: LoopContext) {
+        guard let socket, isReady else {
+            cancel(context: context)
+            return
+        }
+        if finalError == nil { endCalls(with: CancellationError()) }
+        closing = false
+        socket.abort()
+        self.socket = nil
+        release(context)
+    }
+
     /// Once every accepted send is out: the layer's end (close_notify), FIN, then the socket
     /// closes when the peer's FIN arrives (unread bytes at close would make the kernel send a
     /// reset, which can destroy what the peer has not read yet).
@@ -616,4 +653,11 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         socket = nil
         standIn = nil
     }
+}
+
+/// A channel a layer may call back without keeping it alive.
+private struct WeakByteStreamChannel {
+    weak var channel: ByteStreamChannel?
+
+    init(_ channel: ByteStreamChannel) { self.channel = channel }
 }

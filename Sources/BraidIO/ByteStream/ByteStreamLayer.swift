@@ -34,6 +34,10 @@ package protocol ByteStreamLayer: AnyObject {
     /// clean end for the layer (TLS without the peer's close_notify: truncation).
     func endOfInput() throws
 
+    /// The channel's way back for a layer that reported `.awaitingDecision`: calling it (from
+    /// any thread) has the channel read and `process` again on its loop. Set once, on attach.
+    var requestProcessing: (@Sendable () -> Void)? { get set }
+
     // MARK: From above
 
     /// Whether sends queued before the layer is ready go to `sendEarly` (a resuming TLS client

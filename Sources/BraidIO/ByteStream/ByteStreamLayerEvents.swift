@@ -12,4 +12,8 @@ package struct ByteStreamLayerEvents: OptionSet, Sendable {
     package static let becameReady = ByteStreamLayerEvents(rawValue: 1 << 0)
     /// The peer ended the layer's stream cleanly (close_notify): nothing more comes for above.
     package static let peerFinished = ByteStreamLayerEvents(rawValue: 1 << 1)
+    /// The layer waits on a decision made off the loop (an application's verdict on the peer's
+    /// certificate) and takes no input until then: the channel stops reading until the layer
+    /// asks for another pass (`ByteStreamLayer.requestProcessing`).
+    package static let awaitingDecision = ByteStreamLayerEvents(rawValue: 1 << 2)
 }

@@ -18,6 +18,14 @@ package protocol ConnectionChannel: AnyObject {
     /// Closes the connection the stack's graceful way and ends every pending call with
     /// cancellation.
     func cancel(context: LoopContext)
+    /// Closes at once, without the stack's graceful end where it has an abortive one (TCP:
+    /// a reset), and ends every pending call with cancellation.
+    func forceCancel(context: LoopContext)
+}
+
+extension ConnectionChannel {
+    /// Stacks without an abortive close (UDP; QUIC, whose close is one packet) cancel.
+    package func forceCancel(context: LoopContext) { cancel(context: context) }
 }
 
 /// What a channel's owner in the public layer hears from any channel, on the channel's loop.
@@ -41,11 +49,14 @@ package struct ConnectionFacts: Sendable {
     package var multipath = false
     package var localAddress: SocketAddress?
     package var remoteAddress: SocketAddress?
+    /// A Unix-domain connection's socket file (its addresses are then not IP ones).
+    package var unixPath: String?
 
     package init(
         negotiatedALPN: String? = nil, earlyDataAccepted: Bool = false, resumed: Bool = false, multipath: Bool = false,
-        localAddress: SocketAddress? = nil, remoteAddress: SocketAddress? = nil
+        localAddress: SocketAddress? = nil, remoteAddress: SocketAddress? = nil, unixPath: String? = nil
     ) {
+        self.unixPath = unixPath
         self.negotiatedALPN = negotiatedALPN
         self.earlyDataAccepted = earlyDataAccepted
         self.resumed = resumed

@@ -64,21 +64,26 @@ package final class DatagramChannel: ConnectionChannel {
     package private(set) var isReady = false
     /// The last send or receive, for a listener's idle timeout.
     package private(set) var lastActivity: MonotonicInstant?
-    /// Taken from the outbox, waiting for room in the socket.
-    private var unsent = Deque<Data>()
+    /// Taken from the outbox, waiting for room in the socket, each with the ECN mark it
+    /// leaves with (the outbox's are unmarked; a marked send comes through the loop).
+    private var unsent = Deque<(content: Data, ecn: ECN)>()
     /// The socket is full: nothing more is taken from the outbox until it drains, so the
     /// outbox's bound holds senders back and `unsent` stays bounded.
     private var awaitingWritable = false
     /// Sends that reached the loop before the channel was ready (or were too large for the
     /// outbox's fast path), with their callers.
-    private var waitingSends: [(Data, Completion<Void>)] = []
+    private var waitingSends: [(Data, ECN, Completion<Void>)] = []
 
     package init(loop: EventLoop, describe: @escaping (any Error) -> any Error) {
         self.loop = loop
         self.describe = describe
     }
 
-    package var facts: ConnectionFacts { ConnectionFacts(localAddress: localAddress, remoteAddress: remoteAddress) }
+    package var facts: ConnectionFacts {
+        ConnectionFacts(localAddress: localAddress, remoteAddress: remoteAddress, unixPath: unixPath)
+    }
+    /// A Unix-domain client's socket file (its addresses are then stand-ins).
+    private var unixPath: String?
 
     /// The socket's counters (nil before the channel has a socket).
     package var socketCounters: SocketCounters? { transport?.socket.counters }
@@ -91,12 +96,22 @@ package final class DatagramChannel: ConnectionChannel {
         self.standIn = standIn
     }
 
-    /// Takes over `transport` for the peer at `remote`, sending from `local`. Call on the loop.
-    package func attach(transport: any DatagramChannelTransport, remote: SocketAddress, local: SocketAddress, context: LoopContext) {
+    /// Takes over `transport` for the peer at `remote`, sending from `local`, in place of the
+    /// transport it had, if any (a UDP client that moved to another address). Call on the loop.
+    package func attach(
+        transport: any DatagramChannelTransport, remote: SocketAddress, local: SocketAddress, unixPath: String? = nil,
+        context: LoopContext
+    ) {
+        self.unixPath = unixPath
         standIn = nil
         guard finalError == nil else {
             transport.release(self, context: context)
             return
+        }
+        if let previous = self.transport, previous !== transport {
+            previous.release(self, context: context)
+            // The new socket is empty: what waited for the old one to drain goes to it.
+            awaitingWritable = false
         }
         self.transport = transport
         remoteAddress = remote
@@ -106,7 +121,7 @@ package final class DatagramChannel: ConnectionChannel {
         outbox.publish(maximumSize: maximumPayload)
         let waiting = waitingSends
         waitingSends.removeAll()
-        for (datagram, completion) in waiting { sendDatagram(datagram, context: context, completion: completion) }
+        for (datagram, ecn, completion) in waiting { sendDatagram(datagram, ecn: ecn, context: context, completion: completion) }
         delegate?.channelBecameReady(self)
         sendQueued(context)
     }
@@ -138,21 +153,25 @@ package final class DatagramChannel: ConnectionChannel {
 
     // MARK: Sending
 
-    /// Loop: one send the outbox could not take (before ready, or larger than it allows).
-    package func sendDatagram(_ datagram: Data, context: LoopContext, completion: Completion<Void>) {
+    /// Loop: one send the outbox could not take (before ready, or larger than it allows), or
+    /// one marked with `ecn` (RFC 3168; the outbox carries unmarked datagrams only).
+    package func sendDatagram(_ datagram: Data, ecn: ECN = .notECT, context: LoopContext, completion: Completion<Void>) {
         if let finalError {
             completion.resume(.failure(finalError))
             return
         }
         guard isReady else {
-            waitingSends.append((datagram, completion))
+            waitingSends.append((datagram, ecn, completion))
             return
         }
         guard datagram.count <= maximumPayload else {
             completion.resume(.failure(describe(DatagramChannelError.datagramTooLarge(size: datagram.count, maximum: maximumPayload))))
             return
         }
-        unsent.append(datagram)
+        // What the outbox holds was sent first: it goes first (the outbox's bound still holds
+        // its senders back; this takes what they queued, not more).
+        appendQueued()
+        unsent.append((datagram, ecn))
         completion.resume(.success(()))
         write(context)
     }
@@ -160,8 +179,13 @@ package final class DatagramChannel: ConnectionChannel {
     /// Loop: the drain pass a burst of sends posted; takes everything queued and writes it.
     package func sendQueued(_ context: LoopContext) {
         guard finalError == nil, isReady, !awaitingWritable else { return }
-        unsent.append(contentsOf: outbox.take(upTo: Int.max))
+        appendQueued()
         write(context)
+    }
+
+    /// Moves everything the outbox holds to `unsent`, unmarked.
+    private func appendQueued() {
+        for datagram in outbox.take(upTo: Int.max) { unsent.append((datagram, .notECT)) }
     }
 
     /// Loop: the socket drained.
@@ -175,7 +199,7 @@ package final class DatagramChannel: ConnectionChannel {
         guard let transport, let remoteAddress, let localAddress else { return }
         let socket = transport.socket
         if !unsent.isEmpty { lastActivity = context.now }
-        let metadata = DatagramMetadata(remote: remoteAddress, local: localAddress)
+        var metadata = DatagramMetadata(remote: remoteAddress, local: localAddress)
         while let first = unsent.first {
             guard let slot = socket.freeSlot else {
                 if socket.flush() { continue }
@@ -183,25 +207,27 @@ package final class DatagramChannel: ConnectionChannel {
                 transport.waitForWritable(self, context: context)
                 return
             }
-            // One batch: datagrams of the first one's size, the last of the run may be shorter.
-            let segmentSize = first.count
+            // One batch: datagrams of the first one's size and mark, the last of the run may be
+            // shorter.
+            let segmentSize = first.content.count
             let coalesce = segmentSize <= Self.coalescedSegmentLimit
             var length = 0
             var segments = 0
             while let next = unsent.first {
                 if segments > 0 {
-                    guard coalesce, next.count <= segmentSize, segments < UDPSegmentation.maxSegments,
-                        length + next.count <= slot.count
+                    guard coalesce, next.content.count <= segmentSize, next.ecn == first.ecn,
+                        segments < UDPSegmentation.maxSegments, length + next.content.count <= slot.count
                     else { break }
                 }
-                next.withUnsafeBytes { bytes in
+                next.content.withUnsafeBytes { bytes in
                     UnsafeMutableRawBufferPointer(rebasing: slot[length..<length + bytes.count]).copyMemory(from: bytes)
                 }
-                length += next.count
+                length += next.content.count
                 segments += 1
                 unsent.removeFirst()
-                if next.count < segmentSize { break }
+                if next.content.count < segmentSize { break }
             }
+            metadata.ecn = first.ecn
             socket.commitSlot(metadata, segmentSize: segmentSize, length: length)
         }
         if !socket.flush() {
@@ -243,7 +269,7 @@ package final class DatagramChannel: ConnectionChannel {
         unsent.removeAll()
         let waiting = waitingSends
         waitingSends.removeAll()
-        for (_, completion) in waiting { completion.resume(.failure(error)) }
+        for (_, _, completion) in waiting { completion.resume(.failure(error)) }
         return error
     }
 
@@ -290,7 +316,9 @@ package final class DatagramClientTransport: DatagramChannelTransport, LoopHandl
             channel.fail(error, context: context)
             return
         }
-        channel.attach(transport: self, remote: remote, local: socket.localAddress, context: context)
+        channel.attach(
+            transport: self, remote: remote, local: socket.localAddress, unixPath: (socket as? UnixDatagramSocket)?.path.path,
+            context: context)
     }
 
     package func waitForWritable(_ channel: DatagramChannel, context: LoopContext) {

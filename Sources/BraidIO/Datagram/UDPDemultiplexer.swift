@@ -54,7 +54,9 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
                         return
                     }
                     channels[metadata.remote] = made
-                    made.attach(transport: self, remote: metadata.remote, local: metadata.local, context: context)
+                    made.attach(
+                        transport: self, remote: metadata.remote, local: metadata.local,
+                        unixPath: (socket as? UnixDatagramSocket)?.path.path, context: context)
                     guard made.finalError == nil else { return }
                     channel = made
                 }

@@ -16,18 +16,25 @@ package final class UDPServerGroup: Sendable {
 
     /// Binds one socket per loop and starts reading.
     /// - Parameters:
+    ///   - unixPath: serve a Unix-domain datagram socket there instead of `address`: one
+    ///     socket, on the first loop.
     ///   - idleTimeout: a peer's channel that sends and receives nothing for this long ends
     ///     (`DatagramChannelError.idleTimeout`).
     ///   - makeAccept: called on each loop; returns what makes the channel of a new peer (on
     ///     the loop), or nil to drop the datagram (the listener is full).
     package static func start(
-        loops: [EventLoop], bindTo address: SocketAddress, batching: BatchingOptions, idleTimeout: Duration,
+        loops: [EventLoop], bindTo address: SocketAddress, unixPath: UnixSocketPath? = nil, batching: BatchingOptions,
+        idleTimeout: Duration,
         sockets: any DatagramSocketFactory,
         makeAccept: @escaping @Sendable (LoopContext) -> (DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?
     ) async throws -> UDPServerGroup {
         precondition(!loops.isEmpty, "a server group needs a loop")
-        let (demultiplexers, bound) = try await PerLoopBinding.bind(loops: loops, to: address) { _, target, context throws -> (UDPDemultiplexer, SocketAddress) in
-            let socket = try sockets.bind(target, batching: batching, receiveSlots: 32, sendBatches: 16, reusePort: loops.count > 1)
+        // A Unix-domain path cannot be shared: it gets one socket, on the first loop.
+        let (demultiplexers, bound) = try await PerLoopBinding.bind(loops: unixPath == nil ? loops : [loops[0]], to: address) {
+            _, target, context throws -> (UDPDemultiplexer, SocketAddress) in
+            let socket =
+                try unixPath.map { try sockets.bind(unixPath: $0) }
+                ?? sockets.bind(target, batching: batching, receiveSlots: 32, sendBatches: 16, reusePort: loops.count > 1)
             try (socket as? UDPSocket)?.allowFragmentation()
             let demultiplexer = UDPDemultiplexer(socket: socket, idleTimeout: idleTimeout, accept: makeAccept(context))
             do {

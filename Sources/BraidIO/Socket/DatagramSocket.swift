@@ -41,12 +41,25 @@ package protocol DatagramSocketFactory: Sendable {
     /// The same factory with every socket marking its datagrams with the DSCP code point
     /// `dscp` (a service class). Throws where sockets cannot mark.
     func markingDSCP(_ dscp: UInt8) throws -> any DatagramSocketFactory
+    /// A Unix-domain datagram socket connected to `path` (see `UnixDatagramSocket`).
+    func connect(toUnixPath path: UnixSocketPath) throws -> any DatagramSocket
+    /// A server's Unix-domain datagram socket bound to `path`.
+    func bind(unixPath path: UnixSocketPath) throws -> any DatagramSocket
 }
 
 extension DatagramSocketFactory {
     /// Sockets that are not the kernel's have no interfaces to bind to.
     package func boundToDevice(_ name: String) throws -> any DatagramSocketFactory {
         throw DatapathError.system("SO_BINDTODEVICE \(name) on \(Self.self)", EOPNOTSUPP)
+    }
+
+    /// Networks without Unix-domain sockets (the tests' in-memory one) refuse them.
+    package func connect(toUnixPath path: UnixSocketPath) throws -> any DatagramSocket {
+        throw DatapathError.system("connect(\(path))", EAFNOSUPPORT)
+    }
+
+    package func bind(unixPath path: UnixSocketPath) throws -> any DatagramSocket {
+        throw DatapathError.system("bind(\(path))", EAFNOSUPPORT)
     }
 
     /// Sockets that are not the kernel's carry no IP header to mark.
@@ -91,5 +104,15 @@ package struct UDPSockets: DatagramSocketFactory {
 
     package func markingDSCP(_ dscp: UInt8) throws -> any DatagramSocketFactory {
         UDPSockets(device: device, dscp: dscp)
+    }
+
+    /// A Unix-domain socket has no IP header to mark and no interface: `dscp` and `device`
+    /// do not apply.
+    package func connect(toUnixPath path: UnixSocketPath) throws -> any DatagramSocket {
+        try UnixDatagramSocket(connectingTo: path)
+    }
+
+    package func bind(unixPath path: UnixSocketPath) throws -> any DatagramSocket {
+        try UnixDatagramSocket(bindingTo: path)
     }
 }

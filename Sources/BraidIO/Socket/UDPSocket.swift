@@ -38,6 +38,9 @@ public final class UDPSocket {
     /// The DSCP code point of every datagram (the upper six bits of IP_TOS / IPV6_TCLASS).
     package let dscp: UInt8
     private let answersFromPacketAddress: Bool
+    /// Bound to `::` with IPV6_V6ONLY off: IPv4 peers arrive as ::ffff:a.b.c.d and are
+    /// reported (and addressed) as plain IPv4, with IPv4 control messages.
+    private let isDualStack: Bool
 
     // Receive side: `receiveSlots` slots of one message each, in an area taken from
     // `UDPMessageAreaPool` for the duration of each receive.
@@ -90,6 +93,7 @@ public final class UDPSocket {
         self.logger = logger
         self.dscp = dscp & 0x3F
         isIPv6 = address.isIPv6
+        isDualStack = address.isIPv6 && address.isWildcard
         let family = isIPv6 ? AF_INET6 : AF_INET
         let fd = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw DatapathError.system("socket", errno) }
@@ -111,6 +115,13 @@ public final class UDPSocket {
                 } else {
                     try set(Int32(IPPROTO_IP), IP_TOS, tos, "IP_TOS")
                 }
+            }
+            if isDualStack {
+                try DualStack.acceptIPv4(on: fd)
+                // What IPv4 peers send and are sent goes by IPv4's options on the same socket.
+                try set(Int32(IPPROTO_IP), IP_RECVTOS, 1, "IP_RECVTOS")
+                try set(Int32(IPPROTO_IP), IP_MTU_DISCOVER, IP_PMTUDISC_PROBE, "IP_MTU_DISCOVER")
+                if dscp != 0 { try set(Int32(IPPROTO_IP), IP_TOS, Int32(dscp & 0x3F) << 2, "IP_TOS") }
             }
             if isIPv6 {
                 try set(Int32(IPPROTO_IPV6), IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS")
@@ -286,8 +297,13 @@ public final class UDPSocket {
             if answersFromPacketAddress && meta.has_destination != 0 {
                 local = SocketAddress(storage: meta.destination).withPort(localAddress.port)
             }
+            var remote = SocketAddress(storage: area.names[index])
+            if isDualStack {
+                remote = remote.unmappingIPv4
+                local = local.unmappingIPv4
+            }
             let ecn = ECN(bits: UInt32(meta.ecn))
-            let metadata = DatagramMetadata(remote: SocketAddress(storage: area.names[index]), local: local, ecn: ecn)
+            let metadata = DatagramMetadata(remote: remote, local: local, ecn: ecn)
             let segmentSize = meta.gro_segment_size > 0 ? Int(meta.gro_segment_size) : length
             let data = UnsafeRawBufferPointer(start: area.slot(index), count: length)
             var segments = 0
@@ -474,9 +490,12 @@ public final class UDPSocket {
         }
         let control = area.control + index * Int(BRAID_UDP_CMSG_CAPACITY)
         let withSource = answersFromPacketAddress && !batch.metadata.local.isWildcard
+        // A dual-stack socket sends to an IPv4 sockaddr as IPv4 (the kernel takes it as
+        // is), and such a datagram's TOS and source go in IPv4's control messages.
+        let ipv6Message = isIPv6 && batch.metadata.remote.isIPv6
         let controlLength = batch.metadata.local.withSockAddr { source, _ in
             braid_udp_build_cmsg(
-                control, Int(BRAID_UDP_CMSG_CAPACITY), isIPv6 ? 1 : 0, UInt16(segmentSize), batch.metadata.ecn.rawValue, dscp,
+                control, Int(BRAID_UDP_CMSG_CAPACITY), ipv6Message ? 1 : 0, UInt16(segmentSize), batch.metadata.ecn.rawValue, dscp,
                 withSource ? source : nil)
         }
         area.messages[index] = braid_mmsghdr(

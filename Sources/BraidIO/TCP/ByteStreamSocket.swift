@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What a byte-stream connection's owner needs of its socket: `TCPSocket` on a real network,
 /// or an in-memory socket for tests on a virtual loop. Readiness reaches the registered
 /// handler as `readable` / `writable`, level-triggered: reported again while it holds and the
@@ -5,6 +9,8 @@
 package protocol ByteStreamSocket: AnyObject {
     var localAddress: SocketAddress { get }
     var remoteAddress: SocketAddress { get }
+    /// A Unix-domain socket's socket file (nil for TCP; see `TCPSocket.unixPath`).
+    var unixPath: String? { get }
     /// An MPTCP socket (see `TCPSocket.isMultipath`).
     var isMultipath: Bool { get }
     /// A fast open client that has sent nothing yet: its first write sends the SYN.
@@ -49,6 +55,26 @@ package protocol ByteStreamSocketFactory: Sendable {
     func connect(to remote: SocketAddress, from local: SocketAddress?, options: TCPOptions) throws -> any ByteStreamSocket
     /// A listener on `address` (see `TCPListenerSocket.init`).
     func listen(on address: SocketAddress, options: TCPOptions, reusePort: Bool, backlog: Int) throws -> any ByteStreamListener
+    /// A Unix-domain stream socket connected to `path` (see `TCPSocket.connect(toUnixPath:)`).
+    func connect(toUnixPath path: UnixSocketPath) throws -> any ByteStreamSocket
+    /// A Unix-domain listener at `path` (see `TCPListenerSocket.init(unixPath:backlog:)`).
+    func listen(onUnixPath path: UnixSocketPath, backlog: Int) throws -> any ByteStreamListener
+}
+
+extension ByteStreamSocketFactory {
+    /// Networks without Unix-domain sockets (the tests' in-memory one) refuse them.
+    package func connect(toUnixPath path: UnixSocketPath) throws -> any ByteStreamSocket {
+        throw DatapathError.system("connect(\(path))", EAFNOSUPPORT)
+    }
+
+    package func listen(onUnixPath path: UnixSocketPath, backlog: Int) throws -> any ByteStreamListener {
+        throw DatapathError.system("bind(\(path))", EAFNOSUPPORT)
+    }
+}
+
+extension ByteStreamSocket {
+    /// In-memory sockets are TCP's.
+    package var unixPath: String? { nil }
 }
 
 extension TCPSocket: ByteStreamSocket {}
@@ -67,5 +93,13 @@ package struct TCPSockets: ByteStreamSocketFactory {
 
     package func listen(on address: SocketAddress, options: TCPOptions, reusePort: Bool, backlog: Int) throws -> any ByteStreamListener {
         try TCPListenerSocket(bindTo: address, options: options, reusePort: reusePort, backlog: backlog)
+    }
+
+    package func connect(toUnixPath path: UnixSocketPath) throws -> any ByteStreamSocket {
+        try TCPSocket.connect(toUnixPath: path)
+    }
+
+    package func listen(onUnixPath path: UnixSocketPath, backlog: Int) throws -> any ByteStreamListener {
+        try TCPListenerSocket(unixPath: path, backlog: backlog)
     }
 }

@@ -34,6 +34,11 @@ public final class TCPListenerSocket {
     public private(set) var isOpen = true
     /// Options the MPTCP layer does not support on the listener and that were left unset.
     public let unsupportedOptions: [String]
+    /// A Unix-domain listener's socket file (nil for TCP), with the device and inode it had
+    /// when bound: `close` removes the file only while it is still this listener's.
+    private let unixSocket: (path: UnixSocketPath, device: UInt64, inode: UInt64)?
+    /// A Unix-domain listener's socket file; nil for TCP.
+    public var unixPath: String? { unixSocket?.path.path }
 
     /// Test hook: while set, accept4 is not called and fails with this errno instead (to
     /// exercise the exhaustion pause without exhausting the process's descriptors, which
@@ -47,8 +52,8 @@ public final class TCPListenerSocket {
     /// Opens, binds and listens.
     /// - Parameters:
     ///   - address: IPv4 or IPv6, a wildcard (0.0.0.0, ::) or one address; port 0 picks one.
-    ///     An IPv6 wildcard listener accepts IPv4 clients too (as IPv4-mapped addresses)
-    ///     unless net.ipv6.bindv6only is set.
+    ///     An IPv6 wildcard listener accepts IPv4 clients too (IPV6_V6ONLY off, whatever
+    ///     net.ipv6.bindv6only says), reported as plain IPv4 addresses.
     ///   - options: per-connection options for accepted sockets; also `multipath` (an MPTCP
     ///     listener, TCP when the kernel refuses), `fastOpen` (TCP_FASTOPEN with
     ///     `fastOpenQueueLength`) and the buffer sizes (set before listen).
@@ -73,6 +78,7 @@ public final class TCPListenerSocket {
             // A restarted server binds again while old connections sit in TIME_WAIT.
             try set(SO_REUSEADDR, "SO_REUSEADDR")
             if reusePort { try set(SO_REUSEPORT, "SO_REUSEPORT") }
+            if address.isIPv6 && address.isWildcard { try DualStack.acceptIPv4(on: fd) }
             unsupportedOptions = try options.apply(
                 to: fd, isIPv6: address.isIPv6, multipath: multipath, role: .listener(fastOpenQueue: fastOpenQueueLength),
                 calls: &counters.controlCalls)
@@ -91,6 +97,39 @@ public final class TCPListenerSocket {
         isMultipath = multipath
         self.options = options
         self.counters = counters
+        unixSocket = nil
+    }
+
+    /// Binds a Unix-domain stream socket at `path` and listens. A socket file someone left
+    /// there (a listener that is gone: connecting to it is refused) is removed first, as a
+    /// restarted server expects; a socket someone still listens on fails with EADDRINUSE, and
+    /// a file that is not a socket (a regular file, a directory) is never removed: EADDRINUSE
+    /// too. `close` removes the socket file, if it is still the one this listener made.
+    package init(unixPath path: UnixSocketPath, backlog: Int = 1024) throws {
+        var counters = SocketCounters()
+        counters.controlCalls += try path.removeStaleSocketFile(type: Int32(SOCK_STREAM.rawValue))
+        counters.controlCalls += 1
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw DatapathError.system("socket(AF_UNIX)", errno) }
+        counters.controlCalls += 2
+        guard path.withSockAddr({ bind(fd, $0, $1) }) == 0 else {
+            let error = errno
+            Glibc.close(fd)
+            throw DatapathError.system("bind(\(path))", error)
+        }
+        guard listen(fd, Int32(clamping: backlog)) == 0, let identity = path.socketFileIdentity() else {
+            let error = errno
+            Glibc.close(fd)
+            unlink(path.path)
+            throw DatapathError.system("listen(\(path))", error)
+        }
+        self.fd = fd
+        localAddress = .unspecified
+        isMultipath = false
+        options = TCPOptions()
+        unsupportedOptions = []
+        self.counters = counters
+        unixSocket = (path, identity.device, identity.inode)
     }
 
     deinit { close() }
@@ -113,6 +152,9 @@ public final class TCPListenerSocket {
             } else {
                 counters.acceptCalls += 1
                 fd = braid_accept4(self.fd, &storage, &length)
+            }
+            if fd >= 0, let unixSocket {
+                return TCPSocket.accepted(fd: fd, unixPath: unixSocket.path.path)
             }
             if fd >= 0 {
                 return try TCPSocket.accepted(
@@ -175,5 +217,11 @@ public final class TCPListenerSocket {
         token = nil
         counters.controlCalls += 1
         Glibc.close(fd)
+        if let unixSocket, let now = unixSocket.path.socketFileIdentity(), now.device == unixSocket.device,
+            now.inode == unixSocket.inode
+        {
+            counters.controlCalls += 1
+            unlink(unixSocket.path.path)
+        }
     }
 }

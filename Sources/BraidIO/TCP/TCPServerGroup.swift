@@ -15,18 +15,25 @@ package final class TCPServerGroup: Sendable {
     }
 
     /// Binds one listening socket per loop and starts accepting.
-    /// - Parameter makeHandler: called on each loop; returns what takes that loop's accepted
-    ///   sockets (on the loop).
+    /// - Parameters:
+    ///   - unixPath: listen on a Unix-domain socket there instead of `address`: one socket,
+    ///     on the first loop (Unix-domain sockets cannot share a path).
+    ///   - makeHandler: called on each loop; returns what takes that loop's accepted
+    ///     sockets (on the loop).
     package static func start(
-        loops: [EventLoop], bindTo address: SocketAddress, options: TCPOptions, backlog: Int = 1024,
+        loops: [EventLoop], bindTo address: SocketAddress, unixPath: UnixSocketPath? = nil, options: TCPOptions, backlog: Int = 1024,
         sockets: any ByteStreamSocketFactory,
         makeHandler: @escaping @Sendable (LoopContext) -> (any ByteStreamSocket, LoopContext) -> Void
     ) async throws -> TCPServerGroup {
         precondition(!loops.isEmpty, "a server group needs a loop")
-        let (acceptors, bound) = try await PerLoopBinding.bind(loops: loops, to: address) { _, target, context throws -> (TCPAcceptor, SocketAddress) in
+        // A Unix-domain path cannot be shared: it gets one socket, on the first loop.
+        let (acceptors, bound) = try await PerLoopBinding.bind(loops: unixPath == nil ? loops : [loops[0]], to: address) {
+            _, target, context throws -> (TCPAcceptor, SocketAddress) in
             // One loop needs no port sharing; leaving SO_REUSEPORT off then makes a second
             // server on the same port fail with EADDRINUSE instead of joining it.
-            let listener = try sockets.listen(on: target, options: options, reusePort: loops.count > 1, backlog: backlog)
+            let listener =
+                try unixPath.map { try sockets.listen(onUnixPath: $0, backlog: backlog) }
+                ?? sockets.listen(on: target, options: options, reusePort: loops.count > 1, backlog: backlog)
             let acceptor = TCPAcceptor(listener: listener, accepted: makeHandler(context))
             do {
                 _ = try listener.register(acceptor, in: context)

@@ -37,6 +37,9 @@ public final class TCPSocket {
     /// the owner must write before it waits to read.
     public private(set) var connectDeferredUntilWrite: Bool
     public private(set) var isOpen = true
+    /// The socket file of a Unix-domain stream socket (the one connected to, or the
+    /// listener's); nil for TCP. Such a socket's addresses are `SocketAddress.unspecified`.
+    public let unixPath: String?
 
     /// Regions one `write` takes at most (the socket owns room for this many iovecs).
     public static let maxWriteRegions = 64
@@ -47,9 +50,10 @@ public final class TCPSocket {
 
     private init(
         fd: Int32, remote: SocketAddress, local: SocketAddress, isMultipath: Bool, options: TCPOptions, unsupported: [String],
-        connecting: Bool, deferred: Bool, counters: SocketCounters
+        connecting: Bool, deferred: Bool, counters: SocketCounters, unixPath: String? = nil
     ) {
         self.fd = fd
+        self.unixPath = unixPath
         remoteAddress = remote
         localAddress = local
         self.isMultipath = isMultipath
@@ -114,6 +118,37 @@ public final class TCPSocket {
         }
     }
 
+    /// Opens a non-blocking Unix-domain stream socket connected to `path`. Such a connect
+    /// completes or fails at once: ENOENT (no socket file there), ECONNREFUSED (a socket file
+    /// nobody listens on), EAGAIN (the listener's backlog is full), EACCES. TCP's options
+    /// mean nothing on it and none is set.
+    package static func connect(toUnixPath path: UnixSocketPath) throws -> TCPSocket {
+        var counters = SocketCounters()
+        counters.controlCalls += 1
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw DatapathError.system("socket(AF_UNIX)", errno) }
+        var result: Int32
+        repeat {
+            counters.controlCalls += 1
+            result = path.withSockAddr { Glibc.connect(fd, $0, $1) }
+        } while result != 0 && errno == EINTR
+        guard result == 0 else {
+            let error = errno
+            Glibc.close(fd)
+            throw DatapathError.system("connect(\(path))", error)
+        }
+        return TCPSocket(
+            fd: fd, remote: .unspecified, local: .unspecified, isMultipath: false, options: TCPOptions(), unsupported: [],
+            connecting: false, deferred: false, counters: counters, unixPath: path.path)
+    }
+
+    /// Wraps a socket a Unix-domain listener on `path` accepted (already non-blocking).
+    static func accepted(fd: Int32, unixPath path: String) -> TCPSocket {
+        TCPSocket(
+            fd: fd, remote: .unspecified, local: .unspecified, isMultipath: false, options: TCPOptions(), unsupported: [],
+            connecting: false, deferred: false, counters: SocketCounters(), unixPath: path)
+    }
+
     /// Wraps a socket a listener accepted (already non-blocking), applying `options`.
     static func accepted(
         fd: Int32, remote: SocketAddress, isMultipath: Bool, options: TCPOptions, counters: inout SocketCounters
@@ -124,9 +159,10 @@ public final class TCPSocket {
                 to: fd, isIPv6: remote.isIPv6, multipath: isMultipath, role: .accepted(mappedIPv4: remote.isIPv4Mapped),
                 calls: &own.controlCalls)
             let local = try boundAddress(fd, calls: &own.controlCalls)
+            // A dual-stack listener's IPv4 clients are reported as IPv4, not ::ffff:a.b.c.d.
             return TCPSocket(
-                fd: fd, remote: remote, local: local, isMultipath: isMultipath, options: options, unsupported: unsupported,
-                connecting: false, deferred: false, counters: own)
+                fd: fd, remote: remote.unmappingIPv4, local: local.unmappingIPv4, isMultipath: isMultipath, options: options,
+                unsupported: unsupported, connecting: false, deferred: false, counters: own)
         } catch {
             own.controlCalls += 1
             Glibc.close(fd)
@@ -337,15 +373,5 @@ public final class TCPSocket {
     public func setWantsWritable(_ wants: Bool) {
         guard let token, let context else { return }
         context.setWantsWritable(token, wants)
-    }
-}
-
-extension SocketAddress {
-    /// An IPv6 address of the form ::ffff:a.b.c.d (an IPv4 peer of a dual-stack socket).
-    var isIPv4Mapped: Bool {
-        guard isIPv6 else { return false }
-        return withUnsafeBytes(of: storage.sin6_addr) { bytes in
-            bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
-        }
     }
 }

@@ -98,6 +98,8 @@ package struct QUICServerConfiguration: Sendable {
     /// PEM certificate chain (leaf first) and private key.
     package var certificateChainFile: String
     package var privateKeyFile: String
+    /// A chain and key in memory, presented instead of the two files when set.
+    package var identityMaterial: TLSIdentityMaterial?
     package var transport = QUICTransportConfiguration()
     package var retry: QUICRetryPolicy = .automatic
     /// Accept 0-RTT data from resuming clients (with a replay filter).

@@ -143,7 +143,9 @@ package final class QUICServerEndpoint {
     package convenience init(configuration: QUICServerConfiguration, keys: QUICServerKeys? = nil, connectionIDTag: UInt8? = nil) throws {
         try Self.validate(configuration)
         let credentials = try mappingTLSErrors {
-            try TLSCredentials.server(certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile)
+            try TLSCredentials.server(
+                certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile,
+                identity: configuration.identityMaterial)
         }
         try self.init(configuration: configuration, keys: keys, connectionIDTag: connectionIDTag, credentials: credentials)
     }

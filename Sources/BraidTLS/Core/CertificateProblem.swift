@@ -12,6 +12,8 @@ public enum CertificateProblem: Sendable, Hashable, CustomStringConvertible {
     case pinMismatch
     /// The peer sent no certificate.
     case missing
+    /// The application's own check (a verify block) refused it.
+    case rejected
 
     public var description: String {
         switch self {
@@ -21,6 +23,7 @@ public enum CertificateProblem: Sendable, Hashable, CustomStringConvertible {
         case .invalid(let why): "invalid (\(why))"
         case .pinMismatch: "public key does not match any configured SPKI pin"
         case .missing: "no certificate was presented"
+        case .rejected: "refused by the application's own verification"
         }
     }
 }

@@ -21,6 +21,18 @@ public struct TLSCertificateVerification: Sendable, Hashable {
         return v
     }
 
+    /// What a resumption ticket was earned under: a session resumes only under the same checks
+    /// that accepted its server, so a ticket from a connection that trusted other authorities
+    /// or pins, or skipped the checks, never lets another connection skip its own.
+    package var resumptionScope: String {
+        let roots = switch trustRoots {
+        case .system: "system"
+        case .certificateAuthorityFile(let path): "ca=\(path)"
+        }
+        let pins = pinnedSPKISHA256.map { $0.map { String($0, radix: 16) }.joined() }.sorted().joined(separator: ",")
+        return "\(roots);pins=\(pins);\(insecureSkipChainAndHostnameVerification ? "unchecked" : "checked")"
+    }
+
     /// Throws unless every pin is a SHA-256 digest.
     package func validate() throws(TLSError) {
         for pin in pinnedSPKISHA256 where pin.count != 32 {

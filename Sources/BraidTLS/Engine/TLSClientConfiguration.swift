@@ -16,11 +16,20 @@ public struct TLSClientConfiguration: Sendable, Hashable {
     /// Our certificate chain (leaf first) and key, PEM files, for servers that ask for one (mutual TLS).
     public var certificateChainFile: String? = nil
     public var privateKeyFile: String? = nil
+    /// The cipher suites allowed, by IANA number (empty: GnuTLS's defaults); see
+    /// `TLSCipherSuiteSelection` for how GnuTLS applies them.
+    package var cipherSuites: [UInt16] = []
+    /// A chain and key in memory, presented instead of the two files when set.
+    package var identityMaterial: TLSIdentityMaterial?
     /// The lowest and highest TLS versions we negotiate (default 1.2 through 1.3).
     public var minimumVersion: TLSVersion = .v1_2
     public var maximumVersion: TLSVersion = .v1_3
     /// Accept session tickets so later connections can resume (`TLSEvent.sessionTicket`).
     public var sessionTicketsEnabled = true
+    /// The caller judges the server's certificate instead of `verification`: a full handshake
+    /// stops at `TLSEvent.peerAwaitingVerdict` until `acceptPeer()` or `rejectPeer()`, and no
+    /// application data moves before (a resumed session was judged when it was first made).
+    public var callerVerifiesPeer = false
 
     public init(alpn: [String] = []) { self.alpn = alpn }
 }

@@ -9,7 +9,8 @@ public final class TLSClientContext: Sendable {
     /// Validates the configuration and loads the credentials; throws `TLSError.configuration`.
     public init(configuration: TLSClientConfiguration) throws(TLSError) {
         try configuration.verification.validate()
-        priority = try TLSPriority(tlsPriority(minimum: configuration.minimumVersion, maximum: configuration.maximumVersion))
+        priority = try TLSPriority(tlsPriority(
+            minimum: configuration.minimumVersion, maximum: configuration.maximumVersion, cipherSuites: configuration.cipherSuites))
         try validateALPN(configuration.alpn)
         guard (configuration.certificateChainFile == nil) == (configuration.privateKeyFile == nil) else {
             throw .configuration("a client identity needs both certificateChainFile and privateKeyFile")
@@ -17,18 +18,20 @@ public final class TLSClientContext: Sendable {
         self.configuration = configuration
         credentials = try TLSCredentials.client(
             trust: configuration.verification.trustRoots, certificateChainFile: configuration.certificateChainFile,
-            privateKeyFile: configuration.privateKeyFile)
+            privateKeyFile: configuration.privateKeyFile, identity: configuration.identityMaterial)
     }
 }
 
 /// GnuTLS's NORMAL set restricted to the allowed versions, with Braid's key exchange groups
 /// (`TLSKeyExchange`).
-func tlsPriority(minimum: TLSVersion, maximum: TLSVersion) throws(TLSError) -> String {
+func tlsPriority(minimum: TLSVersion, maximum: TLSVersion, cipherSuites: [UInt16] = []) throws(TLSError) -> String {
     guard minimum <= maximum else {
         throw .configuration("minimumVersion \(minimum) is above maximumVersion \(maximum)")
     }
     let versions = [TLSVersion.v1_3, .v1_2].filter { minimum <= $0 && $0 <= maximum }
-    return (["NORMAL", "-VERS-ALL"] + versions.map(\.priorityKeyword) + [TLSKeyExchange.tlsGroups]).joined(separator: ":")
+    let suites = try TLSCipherSuiteSelection.priorityFragment(for: cipherSuites, versions: versions)
+    return (["NORMAL", "-VERS-ALL"] + versions.map(\.priorityKeyword) + [TLSKeyExchange.tlsGroups] + (suites.isEmpty ? [] : [suites]))
+        .joined(separator: ":")
 }
 
 /// ALPN protocol names are 1 to 255 bytes (RFC 7301 §3.1).

@@ -53,9 +53,15 @@ extension TLSConnection {
             state = .handshaking
             fallthrough
         case .handshaking:
-            guard try advanceHandshake(deliver: deliver, events: &events) else { return events }
+            guard try advanceHandshake(deliver: deliver, events: &events), isHandshakeComplete else { return events }
+        case .awaitingVerdict:
+            // Nothing from an unjudged peer reaches the caller: its records stay buffered.
+            return events
         case .established:
-            break
+            if announcesCompletion {
+                announcesCompletion = false
+                events.append(.handshakeCompleted)
+            }
         }
         try receiveRecords(deliver: deliver, events: &events)
         return events
@@ -91,17 +97,39 @@ extension TLSConnection {
     }
 
     private func completeHandshake(events: inout [TLSEvent]) {
-        state = .established
         negotiatedALPN = BraidTLS.negotiatedALPN(session)
         negotiatedVersion = TLSVersion(gnutls_protocol_get_version(session))
         isResumed = gnutls_session_is_resumed(session) != 0
         earlyDataAccepted = gnutls_session_get_flags(session) & GNUTLS_SFLAGS_EARLY_DATA.rawValue != 0
-        events.append(.handshakeCompleted)
+        if clientContext?.configuration.callerVerifiesPeer == true && !isResumed {
+            state = .awaitingVerdict
+            events.append(.peerAwaitingVerdict)
+        } else {
+            state = .established
+            events.append(.handshakeCompleted)
+        }
         if role == .client && !earlyData.isEmpty && !earlyDataAccepted {
             events.append(.earlyDataRejected(byteCount: earlyData.count))
         }
         // A TLS 1.2 ticket arrives inside the handshake; GnuTLS can export it only now.
         if ticketArrived { takeTicket(events: &events) }
+    }
+
+    /// The caller accepts the peer it was asked about (`.peerAwaitingVerdict`): the next
+    /// `process` reports `.handshakeCompleted` and goes on with what arrived meanwhile.
+    public func acceptPeer() {
+        guard case .awaitingVerdict = state else { return }
+        state = .established
+        announcesCompletion = true
+    }
+
+    /// The caller refuses the peer: the connection fails with `.certificateRejected(.rejected)`,
+    /// and a bad_certificate alert is queued in the pending ciphertext (flush it before closing).
+    public func rejectPeer() {
+        guard case .awaitingVerdict = state else { return }
+        certificateProblem = .rejected
+        state = .failed(.certificateRejected(.rejected))
+        _ = gnutls_alert_send(session, GNUTLS_AL_FATAL, GNUTLS_A_BAD_CERTIFICATE)
     }
 
     /// Server: hands out the 0-RTT plaintext GnuTLS has buffered so far.

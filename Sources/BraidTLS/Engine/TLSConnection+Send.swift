@@ -61,7 +61,8 @@ extension TLSConnection {
     private func checkSendable() throws(TLSError) {
         switch state {
         case .failed(let error): throw error
-        case .notStarted, .handshaking: throw .invalidState("send before the handshake completed (use sendEarlyData for 0-RTT)")
+        case .notStarted, .handshaking, .awaitingVerdict:
+            throw .invalidState("send before the handshake completed (use sendEarlyData for 0-RTT)")
         case .established: break
         }
         guard !closeSent else { throw .invalidState("send after close()") }

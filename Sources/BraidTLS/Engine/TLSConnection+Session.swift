@@ -134,6 +134,8 @@ extension TLSConnection {
     /// against its client CAs (no name), or accepts its absence when authentication is optional.
     private func peerCertificateProblem() -> CertificateProblem? {
         if let clientContext {
+            // The caller judges the chain after the handshake (`.peerAwaitingVerdict`).
+            if clientContext.configuration.callerVerifiesPeer { return nil }
             return verifyPeerCertificate(of: session, verification: clientContext.configuration.verification, hostname: serverName)
         }
         let configuration = serverContext!.configuration

@@ -58,12 +58,16 @@ public final class TLSConnection {
         /// Client before its first `process`: `sendEarlyData` is still possible.
         case notStarted
         case handshaking
+        /// Handshake done, waiting for the caller's verdict on the peer (`callerVerifiesPeer`).
+        case awaitingVerdict
         case established
         case failed(TLSError)
     }
     var state: State
     /// The transport ended (`endOfInput`): the pull function reports EOF instead of "try again".
     var inputEnded = false
+    /// The caller accepted the peer: the next `process` reports `.handshakeCompleted`.
+    var announcesCompletion = false
     /// Our own certificate check failed (set inside GnuTLS's verify callback).
     var certificateProblem: CertificateProblem?
     /// Server: the ALPN list from the client's hello, for `alpnMismatch` (nil: it sent none).
@@ -116,7 +120,9 @@ public final class TLSConnection {
             if client?.configuration.sessionTicketsEnabled == false { flags |= GNUTLS_NO_TICKETS.rawValue }
             // Send our certificate even if it names no CA the server listed: a clear rejection
             // beats a silent missing certificate.
-            if client?.configuration.certificateChainFile != nil { flags |= GNUTLS_FORCE_CLIENT_CERT.rawValue }
+            if client?.configuration.certificateChainFile != nil || client?.configuration.identityMaterial != nil {
+                flags |= GNUTLS_FORCE_CLIENT_CERT.rawValue
+            }
         } else if let server {
             if !server.configuration.sessionTicketsEnabled { flags |= GNUTLS_NO_TICKETS.rawValue }
             if server.configuration.earlyDataEnabled { flags |= GNUTLS_ENABLE_EARLY_DATA.rawValue }

@@ -16,6 +16,11 @@ public struct TLSServerConfiguration: Sendable, Hashable {
     /// Our certificate chain (leaf first) and private key, PEM files.
     public var certificateChainFile: String
     public var privateKeyFile: String
+    /// The cipher suites allowed, by IANA number (empty: GnuTLS's defaults); see
+    /// `TLSCipherSuiteSelection` for how GnuTLS applies them.
+    package var cipherSuites: [UInt16] = []
+    /// A chain and key in memory, presented instead of the two files when set.
+    package var identityMaterial: TLSIdentityMaterial?
     /// Whether clients are asked for a certificate.
     public var peerAuthentication: TLSPeerAuthentication = .none
     /// The CAs a client certificate must chain to. Nil with `.optional`/`.required`: the chain is
@@ -38,5 +43,11 @@ public struct TLSServerConfiguration: Sendable, Hashable {
         self.alpn = alpn
         self.certificateChainFile = certificateChainFile
         self.privateKeyFile = privateKeyFile
+    }
+
+    /// A server presenting a chain and key held in memory.
+    package init(alpn: [String] = [], identity: TLSIdentityMaterial) {
+        self.init(alpn: alpn, certificateChainFile: "", privateKeyFile: "")
+        identityMaterial = identity
     }
 }

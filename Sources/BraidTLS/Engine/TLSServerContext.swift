@@ -11,7 +11,8 @@ public final class TLSServerContext: Sendable {
 
     /// Validates the configuration and loads the credentials; throws `TLSError.configuration`.
     public init(configuration: TLSServerConfiguration) throws(TLSError) {
-        priority = try TLSPriority(tlsPriority(minimum: configuration.minimumVersion, maximum: configuration.maximumVersion))
+        priority = try TLSPriority(tlsPriority(
+            minimum: configuration.minimumVersion, maximum: configuration.maximumVersion, cipherSuites: configuration.cipherSuites))
         try validateALPN(configuration.alpn)
         if configuration.earlyDataEnabled {
             guard configuration.sessionTicketsEnabled else {
@@ -28,7 +29,7 @@ public final class TLSServerContext: Sendable {
         self.configuration = configuration
         credentials = try TLSCredentials.server(
             certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile,
-            clientTrust: configuration.clientCertificateAuthorityFile.map { .certificateAuthorityFile($0) })
+            identity: configuration.identityMaterial, clientTrust: configuration.clientCertificateAuthorityFile.map { .certificateAuthorityFile($0) })
         ticketKey = configuration.sessionTicketsEnabled ? TLSTicketKey(bytes: try TLSTicketKey.generateBytes()) : nil
         antiReplay = configuration.earlyDataEnabled ? try TLSAntiReplay(filter: TLSReplayFilter()) : nil
     }

@@ -81,7 +81,7 @@ package func alert(for problem: CertificateProblem) -> gnutls_alert_description_
     case .untrusted: GNUTLS_A_UNKNOWN_CA
     case .expired: GNUTLS_A_CERTIFICATE_EXPIRED
     case .missing: GNUTLS_A_CERTIFICATE_REQUIRED
-    case .nameMismatch, .pinMismatch, .invalid: GNUTLS_A_BAD_CERTIFICATE
+    case .nameMismatch, .pinMismatch, .invalid, .rejected: GNUTLS_A_BAD_CERTIFICATE
     }
 }
 

@@ -387,7 +387,7 @@ import BraidCore
     @Test func aListenerWithoutAnIdentityFailsClearly() async throws {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TLS() }
         await #expect(throws: NetworkError.invalidConfiguration(
-            "a TLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:)")) {
+            "a TLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:) (classic API: sec_protocol_options_set_local_identity)")) {
             try await listener.run { _ in }
         }
     }

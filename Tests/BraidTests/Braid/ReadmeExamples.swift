@@ -176,6 +176,23 @@ func readmeClassicClient(port: NWEndpoint.Port) -> NWConnection {
     return connection
 }
 
+/// README (porting): a verify block pinning the server's key.
+func readmePinnedClient(port: NWEndpoint.Port, loadPinnedKey: () -> Data) -> NWConnection {
+    let pinnedKey: Data = loadPinnedKey()
+    let tls = NWProtocolTLS.Options()
+    sec_protocol_options_set_verify_block(tls.securityProtocolOptions, { metadata, trust, complete in
+        let trust = sec_trust_copy_ref(trust).takeRetainedValue()
+        guard let key = SecTrustCopyKey(trust),
+              let presented = SecKeyCopyExternalRepresentation(key, nil) as Data? else {
+            complete(false)
+            return
+        }
+        complete(presented == pinnedKey)
+    }, DispatchQueue(label: "verify"))
+    let connection = NWConnection(host: "localhost", port: port, using: NWParameters(tls: tls))
+    return connection
+}
+
 /// README: the Coder example's message type.
 enum GameMessage: Codable, Sendable, Equatable {
     case selectedCharacter(String)
@@ -237,6 +254,36 @@ func readmeTLVServer(port: NWEndpoint.Port, certificate: String, key: String) as
     try await listener.run { connection in
         for try await (content, metadata) in connection.messages {
             try await connection.send(content, type: metadata.type)
+        }
+    }
+}
+
+/// README: a WebSocket client.
+func readmeWebSocketClient(port: NWEndpoint.Port) async throws -> (String, NWProtocolWebSocket.Opcode) {
+    let socket = NetworkConnection(to: .url(URL(string: "wss://www.example.com:\(port)/chat")!)) {
+        WebSocket { TLS() }.subprotocols(["chat"])
+    }
+    try await socket.send("hello")
+    let (content, metadata) = try await socket.receive()
+    print(metadata.opcode, String(decoding: content, as: UTF8.self))
+    try await socket.close(code: .protocolCode(.normalClosure), reason: "done")
+    socket.cancel()
+    return (String(decoding: content, as: UTF8.self), metadata.opcode)
+}
+
+/// README: a WebSocket echo server.
+func readmeWebSocketServer(port: NWEndpoint.Port, certificate: String, key: String) async throws {
+    let listener = NetworkListener(port: port) {
+        WebSocket { TLS().identity(certificateChainFile: certificate, privateKeyFile: key) }.subprotocols(["chat"])
+    }
+    try await listener.run { connection in
+        for try await (content, metadata) in connection.messages {
+            switch metadata.opcode {
+            case .text: try await connection.send(String(decoding: content, as: UTF8.self))
+            case .binary: try await connection.send(content)
+            case .ping: try await connection.pong(content)
+            default: break
+            }
         }
     }
 }
@@ -449,6 +496,16 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
         }
     }
 
+    /// The README's WebSocket client and server talk (www.example.com resolves to this
+    /// machine, the test CA stands in for the system store).
+    @Test func webSocketExamplesTalk() async throws {
+        try await withExampleServer(readmeWebSocketServer) { port in
+            let echoed = try await Self.firstAnswer { try await readmeWebSocketClient(port: port) }
+            #expect(echoed.0 == "hello")
+            #expect(echoed.1 == .text)
+        }
+    }
+
     /// The Coder-on-QUIC-streams examples talk: the client's value comes back from the
     /// server's inbound stream.
     @Test(.timeLimit(.minutes(3))) func coderOnQUICStreamExamplesTalk() async throws {
@@ -523,6 +580,26 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
         }
         #expect(greeting == Data("hello".utf8))
         #expect(connection.state == .ready)
+    }
+
+    /// The pinning example reaches a server whose authority nobody trusts when the pin is the
+    /// server's key, and is refused when it is another's.
+    @Test(.timeLimit(.minutes(3))) func pinningExampleAcceptsItsKeyAndRefusesAnother() async throws {
+        let server = try await RunningStreamListener.start(
+            TLS().identity(certificateChainFile: Fixtures.path("untrusted.pem"), privateKeyFile: Fixtures.path("untrusted-key.pem")))
+        defer { server.task.cancel() }
+        func key(of name: String) throws -> Data {
+            let certificate = try #require(SecCertificateCreateWithData(nil, try Fixtures.der(name) as CFData))
+            return try #require(SecCertificateCopyKey(certificate).flatMap { SecKeyCopyExternalRepresentation($0, nil) } as Data?)
+        }
+        for (pin, accepted) in [(try key(of: "untrusted.pem"), true), (try key(of: "server.pem"), false)] {
+            let connection = readmePinnedClient(port: server.port) { pin }
+            defer { connection.cancel() }
+            let states = StateRecorder(connection)
+            connection.start(queue: DispatchQueue(label: "pinned"))
+            let outcome = try await states.wait(for: "ready or failed") { $0 == .ready || $0 == .failed(.tls(-9808)) }
+            #expect(outcome == (accepted ? .ready : .failed(.tls(-9808))))
+        }
     }
 
     /// The Coder-over-UDP examples talk: the client's value comes back from the server.

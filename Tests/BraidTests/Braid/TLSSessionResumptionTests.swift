@@ -30,6 +30,28 @@ import Testing
         return (echo, connection.isResumed, connection.earlyDataAccepted)
     }
 
+    /// A ticket earned by a client that skipped the certificate checks does not let a client
+    /// that checks resume past them: sharing the cache, the checking client still refuses a
+    /// server its authorities do not sign.
+    @Test func aTicketResumesOnlyUnderTheChecksThatEarnedIt() async throws {
+        let server = try await RunningStreamListener.start(
+            TLS().alpn(["echo"]).identity(certificateChainFile: Fixtures.path("untrusted.pem"), privateKeyFile: Fixtures.path("untrusted-key.pem")))
+        defer { server.task.cancel() }
+        let cache = TLS.SessionCache()
+        let lax = NetworkConnection(to: server.endpoint) {
+            TLS().alpn(["echo"]).serverName("localhost").insecureAcceptAnyCertificate().sessionCache(cache)
+        }
+        defer { lax.cancel() }
+        try await lax.send(Data("x".utf8))
+        _ = try await lax.receive(exactly: 1)
+        for _ in 0..<500 where cache.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(cache.count == 1)
+        let strict = NetworkConnection(to: server.endpoint) { testTLSClient().sessionCache(cache) }
+        defer { strict.cancel() }
+        await #expect(throws: NetworkError.self) { try await strict.send(Data("x".utf8)) }
+        #expect(!strict.isResumed)
+    }
+
     @Test func aResumedConnectionSendsEarlyDataTheServerAccepts() async throws {
         let server = try await earlyDataServer()
         defer { server.task.cancel() }

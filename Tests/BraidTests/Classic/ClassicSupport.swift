@@ -78,6 +78,13 @@ extension NWConnection {
         }
     }
 
+    /// `receiveMessage(completion:)` as an async call, with the received content's context.
+    func receiveMessageWithContext() async -> (content: Data?, context: ContentContext?, error: NWError?) {
+        await withCheckedContinuation { continuation in
+            receiveMessage { content, context, _, error in continuation.resume(returning: (content, context, error)) }
+        }
+    }
+
     /// `receiveMessage(completion:)` as an async call.
     func receiveMessageAsync() async -> (content: Data?, isComplete: Bool, error: NWError?) {
         await withCheckedContinuation { continuation in
@@ -92,22 +99,24 @@ final class ClassicEchoServer: Sendable {
     let listener: NWListener
     let queue = DispatchQueue(label: "classic-echo")
 
-    init(_ parameters: NWParameters) throws {
+    /// A listener with `parameters` whose connections `serve` answers (by default: echoes).
+    init(_ parameters: NWParameters, serving serve: @escaping @Sendable (NWConnection) -> Void = ClassicEchoServer.echo) throws {
         listener = try NWListener(using: parameters)
         let queue = queue
         listener.newConnectionHandler = { connection in
             connection.start(queue: queue)
-            Self.echo(connection)
+            serve(connection)
         }
     }
 
-    private static func echo(_ connection: NWConnection) {
+    @Sendable static func echo(_ connection: NWConnection) {
         connection.receive(minimumIncompleteLength: 1, maximumLength: 65536) { content, context, isComplete, error in
             guard error == nil else {
                 connection.cancel()
                 return
             }
-            let final = isComplete && connection.parameters.defaultProtocolStack.transportProtocol is NWProtocolTCP.Options
+            // A byte stream's end (TCP, a QUIC stream) is echoed too; a datagram's is not an end.
+            let final = isComplete && !(connection.parameters.defaultProtocolStack.transportProtocol is NWProtocolUDP.Options)
             if content != nil || final {
                 connection.send(content: content, contentContext: final ? .finalMessage : .defaultMessage, isComplete: true,
                                 completion: .contentProcessed { _ in })
@@ -119,16 +128,22 @@ final class ClassicEchoServer: Sendable {
 
     /// Starts listening and returns the port once ready.
     func start() async throws -> NWEndpoint.Port {
+        try await startListening()
+        return try #require(listener.port)
+    }
+
+    /// Starts listening and returns once ready (a Unix-domain listener has no port).
+    func startListening() async throws {
         let (states, continuation) = AsyncStream<NWListener.State>.makeStream()
         listener.stateUpdateHandler = { state in continuation.yield(state) }
         listener.start(queue: queue)
-        let port = try await withDeadline(.seconds(60)) { [listener] in
+        let ready = try await withDeadline(.seconds(60)) {
             for await state in states {
-                if case .ready = state { return listener.port }
+                if case .ready = state { return true }
                 if case .failed(let error) = state { throw error }
             }
             return nil
         }
-        return try #require(port)
+        #expect(ready == true)
     }
 }

@@ -282,7 +282,9 @@ import BraidCore
         connection.start(queue: DispatchQueue(label: "client"))
         #expect(try await states.wait(for: "failed") { if case .failed = $0 { true } else { false } } == .failed(.posix(.EOPNOTSUPP)))
 
-        let quic = NWConnection(host: "127.0.0.1", port: 9, using: .quic(alpn: ["h3"]))
+        let datagramFlow = NWProtocolQUIC.Options(alpn: ["h3"])
+        datagramFlow.isDatagram = true
+        let quic = NWConnection(host: "127.0.0.1", port: 9, using: NWParameters(quic: datagramFlow))
         let quicStates = StateRecorder(quic)
         quic.start(queue: DispatchQueue(label: "quic"))
         #expect(try await quicStates.wait(for: "failed") { if case .failed = $0 { true } else { false } } == .failed(.posix(.EOPNOTSUPP)))

@@ -128,6 +128,17 @@ func docExample_NetworkConnection_onBetterPathUpdate(_ connection: NetworkConnec
     }
 }
 
+func docExample_NetworkConnection_currentPath(_ connection: NetworkConnection<TCP>) {
+    if let path = connection.currentPath, let remote = path.remoteEndpoint {
+        print("talking to \(remote) over \(path.availableInterfaces.map(\.name))")
+    }
+}
+
+func docExample_NetworkConnection_tryNextEndpoint(_ connection: NetworkConnection<TCP>) async throws {
+    try await Task.sleep(for: .seconds(2))
+    if connection.state != .ready { connection.tryNextEndpoint() }
+}
+
 func docExample_NetworkConnection_close(_ connection: NetworkConnection<QUIC>) async {
     await connection.close()
     exit(0)
@@ -230,7 +241,8 @@ func docExample_UDP_socketStatistics(_ game: NetworkConnection<UDP>) async {
 func docExample_NWEndpoint() -> [NWEndpoint] {
     let byName: NWEndpoint = .hostPort(host: "example.com", port: 443)
     let literal: NWEndpoint = .hostPort(host: .ipv6(.loopback), port: 4433)
-    return [byName, literal]
+    let local: NWEndpoint = .unix(path: "/run/game/socket")
+    return [byName, literal, local]
 }
 
 /// Sources/Braid/Errors/NetworkError.swift
@@ -498,6 +510,7 @@ func docExample_TLSConnection(context: TLSClientContext, fd: Int32) throws -> TL
     @Test func valueExamplesBuildWhatTheySay() {
         #expect(docExample_NWEndpoint() == [
             .hostPort(host: .name("example.com"), port: 443), .hostPort(host: .ipv6(.loopback), port: 4433),
+            .unix(path: "/run/game/socket"),
         ])
         // GSO off, everything else (GRO, sendmmsg/recvmmsg) still on, as the comment says.
         #expect(docExample_BatchingOptions() == BatchingOptions(segmentationOffload: false))
@@ -906,8 +919,187 @@ func docExample_NWProtocolTLSMetadata(_ connection: NWConnection) {
     }
 }
 
+/// Sources/Braid/TLS/sec_protocol_options+VerifyBlock.swift
+func docExample_sec_protocol_options_set_verify_block() -> NWProtocolTLS.Options {
+    let tls = NWProtocolTLS.Options()
+    sec_protocol_options_set_verify_block(tls.securityProtocolOptions, { metadata, trust, complete in
+        let trust = sec_trust_copy_ref(trust).takeRetainedValue()
+        var error: CFError?
+        complete(SecTrustEvaluateWithError(trust, &error))
+    }, DispatchQueue(label: "verify"))
+    return tls
+}
+
+// MARK: Security
+
+/// Sources/Braid/TLS/NWProtocolTLS.swift (local identity)
+func serverOptions(identity: SecIdentity) -> NWProtocolTLS.Options {
+    let tls = NWProtocolTLS.Options()
+    sec_protocol_options_set_local_identity(tls.securityProtocolOptions, sec_identity_create(identity)!)
+    return tls
+}
+
+/// Sources/BraidSecurity/SecPKCS12Import.swift
+func docExample_SecPKCS12Import() throws {
+    let p12 = try Data(contentsOf: URL(fileURLWithPath: "server.p12"))
+    var items: CFArray?
+    let status = SecPKCS12Import(p12 as CFData, [kSecImportExportPassphrase as String: "secret"] as CFDictionary, &items)
+    if status == errSecSuccess, let first = (items as? [[String: Any]])?.first,
+       let identity = first[kSecImportItemIdentity as String] as! SecIdentity? {
+        let tls = sec_identity_create(identity)
+        print(tls != nil)
+    }
+}
+
+/// Sources/BraidSecurity/SecCertificate.swift
+func docExample_SecCertificate() throws {
+    let der = try Data(contentsOf: URL(fileURLWithPath: "server.der"))
+    if let certificate = SecCertificateCreateWithData(nil, der as CFData) {
+        print(SecCertificateCopySubjectSummary(certificate) ?? "no name")
+    }
+}
+
+/// Sources/BraidSecurity/SecKey.swift
+func docExample_SecKey(_ certificate: SecCertificate) {
+    if let key = SecCertificateCopyKey(certificate),
+       let bytes = SecKeyCopyExternalRepresentation(key, nil) as Data? {
+        print("key of \(bytes.count) bytes")
+    }
+}
+
+/// Sources/BraidSecurity/SecPolicy.swift
+func docExample_SecPolicy() -> SecPolicy {
+    let policy = SecPolicyCreateSSL(true, "example.com" as CFString)
+    return policy
+}
+
+/// Sources/BraidSecurity/SecTrust.swift
+func docExample_SecTrust(_ trust: SecTrust) {
+    var error: CFError?
+    if SecTrustEvaluateWithError(trust, &error) {
+        print("trusted")
+    } else {
+        print("not trusted: \(error.map { String(describing: $0) } ?? "")")
+    }
+}
+
 /// Sources/Braid/Classic/NWConnection.swift (metadata)
 func docExample_NWConnection_metadata(_ connection: NWConnection) -> NWProtocolTLS.Metadata? {
     let tls = connection.metadata(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata
     return tls
+}
+
+/// Sources/Braid/Classic/NWConnection+ContentContext.swift (protocolMetadata(definition:))
+func docExample_ContentContext_protocolMetadata(_ connection: NWConnection) {
+    connection.receiveMessage { content, context, _, _ in
+        let ip = context?.protocolMetadata(definition: NWProtocolIP.definition) as? NWProtocolIP.Metadata
+        print(content?.count ?? 0, ip?.ecn == .ce ? "congestion experienced" : "")
+    }
+}
+
+/// Sources/Braid/QUIC/NWProtocolQUIC.swift
+func docExample_NWProtocolQUIC() -> NWConnection {
+    let options = NWProtocolQUIC.Options(alpn: ["echo"])
+    options.idleTimeout = 10_000
+    let connection = NWConnection(host: "example.com", port: 4433, using: NWParameters(quic: options))
+    return connection
+}
+
+/// Sources/Braid/Stack/NWProtocolIP+Metadata.swift
+func docExample_NWProtocolIPMetadata(_ connection: NWConnection) {
+    let ip = NWProtocolIP.Metadata()
+    ip.ecn = .ect0
+    let context = NWConnection.ContentContext(identifier: "probe", metadata: [ip])
+    connection.send(content: Data("ping".utf8), contentContext: context, completion: .contentProcessed { _ in })
+}
+
+/// Sources/Braid/Stack/NWProtocolIP+Metadata.swift (ecn(_:)), Sources/Braid/Stack/ProtocolMetadataBuilder.swift
+func docExample_NWProtocolIPMetadata_builder(_ connection: NetworkConnection<UDP>) async throws {
+    try await connection.send(Data("ping".utf8)) { NWProtocolIP.Metadata().ecn(.ect1) }
+    try await connection.send(Data("ping".utf8)) { NWProtocolIP.Metadata().ecn(.ect0) }
+}
+
+/// Sources/Braid/UDP/NWProtocolUDP+Metadata.swift
+func docExample_NWProtocolUDPMetadata() -> NWConnection.ContentContext {
+    let context = NWConnection.ContentContext(identifier: "datagram", metadata: [NWProtocolUDP.Metadata()])
+    return context
+}
+
+/// Sources/Braid/UDP/UDPConnectionAPI.swift (send(_:metadata:))
+func docExample_UDP_sendWithMetadata(_ game: NetworkConnection<UDP>) async throws {
+    try await game.send(Data("probe".utf8)) { NWProtocolIP.Metadata().ecn(.ect1) }
+}
+
+// MARK: WebSocket
+
+/// Sources/Braid/Endpoint/NWEndpoint.swift (URL)
+func docExample_NWEndpoint_url() -> NWEndpoint {
+    let chat: NWEndpoint = .url(URL(string: "wss://chat.example.com/room/1")!)
+    return chat
+}
+
+/// Sources/Braid/WebSocket/WebSocket.swift
+func docExample_WebSocket() async throws {
+    let socket = NetworkConnection(to: .url(URL(string: "wss://echo.example.com/chat")!)) {
+        WebSocket { TLS() }.subprotocols(["chat"])
+    }
+    try await socket.send("hello")
+    let (content, metadata) = try await socket.receive()
+    print(metadata.opcode, String(decoding: content, as: UTF8.self))
+}
+
+func docExample_WebSocket_subprotocols() -> WebSocket {
+    let stack = WebSocket { TLS() }.subprotocols(["chat.v2", "chat"])
+    return stack
+}
+
+func docExample_WebSocket_additionalHeaders() -> WebSocket {
+    let stack = WebSocket { TLS() }.additionalHeaders([(name: "Authorization", value: "Bearer token")])
+    return stack
+}
+
+/// Sources/Braid/WebSocket/NWProtocolWebSocket.swift
+func docExample_NWProtocolWebSocket_Options() -> NWParameters {
+    let options = NWProtocolWebSocket.Options()
+    options.autoReplyPing = true
+    options.setSubprotocols(["chat"])
+    let parameters = NWParameters.tls
+    parameters.defaultProtocolStack.applicationProtocols.insert(options, at: 0)
+    return parameters
+}
+
+func docExample_NWProtocolWebSocket_Metadata() -> NWProtocolWebSocket.Metadata {
+    let metadata = NWProtocolWebSocket.Metadata(opcode: .close)
+    metadata.closeCode = .protocolCode(.goingAway)
+    return metadata
+}
+
+/// Sources/Braid/WebSocket/WebSocketConnectionAPI.swift
+func docExample_WebSocket_send(_ socket: NetworkConnection<WebSocket>) async throws {
+    try await socket.send(Data([1, 2, 3]))
+    try await socket.send(Data("are you there?".utf8)) { NWProtocolWebSocket.Metadata(opcode: .ping) }
+}
+
+func docExample_WebSocket_sendText(_ socket: NetworkConnection<WebSocket>) async throws {
+    try await socket.send("hello")
+}
+
+func docExample_WebSocket_pong(_ socket: NetworkConnection<WebSocket>) async throws {
+    let (ping, metadata) = try await socket.receive()
+    if metadata.opcode == .ping { try await socket.pong(ping) }
+}
+
+func docExample_WebSocket_close(_ socket: NetworkConnection<WebSocket>) async throws {
+    try await socket.close(code: .protocolCode(.goingAway), reason: "shutting down")
+}
+
+func docExample_WebSocket_receive(_ socket: NetworkConnection<WebSocket>) async throws {
+    let (content, metadata) = try await socket.receive()
+    if metadata.opcode == .text { print(String(decoding: content, as: UTF8.self)) }
+}
+
+func docExample_WebSocket_messages(_ socket: NetworkConnection<WebSocket>) async throws {
+    for try await (content, metadata) in socket.messages where metadata.opcode == .binary {
+        print("\(content.count) bytes")
+    }
 }

@@ -54,7 +54,13 @@ final class MemoryStreamNetwork: ByteStreamSocketFactory, Sendable {
         state.withLock { $0.connected.append(MemoryStreamBox(socket)) }
         socket.establish = { [self] socket, context in
             context.schedule(at: context.now + delay) { [self] _ in
-                let listener = state.withLock { $0.listeners[remote]?.value }
+                // As the kernel does: the address itself, else the wildcard of its family,
+                // else (IPv4) a dual-stack `::` on that port.
+                let listener = state.withLock { state in
+                    state.listeners[remote]?.value
+                        ?? state.listeners[SocketAddress(ip: remote.isIPv6 ? "::" : "0.0.0.0", port: remote.port)!]?.value
+                        ?? (remote.isIPv6 ? nil : state.listeners[SocketAddress(ip: "::", port: remote.port)!]?.value)
+                }
                 guard let listener, listener.isOpen else {
                     socket.refuse()
                     return

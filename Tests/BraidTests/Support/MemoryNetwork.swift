@@ -67,11 +67,13 @@ final class MemoryNetwork: DatagramSocketFactory, Sendable {
         _ = state.withLock { $0.bound.removeValue(forKey: address) }
     }
 
-    /// The socket a datagram to `address` reaches: bound to it, or to the wildcard on its port.
+    /// The socket a datagram to `address` reaches: bound to it, or to the wildcard on its port
+    /// (for IPv4, `::` too: a dual-stack socket, which reports IPv4 peers as IPv4).
     private func socket(at address: SocketAddress) -> MemorySocket? {
         state.withLock { state in
             state.bound[address]?.socket
                 ?? state.bound[SocketAddress(ip: address.isIPv6 ? "::" : "0.0.0.0", port: address.port)!]?.socket
+                ?? (address.isIPv6 ? nil : state.bound[SocketAddress(ip: "::", port: address.port)!]?.socket)
         }
     }
 

@@ -12,6 +12,8 @@ final class RecordMaskingLayer: ByteStreamLayer {
         case sendAfterClose
     }
 
+    var requestProcessing: (@Sendable () -> Void)?
+
     static let hello: UInt8 = 0xB5
     static let mask: UInt8 = 0x5A
     static let largestRecord = 1024

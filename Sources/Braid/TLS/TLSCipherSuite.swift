@@ -1,0 +1,34 @@
+/// TLS cipher suites by Apple's names (`tls_ciphersuite_t`), their raw values the IANA
+/// numbers. GnuTLS on Linux offers the AES-GCM, ChaCha20-Poly1305 and AES-CBC suites; the 3DES
+/// and SHA-384 CBC suites fail the connection as unsupported.
+public enum tls_ciphersuite_t: UInt16, Sendable, Hashable, CaseIterable {
+    case RSA_WITH_3DES_EDE_CBC_SHA = 0x000A
+    case RSA_WITH_AES_128_CBC_SHA = 0x002F
+    case RSA_WITH_AES_256_CBC_SHA = 0x0035
+    case RSA_WITH_AES_128_GCM_SHA256 = 0x009C
+    case RSA_WITH_AES_256_GCM_SHA384 = 0x009D
+    case RSA_WITH_AES_128_CBC_SHA256 = 0x003C
+    case RSA_WITH_AES_256_CBC_SHA256 = 0x003D
+    case ECDHE_ECDSA_WITH_3DES_EDE_CBC_SHA = 0xC008
+    case ECDHE_ECDSA_WITH_AES_128_CBC_SHA = 0xC009
+    case ECDHE_ECDSA_WITH_AES_256_CBC_SHA = 0xC00A
+    case ECDHE_RSA_WITH_3DES_EDE_CBC_SHA = 0xC012
+    case ECDHE_RSA_WITH_AES_128_CBC_SHA = 0xC013
+    case ECDHE_RSA_WITH_AES_256_CBC_SHA = 0xC014
+    case ECDHE_ECDSA_WITH_AES_128_CBC_SHA256 = 0xC023
+    case ECDHE_ECDSA_WITH_AES_256_CBC_SHA384 = 0xC024
+    case ECDHE_RSA_WITH_AES_128_CBC_SHA256 = 0xC027
+    case ECDHE_RSA_WITH_AES_256_CBC_SHA384 = 0xC028
+    case ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 = 0xC02B
+    case ECDHE_ECDSA_WITH_AES_256_GCM_SHA384 = 0xC02C
+    case ECDHE_RSA_WITH_AES_128_GCM_SHA256 = 0xC02F
+    case ECDHE_RSA_WITH_AES_256_GCM_SHA384 = 0xC030
+    case ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256 = 0xCCA8
+    case ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256 = 0xCCA9
+    /// TLS 1.3.
+    case AES_128_GCM_SHA256 = 0x1301
+    /// TLS 1.3.
+    case AES_256_GCM_SHA384 = 0x1302
+    /// TLS 1.3.
+    case CHACHA20_POLY1305_SHA256 = 0x1303
+}

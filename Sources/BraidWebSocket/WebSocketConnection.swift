@@ -1,0 +1,362 @@
+import CBraid
+
+/// One WebSocket connection (RFC 6455), sans IO: bytes in (`receive`), events out
+/// (`pollEvent`), frames out (`withPendingOutput`). No sockets, clocks or threads; owned by one
+/// loop, like the other engines.
+///
+/// Receiving reassembles fragmented messages (control frames may come between fragments),
+/// checks masking (a server rejects unmasked frames, a client masked ones), checks text as
+/// UTF-8 as it arrives, and refuses a message larger than the maximum at the frame header that
+/// would pass it, before buffering any of it. A violation queues the close frame its code
+/// calls for, then throws; whatever the engine holds is bounded by the maximum message size,
+/// one control frame and the upgrade's header limit.
+package final class WebSocketConnection {
+    package enum Role: Sendable { case client, server }
+
+    package struct Configuration: Sendable {
+        package var role: Role
+        /// The largest message accepted from the peer, in bytes.
+        package var maximumMessageSize = 16 * 1024 * 1024
+        /// Pings are answered by the engine and not reported.
+        package var autoReplyPing = false
+        /// No upgrade: frames from the first byte.
+        package var skipHandshake = false
+        /// Client: offered in order. Server: accepted, the client's first match chosen.
+        package var subprotocols: [String] = []
+        /// Sent with the request (client) or the 101 response (server).
+        package var additionalHeaders: [(name: String, value: String)] = []
+        /// Client: the `Host` header and the request target.
+        package var host = ""
+        package var path = "/"
+        /// The largest upgrade head read from the peer.
+        package var maximumHeadSize = 16 * 1024
+
+        package init(role: Role) { self.role = role }
+    }
+
+    /// What the engine reports.
+    package enum Event: Equatable {
+        /// The handshake completed (at once with `skipHandshake`).
+        case opened(subprotocol: String?)
+        /// A whole message, or a control frame: text, binary, ping (unless answered), pong, or
+        /// close (its raw payload: code and reason). Nothing is reported after a close.
+        case message(WebSocketOpcode, [UInt8])
+    }
+
+    /// Output held beyond which automatic pongs are dropped.
+    package static let pongBacklogLimit = 64 * 1024
+
+    package let configuration: Configuration
+    private let random: (inout [UInt8]) -> Void
+
+    // Handshake.
+    private var head: HTTPUpgradeHeadBuffer
+    private var clientKey = ""
+    package private(set) var isOpen = false
+    package private(set) var subprotocol: String?
+
+    // Receiving.
+    private var parser = WebSocketFrameParser()
+    private var frame: WebSocketFrameHeader?
+    private var messageOpcode: WebSocketOpcode?
+    private var message: [UInt8] = []
+    private var control: [UInt8] = []
+    private var text = UTF8Validator()
+    /// Where the current frame's payload starts in `message`.
+    private var frameStartInMessage = 0
+    private var events: [Event] = []
+    private var eventIndex = 0
+    /// The peer's close arrived: what follows is ignored.
+    package private(set) var closeReceived = false
+    /// A violation was found: the engine takes no more input.
+    private var failed: WebSocketError?
+
+    // Sending.
+    private var output: [UInt8] = []
+    private var outputStart = 0
+    /// A close frame was queued: data frames after it are dropped (RFC 6455 §5.5.1).
+    package private(set) var closeSent = false
+    /// The frame `appendPayload` writes: its mask and how far into it.
+    private var sendingMask: (UInt8, UInt8, UInt8, UInt8)?
+    private var sendingOffset: UInt64 = 0
+    private var sendingRemaining: UInt64 = 0
+    private var sendingDropped = false
+
+    package init(configuration: Configuration, random: ((inout [UInt8]) -> Void)? = nil) {
+        self.configuration = configuration
+        self.random = random ?? { bytes in
+            let count = bytes.count
+            // GnuTLS's nonce generator: user space, unpredictable, as masks must be.
+            _ = bytes.withUnsafeMutableBytes { gnutls_rnd(GNUTLS_RND_NONCE, $0.baseAddress, count) }
+        }
+        head = HTTPUpgradeHeadBuffer(limit: configuration.maximumHeadSize)
+    }
+
+    /// Starts: a client queues its upgrade request; with `skipHandshake` the connection opens.
+    package func start() {
+        if configuration.skipHandshake {
+            open(subprotocol: nil)
+        } else if configuration.role == .client {
+            clientKey = WebSocketHandshake.makeKey(random: random)
+            queue(
+                WebSocketHandshake.request(
+                    host: configuration.host, path: configuration.path, key: clientKey, subprotocols: configuration.subprotocols,
+                    additionalHeaders: configuration.additionalHeaders))
+        }
+    }
+
+    private func open(subprotocol: String?) {
+        isOpen = true
+        self.subprotocol = subprotocol
+        events.append(.opened(subprotocol: subprotocol))
+    }
+
+    // MARK: Receiving
+
+    /// Takes bytes from the peer. Throws on a violation, after queueing the close frame
+    /// (or a handshake refusal) the peer is owed; then takes no more.
+    package func receive(_ bytes: UnsafeRawBufferPointer) throws(WebSocketError) {
+        if let failed { throw failed }
+        do {
+            var rest = bytes
+            if !isOpen {
+                let (taken, found) = try head.take(bytes)
+                rest = UnsafeRawBufferPointer(rebasing: bytes[taken...])
+                guard let found else { return }
+                try handshake(found)
+            }
+            guard !closeReceived, !rest.isEmpty else { return }
+            try parser.parse(rest) { (piece) throws(WebSocketError) in try self.handle(piece) }
+        } catch {
+            failed = error
+            if let code = error.closeCode, isOpen { close(code: code, reason: []) }
+            throw error
+        }
+    }
+
+    private func handshake(_ found: HTTPUpgradeHead) throws(WebSocketError) {
+        switch configuration.role {
+        case .client:
+            open(subprotocol: try WebSocketHandshake.validateResponse(found, key: clientKey, offered: configuration.subprotocols))
+        case .server:
+            let decision = WebSocketHandshake.answer(found, supported: configuration.subprotocols, additionalHeaders: configuration.additionalHeaders)
+            queue(decision.response)
+            if let failure = decision.failure { throw failure }
+            open(subprotocol: decision.subprotocol)
+        }
+    }
+
+    private func handle(_ piece: WebSocketFrameParser.Piece) throws(WebSocketError) {
+        guard !closeReceived else { return }
+        switch piece {
+        case .header(let header):
+            try begin(header)
+        case .payload(let bytes, _):
+            guard let header = frame, let opcode = WebSocketOpcode(rawValue: header.opcode) else { return }
+            if opcode.isControl {
+                let start = control.count
+                control.append(contentsOf: bytes)
+                if let key = header.maskKey { unmask(&control, from: start, key: key, offset: UInt64(start)) }
+            } else {
+                let start = message.count
+                message.append(contentsOf: bytes)
+                if let key = header.maskKey { unmask(&message, from: start, key: key, offset: payloadOffset(of: start)) }
+                if messageOpcode == .text {
+                    let valid = message.withUnsafeBytes { text.feed(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+                    guard valid else { throw .invalidUTF8 }
+                }
+            }
+        case .frameEnd:
+            try end()
+        }
+    }
+
+    /// Where the bytes at `index` of the message buffer fall in the current frame's payload.
+    private func payloadOffset(of index: Int) -> UInt64 { UInt64(index - frameStartInMessage) }
+
+    private func unmask(_ buffer: inout [UInt8], from start: Int, key: (UInt8, UInt8, UInt8, UInt8), offset: UInt64) {
+        buffer.withUnsafeMutableBytes { WebSocketFrameHeader.mask(UnsafeMutableRawBufferPointer(rebasing: $0[start...]), key: key, offset: offset) }
+    }
+
+    private func begin(_ header: WebSocketFrameHeader) throws(WebSocketError) {
+        switch (configuration.role, header.maskKey) {
+        case (.server, nil): throw .protocolViolation("a client sent an unmasked frame")
+        case (.client, .some): throw .protocolViolation("a server sent a masked frame")
+        default: break
+        }
+        // The parser admits only known opcodes.
+        let opcode = WebSocketOpcode(rawValue: header.opcode)!
+        frame = header
+        if opcode.isControl {
+            control.removeAll(keepingCapacity: true)
+            return
+        }
+        switch (opcode, messageOpcode) {
+        case (.continuation, nil): throw .protocolViolation("a continuation frame came without a message to continue")
+        case (.text, .some), (.binary, .some): throw .protocolViolation("a new message began before the previous one's final frame")
+        case (.text, nil), (.binary, nil):
+            messageOpcode = opcode
+            text = UTF8Validator()
+        default: break
+        }
+        let size = UInt64(message.count) + header.length
+        guard size <= UInt64(configuration.maximumMessageSize) else {
+            throw .messageTooLarge(size: Int(clamping: size), maximum: configuration.maximumMessageSize)
+        }
+        frameStartInMessage = message.count
+        message.reserveCapacity(Int(size))
+    }
+
+    private func end() throws(WebSocketError) {
+        guard let header = frame, let opcode = WebSocketOpcode(rawValue: header.opcode) else { return }
+        frame = nil
+        switch opcode {
+        case .ping:
+            if configuration.autoReplyPing {
+                // A peer that pings faster than it reads gets pongs for the pings processed
+                // while it drains, not one each (RFC 6455 §5.5.3 allows answering the latest
+                // only): what the engine holds for it stays bounded.
+                if !closeSent && pendingOutputCount < Self.pongBacklogLimit { control.withUnsafeBytes { queueFrame(.pong, $0) } }
+            } else {
+                events.append(.message(.ping, control))
+            }
+        case .pong:
+            events.append(.message(.pong, control))
+        case .close:
+            try checkClose(control)
+            closeReceived = true
+            // Answered with the peer's code (RFC 6455 §5.5.1), unless a close was sent already.
+            if !closeSent {
+                closeSent = true
+                Array(control.prefix(2)).withUnsafeBytes { queueFrame(.close, $0) }
+            }
+            events.append(.message(.close, control))
+        case .text, .binary, .continuation:
+            guard header.fin, let whole = messageOpcode else { return }
+            if whole == .text && !text.isComplete { throw .invalidUTF8 }
+            events.append(.message(whole, message))
+            message = []
+            messageOpcode = nil
+        }
+    }
+
+    /// A close frame's payload: empty, or a code a peer may send and a UTF-8 reason.
+    private func checkClose(_ payload: [UInt8]) throws(WebSocketError) {
+        guard !payload.isEmpty else { return }
+        guard payload.count >= 2 else { throw .protocolViolation("a close frame carried one byte") }
+        let code = UInt16(payload[0]) << 8 | UInt16(payload[1])
+        guard Self.isValidReceivedCloseCode(code) else { throw .protocolViolation("a close frame carried code \(code), which may not be sent") }
+        let valid = payload.withUnsafeBytes { UTF8Validator.isValid(UnsafeRawBufferPointer(rebasing: $0[2...])) }
+        guard valid else { throw .invalidUTF8 }
+    }
+
+    /// Codes a peer may put in a close frame (RFC 6455 §7.4): the defined ones it may send,
+    /// and the registered and private ranges.
+    package static func isValidReceivedCloseCode(_ code: UInt16) -> Bool {
+        switch code {
+        case 1000...1003, 1007...1014, 3000...4999: true
+        default: false
+        }
+    }
+
+    /// The next event; nil when none is waiting.
+    package func pollEvent() -> Event? {
+        guard eventIndex < events.count else {
+            if eventIndex > 0 {
+                events.removeAll(keepingCapacity: true)
+                eventIndex = 0
+            }
+            return nil
+        }
+        defer { eventIndex += 1 }
+        return events[eventIndex]
+    }
+
+    // MARK: Sending
+
+    /// Queues one whole frame of `opcode` with `payload` (a control frame's at most 125
+    /// bytes). Data frames after a close are dropped.
+    package func send(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) throws(WebSocketError) {
+        if opcode.isControl && payload.count > 125 { throw .controlFrameTooLarge(payload.count) }
+        if opcode == .close {
+            guard !closeSent else { return }
+            closeSent = true
+        } else if closeSent {
+            return
+        }
+        queueFrame(opcode, payload)
+    }
+
+    /// Queues a close frame with `code` and `reason` (once; later closes are dropped).
+    package func close(code: UInt16?, reason: [UInt8]) {
+        guard !closeSent else { return }
+        closeSent = true
+        var payload: [UInt8] = []
+        if let code { payload = [UInt8(code >> 8), UInt8(code & 0xFF)] + reason.prefix(123) }
+        payload.withUnsafeBytes { queueFrame(.close, $0) }
+    }
+
+    /// Starts a frame of `length` bytes whose payload `appendPayload` then writes in pieces,
+    /// so a large message is framed without gathering it first. A control frame's whole
+    /// payload must come before the next `beginFrame`.
+    package func beginFrame(_ opcode: WebSocketOpcode, fin: Bool = true, length: Int) throws(WebSocketError) {
+        if opcode.isControl && length > 125 { throw .controlFrameTooLarge(length) }
+        sendingDropped = closeSent
+        if opcode == .close { closeSent = true }
+        sendingRemaining = UInt64(length)
+        sendingOffset = 0
+        guard !sendingDropped else { return }
+        sendingMask = configuration.role == .client ? newMask() : nil
+        WebSocketFrameHeader(fin: fin, opcode: opcode.rawValue, maskKey: sendingMask, length: UInt64(length)).write(into: &output)
+    }
+
+    /// Payload bytes of the frame `beginFrame` started (masked as they are queued).
+    package func appendPayload(_ bytes: UnsafeRawBufferPointer) {
+        let count = min(bytes.count, Int(sendingRemaining))
+        sendingRemaining -= UInt64(count)
+        guard !sendingDropped else { return }
+        let start = output.count
+        output.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[..<count]))
+        if let key = sendingMask { unmask(&output, from: start, key: key, offset: sendingOffset) }
+        sendingOffset += UInt64(count)
+    }
+
+    /// Payload bytes the current frame still expects.
+    package var framePayloadRemaining: Int { Int(sendingRemaining) }
+
+    private func queueFrame(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) {
+        let mask = configuration.role == .client ? newMask() : nil
+        WebSocketFrameHeader(fin: true, opcode: opcode.rawValue, maskKey: mask, length: UInt64(payload.count)).write(into: &output)
+        let start = output.count
+        output.append(contentsOf: payload)
+        if let mask { unmask(&output, from: start, key: mask, offset: 0) }
+    }
+
+    private func newMask() -> (UInt8, UInt8, UInt8, UInt8) {
+        var bytes = [UInt8](repeating: 0, count: 4)
+        random(&bytes)
+        return (bytes[0], bytes[1], bytes[2], bytes[3])
+    }
+
+    private func queue(_ bytes: [UInt8]) {
+        output.append(contentsOf: bytes)
+    }
+
+    /// Bytes waiting to be written to the peer.
+    package var pendingOutputCount: Int { output.count - outputStart }
+
+    /// Lends the pending output: `body` returns how many bytes it took, which are dropped.
+    package func withPendingOutput(_ body: (UnsafeRawBufferPointer) throws -> Int) rethrows -> Int {
+        guard pendingOutputCount > 0 else { return 0 }
+        let taken = try output.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[outputStart...])) }
+        outputStart += taken
+        if outputStart == output.count {
+            output.removeAll(keepingCapacity: output.capacity <= 256 * 1024)
+            outputStart = 0
+        } else if outputStart >= 64 * 1024 {
+            output.removeFirst(outputStart)
+            outputStart = 0
+        }
+        return taken
+    }
+}
