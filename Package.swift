@@ -33,7 +33,10 @@ let package = Package(
         ),
         // The values every layer speaks: socket addresses, ECN marks, monotonic instants, UDP
         // segmentation limits. Below both the engines and the datapath, so neither imports the other.
-        .target(name: "BraidCore", dependencies: ["CBraidLock"], path: "Sources/BraidCore"),
+        .target(
+            name: "BraidCore",
+            dependencies: ["CBraidLock", .product(name: "DequeModule", package: "swift-collections")],
+            path: "Sources/BraidCore"),
         // The lock word under BraidCore's `Locked`: a futex lock that spins briefly, without
         // priority inheritance.
         .target(name: "CBraidLock", path: "Sources/CBraidLock"),

@@ -66,7 +66,7 @@ package final class QUICChannel: ConnectionChannel {
     let streamSendLimit: Int
     /// The bound on bytes all streams hold for sending together (the engine's
     /// `connectionSendBufferLimit`, extended to the streams' outboxes).
-    package let sendBudget: SendBudget
+    package let sendBudget: SharedSendBudget
     /// Turns engine, datapath and internal errors into the caller's error type.
     package let describe: (any Error) -> any Error
 
@@ -97,7 +97,7 @@ package final class QUICChannel: ConnectionChannel {
     package init(loop: EventLoop, streamSendLimit: Int, connectionSendLimit: Int, describe: @escaping (any Error) -> any Error) {
         self.loop = loop
         self.streamSendLimit = streamSendLimit
-        sendBudget = SendBudget(limit: connectionSendLimit)
+        sendBudget = SharedSendBudget(limit: connectionSendLimit)
         self.describe = describe
     }
 

@@ -53,37 +53,25 @@ package final class QUICServerGroup: Sendable {
             throw QUICError.configuration("a server group needs 1 to 256 loops, not \(loops.count)")
         }
         let keys = try QUICServerKeys(staticSecret: configuration.staticSecret)
-        var drivers: [LoopBound<QUICServerDriver>] = []
-        var bound = address
-        do {
-            for (index, loop) in loops.enumerated() {
-                let target = bound
-                let (driver, local) = try await loop.submit { context in
-                    let endpoint = try QUICServerEndpoint(configuration: configuration, keys: keys, connectionIDTag: UInt8(index))
-                    // One loop needs no port sharing; leaving SO_REUSEPORT off then makes a second
-                    // server on the same port fail with EADDRINUSE instead of joining the group.
-                    let driver = try QUICServerDriver(
-                        context: context, endpoint: endpoint, bindTo: target, batching: batching, reusePort: loops.count > 1,
-                        sockets: sockets
-                    ) { _, _ in }
-                    driver.onEvent = makeHandler(driver, context)
-                    // Socket `index` joins the group at position `index` because they bind in
-                    // order; the program applies to the whole group once attached.
-                    if index == 0 && loops.count > 1 {
-                        do { try (driver.socket as? UDPSocket)?.attachConnectionIDSteering() } catch {
-                            driver.close(context)
-                            throw error
-                        }
-                    }
-                    return (LoopBound(driver, on: context.loop), driver.localAddress)
+        let (drivers, bound) = try await PerLoopBinding.bind(loops: loops, to: address) { index, target, context throws -> (QUICServerDriver, QUICAddress) in
+            let endpoint = try QUICServerEndpoint(configuration: configuration, keys: keys, connectionIDTag: UInt8(index))
+            // One loop needs no port sharing; leaving SO_REUSEPORT off then makes a second
+            // server on the same port fail with EADDRINUSE instead of joining the group.
+            let driver = try QUICServerDriver(
+                context: context, endpoint: endpoint, bindTo: target, batching: batching, reusePort: loops.count > 1,
+                sockets: sockets
+            ) { _, _ in }
+            driver.onEvent = makeHandler(driver, context)
+            // Socket `index` joins the group at position `index` because they bind in order;
+            // the program applies to the whole group once attached.
+            if index == 0 && loops.count > 1 {
+                do { try (driver.socket as? UDPSocket)?.attachConnectionIDSteering() } catch {
+                    driver.close(context)
+                    throw error
                 }
-                drivers.append(driver)
-                bound = local
             }
-        } catch {
-            await close(drivers)
-            throw error
-        }
+            return (driver, driver.localAddress)
+        } closingOnFailure: { await close($0) }
         return QUICServerGroup(localAddress: bound, drivers: drivers)
     }
 

@@ -37,7 +37,7 @@ package final class QUICStreamChannel {
     private var aborted = false
 
     init(
-        id: Int64, channel: QUICChannel, locallyInitiated: Bool, sink: QUICStreamInboxSink, sendLimit: Int, budget: SendBudget, open: Bool
+        id: Int64, channel: QUICChannel, locallyInitiated: Bool, sink: QUICStreamInboxSink, sendLimit: Int, budget: SharedSendBudget, open: Bool
     ) {
         self.id = id
         self.channel = channel

@@ -90,7 +90,7 @@ final class ConnectionCore: ConnectionChannelDelegate {
         madePathWatch?.stop()
         let error = NetworkError(error)
         shared.states.update(error == .cancelled ? .cancelled : .failed(error))
-        shared.inboundStreamsContinuation.finish()
+        shared.stackPart.connectionEnded()
     }
 
     // MARK: Calls from the public API (on the loop)

@@ -41,9 +41,7 @@ struct UnsupportedStack: StackBinding {
     /// byte-stream one under a framer (its API reads the message receiver), else a datagram one.
     func makeCore(loop: EventLoop, endpointDescription: String, maximumMessageSize: Int?) -> ConnectionCore {
         guard let maximumMessageSize else { return ConnectionCore(datagramsOn: loop, endpointDescription: endpointDescription) }
-        return ConnectionCore(
-            byteStreamOn: loop, endpointDescription: endpointDescription, tcp: TCP(), handshakeTimeout: TLS().handshakeTimeout,
-            maximumMessageSize: maximumMessageSize)
+        return ConnectionCore(unstartedByteStreamOn: loop, endpointDescription: endpointDescription, maximumMessageSize: maximumMessageSize)
     }
 
     func startClient(_ start: ClientStart) throws {

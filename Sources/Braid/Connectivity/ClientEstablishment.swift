@@ -223,6 +223,18 @@ final class ClientEstablishment {
         chosenInterfaces[remote]
     }
 
+    /// Where the parameters ask an attempt toward `remote` to bind (a port alone: the wildcard
+    /// address of `remote`'s family); nil when they ask for nothing.
+    func requestedLocalAddress(toward remote: SocketAddress) -> SocketAddress? {
+        local.map { local in (local.address ?? SocketAddress(ip: remote.isIPv6 ? "::" : "0.0.0.0", port: 0)!).withPort(local.port) }
+    }
+
+    /// `sockets`, bound to the interface chosen toward `remote` under interface constraints
+    /// (every socket of the connection, a migration's too), or as they are without constraints.
+    func boundSockets(_ sockets: any DatagramSocketFactory, toward remote: SocketAddress) throws -> any DatagramSocketFactory {
+        try interface(toward: remote).map { try sockets.boundToDevice($0.name) } ?? sockets
+    }
+
     // MARK: What attempts report
 
     /// `attempt` succeeded: it becomes the connection, unless the connection ended meanwhile.

@@ -1,9 +1,7 @@
 import BraidHTTP3
-import BraidHTTP3IO
 import BraidIO
 import BraidQUIC
 import BraidTLS
-import BraidWebSocket
 import Foundation
 
 /// Why a peer certificate was not accepted (`NetworkError.certificateRejected`).
@@ -218,8 +216,8 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
     init(_ error: any Error, endpoint: String = "", handshakeTimeout: Duration = .zero) {
         if let error = error as? NetworkError {
             self = error
-        } else if let error = error as? QUICError {
-            self = NetworkError(quic: error, endpoint: endpoint, handshakeTimeout: handshakeTimeout)
+        } else if let error = error as? any NetworkErrorConvertible {
+            self = error.networkError(endpoint: endpoint, handshakeTimeout: handshakeTimeout)
         } else if let error = error as? DatapathError {
             switch error {
             case .system(_, ECONNREFUSED): self = .connectionRefused(endpoint: endpoint)
@@ -232,47 +230,6 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             case .unexpectedEndOfStream(let received, let wanted): self = .unexpectedEndOfStream(received: received, wanted: wanted)
             case .notWritable: self = .streamNotWritable
             }
-        } else if let error = error as? TLSError {
-            self = NetworkError(tls: error)
-        } else if let error = error as? ByteStreamError {
-            switch error {
-            case .handshakeTimedOut(let timeout): self = .noResponse(endpoint: endpoint, timeout: timeout)
-            }
-        } else if let error = error as? DatagramChannelError {
-            switch error {
-            case .datagramTooLarge(let size, let maximum): self = .datagramTooLarge(size: size, maximum: maximum)
-            case .cancelled: self = .cancelled
-            case .idleTimeout: self = .idleTimeout
-            }
-        } else if let error = error as? TLVFramingError {
-            switch error {
-            case .messageTooLarge(_, let size, let maximum): self = .messageTooLarge(size: Int(size), maximum: maximum)
-            }
-        } else if let error = error as? WebSocketError {
-            switch error {
-            case .handshakeFailed(let reason): self = .webSocketHandshakeFailed(reason)
-            case .handshakeTooLarge: self = .webSocketHandshakeFailed(error.description)
-            case .messageTooLarge(let size, let maximum): self = .messageTooLarge(size: size, maximum: maximum)
-            case .protocolViolation(let reason): self = .webSocketProtocolError(closeCode: 1002, reason: reason)
-            case .invalidUTF8: self = .webSocketProtocolError(closeCode: 1007, reason: "text that is not valid UTF-8")
-            case .controlFrameTooLarge(let size): self = .messageTooLarge(size: size, maximum: 125)
-            }
-        } else if let error = error as? CoderFramingError {
-            switch error {
-            case .decodingFailed(let type, let reason): self = .messageDecodingFailed(type: type, reason: reason)
-            case .encodingFailed(let type, let reason): self = .messageEncodingFailed(type: type, reason: reason)
-            }
-        } else if let error = error as? HTTP3Error {
-            switch error {
-            case .connectionError(let code, let reason, let byPeer):
-                self = byPeer ? .peerClosed(code: code.code, reason: reason) : .http3ProtocolError(code: code.code, reason: reason)
-            case .goingAway, .requestRejected: self = .streamReset(code: HTTP3ErrorCode.requestRejected.code)
-            case .invalidStream(_, let reason): self = .invalidState(reason)
-            case .invalidState(let what): self = .invalidState(what)
-            case .internalError: self = .internalError(error.description)
-            }
-        } else if let error = error as? HTTP3StreamFailure {
-            self = error.byPeer ? .streamReset(code: error.code.code) : .http3ProtocolError(code: error.code.code, reason: error.description)
         } else if error is CancellationError {
             self = .cancelled
         } else {
@@ -288,48 +245,6 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             return try await body()
         } catch {
             throw NetworkError(error)
-        }
-    }
-
-    init(tls error: TLSError) {
-        switch error {
-        case .certificateRejected(let problem): self = .certificateRejected(problem)
-        case .peerAlert(let code, _): self = .handshakeRejectedByPeer(alert: code)
-        case .alpnMismatch(let offered): self = .alpnMismatch(offered: offered)
-        case .truncated: self = .truncated
-        case .protocolVersionMismatch, .handshakeFailed, .protocolError: self = .tlsFailure(error.description)
-        case .configuration(let what): self = .invalidConfiguration(what)
-        case .invalidState(let what): self = .invalidState(what)
-        case .internalError: self = .internalError(error.description)
-        }
-    }
-
-    init(quic error: QUICError, endpoint: String, handshakeTimeout: Duration) {
-        switch error {
-        case .certificateRejected(let problem): self = .certificateRejected(problem)
-        case .peerTLSAlert(let code): self = .handshakeRejectedByPeer(alert: code)
-        case .alpnMismatch(let offered): self = .alpnMismatch(offered: offered)
-        case .tls(let message): self = .internalError("TLS: \(message)")
-        case .transportError(let code, let reason, true) where code == 0x2 || (code == 0 && reason.hasPrefix("server busy")):
-            // CONNECTION_REFUSED, or an idle connection the server evicted (see QUICServerConfiguration).
-            self = .serverBusy(endpoint: endpoint, reason: reason)
-        case .transportError(let code, let reason, let byPeer): self = .protocolError(code: code, reason: reason, byPeer: byPeer)
-        case .applicationClosed(let code, let reason): self = .peerClosed(code: code, reason: reason)
-        case .closedLocally: self = .cancelled
-        case .idleTimeout: self = .idleTimeout
-        case .handshakeTimeout: self = .noResponse(endpoint: endpoint, timeout: handshakeTimeout)
-        case .statelessReset: self = .peerReset
-        case .versionNegotiationFailed: self = .protocolError(code: 0x11, reason: "no common QUIC version", byPeer: true)
-        case .streamReset(_, let code): self = .streamReset(code: code)
-        case .streamStopped(_, let code): self = .streamStopped(code: code)
-        case .invalidStream(_, let reason): self = .invalidState(reason)
-        case .streamLimitReached: self = .invalidState("the peer's stream limit is reached")
-        case .datagramsNotSupported: self = .datagramsNotSupported
-        case .datagramTooLarge(let size, let maximum): self = .datagramTooLarge(size: size, maximum: maximum)
-        case .connectionClosed(let reason): self = NetworkError(quic: reason, endpoint: endpoint, handshakeTimeout: handshakeTimeout)
-        case .invalidState(let what): self = .invalidState(what)
-        case .configuration(let what): self = .invalidConfiguration(what)
-        case .internalError(let code, let function): self = .internalError("\(function) returned \(code)")
         }
     }
 }

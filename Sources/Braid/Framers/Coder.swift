@@ -90,3 +90,5 @@ public struct Coder<Sending: Encodable, Receiving: Decodable, CoderType: Network
         with { $0.maximumMessageSize = min(max(0, bytes), TLVFraming.largestEncodableSize) }
     }
 }
+
+extension Coder: ModifiedCopy {}

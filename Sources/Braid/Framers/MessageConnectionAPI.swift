@@ -57,8 +57,8 @@ extension NetworkConnection {
     /// The connection's messages: its byte stream, framed (nil without a message receiver). A
     /// peer that breaks the framing fails the connection.
     static func framedEnd(shared: ConnectionShared, core: LoopBound<ConnectionCore>) -> MessageEnd? {
-        guard let end = shared.byteStream, let receiver = shared.messageReceiver else { return nil }
-        return MessageEnd(end: end, receiver: receiver) { error in
+        guard let part = shared.byteStream, let receiver = part.messageReceiver else { return nil }
+        return MessageEnd(end: part.end, receiver: receiver) { error in
             // The stream has lost its message boundaries: end the connection with the error.
             core.loop.execute { context in core.value.failByteStream(error, context: context) }
         }

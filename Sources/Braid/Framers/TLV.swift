@@ -128,3 +128,5 @@ public struct TLV: NetworkProtocol, MessageFramedStack {
         with { $0.maximumMessageSize = min(max(0, bytes), TLVFraming.largestEncodableSize) }
     }
 }
+
+extension TLV: ModifiedCopy {}

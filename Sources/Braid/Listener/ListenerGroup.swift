@@ -1,5 +1,4 @@
 import BraidIO
-import Synchronization
 
 /// What a running listener keeps of its sockets and loops, whatever the stack.
 protocol ListenerGroup: Sendable {
@@ -20,27 +19,4 @@ protocol ListenerGroup: Sendable {
 extension ListenerGroup {
     var sharedSocketStatistics: SocketCounters? { get async { nil } }
     var listenerStatistics: ListenerStatistics? { get async { nil } }
-}
-
-/// The connections a TLS or TCP listener has open, across its loops, against
-/// `newConnectionLimit`.
-final class ConnectionAdmission: Sendable {
-    private let open = Atomic(0)
-    let limit: Int
-
-    init(limit: Int) { self.limit = limit }
-
-    /// Takes a place for a new connection; false when the listener is full.
-    func admit() -> Bool {
-        while true {
-            let current = open.load(ordering: .relaxed)
-            guard current < limit else { return false }
-            if open.compareExchange(expected: current, desired: current + 1, ordering: .relaxed).exchanged { return true }
-        }
-    }
-
-    /// A connection ended: its place is free.
-    func release() {
-        open.subtract(1, ordering: .relaxed)
-    }
 }

@@ -15,7 +15,7 @@ extension ConnectionCore: QUICChannelDelegate {
             NetworkError(error, endpoint: endpointDescription, handshakeTimeout: handshakeTimeout)
         }
         self.init(
-            channel: channel, shared: ConnectionShared(datagramInbox: channel.datagramInbox, datagramOutbox: channel.datagramOutbox),
+            channel: channel, shared: ConnectionShared(stackPart: QUICShared(datagramInbox: channel.datagramInbox, datagramOutbox: channel.datagramOutbox)),
             endpointDescription: endpointDescription)
         channel.delegate = self
     }
@@ -31,7 +31,7 @@ extension ConnectionCore: QUICChannelDelegate {
             // Known before ready on a server taking 0-RTT streams.
             shared.snapshot.withLock { $0.negotiatedALPN = alpn }
         }
-        shared.inboundStreamsContinuation.yield(stream)
+        shared.quic.inboundStreamsContinuation.yield(stream)
     }
 
     func channel(_ channel: QUICChannel, usableDatagramSizeChanged size: Int?) {

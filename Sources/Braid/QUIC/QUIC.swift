@@ -269,3 +269,5 @@ public struct QUIC: NetworkProtocol {
         }
     }
 }
+
+extension QUIC: ModifiedCopy {}

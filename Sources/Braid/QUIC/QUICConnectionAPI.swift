@@ -148,7 +148,7 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
         try QUIC.Stream<NewApplicationProtocol>.validate(stack)
         start()
         try await withThrowingDiscardingTaskGroup { group in
-            for await handle in shared.inboundStreams {
+            for await handle in shared.quic.inboundStreams {
                 let stream = QUIC.Stream(handle, stack: stack)
                 group.addTask { try await handler(stream) }
             }
@@ -158,7 +158,7 @@ extension NetworkConnection where ApplicationProtocol == QUIC {
     /// RFC 9221 datagrams: `send` them, and iterate to receive them.
     public var datagrams: QUIC.Datagrams {
         start()
-        return QUIC.Datagrams(loop: loop, core: core, shared: shared)
+        return QUIC.Datagrams(loop: loop, core: core, shared: shared.quic)
     }
 
     /// The application protocol both ends agreed on: set once ready, and on a server already
@@ -362,7 +362,7 @@ extension QUIC {
         public typealias Element = Data
         let loop: EventLoop
         let core: LoopBound<ConnectionCore>
-        let shared: ConnectionShared
+        let shared: QUICShared
 
         /// Queues one datagram (waits for the handshake). Throws `datagramTooLarge` rather
         /// than dropping it.

@@ -36,7 +36,7 @@ final class QUICEstablishment: EstablishmentStrategy {
         let cacheKey = ticketKey(for: remote)
         // Under interface constraints, every socket of the connection (migrations' too) is
         // bound to the chosen interface.
-        let sockets = try race.interface(toward: remote).map { try self.sockets.boundToDevice($0.name) } ?? self.sockets
+        let sockets = try race.boundSockets(self.sockets, toward: remote)
         let bindAddress = try (race.local?.address ?? sockets.localAddress(toward: remote)).withPort(race.local?.port ?? 0)
         // Taken (tickets are single-use) only once this address looks usable.
         let ticket = alone ? quic.sessionCache?.take(cacheKey) : nil

@@ -1,5 +1,6 @@
 /// The stacks' and parameters' modifiers return a changed copy (`TLS().alpn(["h2"])`): one
-/// helper for all of them instead of a copy, an assignment and a return in each.
+/// helper for all of them instead of a copy, an assignment and a return in each. Each stack
+/// declares its conformance in its own folder.
 protocol ModifiedCopy {}
 
 extension ModifiedCopy {
@@ -11,11 +12,5 @@ extension ModifiedCopy {
     }
 }
 
-extension QUIC: ModifiedCopy {}
-extension TLS: ModifiedCopy {}
-extension TCP: ModifiedCopy {}
-extension UDP: ModifiedCopy {}
 extension IP: ModifiedCopy {}
-extension TLV: ModifiedCopy {}
-extension Coder: ModifiedCopy {}
 extension NetworkParameters: ModifiedCopy {}

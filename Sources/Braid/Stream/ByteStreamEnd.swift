@@ -20,7 +20,7 @@ struct ByteStreamEnd: Sendable {
     /// taken them (see `StreamOutbox`). `queued` runs once the bytes are in the outbox (or
     /// refused), before the call waits: a connection that starts there finds them queued, so
     /// idempotent bytes sent first can go as early data. A QUIC stream's send first waits
-    /// for room in its connection's budget (`SendBudget`). Throws `NetworkError`.
+    /// for room in its connection's budget (`SharedSendBudget`). Throws `NetworkError`.
     func send(_ bytes: StreamBytes, endOfStream: Bool, idempotent: Bool, queued: () -> Void = {}) async throws {
         if try queueAtOnce(bytes, endOfStream: endOfStream, idempotent: idempotent, queued: queued) { return }
         try await sendWaiting(bytes, endOfStream: endOfStream, idempotent: idempotent, queued: queued)

@@ -23,16 +23,20 @@ extension ConnectionCore {
             postPump: { loop.execute { context in bound.value.pump(context) } },
             postCreditPass: { loop.execute { context in bound.value.returnConsumedCredit(context) } },
             borrowsLargeSends: borrowsLargeSends)
-        // Byte-stream connections carry no datagrams: their queues stay empty and closed.
-        let datagramInbox = DatagramInbox(backlog: 0)
-        datagramInbox.finish()
         self.init(
             channel: channel,
             shared: ConnectionShared(
-                datagramInbox: datagramInbox, datagramOutbox: DatagramOutbox(limit: 0), byteStream: end,
-                messageReceiver: maximumMessageSize.map(MessageReceiver.init(maximumMessageSize:))),
+                stackPart: ByteStreamShared(end: end, messageReceiver: maximumMessageSize.map(MessageReceiver.init(maximumMessageSize:)))),
             endpointDescription: endpointDescription)
         channel.delegate = self
+    }
+
+    /// A byte-stream core with TCP's defaults that never starts: a framer's over a stack Braid
+    /// cannot run (`UnsupportedStack`), whose API reads its message receiver until the start fails.
+    convenience init(unstartedByteStreamOn loop: EventLoop, endpointDescription: String, maximumMessageSize: Int) {
+        self.init(
+            byteStreamOn: loop, endpointDescription: endpointDescription, tcp: TCP(), handshakeTimeout: TLS().handshakeTimeout,
+            maximumMessageSize: maximumMessageSize)
     }
 
     /// The byte-stream channel (of a TLS or TCP connection, whose API alone calls this).

@@ -20,7 +20,7 @@ extension NetworkConnection where ApplicationProtocol: StreamProtocol {
     /// for the stack).
     var byteStream: ByteStreamEnd {
         get throws {
-            guard let end = shared.byteStream else { throw NetworkError.internalError("a \(ApplicationProtocol.self) connection without a byte stream") }
+            guard let end = shared.byteStream?.end else { throw NetworkError.internalError("a \(ApplicationProtocol.self) connection without a byte stream") }
             return end
         }
     }
@@ -40,14 +40,14 @@ extension NetworkConnection where ApplicationProtocol: StreamProtocol {
     }
 
     /// `ByteStreamEnd.queueAtOnce(copying:)` on the connection's own end, outside the async
-    /// call and through the optional in place: a copy of the end into the async frame cost a
-    /// reference count per part, per send.
+    /// call and in place in its part: a copy of the end into the async frame cost a reference
+    /// count per part, per send.
     func queueAtOnce(_ content: some Collection<UInt8> & Sendable, endOfStream: Bool) throws -> StreamOutbox.Storage? {
-        guard shared.byteStream != nil else {
+        guard let part = shared.byteStream else {
             _ = try byteStream  // throws the missing stream's error
             return nil
         }
-        return try shared.byteStream?.queueAtOnce(copying: content, endOfStream: endOfStream, queued: start) ?? nil
+        return try part.end.queueAtOnce(copying: content, endOfStream: endOfStream, queued: start)
     }
 
     /// Sends an integer in network byte order.
@@ -119,7 +119,7 @@ extension NetworkConnection where ApplicationProtocol == TLS {
     /// ```
     public func sendIdempotent<Content: Collection & Sendable>(_ content: Content, endOfStream: Bool = false) async throws
     where Content.Element == UInt8 {
-        guard let end = shared.byteStream else { throw NetworkError.internalError("a TLS connection without a byte stream") }
+        guard let end = shared.byteStream?.end else { throw NetworkError.internalError("a TLS connection without a byte stream") }
         // Queued before the connection starts, so a resumed connection finds them for early data.
         try await end.send(StreamBytes(copying: content), endOfStream: endOfStream, idempotent: true, queued: start)
     }

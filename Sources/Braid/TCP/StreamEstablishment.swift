@@ -40,10 +40,7 @@ final class StreamEstablishment: EstablishmentStrategy {
     func attempt(
         _ remote: SocketAddress, alone: Bool, race: ClientEstablishment, context: LoopContext
     ) throws -> (attempt: any EstablishmentAttempt, committed: Bool) {
-        // A port alone binds the wildcard address of the remote's family.
-        let local = race.local.map { local in
-            (local.address ?? SocketAddress(ip: remote.isIPv6 ? "::" : "0.0.0.0", port: 0)!).withPort(local.port)
-        }
+        let local = race.requestedLocalAddress(toward: remote)
         var options = options
         // Under interface constraints, the socket is bound to the chosen interface.
         options.device = race.interface(toward: remote)?.name

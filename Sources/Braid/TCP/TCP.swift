@@ -73,3 +73,5 @@ public struct TCP: NetworkProtocol, Hashable {
     /// each, SO_REUSEPORT; default 1, at most one per core).
     public func serverLoops(_ count: Int) -> TCP { with { $0.serverLoops = count } }
 }
+
+extension TCP: ModifiedCopy {}

@@ -155,3 +155,5 @@ public struct TLS: NetworkProtocol {
     /// Keep resumption tickets here, so the next connection to the same server resumes.
     public func sessionCache(_ cache: SessionCache) -> TLS { with { $0.sessionCache = cache } }
 }
+
+extension TLS: ModifiedCopy {}

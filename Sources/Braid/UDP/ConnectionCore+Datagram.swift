@@ -5,12 +5,8 @@ extension ConnectionCore {
     /// The core of a UDP connection (and of `Coder` over UDP): datagrams each way.
     convenience init(datagramsOn loop: EventLoop, endpointDescription: String) {
         let channel = DatagramChannel(loop: loop) { error in NetworkError(error, endpoint: endpointDescription) }
-        // UDP connections carry no QUIC datagrams: that queue stays empty and closed.
-        let datagramInbox = DatagramInbox(backlog: 0)
-        datagramInbox.finish()
         self.init(
-            channel: channel,
-            shared: ConnectionShared(datagramInbox: datagramInbox, datagramOutbox: channel.outbox, udpInbox: channel.inbox),
+            channel: channel, shared: ConnectionShared(stackPart: DatagramShared(outbox: channel.outbox, inbox: channel.inbox)),
             endpointDescription: endpointDescription)
         channel.delegate = self
     }

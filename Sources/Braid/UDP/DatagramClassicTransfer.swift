@@ -54,10 +54,10 @@ final class DatagramClassicTransfer: ClassicTransfer {
     }
 
     func batch(_ body: () -> Void) {
-        let shared = connection.shared
-        shared.batchDepth.add(1, ordering: .acquiringAndReleasing)
+        let part = connection.shared.datagram
+        part?.batchDepth.add(1, ordering: .acquiringAndReleasing)
         body()
-        if shared.batchDepth.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { connection.postDatagramDrain() }
+        if part?.batchDepth.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { connection.postDatagramDrain() }
     }
 
     func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? { nil }

@@ -30,14 +30,9 @@ final class DatagramEstablishment: EstablishmentStrategy {
         _ remote: SocketAddress, alone: Bool, race: ClientEstablishment, context: LoopContext
     ) throws -> (attempt: any EstablishmentAttempt, committed: Bool) {
         // Under interface constraints, the socket is bound to the chosen interface.
-        let sockets = try race.interface(toward: remote).map { try self.sockets.boundToDevice($0.name) } ?? self.sockets
-        let local: SocketAddress
-        if let binding = race.local {
-            local = (binding.address ?? SocketAddress(ip: remote.isIPv6 ? "::" : "0.0.0.0", port: 0)!).withPort(binding.port)
-        } else {
-            // The route lookup: throws the no-route error for this address.
-            local = try sockets.localAddress(toward: remote)
-        }
+        let sockets = try race.boundSockets(self.sockets, toward: remote)
+        // Without a requested address, the route lookup: throws the no-route error for this address.
+        let local = try race.requestedLocalAddress(toward: remote) ?? sockets.localAddress(toward: remote)
         let socket = try sockets.bind(local, batching: udp.batching, receiveSlots: 16, sendBatches: 16, reusePort: false)
         do {
             if let socket = socket as? UDPSocket {

@@ -21,7 +21,7 @@ extension NetworkConnection {
                 case .full:
                     // Inside `batch` no drain may be coming yet: make room.
                     postDatagramDrain()
-                    try await shared.datagramOutbox.waitForRoom()
+                    try await datagramPart.outbox.waitForRoom()
                     waiting = try offerDatagram(datagram)
                 default:
                     // Before ready, or larger than the outbox allows: the channel decides.
@@ -40,16 +40,26 @@ extension NetworkConnection {
     /// needed and no `batch` is open, whose end posts it); `.full` or `.needsLoop` when the
     /// send must wait. Throws the connection's error.
     func offerDatagram(_ datagram: Data) throws -> DatagramOutbox.Offer? {
-        switch shared.datagramOutbox.offer(datagram) {
+        let part = try datagramPart
+        switch part.outbox.offer(datagram) {
         case .queued:
             return nil
         case .queuedDrainNeeded:
-            if shared.batchDepth.load(ordering: .acquiring) == 0 { postDatagramDrain() }
+            if part.batchDepth.load(ordering: .acquiring) == 0 { postDatagramDrain() }
             return nil
         case .failed(let error):
             throw NetworkError(error)
         case let wait:
             return wait
+        }
+    }
+
+    /// The connection's datagram queues. Every connection whose core has a datagram channel
+    /// has them (its core was made for the stack).
+    var datagramPart: DatagramShared {
+        get throws {
+            guard let part = shared.datagram else { throw NetworkError.internalError("a \(ApplicationProtocol.self) connection without datagram queues") }
+            return part
         }
     }
 
@@ -70,13 +80,13 @@ extension NetworkConnection {
     }
 
     private func nextDatagram() async throws -> (content: Data, metadata: UDP.Metadata)? {
-        guard let inbox = shared.udpInbox else { throw NetworkError.internalError("a UDP connection without a datagram inbox") }
+        guard let part = shared.datagram else { throw NetworkError.internalError("a UDP connection without a datagram inbox") }
         start()
-        guard let datagram = try await NetworkError.mapping({ try await inbox.takeFirst() }) else { return nil }
+        guard let datagram = try await NetworkError.mapping({ try await part.inbox.takeFirst() }) else { return nil }
         let unix = unixEndpoint
         return (
             datagram.content,
-            shared.datagramEndpoints.withLock {
+            part.endpoints.withLock {
                 $0.unixEndpoint = unix
                 return $0.metadata(for: datagram)
             }
@@ -94,7 +104,7 @@ extension NetworkConnection {
     /// dropped go back to the inbox. `receive` is nil once the connection was cancelled and
     /// every datagram read, the connection's error if it failed.
     func datagramSource() -> NetworkMessages<(content: Data, metadata: UDP.Metadata)>.Source {
-        guard let inbox = shared.udpInbox else {
+        guard let inbox = shared.datagram?.inbox else {
             return .init(receive: { throw NetworkError.internalError("a UDP connection without a datagram inbox") })
         }
         let batch = MessageBatch(inbox: inbox)

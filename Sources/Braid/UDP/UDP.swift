@@ -59,3 +59,5 @@ extension UDP {
         }
     }
 }
+
+extension UDP: ModifiedCopy {}

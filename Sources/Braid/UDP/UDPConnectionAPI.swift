@@ -66,9 +66,11 @@ extension NetworkConnection where ApplicationProtocol == UDP {
     /// }
     /// ```
     public func batch<Result>(_ body: () async throws -> Result) async rethrows -> Result {
-        shared.batchDepth.add(1, ordering: .acquiringAndReleasing)
+        // A UDP connection always has its datagram part; without one, the block just runs.
+        let part = shared.datagram
+        part?.batchDepth.add(1, ordering: .acquiringAndReleasing)
         defer {
-            if shared.batchDepth.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { postDatagramDrain() }
+            if part?.batchDepth.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { postDatagramDrain() }
         }
         return try await body()
     }

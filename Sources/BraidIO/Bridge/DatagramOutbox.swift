@@ -33,17 +33,19 @@ package final class DatagramOutbox: Sendable {
         /// The largest datagram the engine accepted when last asked; nil before ready.
         var maximumSize: Int?
         var failure: (any Error)?
-        /// Senders waiting for room (a cancelled one stays until the next wake, as a no-op).
-        var roomWaiters: [Completion<Void>] = []
+        /// The bound, in datagrams: `queued` counts those in `queue`; its line holds the
+        /// senders waiting for room (a cancelled one stays until the next wake, as a no-op).
+        var budget: SendBudget<Completion<Void>>
         /// The most datagrams `queue` has held at once.
         var highWater = 0
     }
 
     package let limit: Int
-    private let state = Locked(State())
+    private let state: Locked<State>
 
     package init(limit: Int) {
         self.limit = limit
+        state = Locked(State(budget: SendBudget(limit: limit)))
     }
 
     /// Datagrams queued and not yet taken by the loop.
@@ -53,15 +55,16 @@ package final class DatagramOutbox: Sendable {
     package var largestCount: Int { state.withLock { $0.highWater } }
 
     /// Senders waiting for room (cancelled ones included until the next wake).
-    package var roomWaiterCount: Int { state.withLock { $0.roomWaiters.count } }
+    package var roomWaiterCount: Int { state.withLock { $0.budget.waiterCount } }
 
     /// Called from any thread by `send`.
     package func offer(_ datagram: Data) -> Offer {
         state.withLock { state in
             if let failure = state.failure { return .failed(failure) }
             guard let maximum = state.maximumSize, datagram.count <= maximum else { return .needsLoop }
-            guard state.queue.count < limit else { return .full }
+            guard state.budget.isBelowLimit else { return .full }
             state.queue.append(datagram)
+            state.budget.queued += 1
             state.highWater = max(state.highWater, state.queue.count)
             if state.drainPending { return .queued }
             state.drainPending = true
@@ -74,9 +77,9 @@ package final class DatagramOutbox: Sendable {
         try await Completion<Void>.wait { completion in
             let immediate: Result<Void, any Error>? = state.withLock { state in
                 if let failure = state.failure { return .failure(failure) }
-                if state.queue.count < limit { return .success(()) }
-                state.roomWaiters.removeAll { !$0.isPending }
-                state.roomWaiters.append(completion)
+                if state.budget.isBelowLimit { return .success(()) }
+                state.budget.removeWaiters { !$0.isPending }
+                state.budget.wait(completion)
                 return nil
             }
             if let immediate { completion.resume(immediate) }
@@ -97,10 +100,10 @@ package final class DatagramOutbox: Sendable {
                 taken.reserveCapacity(count)
                 for _ in 0..<count { taken.append(state.queue.removeFirst()) }
             }
+            state.budget.queued -= taken.count
             if state.queue.isEmpty { state.drainPending = false }
             guard !taken.isEmpty else { return (taken, []) }
-            defer { state.roomWaiters.removeAll() }
-            return (taken, state.roomWaiters)
+            return (taken, state.budget.takeWaiters())
         }
         for waiter in waiters { waiter.resume(.success(())) }
         return taken
@@ -116,9 +119,9 @@ package final class DatagramOutbox: Sendable {
         let waiters = state.withLock { state -> [Completion<Void>] in
             if state.failure == nil { state.failure = error }
             state.queue.removeAll()
+            state.budget.queued = 0
             state.drainPending = false
-            defer { state.roomWaiters.removeAll() }
-            return state.roomWaiters
+            return state.budget.takeWaiters()
         }
         for waiter in waiters { waiter.resume(.failure(error)) }
     }

@@ -10,8 +10,9 @@ import DequeModule
 /// stream may carry data (a client before its handshake), or one behind an earlier waiting
 /// send, so order always holds.
 ///
-/// The bound: a send is taken at once only while the bytes the engine holds unacknowledged (as
-/// the loop last published them), those queued here and its own fit in `limit`; a waiting send
+/// The bound (a `SendBudget`): a send is taken at once only while the bytes the engine holds
+/// unacknowledged (as the loop last published them), those queued here and its own fit in
+/// `limit`; a waiting send
 /// is handed over while the engine's unacknowledged bytes are below `limit`. So a stream holds
 /// at most `limit` plus one send's last piece.
 ///
@@ -20,7 +21,7 @@ import DequeModule
 /// `offer(count:endOfStream:writing:)`); an entry's `count` says how far.
 ///
 /// With a `budget` (a QUIC connection's, shared by its streams), every send was charged to it
-/// before it came here (`SendBudget.admit`); the outbox gives the charge back for bytes it
+/// before it came here (`SharedSendBudget.admit`); the outbox gives the charge back for bytes it
 /// drops and hands it over for bytes the engine takes.
 package final class StreamOutbox: Sendable {
     /// What `offer` decided.
@@ -128,10 +129,10 @@ package final class StreamOutbox: Sendable {
         mutating func closeTail() {
             if let tail = tail.take() { queue.append(tail) }
         }
-        /// Bytes in `queue` the engine has not taken yet.
-        var queuedBytes = 0
-        /// What the engine held unacknowledged when the loop last looked.
-        var engineUnacknowledged = 0
+        /// The stream's bound: what the engine held unacknowledged when the loop last looked
+        /// (`engineHeld`) and the bytes in `queue` it has not taken yet (`queued`). Its senders
+        /// wait in `queue` itself, so the budget's own line stays empty.
+        var bound: SendBudget<Never>
         /// Entries whose sender waits: while any does, later sends wait behind it.
         var waitingSenders = 0
         /// Bytes handed over now reach the engine at once (a server, or a client once ready).
@@ -145,17 +146,17 @@ package final class StreamOutbox: Sendable {
 
     package let limit: Int
     /// The connection's budget its sends were charged to (nil: none, TLS and TCP).
-    package let budget: SendBudget?
+    package let budget: SharedSendBudget?
     /// Larger sends always wait for the engine to take them: their copy dominates, and letting
     /// bulk senders run ahead made them compete with the loop thread for the CPU (and keep more
     /// fresh buffers alive, paying page faults), which cost bulk goodput on a 2-core machine.
     package static let maxQueuedSend = 64 * 1024
-    private let state = Locked(State())
+    private let state: Locked<State>
 
-    package init(limit: Int, open: Bool, budget: SendBudget? = nil) {
+    package init(limit: Int, open: Bool, budget: SharedSendBudget? = nil) {
         self.limit = limit
         self.budget = budget
-        state.withLock { $0.open = open }
+        state = Locked(State(bound: SendBudget(limit: limit), open: open))
     }
 
     /// Senders waiting for their bytes to reach the engine.
@@ -222,13 +223,13 @@ package final class StreamOutbox: Sendable {
     /// Whether a send of `count` bytes may be queued now without waiting: the stream is open,
     /// no sender waits before it, and it fits under the bound.
     private func hasRoom(for count: Int, in state: State) -> Bool {
-        state.open && state.waitingSenders == 0 && state.engineUnacknowledged + state.queuedBytes + count <= limit
+        state.open && state.waitingSenders == 0 && state.bound.fits(count)
     }
 
     /// Counts `count` more queued bytes (and the end, if it is one); true when the caller must
     /// post the drain pass (none is pending yet).
     private static func recordQueued(_ count: Int, endOfStream: Bool, in state: inout State) -> Bool {
-        state.queuedBytes += count
+        state.bound.queued += count
         state.endOfStreamQueued = endOfStream
         if state.drainPending { return false }
         state.drainPending = true
@@ -277,7 +278,7 @@ package final class StreamOutbox: Sendable {
             while var entry = state.queue.first {
                 if let completion = entry.completion, !completion.isPending {
                     state.queue.removeFirst()
-                    state.queuedBytes -= entry.count - entry.offset
+                    state.bound.queued -= entry.count - entry.offset
                     dropped += entry.count - entry.offset
                     state.waitingSenders -= 1
                     continue
@@ -286,12 +287,12 @@ package final class StreamOutbox: Sendable {
                 do {
                     offset = try hand(entry)
                 } catch {
-                    state.engineUnacknowledged = unacknowledged()
-                    dropped += state.queuedBytes
+                    state.bound.engineHeld = unacknowledged()
+                    dropped += state.bound.queued
                     return (done, Self.fail(&state, error), error)
                 }
                 guard let offset else { break }
-                state.queuedBytes -= offset - entry.offset
+                state.bound.queued -= offset - entry.offset
                 taken += offset - entry.offset
                 entry.offset = offset
                 guard offset == entry.count else {
@@ -304,7 +305,7 @@ package final class StreamOutbox: Sendable {
                     if let claim = completion.claim() { done.append(claim) }
                 }
             }
-            state.engineUnacknowledged = unacknowledged()
+            state.bound.engineHeld = unacknowledged()
             if state.queue.isEmpty { state.drainPending = false }
             return (done, [], nil)
         }
@@ -321,7 +322,7 @@ package final class StreamOutbox: Sendable {
     /// of bytes after a drain recorded them, as TCP's gathered writes do), so `offer` sees room
     /// as soon as it is there rather than at the next drain.
     package func engineHolds(_ count: Int) {
-        state.withLock { $0.engineUnacknowledged = count }
+        state.withLock { $0.bound.engineHeld = count }
     }
 
     /// The loop: bytes handed over from now on reach the engine at once.
@@ -353,7 +354,7 @@ package final class StreamOutbox: Sendable {
             for entry in state.queue {
                 if let completion = entry.completion {
                     failed.append(completion)
-                    state.queuedBytes -= entry.count - entry.offset
+                    state.bound.queued -= entry.count - entry.offset
                     dropped += entry.count - entry.offset
                     state.waitingSenders -= 1
                 } else {
@@ -374,7 +375,7 @@ package final class StreamOutbox: Sendable {
     package func fail(_ error: any Error, waiters: (any Error)? = nil) {
         var dropped = 0
         let failed = state.withLock { state in
-            dropped = state.queuedBytes
+            dropped = state.bound.queued
             return Self.fail(&state, error)
         }
         budget?.release(dropped)
@@ -388,7 +389,7 @@ package final class StreamOutbox: Sendable {
         let failed = state.queue.compactMap(\.completion)
         state.queue.removeAll()
         state.tail = nil
-        state.queuedBytes = 0
+        state.bound.queued = 0
         state.waitingSenders = 0
         state.drainPending = false
         return failed

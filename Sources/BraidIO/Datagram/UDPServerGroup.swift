@@ -29,32 +29,22 @@ package final class UDPServerGroup: Sendable {
         makeAccept: @escaping @Sendable (LoopContext) -> (DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?
     ) async throws -> UDPServerGroup {
         precondition(!loops.isEmpty, "a server group needs a loop")
-        var demultiplexers: [LoopBound<UDPDemultiplexer>] = []
-        var bound = address
-        do {
-            for loop in unixPath == nil ? loops : [loops[0]] {
-                let target = bound
-                let (demultiplexer, local) = try await loop.submit { context in
-                    let socket =
-                        try unixPath.map { try sockets.bind(unixPath: $0) }
-                        ?? sockets.bind(target, batching: batching, receiveSlots: 32, sendBatches: 16, reusePort: loops.count > 1)
-                    try (socket as? UDPSocket)?.allowFragmentation()
-                    let demultiplexer = UDPDemultiplexer(socket: socket, idleTimeout: idleTimeout, accept: makeAccept(context))
-                    do {
-                        try demultiplexer.start(context)
-                    } catch {
-                        socket.close()
-                        throw error
-                    }
-                    return (LoopBound(demultiplexer, on: context.loop), socket.localAddress)
-                }
-                demultiplexers.append(demultiplexer)
-                bound = local
+        // A Unix-domain path cannot be shared: it gets one socket, on the first loop.
+        let (demultiplexers, bound) = try await PerLoopBinding.bind(loops: unixPath == nil ? loops : [loops[0]], to: address) {
+            _, target, context throws -> (UDPDemultiplexer, SocketAddress) in
+            let socket =
+                try unixPath.map { try sockets.bind(unixPath: $0) }
+                ?? sockets.bind(target, batching: batching, receiveSlots: 32, sendBatches: 16, reusePort: loops.count > 1)
+            try (socket as? UDPSocket)?.allowFragmentation()
+            let demultiplexer = UDPDemultiplexer(socket: socket, idleTimeout: idleTimeout, accept: makeAccept(context))
+            do {
+                try demultiplexer.start(context)
+            } catch {
+                socket.close()
+                throw error
             }
-        } catch {
-            await close(demultiplexers)
-            throw error
-        }
+            return (demultiplexer, socket.localAddress)
+        } closingOnFailure: { await close($0) }
         return UDPServerGroup(localAddress: bound, demultiplexers: demultiplexers)
     }
 

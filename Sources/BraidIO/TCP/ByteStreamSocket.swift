@@ -15,7 +15,7 @@ package protocol ByteStreamSocket: AnyObject {
     var isMultipath: Bool { get }
     /// A fast open client that has sent nothing yet: its first write sends the SYN.
     var connectDeferredUntilWrite: Bool { get }
-    var counters: StreamSocketCounters { get }
+    var counters: SocketCounters { get }
     /// After the first `writable`: confirms the connection or throws why it failed
     /// (`DatapathError.system("connect(...)", ECONNREFUSED / ETIMEDOUT / ENETUNREACH ...)`).
     func finishConnect() throws
@@ -40,7 +40,7 @@ package protocol ByteStreamSocket: AnyObject {
 /// What a listener's owner needs of its listening socket.
 package protocol ByteStreamListener: AnyObject {
     var localAddress: SocketAddress { get }
-    var counters: StreamSocketCounters { get }
+    var counters: SocketCounters { get }
     /// One waiting connection, or nil when none waits (call until nil on `readable`).
     func acceptSocket() throws -> (any ByteStreamSocket)?
     /// Has `handler` told when connections wait; returns its token.

@@ -30,7 +30,7 @@ public final class TCPListenerSocket {
     public let options: TCPOptions
     /// How long the listener stops accepting after running out of descriptors or memory.
     public var exhaustionBackoff: Duration = .milliseconds(100)
-    public private(set) var counters = StreamSocketCounters()
+    public private(set) var counters = SocketCounters()
     public private(set) var isOpen = true
     /// Options the MPTCP layer does not support on the listener and that were left unset.
     public let unsupportedOptions: [String]
@@ -64,7 +64,7 @@ public final class TCPListenerSocket {
         bindTo address: SocketAddress, options: TCPOptions = TCPOptions(), reusePort: Bool = false, backlog: Int = 1024,
         fastOpenQueueLength: Int = 256
     ) throws {
-        var counters = StreamSocketCounters()
+        var counters = SocketCounters()
         let (fd, multipath) = try TCPSocket.openStreamSocket(
             ipv6: address.isIPv6, multipath: options.multipath, calls: &counters.controlCalls)
         do {
@@ -106,7 +106,7 @@ public final class TCPListenerSocket {
     /// a file that is not a socket (a regular file, a directory) is never removed: EADDRINUSE
     /// too. `close` removes the socket file, if it is still the one this listener made.
     package init(unixPath path: UnixSocketPath, backlog: Int = 1024) throws {
-        var counters = StreamSocketCounters()
+        var counters = SocketCounters()
         counters.controlCalls += try path.removeStaleSocketFile(type: Int32(SOCK_STREAM.rawValue))
         counters.controlCalls += 1
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

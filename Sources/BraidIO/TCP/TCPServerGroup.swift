@@ -26,33 +26,23 @@ package final class TCPServerGroup: Sendable {
         makeHandler: @escaping @Sendable (LoopContext) -> (any ByteStreamSocket, LoopContext) -> Void
     ) async throws -> TCPServerGroup {
         precondition(!loops.isEmpty, "a server group needs a loop")
-        var acceptors: [LoopBound<TCPAcceptor>] = []
-        var bound = address
-        do {
-            for loop in unixPath == nil ? loops : [loops[0]] {
-                let target = bound
-                let (acceptor, local) = try await loop.submit { context in
-                    // One loop needs no port sharing; leaving SO_REUSEPORT off then makes a second
-                    // server on the same port fail with EADDRINUSE instead of joining it.
-                    let listener =
-                        try unixPath.map { try sockets.listen(onUnixPath: $0, backlog: backlog) }
-                        ?? sockets.listen(on: target, options: options, reusePort: loops.count > 1, backlog: backlog)
-                    let acceptor = TCPAcceptor(listener: listener, accepted: makeHandler(context))
-                    do {
-                        _ = try listener.register(acceptor, in: context)
-                    } catch {
-                        listener.close()
-                        throw error
-                    }
-                    return (LoopBound(acceptor, on: context.loop), listener.localAddress)
-                }
-                acceptors.append(acceptor)
-                bound = local
+        // A Unix-domain path cannot be shared: it gets one socket, on the first loop.
+        let (acceptors, bound) = try await PerLoopBinding.bind(loops: unixPath == nil ? loops : [loops[0]], to: address) {
+            _, target, context throws -> (TCPAcceptor, SocketAddress) in
+            // One loop needs no port sharing; leaving SO_REUSEPORT off then makes a second
+            // server on the same port fail with EADDRINUSE instead of joining it.
+            let listener =
+                try unixPath.map { try sockets.listen(onUnixPath: $0, backlog: backlog) }
+                ?? sockets.listen(on: target, options: options, reusePort: loops.count > 1, backlog: backlog)
+            let acceptor = TCPAcceptor(listener: listener, accepted: makeHandler(context))
+            do {
+                _ = try listener.register(acceptor, in: context)
+            } catch {
+                listener.close()
+                throw error
             }
-        } catch {
-            await close(acceptors)
-            throw error
-        }
+            return (acceptor, listener.localAddress)
+        } closingOnFailure: { await close($0) }
         return TCPServerGroup(localAddress: bound, acceptors: acceptors)
     }
 

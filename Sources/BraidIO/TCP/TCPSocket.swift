@@ -29,7 +29,7 @@ public final class TCPSocket {
     /// Options the MPTCP layer does not support and that were left unset (multipath sockets
     /// only; the names of their setsockopt constants).
     public let unsupportedOptions: [String]
-    public private(set) var counters = StreamSocketCounters()
+    public private(set) var counters = SocketCounters()
     /// True from `connect` until `finishConnect` confirms the connection.
     public private(set) var isConnecting: Bool
     /// A fast open client that holds a cookie: `connect` sent nothing, and the first write
@@ -50,7 +50,7 @@ public final class TCPSocket {
 
     private init(
         fd: Int32, remote: SocketAddress, local: SocketAddress, isMultipath: Bool, options: TCPOptions, unsupported: [String],
-        connecting: Bool, deferred: Bool, counters: StreamSocketCounters, unixPath: String? = nil
+        connecting: Bool, deferred: Bool, counters: SocketCounters, unixPath: String? = nil
     ) {
         self.fd = fd
         self.unixPath = unixPath
@@ -83,7 +83,7 @@ public final class TCPSocket {
     public static func connect(to remote: SocketAddress, from local: SocketAddress? = nil, options: TCPOptions = TCPOptions())
         throws -> TCPSocket
     {
-        var counters = StreamSocketCounters()
+        var counters = SocketCounters()
         let (fd, multipath) = try openStreamSocket(ipv6: remote.isIPv6, multipath: options.multipath, calls: &counters.controlCalls)
         do {
             let unsupported = try options.apply(
@@ -123,7 +123,7 @@ public final class TCPSocket {
     /// nobody listens on), EAGAIN (the listener's backlog is full), EACCES. TCP's options
     /// mean nothing on it and none is set.
     package static func connect(toUnixPath path: UnixSocketPath) throws -> TCPSocket {
-        var counters = StreamSocketCounters()
+        var counters = SocketCounters()
         counters.controlCalls += 1
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw DatapathError.system("socket(AF_UNIX)", errno) }
@@ -146,14 +146,14 @@ public final class TCPSocket {
     static func accepted(fd: Int32, unixPath path: String) -> TCPSocket {
         TCPSocket(
             fd: fd, remote: .unspecified, local: .unspecified, isMultipath: false, options: TCPOptions(), unsupported: [],
-            connecting: false, deferred: false, counters: StreamSocketCounters(), unixPath: path)
+            connecting: false, deferred: false, counters: SocketCounters(), unixPath: path)
     }
 
     /// Wraps a socket a listener accepted (already non-blocking), applying `options`.
     static func accepted(
-        fd: Int32, remote: SocketAddress, isMultipath: Bool, options: TCPOptions, counters: inout StreamSocketCounters
+        fd: Int32, remote: SocketAddress, isMultipath: Bool, options: TCPOptions, counters: inout SocketCounters
     ) throws -> TCPSocket {
-        var own = StreamSocketCounters()
+        var own = SocketCounters()
         do {
             let unsupported = try options.apply(
                 to: fd, isIPv6: remote.isIPv6, multipath: isMultipath, role: .accepted(mappedIPv4: remote.isIPv4Mapped),
@@ -245,10 +245,10 @@ public final class TCPSocket {
         // A closed socket's descriptor number may already belong to another file.
         guard isOpen else { throw DatapathError.system("recv", EBADF) }
         while true {
-            counters.readCalls += 1
+            counters.recvCalls += 1
             let count = recv(fd, buffer.baseAddress, buffer.count, 0)
             if count > 0 {
-                counters.bytesRead += UInt64(count)
+                counters.bytesReceived += UInt64(count)
                 return .bytes(count)
             }
             if count == 0 {
@@ -292,10 +292,10 @@ public final class TCPSocket {
         message.msg_iov = UnsafeMutablePointer(mutating: regions.baseAddress)
         message.msg_iovlen = regions.count
         while true {
-            counters.writeCalls += 1
+            counters.sendmsgCalls += 1
             let sent = sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
             if sent >= 0 {
-                counters.bytesWritten += UInt64(sent)
+                counters.bytesSent += UInt64(sent)
                 counters.regionsWritten += UInt64(regions.count)
                 if sent < total { counters.partialWrites += 1 }
                 if sent == 0 { counters.writeWouldBlock += 1 }

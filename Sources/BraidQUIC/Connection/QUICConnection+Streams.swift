@@ -1,3 +1,4 @@
+import BraidCore
 import CBraid
 import Logging
 

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BraidCore
 import CBraid
 import DequeModule
 import Logging
@@ -81,7 +82,7 @@ package final class QUICConnection {
     /// Streams ngtcp2 dropped when the server refused 0-RTT; reopened after `read_pkt` returns.
     var pendingReopen: [StreamState] = []
     /// Stream bytes held across all streams, bounded by `connectionSendBufferLimit`.
-    var sendBudget: ConnectionSendBudget
+    var sendBudget: SendBudget<StreamState>
 
     // MARK: Datagrams (+Datagrams)
     /// Datagrams queued by `sendDatagram`, not yet in a packet.
@@ -175,7 +176,7 @@ package final class QUICConnection {
         logger[metadataKey: "quic.cid"] = "\(setup.sourceCID)"
         maxPacketSize = max(transport.maxUDPPayloadSize, 1200)
         datagramProbe = DatagramProbe(configuredKeepAlive: transport.keepAliveInterval?.nanosecondsClamped ?? 0)
-        sendBudget = ConnectionSendBudget(limit: transport.connectionSendBufferLimit)
+        sendBudget = .streams(limit: transport.connectionSendBufferLimit)
         connRef = .allocate(capacity: 1)
         pathStorage = .allocate(capacity: 1)
         vecs = .allocate(capacity: Self.maxVecs)

@@ -206,7 +206,7 @@ final class StreamState {
     var wantsWritable = false
     /// Stream credit for this peer-opened stream was returned to the peer.
     var creditReturned = false
-    /// Waits for room under the connection's send budget (`ConnectionSendBudget`).
+    /// Waits for room under the connection's send budget (`SendBudget+StreamRounds`).
     var waitsForSendBudget = false
     /// Its place in the line for room under the connection's send budget, kept until it gets room.
     var sendBudgetTicket: UInt64?

@@ -94,9 +94,9 @@ import BraidCore
         // Kernel buffers on loopback hold a few MB at most; without backpressure the sender
         // would have gone on forever.
         #expect(stuckAt < 64 << 20)
-        let unread = try #require(reader.shared.byteStream).inbox.available
+        let unread = try #require(reader.shared.byteStream).end.inbox.available
         #expect(unread <= TCP().receiveBufferLimit + 64 * 1024)
-        let queued = try #require(connection.shared.byteStream).outbox.waitingSenders
+        let queued = try #require(connection.shared.byteStream).end.outbox.waitingSenders
         #expect(queued <= 1)
         // Reading resumes the flow: the server takes 4 MB and the sender moves on.
         var taken = 0

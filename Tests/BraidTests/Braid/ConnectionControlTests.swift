@@ -130,7 +130,7 @@ import BraidCore
             }
             // High-water marks, not samples: a sample taken every millisecond can miss the peak.
             let largest = try await connection.loop.submit { _ in core.value.quic.engine?.largestPendingDatagramCount ?? -1 }
-            let largestOutbox = connection.shared.datagramOutbox.largestCount
+            let largestOutbox = connection.shared.quic.datagramOutbox.largestCount
             #expect(largest > 0)
             #expect(largest <= 256)  // QUICChannel.datagramQueueLimit
             #expect(largestOutbox > 0)

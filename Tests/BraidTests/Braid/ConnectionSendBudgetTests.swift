@@ -15,7 +15,7 @@ import Testing
     static let budget = 256 * 1024
 
     /// The connection's send budget (the object its streams' sends are admitted by).
-    static func budget(of connection: NetworkConnection<QUIC>) async throws -> SendBudget {
+    static func budget(of connection: NetworkConnection<QUIC>) async throws -> SharedSendBudget {
         let core = connection.core
         return try await connection.loop.submit { _ in core.value.quic.sendBudget }
     }

@@ -21,7 +21,7 @@ import BraidCore
             let sent = (0..<20).map { Data([UInt8($0), 1, 2, 3]) }
             for datagram in sent { try await connection.datagrams.send(datagram) }
             // All echoes queued, so the first reader's batch holds all of them.
-            let queued = try await world.eventually { connection.shared.datagramInbox.count >= sent.count }
+            let queued = try await world.eventually { connection.shared.quic.datagramInbox.count >= sent.count }
             try #require(queued, "the echoes never all arrived")
             var first: Data?
             for await datagram in connection.datagrams {
@@ -47,7 +47,7 @@ import BraidCore
             defer { connection.cancel() }
             let sent = (0..<20).map { Data([UInt8($0), 9, 9]) }
             for datagram in sent { try await connection.send(datagram) }
-            let inbox = try #require(connection.shared.udpInbox)
+            let inbox = try #require(connection.shared.datagram).inbox
             let queued = try await world.eventually { inbox.count >= sent.count }
             try #require(queued, "the echoes never all arrived")
             var first: [Data] = []

@@ -37,7 +37,7 @@ import Testing
         // The server reads the whole request and answers it; both streams stay open.
         let answer = Data(pattern(seed: 32, count: 200 * 1024))
         let received = try await pair.run {
-            for await handle in server.shared.inboundStreams {
+            for await handle in server.shared.quic.inboundStreams {
                 let inbound = QUIC.Stream(handle, stack: QUICStream())
                 let (content, _) = try await inbound.receive(exactly: request.count)
                 try await inbound.send(answer)

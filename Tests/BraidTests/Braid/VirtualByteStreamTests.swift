@@ -86,7 +86,7 @@ import Testing
         #expect(echoed == messages.flatMap { $0 })
         let network = setup.network
         let writes = try await setup.loop.drive {
-            try await setup.loop.submit { _ in network.connectedSocketCounters().map(\.writeCalls) }
+            try await setup.loop.submit { _ in network.connectedSocketCounters().map(\.sendmsgCalls) }
         }
         #expect(writes == [1], "write calls of the client's socket: \(writes)")
     }

@@ -124,7 +124,7 @@ import Testing
 
     /// The server connection's inbound streams as an async sequence.
     private static func streams(of server: NetworkConnection<QUIC>) -> AsyncMapSequence<AsyncStream<QUICStreamHandle>, QUIC.Stream<QUICStream>> {
-        server.shared.inboundStreams.map { QUIC.Stream($0, stack: QUICStream()) }
+        server.shared.quic.inboundStreams.map { QUIC.Stream($0, stack: QUICStream()) }
     }
 }
 

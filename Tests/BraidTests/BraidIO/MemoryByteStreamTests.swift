@@ -49,7 +49,7 @@ extension EventLoop {
         #expect(receiver.intact)
         #expect(sender.shortWrites > 0)
         #expect(b.peakBuffered == 16 * 1024)
-        #expect(a.counters.bytesWritten == 1 << 20)
+        #expect(a.counters.bytesSent == 1 << 20)
         #expect(b.counters.readEndOfStream == 1)
     }
 

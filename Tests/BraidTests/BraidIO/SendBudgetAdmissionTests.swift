@@ -3,7 +3,7 @@ import Testing
 
 @testable import BraidIO
 
-/// `SendBudget` driven by hand, as a QUIC connection's streams and loop drive it: sends are
+/// `SharedSendBudget` driven by hand, as a QUIC connection's streams and loop drive it: sends are
 /// admitted at once below the limit, then in turn as the loop publishes room, and never left
 /// waiting when their stream or the connection fails.
 @Suite struct SendBudgetAdmissionTests {
@@ -17,13 +17,13 @@ import Testing
     }
 
     /// Waits (bounded) until `budget` has `count` waiting senders.
-    private func waitForWaiters(_ budget: SendBudget, _ count: Int) async throws {
+    private func waitForWaiters(_ budget: SharedSendBudget, _ count: Int) async throws {
         for _ in 0..<2000 where budget.waitingSenders != count { try await Task.sleep(for: .milliseconds(1)) }
         #expect(budget.waitingSenders == count)
     }
 
     @Test func sendsAreAdmittedInTurnAsRoomIsPublished() async throws {
-        let budget = SendBudget(limit: 100)
+        let budget = SharedSendBudget(limit: 100)
         let outbox = StreamOutbox(limit: 1000, open: true, budget: budget)
         // Below the limit a send is admitted whole, even one larger than the room.
         try await budget.admit(150, for: outbox) {}
@@ -55,7 +55,7 @@ import Testing
     }
 
     @Test func waitingSendersFailWithTheirStreamOrTheConnection() async throws {
-        let budget = SendBudget(limit: 100)
+        let budget = SharedSendBudget(limit: 100)
         let first = StreamOutbox(limit: 1000, open: true, budget: budget)
         let second = StreamOutbox(limit: 1000, open: true, budget: budget)
         try await budget.admit(100, for: first) {}

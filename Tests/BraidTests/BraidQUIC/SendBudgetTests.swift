@@ -1,3 +1,4 @@
+import BraidCore
 import Testing
 @testable import BraidQUIC
 
@@ -154,7 +155,7 @@ import Testing
     /// Streams get room in the order they waited, and one that got room goes to the back:
     /// waiters that got nothing keep their place ahead of it for the next round.
     @Test func waitersAreWokenInTurn() {
-        var budget = ConnectionSendBudget(limit: 100)
+        var budget = SendBudget<StreamState>.streams(limit: 100)
         let streams = (0..<3).map { StreamState(id: Int64($0 * 4)) }
         budget.added(100, by: streams[0])
         #expect(budget.room == 0)

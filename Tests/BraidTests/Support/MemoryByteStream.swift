@@ -26,7 +26,7 @@ final class MemoryStreamNetwork: ByteStreamSocketFactory, Sendable {
     }
 
     /// The system-call counters of the sockets `connect` made, in order. Call it on the loop.
-    func connectedSocketCounters() -> [StreamSocketCounters] {
+    func connectedSocketCounters() -> [SocketCounters] {
         state.withLock { $0.connected.map(\.value.counters) }
     }
 
@@ -138,7 +138,7 @@ final class MemoryStreamSocket: ByteStreamSocket {
     let remoteAddress: SocketAddress
     let isMultipath = false
     let connectDeferredUntilWrite = false
-    private(set) var counters = StreamSocketCounters()
+    private(set) var counters = SocketCounters()
     /// The most unread bytes this end ever held (never above `capacity`).
     private(set) var peakBuffered = 0
     let capacity: Int
@@ -221,7 +221,7 @@ final class MemoryStreamSocket: ByteStreamSocket {
     func read(into buffer: UnsafeMutableRawBufferPointer) throws -> StreamReadResult {
         precondition(buffer.count > 0)
         guard isOpen else { throw DatapathError.system("recv", EBADF) }
-        counters.readCalls += 1
+        counters.recvCalls += 1
         if reset { throw DatapathError.system("recv", ECONNRESET) }
         guard buffered > 0 else {
             if peerFinished {
@@ -238,7 +238,7 @@ final class MemoryStreamSocket: ByteStreamSocket {
             inbound.removeAll(keepingCapacity: true)
             inboundStart = 0
         }
-        counters.bytesRead += UInt64(count)
+        counters.bytesReceived += UInt64(count)
         // Room again: the writer hears it.
         peer?.poke()
         return .bytes(count)
@@ -249,7 +249,7 @@ final class MemoryStreamSocket: ByteStreamSocket {
         try fill(&regions)
         guard regions.byteCount > 0 else { return 0 }
         guard isOpen, !writeShut else { throw DatapathError.system("sendmsg", EPIPE) }
-        counters.writeCalls += 1
+        counters.sendmsgCalls += 1
         guard !reset, let peer, peer.isOpen else { throw DatapathError.system("sendmsg", EPIPE) }
         var room = peer.capacity - peer.buffered
         var written = 0
@@ -260,7 +260,7 @@ final class MemoryStreamSocket: ByteStreamSocket {
             written += count
         }
         peer.peakBuffered = max(peer.peakBuffered, peer.buffered)
-        counters.bytesWritten += UInt64(written)
+        counters.bytesSent += UInt64(written)
         counters.regionsWritten += UInt64(regions.count)
         if written < regions.byteCount { counters.partialWrites += 1 }
         if written == 0 { counters.writeWouldBlock += 1 }
@@ -305,7 +305,7 @@ final class MemoryStreamSocket: ByteStreamSocket {
 /// A listener of a `MemoryStreamNetwork`: connections wait in a queue until accepted.
 final class MemoryStreamListener: ByteStreamListener {
     let localAddress: SocketAddress
-    private(set) var counters = StreamSocketCounters()
+    private(set) var counters = SocketCounters()
     private(set) var isOpen = true
     private var waiting: [MemoryStreamSocket] = []
     private let pump = ReadinessPump()

@@ -1,9 +1,9 @@
 import BraidCore
-import DequeModule
 
-/// The bytes one connection's streams may hold for sending, all streams together: those the
-/// engine holds unacknowledged (as the loop last published them) and those sends have queued in
-/// the streams' outboxes. Shared by the application's tasks and the connection's loop.
+/// The bytes one connection's streams may hold for sending, all streams together: a
+/// `SendBudget` under a lock, shared by the application's tasks and the connection's loop.
+/// Held are those the engine holds unacknowledged (as the loop last published them) and those
+/// sends have queued in the streams' outboxes.
 ///
 /// A send is admitted (its bytes charged) before it copies them: at once while the held bytes
 /// are below `limit` and nobody waits, else in turn, first come first served, as the loop
@@ -11,7 +11,7 @@ import DequeModule
 /// and senders it has, and no sender waits forever behind others. Charged bytes leave the
 /// budget when the engine takes them (the engine's own figure then counts them) or when they
 /// are dropped.
-package final class SendBudget: Sendable {
+package final class SharedSendBudget: Sendable {
     private struct Waiter {
         let count: Int
         /// The outbox the send goes to: if it fails first, so does the wait.
@@ -20,24 +20,23 @@ package final class SendBudget: Sendable {
     }
 
     private struct State {
-        /// What the engine held unacknowledged when the loop last looked.
-        var engine = 0
-        /// Bytes charged to sends and not yet taken by the engine.
-        var queued = 0
-        var waiters = Deque<Waiter>()
+        var budget: SendBudget<Waiter>
         var failure: (any Error)?
     }
 
     package let limit: Int
-    private let state = Locked(State())
+    private let state: Locked<State>
 
-    package init(limit: Int) { self.limit = max(limit, 1) }
+    package init(limit: Int) {
+        self.limit = max(limit, 1)
+        state = Locked(State(budget: SendBudget(limit: max(limit, 1))))
+    }
 
     /// Bytes held now: the engine's (as last published) and those queued.
-    package var held: Int { state.withLock { $0.engine + $0.queued } }
+    package var held: Int { state.withLock { $0.budget.held } }
 
     /// Senders waiting to be admitted.
-    package var waitingSenders: Int { state.withLock { $0.waiters.count } }
+    package var waitingSenders: Int { state.withLock { $0.budget.waiterCount } }
 
     // MARK: Application side (any thread)
 
@@ -52,7 +51,7 @@ package final class SendBudget: Sendable {
         try await Completion<Void>.wait { completion in
             let outcome = state.withLock { state -> Result<Void, any Error>? in
                 if let failure = state.failure { return .failure(failure) }
-                state.waiters.append(Waiter(count: count, outbox: ObjectIdentifier(outbox), completion: completion))
+                state.budget.wait(Waiter(count: count, outbox: ObjectIdentifier(outbox), completion: completion))
                 return nil
             }
             if let outcome {
@@ -67,8 +66,8 @@ package final class SendBudget: Sendable {
     private func charge(_ count: Int, regardless: Bool) throws -> Bool {
         try state.withLock { state -> Bool in
             if let failure = state.failure { throw failure }
-            guard regardless || (state.waiters.isEmpty && state.engine + state.queued < limit) else { return false }
-            state.queued += count
+            guard regardless || (!state.budget.hasWaiters && state.budget.isBelowLimit) else { return false }
+            state.budget.queued += count
             return true
         }
     }
@@ -77,8 +76,8 @@ package final class SendBudget: Sendable {
     package func release(_ count: Int) {
         guard count > 0 else { return }
         resumeAdmitted(state.withLock { state in
-            state.queued -= count
-            return Self.admitWaiters(&state, limit: limit)
+            state.budget.queued -= count
+            return Self.admitWaiters(&state.budget)
         })
     }
 
@@ -89,8 +88,8 @@ package final class SendBudget: Sendable {
     package func handedToEngine(_ count: Int) {
         guard count > 0 else { return }
         state.withLock { state in
-            state.queued -= count
-            state.engine += count
+            state.budget.queued -= count
+            state.budget.engineHeld += count
         }
     }
 
@@ -99,9 +98,9 @@ package final class SendBudget: Sendable {
     @discardableResult
     package func publish(engine: Int) -> Bool {
         let (admitted, stillWaiting) = state.withLock { state in
-            state.engine = engine
-            let admitted = Self.admitWaiters(&state, limit: limit)
-            return (admitted, !state.waiters.isEmpty)
+            state.budget.engineHeld = engine
+            let admitted = Self.admitWaiters(&state.budget)
+            return (admitted, state.budget.hasWaiters)
         }
         resumeAdmitted(admitted)
         return stillWaiting
@@ -109,11 +108,9 @@ package final class SendBudget: Sendable {
 
     /// The connection ended: waiting senders fail with `error`, and so do later admissions.
     package func fail(_ error: any Error) {
-        let waiters = state.withLock { state -> Deque<Waiter> in
+        let waiters = state.withLock { state in
             if state.failure == nil { state.failure = error }
-            let waiters = state.waiters
-            state.waiters.removeAll()
-            return waiters
+            return state.budget.takeWaiters()
         }
         for waiter in waiters { waiter.completion.resume(.failure(error)) }
     }
@@ -122,23 +119,26 @@ package final class SendBudget: Sendable {
     package func failWaiters(of outbox: StreamOutbox, _ error: any Error) {
         let key = ObjectIdentifier(outbox)
         let failed = state.withLock { state -> [Waiter] in
-            let failed = Array(state.waiters.filter { $0.outbox == key })
-            guard !failed.isEmpty else { return [] }
-            state.waiters.removeAll { $0.outbox == key }
+            var failed: [Waiter] = []
+            state.budget.removeWaiters { waiter in
+                guard waiter.outbox == key else { return false }
+                failed.append(waiter)
+                return true
+            }
             return failed
         }
         for waiter in failed { waiter.completion.resume(.failure(error)) }
     }
 
-    /// Admits waiters in order while the budget has room, charging each its bytes (a cancelled
-    /// one is dropped uncharged). Returns the claims to resume once the lock is released.
-    private static func admitWaiters(_ state: inout State, limit: Int) -> [Completion<Void>.Claim] {
+    /// Admits waiters in order while the budget is below its limit, charging each its bytes (a
+    /// cancelled one is dropped uncharged). Returns the claims to resume once the lock is
+    /// released.
+    private static func admitWaiters(_ budget: inout SendBudget<Waiter>) -> [Completion<Void>.Claim] {
         var admitted: [Completion<Void>.Claim] = []
-        while let waiter = state.waiters.first, state.engine + state.queued < limit {
-            state.waiters.removeFirst()
-            guard let claim = waiter.completion.claim() else { continue }
-            state.queued += waiter.count
+        budget.admitWaiters { waiter in
+            guard let claim = waiter.completion.claim() else { return nil }
             admitted.append(claim)
+            return waiter.count
         }
         return admitted
     }

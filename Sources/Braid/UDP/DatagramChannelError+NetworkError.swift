@@ -1,0 +1,11 @@
+import BraidIO
+
+extension DatagramChannelError: NetworkErrorConvertible {
+    func networkError(endpoint: String, handshakeTimeout: Duration) -> NetworkError {
+        switch self {
+        case .datagramTooLarge(let size, let maximum): .datagramTooLarge(size: size, maximum: maximum)
+        case .cancelled: .cancelled
+        case .idleTimeout: .idleTimeout
+        }
+    }
+}
