@@ -489,6 +489,16 @@ func docExample_TLSConnection(context: TLSClientContext, fd: Int32) throws -> TL
     return connection
 }
 
+/// Sources/BraidTLS/DTLS/DTLSConnection.swift
+func docExample_DTLSConnection(context: DTLSClientContext, fd: Int32) throws -> DTLSConnection {
+    let connection = try DTLSConnection.client(context: context, serverName: "example.com")
+    _ = try connection.process { _ in }  // the first call queues the ClientHello
+    while let datagram = connection.popDatagram() {
+        datagram.withUnsafeBytes { _ = send(fd, $0.baseAddress, $0.count, 0) }  // a connected UDP socket
+    }
+    return connection
+}
+
 // The examples that need no fixed port, file or remote server also run, so they are known to
 // do what their doc comments say, not only to compile.
 @Suite struct DocCommentExamples {
