@@ -211,6 +211,38 @@ func docExample_QUICDatagrams(_ connection: NetworkConnection<QUIC>) async throw
     for await datagram in connection.datagrams { print(datagram.count) }
 }
 
+/// Sources/Braid/DTLS/DTLS.swift
+func docExample_DTLS() async throws -> Data {
+    let connection = NetworkConnection(to: .hostPort(host: "sensor.example", port: 4433)) {
+        DTLS { UDP() }.alpn(["coap"])
+    }
+    try await connection.send(Data("reading".utf8))
+    let (reply, _) = try await connection.receive()
+    return reply
+}
+
+/// Sources/Braid/DTLS/DTLSConnectionAPI.swift
+func docExample_DTLS_send(_ sensor: NetworkConnection<DTLS>) async throws {
+    try await sensor.send(Data("reading:21.5".utf8))
+}
+
+func docExample_DTLS_batch(_ sensor: NetworkConnection<DTLS>, _ readings: [Data]) async throws {
+    try await sensor.batch {
+        for reading in readings { try await sensor.send(reading) }
+    }
+}
+
+func docExample_DTLS_receive(_ sensor: NetworkConnection<DTLS>) async throws -> Data {
+    let (reply, _) = try await sensor.receive()
+    return reply
+}
+
+func docExample_DTLS_messages(_ sensor: NetworkConnection<DTLS>) async throws {
+    for try await (content, _) in sensor.messages {
+        print("\(content.count) bytes")
+    }
+}
+
 /// Sources/Braid/UDP/UDPConnectionAPI.swift
 func docExample_UDP_send(_ game: NetworkConnection<UDP>) async throws {
     try await game.send(Data("player_position:100,50".utf8))
