@@ -221,6 +221,14 @@ func docExample_DTLS() async throws -> Data {
     return reply
 }
 
+/// Sources/Braid/DTLS/NWParameters+DTLS.swift
+func docExample_NWParameters_dtls() -> NWConnection {
+    let tls = NWProtocolTLS.Options()
+    sec_protocol_options_add_tls_application_protocol(tls.securityProtocolOptions, "coap")
+    let connection = NWConnection(host: "sensor.example", port: 5684, using: NWParameters(dtls: tls))
+    return connection
+}
+
 /// Sources/Braid/DTLS/DTLSConnectionAPI.swift
 func docExample_DTLS_send(_ sensor: NetworkConnection<DTLS>) async throws {
     try await sensor.send(Data("reading:21.5".utf8))

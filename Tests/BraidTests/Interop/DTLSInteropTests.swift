@@ -1,6 +1,7 @@
-import Braid
+@testable import Braid
 import BraidPerf
 import BraidTLS
+import Dispatch
 import Foundation
 import Testing
 
@@ -50,13 +51,36 @@ import Testing
         await server.stop()
     }
 
-    /// Whether an IPv4 UDP socket is bound to `port` (/proc/net/udp).
-    private static func udpPortIsBound(_ port: UInt16) -> Bool {
-        guard let table = try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8) else { return false }
-        let suffix = ":" + String(format: "%04X", port)
-        return table.split(separator: "\n").dropFirst().contains { line in
-            line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first?.hasSuffix(suffix) == true
+    /// The classic API: `NWParameters(dtls:)` with the same `sec_protocol_options_*` calls as
+    /// TLS, on an `NWConnection`, one message per send and per receive.
+    @Test func classicDTLSConnectionExchangesMessagesWithGnuTLS() async throws {
+        let (server, port) = try await startGnuTLSServer(certificate: "server")
+        let tls = NWProtocolTLS.Options()
+        sec_protocol_options_add_tls_application_protocol(tls.securityProtocolOptions, "echo")
+        sec_protocol_options_set_tls_server_name(tls.securityProtocolOptions, "localhost")
+        tls.securityProtocolOptions.update { $0.trustRoots = .certificateAuthorities(file: Fixtures.caFile) }
+        let connection = NWConnection(host: "127.0.0.1", port: NWEndpoint.Port(rawValue: port)!, using: NWParameters(dtls: tls))
+        let states = StateRecorder(connection)
+        connection.start(queue: DispatchQueue(label: "dtls client"))
+        try await states.wait(for: "ready") { $0 == .ready }
+        for index in 0..<3 {
+            let message = Data("classic \(index)\n".utf8)
+            #expect(await connection.sendAsync(message) == nil)
+            let echoed = await connection.receiveMessageAsync()
+            #expect(echoed.content == message && echoed.isComplete && echoed.error == nil)
         }
+        connection.cancel()
+        await server.stop()
+    }
+
+    @Test func classicDTLSRefusesWhatItCannotHonour() async throws {
+        let tls = NWProtocolTLS.Options()
+        sec_protocol_options_set_min_tls_protocol_version(tls.securityProtocolOptions, .TLSv13)
+        let connection = NWConnection(host: "127.0.0.1", port: 9, using: NWParameters(dtls: tls))
+        let states = StateRecorder(connection)
+        connection.start(queue: DispatchQueue(label: "dtls client"))
+        try await states.wait(for: "failed") { if case .failed = $0 { true } else { false } }
+        connection.cancel()
     }
 
     /// gnutls-serv on a UDP port that was free a moment ago, once it says it listens.
@@ -68,8 +92,8 @@ import Testing
             "--x509certfile", Fixtures.path("\(certificate).pem"), "--x509keyfile", Fixtures.path("\(certificate)-key.pem"),
         ])
         let deadline = Date().addingTimeInterval(30)
-        // Its stdout goes to a file, buffered: the socket table says when it listens.
-        while !Self.udpPortIsBound(port) {
+        // It says so on stderr (unbuffered) once its sockets are bound.
+        while !server.errors.contains("listening on IPv4") {
             guard server.isRunning, Date() < deadline else {
                 throw InteropFailure("gnutls-serv did not start\nstdout: \(server.output)\nstderr: \(server.errors)")
             }
