@@ -72,6 +72,16 @@ func readmeGracefulShutdown(listener: NetworkListener<QUIC>, shutdownRequested: 
     try await serving.value    // returns once every close is on the wire
 }
 
+/// README (DTLS): a client.
+func readmeDTLSClient() async throws -> Data {
+    let sensor = NetworkConnection(to: .hostPort(host: "sensor.example.com", port: 5684)) {
+        DTLS { UDP() }.alpn(["coap"])
+    }
+    try await sensor.send(Data("reading".utf8))
+    let (reply, _) = try await sensor.receive()
+    return reply
+}
+
 /// README: datagrams.
 func readmeDatagrams(_ connection: NetworkConnection<QUIC>) async throws -> Data? {
     try await connection.datagrams.send(Data([1, 2, 3]))
