@@ -22,6 +22,31 @@ extension DTLS {
     }
 }
 
+extension DTLS {
+    /// The engine's server configuration. Peer authentication defaults to Apple's `.required`
+    /// for servers; asking for client certificates needs the authorities that sign them.
+    func serverConfiguration() throws -> TLSServerConfiguration {
+        guard let certificateChainFile, let privateKeyFile else {
+            throw NetworkError.invalidConfiguration(
+                "a DTLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:)")
+        }
+        var configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
+        switch peerAuthentication ?? .required {
+        case .none: configuration.peerAuthentication = .none
+        case .optional: configuration.peerAuthentication = .optional
+        case .required: configuration.peerAuthentication = .required
+        }
+        if configuration.peerAuthentication != .none {
+            guard case .certificateAuthorityFile(let file) = verification.trustRoots else {
+                throw NetworkError.invalidConfiguration(
+                    "a DTLS listener asks for client certificates by default (peerAuthentication .required, as Apple's): add .trust(.certificateAuthorities(file:)) naming the authorities that sign them, or .peerAuthentication(.none)")
+            }
+            configuration.clientCertificateAuthorityFile = file
+        }
+        return configuration
+    }
+}
+
 /// Client DTLS contexts are costly (parsing the trust store, loading credentials): one per
 /// distinct configuration, shared by every connection that uses it.
 enum DTLSClientContexts {

@@ -82,6 +82,17 @@ func readmeDTLSClient() async throws -> Data {
     return reply
 }
 
+/// README (DTLS): an echo listener.
+func readmeDTLSListener() async throws {
+    let listener = NetworkListener(port: 5684) {
+        DTLS { UDP() }.peerAuthentication(.none)
+            .identity(certificateChainFile: "server.pem", privateKeyFile: "server-key.pem")
+    }
+    try await listener.run { connection in
+        for try await (content, _) in connection.messages { try await connection.send(content) }
+    }
+}
+
 /// README: datagrams.
 func readmeDatagrams(_ connection: NetworkConnection<QUIC>) async throws -> Data? {
     try await connection.datagrams.send(Data([1, 2, 3]))
