@@ -58,8 +58,9 @@ public enum NWProtocolTLS {
         /// Connections resume sessions through one cache for the process, as Apple's system
         /// does; with `allowFastOpen` a resumed connection sends idempotent content as early data.
         override func stack(over lower: any StackBinding, parameters: NWParameters) throws -> any StackBinding {
+            if let udp = lower as? UDP { return try dtls(over: udp) }
             guard let tcp = lower as? TCP else {
-                throw NetworkError.unsupported("TLS over \(type(of: lower)) (TLS runs over TCP; over UDP it is DTLS)")
+                throw NetworkError.unsupported("TLS over \(type(of: lower)) (TLS runs over TCP, DTLS over UDP)")
             }
             let values = securityProtocolOptions.values
             var tls = TLS { tcp }.alpn(values.applicationProtocols).minimumVersion(values.minimumVersion)

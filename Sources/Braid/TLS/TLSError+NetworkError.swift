@@ -14,6 +14,7 @@ extension NetworkError {
         case .alpnMismatch(let offered): self = .alpnMismatch(offered: offered)
         case .truncated: self = .truncated
         case .protocolVersionMismatch, .handshakeFailed, .protocolError: self = .tlsFailure(error.description)
+        case .messageTooLarge(let size, let maximum): self = .datagramTooLarge(size: size, maximum: maximum)
         case .configuration(let what): self = .invalidConfiguration(what)
         case .invalidState(let what): self = .invalidState(what)
         case .internalError: self = .internalError(error.description)

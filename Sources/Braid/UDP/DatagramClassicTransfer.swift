@@ -2,11 +2,12 @@ import BraidIO
 import Foundation
 import Synchronization
 
-/// The classic API's view of a UDP connection: one datagram per send and per receive.
-final class DatagramClassicTransfer: ClassicTransfer {
-    let connection: NetworkConnection<UDP>
+/// The classic API's view of a UDP connection (or of a DTLS one, whose messages are
+/// datagrams too): one datagram per send and per receive.
+final class DatagramClassicTransfer<Stack: NetworkProtocol>: ClassicTransfer {
+    let connection: NetworkConnection<Stack>
 
-    init(_ connection: NetworkConnection<UDP>) { self.connection = connection }
+    init(_ connection: NetworkConnection<Stack>) { self.connection = connection }
 
     var states: StateBroadcast { connection.shared.states }
     func start() { connection.start() }

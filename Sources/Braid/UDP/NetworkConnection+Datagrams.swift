@@ -123,4 +123,16 @@ extension NetworkConnection {
                 return nil
             })
     }
+
+    /// Runs `body` with the drain pass held back, so the sends inside leave together once it
+    /// returns (`batch { }` of UDP and DTLS). A connection always has its datagram part;
+    /// without one, the block just runs.
+    func holdingDatagramDrain<Result>(_ body: () async throws -> Result) async rethrows -> Result {
+        let part = shared.datagram
+        part?.batchDepth.add(1, ordering: .acquiringAndReleasing)
+        defer {
+            if part?.batchDepth.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { postDatagramDrain() }
+        }
+        return try await body()
+    }
 }

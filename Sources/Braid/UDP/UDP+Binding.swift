@@ -31,7 +31,7 @@ extension UDP: StackBinding {
             idleTimeout: inboundIdleTimeout,
             sockets: try listener.datagramSockets()
         ) { _ in
-            { metadata, _, context in
+            { _, metadata, _, context in
                 guard admission.admit() else { return nil }
                 let peer = unixEndpoint ?? NWEndpoint(metadata.remote)
                 // Once `run` is cancelled, a new peer's datagrams are dropped, as at the limit.

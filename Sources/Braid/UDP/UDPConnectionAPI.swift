@@ -66,13 +66,7 @@ extension NetworkConnection where ApplicationProtocol == UDP {
     /// }
     /// ```
     public func batch<Result>(_ body: () async throws -> Result) async rethrows -> Result {
-        // A UDP connection always has its datagram part; without one, the block just runs.
-        let part = shared.datagram
-        part?.batchDepth.add(1, ordering: .acquiringAndReleasing)
-        defer {
-            if part?.batchDepth.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { postDatagramDrain() }
-        }
-        return try await body()
+        try await holdingDatagramDrain(body)
     }
 
     /// The next datagram, whole, with its metadata (ECN mark, where it came from). Starts the

@@ -73,6 +73,11 @@ package final class DatagramChannel: ConnectionChannel {
     /// Sends that reached the loop before the channel was ready (or were too large for the
     /// outbox's fast path), with their callers.
     private var waitingSends: [(Data, ECN, Completion<Void>)] = []
+    /// What runs between the socket and the application (DTLS), set before the channel has a
+    /// socket; nil: datagrams pass as they are.
+    package var layer: (any DatagramLayer)?
+    /// The layer's retransmission timer, if armed, and the deadline it is armed for.
+    private var layerTimer: (token: UInt64, deadline: MonotonicInstant)?
 
     package init(loop: EventLoop, describe: @escaping (any Error) -> any Error) {
         self.loop = loop
@@ -89,7 +94,10 @@ package final class DatagramChannel: ConnectionChannel {
     package var socketCounters: SocketCounters? { transport?.socket.counters }
 
     /// The largest payload a send may carry to the peer.
-    package var maximumPayload: Int { remoteAddress?.isIPv6 == true ? Self.maximumPayloadIPv6 : Self.maximumPayloadIPv4 }
+    package var maximumPayload: Int {
+        if let layer { return layer.maximumMessageSize }
+        return remoteAddress?.isIPv6 == true ? Self.maximumPayloadIPv6 : Self.maximumPayloadIPv4
+    }
 
     /// What serves the channel before it has a socket: released if the channel ends first.
     package func setStandIn(_ standIn: ChannelStandIn) {
@@ -116,8 +124,23 @@ package final class DatagramChannel: ConnectionChannel {
         self.transport = transport
         remoteAddress = remote
         localAddress = local
-        isReady = true
         lastActivity = context.now
+        if let layer, !isReady {
+            // Ready once the layer's handshake completes (`runLayer`).
+            do {
+                try layer.start()
+            } catch {
+                fail(error, context: context)
+                return
+            }
+            runLayer(context)
+            return
+        }
+        becomeReady(context)
+    }
+
+    private func becomeReady(_ context: LoopContext) {
+        isReady = true
         outbox.publish(maximumSize: maximumPayload)
         let waiting = waitingSends
         waitingSends.removeAll()
@@ -136,6 +159,16 @@ package final class DatagramChannel: ConnectionChannel {
     /// first datagram since the last delivery (the caller notes the channel for it).
     package func arrived(_ bytes: UnsafeRawBufferPointer, metadata: DatagramMetadata, context: LoopContext) -> Bool {
         guard finalError == nil else { return false }
+        if let layer {
+            // The layer decrypts at `deliverArrivals`, once per socket read.
+            let first = !layerHasArrivals
+            if first { lastActivity = context.now }
+            layer.receive(bytes)
+            layerHasArrivals = true
+            layerMetadata = metadata
+            layerContext = context
+            return first
+        }
         // One clock read per socket read, not per datagram: they arrived together.
         if arrivals.isEmpty { lastActivity = context.now }
         arrivals.append(ReceivedDatagram(content: Data(bytes), metadata: metadata))
@@ -146,9 +179,75 @@ package final class DatagramChannel: ConnectionChannel {
     /// most one wake-up of a reader (one per datagram cost the receiver a lock round each,
     /// contended by its reader).
     package func deliverArrivals() {
+        if layerHasArrivals, let context = layerContext {
+            layerHasArrivals = false
+            layerContext = nil
+            runLayer(context)
+        }
         guard !arrivals.isEmpty else { return }
         inbox.deliver(contentsOf: arrivals)
         arrivals.removeAll(keepingCapacity: true)
+    }
+
+    /// The layer was given datagrams since it last ran.
+    private var layerHasArrivals = false
+    /// The metadata of the last datagram the layer was given (the layer's messages carry it).
+    private var layerMetadata: DatagramMetadata?
+    /// The context of the socket read the layer's datagrams came in, for `deliverArrivals`
+    /// (which the transports call without one); held only until then.
+    private var layerContext: LoopContext?
+
+    /// Runs the layer: its messages go to the inbox, its datagrams to the socket, its timer is
+    /// armed; the channel becomes ready when the layer does, and fails when it fails (after
+    /// sending what the layer queued, an alert).
+    private func runLayer(_ context: LoopContext) {
+        guard let layer, finalError == nil else { return }
+        guard let metadata = layerMetadata ?? remoteAddress.flatMap({ remote in localAddress.map { DatagramMetadata(remote: remote, local: $0) } })
+        else { return }
+        do {
+            let ready = try layer.process { message in
+                arrivals.append(ReceivedDatagram(content: Data(message), metadata: metadata))
+            }
+            drainLayer(context)
+            if !arrivals.isEmpty {
+                inbox.deliver(contentsOf: arrivals)
+                arrivals.removeAll(keepingCapacity: true)
+            }
+            armLayerTimer(context)
+            if ready && !isReady { becomeReady(context) }
+        } catch {
+            drainLayer(context)
+            fail(error, context: context)
+        }
+    }
+
+    /// Moves the layer's datagrams to the socket.
+    private func drainLayer(_ context: LoopContext) {
+        guard let layer else { return }
+        var any = false
+        while let datagram = layer.popOutput() {
+            unsent.append((Data(datagram), .notECT))
+            any = true
+        }
+        if any && !awaitingWritable { write(context) }
+    }
+
+    private func armLayerTimer(_ context: LoopContext) {
+        guard let timeout = layer?.timeout else {
+            if let layerTimer { context.deregister(layerTimer.token) }
+            layerTimer = nil
+            return
+        }
+        let deadline = context.now + timeout
+        if let layerTimer {
+            if layerTimer.deadline == deadline { return }
+            context.deregister(layerTimer.token)
+        }
+        let token = context.schedule(at: deadline) { [weak self] context in
+            self?.layerTimer = nil
+            self?.runLayer(context)
+        }
+        layerTimer = (token, deadline)
     }
 
     // MARK: Sending
@@ -171,7 +270,12 @@ package final class DatagramChannel: ConnectionChannel {
         // What the outbox holds was sent first: it goes first (the outbox's bound still holds
         // its senders back; this takes what they queued, not more).
         appendQueued()
-        unsent.append((datagram, ecn))
+        do {
+            try enqueue(datagram, ecn: ecn)
+        } catch {
+            completion.resume(.failure(describe(error)))
+            return
+        }
         completion.resume(.success(()))
         write(context)
     }
@@ -181,11 +285,37 @@ package final class DatagramChannel: ConnectionChannel {
         guard finalError == nil, isReady, !awaitingWritable else { return }
         appendQueued()
         write(context)
+        if let layerFailure {
+            self.layerFailure = nil
+            fail(layerFailure, context: context)
+        }
     }
 
     /// Moves everything the outbox holds to `unsent`, unmarked.
     private func appendQueued() {
-        for datagram in outbox.take(upTo: Int.max) { unsent.append((datagram, .notECT)) }
+        for datagram in outbox.take(upTo: Int.max) {
+            do {
+                try enqueue(datagram, ecn: .notECT)
+            } catch {
+                // The outbox refuses what exceeds `maximumPayload`, so only a failing layer
+                // lands here: the connection ends with its error.
+                layerFailure = error
+                return
+            }
+        }
+    }
+
+    /// A layer's failure while sealing, ending the channel after the current write.
+    private var layerFailure: (any Error)?
+
+    /// Queues one datagram for the socket: as it is, or sealed by the layer.
+    private func enqueue(_ datagram: Data, ecn: ECN) throws {
+        guard let layer else {
+            unsent.append((datagram, ecn))
+            return
+        }
+        try datagram.withUnsafeBytes { try layer.seal($0) }
+        while let sealed = layer.popOutput() { unsent.append((Data(sealed), ecn)) }
     }
 
     /// Loop: the socket drained.
@@ -241,6 +371,8 @@ package final class DatagramChannel: ConnectionChannel {
     /// Ends the channel with `error` at once: pending calls fail, the transport is released.
     package func fail(_ error: any Error, context: LoopContext) {
         guard let error = endCalls(with: error) else { return }
+        if let layerTimer { context.deregister(layerTimer.token) }
+        layerTimer = nil
         standIn?.release(context)
         standIn = nil
         if let transport {
@@ -278,6 +410,11 @@ package final class DatagramChannel: ConnectionChannel {
     package func cancel(context: LoopContext) {
         guard finalError == nil else { return }
         sendQueued(context)
+        if let layer, isReady {
+            // close_notify goes out after what the application sent.
+            layer.close()
+            drainLayer(context)
+        }
         fail(DatagramChannelError.cancelled, context: context)
     }
 }

@@ -6,7 +6,9 @@ import Logging
 package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     package let socket: any DatagramSocket
     private let idleTimeout: Duration
-    private let accept: (DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?
+    /// Makes the channel of a new peer from its first datagram (nil: none, the datagram is
+    /// dropped, or answered with `reply` by a stack that proves addresses first).
+    private let accept: (UnsafeRawBufferPointer, DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?
     private var channels: [SocketAddress: DatagramChannel] = [:]
     /// Channels waiting for the socket to drain.
     private var waitingForWritable: [DatagramChannel] = []
@@ -16,7 +18,10 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     /// Datagrams dropped because the listener was full (`newConnectionLimit`).
     package private(set) var refusedDatagrams: UInt64 = 0
 
-    init(socket: any DatagramSocket, idleTimeout: Duration, accept: @escaping (DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?) {
+    init(
+        socket: any DatagramSocket, idleTimeout: Duration,
+        accept: @escaping (UnsafeRawBufferPointer, DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?
+    ) {
         self.socket = socket
         self.idleTimeout = idleTimeout
         self.accept = accept
@@ -49,7 +54,7 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
                 } else if let known = channels[metadata.remote] {
                     channel = known
                 } else {
-                    guard !closed, let made = accept(metadata, self, context) else {
+                    guard !closed, let made = accept(bytes, metadata, self, context) else {
                         refusedDatagrams += 1
                         return
                     }
@@ -66,6 +71,15 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
             for channel in arrivedAt { channel.deliverArrivals() }
             guard received, any else { return }
         }
+    }
+
+    /// Sends `bytes` to the sender of a datagram (`metadata`) that has no channel, such as a
+    /// DTLS HelloVerifyRequest; dropped when the socket has no room, as UDP may drop it.
+    package func reply(_ bytes: [UInt8], to metadata: DatagramMetadata) {
+        guard !closed, let slot = socket.freeSlot, bytes.count <= slot.count else { return }
+        bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: slot[0..<$0.count]).copyMemory(from: $0) }
+        socket.commitSlot(DatagramMetadata(remote: metadata.remote, local: metadata.local), segmentSize: bytes.count, length: bytes.count)
+        socket.flush()
     }
 
     package func waitForWritable(_ channel: DatagramChannel, context: LoopContext) {

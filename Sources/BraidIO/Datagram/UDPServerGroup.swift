@@ -26,7 +26,7 @@ package final class UDPServerGroup: Sendable {
         loops: [EventLoop], bindTo address: SocketAddress, unixPath: UnixSocketPath? = nil, batching: BatchingOptions,
         idleTimeout: Duration,
         sockets: any DatagramSocketFactory,
-        makeAccept: @escaping @Sendable (LoopContext) -> (DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?
+        makeAccept: @escaping @Sendable (LoopContext) -> (UnsafeRawBufferPointer, DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?
     ) async throws -> UDPServerGroup {
         precondition(!loops.isEmpty, "a server group needs a loop")
         // A Unix-domain path cannot be shared: it gets one socket, on the first loop.

@@ -22,6 +22,9 @@ public enum TLSError: Error, Sendable, Hashable, CustomStringConvertible {
     case handshakeFailed(String)
     /// The peer broke the protocol after the handshake (bad record, unexpected message, ...).
     case protocolError(String)
+    /// A DTLS message does not fit one record in one datagram: `size` bytes against the `maximum`
+    /// the path MTU leaves (`DTLSConnection.maximumMessageSize`). Nothing was sent.
+    case messageTooLarge(size: Int, maximum: Int)
     /// Invalid configuration (unreadable certificate file, bad pin, inconsistent versions, ...).
     case configuration(String)
     /// The call is not allowed in the connection's current state.
@@ -45,6 +48,8 @@ public enum TLSError: Error, Sendable, Hashable, CustomStringConvertible {
             "The TLS handshake failed: \(why)."
         case .protocolError(let why):
             "The peer violated the TLS protocol: \(why)."
+        case .messageTooLarge(let size, let maximum):
+            "A \(size)-byte DTLS message exceeds the \(maximum) bytes one datagram carries at this MTU; nothing was sent. Split the message, or raise the MTU if the path allows it."
         case .configuration(let what):
             "Invalid TLS configuration: \(what)."
         case .invalidState(let what):

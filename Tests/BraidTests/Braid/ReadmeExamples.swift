@@ -72,6 +72,27 @@ func readmeGracefulShutdown(listener: NetworkListener<QUIC>, shutdownRequested: 
     try await serving.value    // returns once every close is on the wire
 }
 
+/// README (DTLS): a client.
+func readmeDTLSClient() async throws -> Data {
+    let sensor = NetworkConnection(to: .hostPort(host: "sensor.example.com", port: 5684)) {
+        DTLS { UDP() }.alpn(["coap"])
+    }
+    try await sensor.send(Data("reading".utf8))
+    let (reply, _) = try await sensor.receive()
+    return reply
+}
+
+/// README (DTLS): an echo listener.
+func readmeDTLSListener() async throws {
+    let listener = NetworkListener(port: 5684) {
+        DTLS { UDP() }.peerAuthentication(.none)
+            .identity(certificateChainFile: "server.pem", privateKeyFile: "server-key.pem")
+    }
+    try await listener.run { connection in
+        for try await (content, _) in connection.messages { try await connection.send(content) }
+    }
+}
+
 /// README: datagrams.
 func readmeDatagrams(_ connection: NetworkConnection<QUIC>) async throws -> Data? {
     try await connection.datagrams.send(Data([1, 2, 3]))

@@ -95,7 +95,7 @@ import BraidCore
         let states = StateRecorder(connection)
         connection.start(queue: DispatchQueue(label: "client"))
         try await states.wait(for: "ready") { $0 == .ready }
-        let transfer = try #require(connection.transfer as? DatagramClassicTransfer)
+        let transfer = try #require(connection.transfer as? DatagramClassicTransfer<UDP>)
         let before = try #require(await transfer.connection.socketStatistics)
         let completed = Atomic(0)
         connection.batch {

@@ -35,12 +35,15 @@ import Testing
         #expect(try (copy.stackBinding() as? TCP)?.noDelay == true)
     }
 
-    @Test func tlsOverUDPIsRefusedAsDTLS() {
+    /// TLS options over UDP are DTLS, as `NWParameters(dtls:udp:)` builds them.
+    @Test func tlsOptionsOverUDPAreDTLS() throws {
         let parameters = NWParameters.udp
-        parameters.defaultProtocolStack.applicationProtocols = [NWProtocolTLS.Options()]
-        #expect(throws: NetworkError.unsupported("TLS over UDP (TLS runs over TCP; over UDP it is DTLS)")) {
-            try parameters.stackBinding()
-        }
+        let tls = NWProtocolTLS.Options()
+        sec_protocol_options_add_tls_application_protocol(tls.securityProtocolOptions, "coap")
+        parameters.defaultProtocolStack.applicationProtocols = [tls]
+        #expect(try (parameters.stackBinding() as? DTLS)?.alpn == ["coap"])
+        #expect(try NWParameters.dtls.stackBinding() is DTLS)
+        #expect(try NWParameters(dtls: nil).stackBinding() is UDP)
     }
 
     @Test func pathPreferencesReachTheNewParameters() {

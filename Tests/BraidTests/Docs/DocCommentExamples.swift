@@ -211,6 +211,46 @@ func docExample_QUICDatagrams(_ connection: NetworkConnection<QUIC>) async throw
     for await datagram in connection.datagrams { print(datagram.count) }
 }
 
+/// Sources/Braid/DTLS/DTLS.swift
+func docExample_DTLS() async throws -> Data {
+    let connection = NetworkConnection(to: .hostPort(host: "sensor.example", port: 4433)) {
+        DTLS { UDP() }.alpn(["coap"])
+    }
+    try await connection.send(Data("reading".utf8))
+    let (reply, _) = try await connection.receive()
+    return reply
+}
+
+/// Sources/Braid/DTLS/NWParameters+DTLS.swift
+func docExample_NWParameters_dtls() -> NWConnection {
+    let tls = NWProtocolTLS.Options()
+    sec_protocol_options_add_tls_application_protocol(tls.securityProtocolOptions, "coap")
+    let connection = NWConnection(host: "sensor.example", port: 5684, using: NWParameters(dtls: tls))
+    return connection
+}
+
+/// Sources/Braid/DTLS/DTLSConnectionAPI.swift
+func docExample_DTLS_send(_ sensor: NetworkConnection<DTLS>) async throws {
+    try await sensor.send(Data("reading:21.5".utf8))
+}
+
+func docExample_DTLS_batch(_ sensor: NetworkConnection<DTLS>, _ readings: [Data]) async throws {
+    try await sensor.batch {
+        for reading in readings { try await sensor.send(reading) }
+    }
+}
+
+func docExample_DTLS_receive(_ sensor: NetworkConnection<DTLS>) async throws -> Data {
+    let (reply, _) = try await sensor.receive()
+    return reply
+}
+
+func docExample_DTLS_messages(_ sensor: NetworkConnection<DTLS>) async throws {
+    for try await (content, _) in sensor.messages {
+        print("\(content.count) bytes")
+    }
+}
+
 /// Sources/Braid/UDP/UDPConnectionAPI.swift
 func docExample_UDP_send(_ game: NetworkConnection<UDP>) async throws {
     try await game.send(Data("player_position:100,50".utf8))
@@ -486,6 +526,16 @@ func docExample_TLSConnection(context: TLSClientContext, fd: Int32) throws -> TL
     let connection = try TLSConnection.client(context: context, serverName: "example.com")
     _ = try connection.process { _ in }  // the first call queues the ClientHello
     connection.withPendingCiphertext { bytes in max(0, write(fd, bytes.baseAddress, bytes.count)) }
+    return connection
+}
+
+/// Sources/BraidTLS/DTLS/DTLSConnection.swift
+func docExample_DTLSConnection(context: DTLSClientContext, fd: Int32) throws -> DTLSConnection {
+    let connection = try DTLSConnection.client(context: context, serverName: "example.com")
+    _ = try connection.process { _ in }  // the first call queues the ClientHello
+    while let datagram = connection.popDatagram() {
+        datagram.withUnsafeBytes { _ = send(fd, $0.baseAddress, $0.count, 0) }  // a connected UDP socket
+    }
     return connection
 }
 

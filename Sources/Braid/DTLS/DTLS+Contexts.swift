@@ -1,0 +1,62 @@
+import BraidCore
+import BraidTLS
+
+extension DTLS {
+    /// The engine's client configuration (TLS's: the same trust, pins, ALPN and identity).
+    func clientConfiguration() throws -> TLSClientConfiguration {
+        guard (100...65507).contains(maximumDatagramSize) else {
+            throw NetworkError.invalidConfiguration("DTLS maximumDatagramSize must be 100 to 65,507 bytes; got \(maximumDatagramSize)")
+        }
+        if peerAuthentication == .optional || peerAuthentication == .required {
+            throw NetworkError.unsupported(
+                "DTLS peerAuthentication other than .none on a client (a Braid client always verifies the server's certificate)")
+        }
+        var configuration = TLSClientConfiguration(alpn: alpn)
+        configuration.verification = verification
+        if case .system = verification.trustRoots, let file = TLS.systemTrustForTesting.withLock({ $0 }) {
+            configuration.verification.trustRoots = .certificateAuthorityFile(file)
+        }
+        configuration.certificateChainFile = certificateChainFile
+        configuration.privateKeyFile = privateKeyFile
+        return configuration
+    }
+}
+
+extension DTLS {
+    /// The engine's server configuration. Peer authentication defaults to Apple's `.required`
+    /// for servers; asking for client certificates needs the authorities that sign them.
+    func serverConfiguration() throws -> TLSServerConfiguration {
+        guard let certificateChainFile, let privateKeyFile else {
+            throw NetworkError.invalidConfiguration(
+                "a DTLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:)")
+        }
+        var configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
+        switch peerAuthentication ?? .required {
+        case .none: configuration.peerAuthentication = .none
+        case .optional: configuration.peerAuthentication = .optional
+        case .required: configuration.peerAuthentication = .required
+        }
+        if configuration.peerAuthentication != .none {
+            guard case .certificateAuthorityFile(let file) = verification.trustRoots else {
+                throw NetworkError.invalidConfiguration(
+                    "a DTLS listener asks for client certificates by default (peerAuthentication .required, as Apple's): add .trust(.certificateAuthorities(file:)) naming the authorities that sign them, or .peerAuthentication(.none)")
+            }
+            configuration.clientCertificateAuthorityFile = file
+        }
+        return configuration
+    }
+}
+
+/// Client DTLS contexts are costly (parsing the trust store, loading credentials): one per
+/// distinct configuration, shared by every connection that uses it.
+enum DTLSClientContexts {
+    private static let cache = Locked<[TLSClientConfiguration: DTLSClientContext]>([:])
+
+    static func context(for dtls: DTLS) throws -> DTLSClientContext {
+        let configuration = try dtls.clientConfiguration()
+        if let existing = cache.withLock({ $0[configuration] }) { return existing }
+        let made = try DTLSClientContext(configuration: configuration)
+        cache.withLock { $0[configuration] = made }
+        return made
+    }
+}

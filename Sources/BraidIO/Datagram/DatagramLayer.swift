@@ -1,0 +1,38 @@
+/// A protocol that a `DatagramChannel` runs between its socket (below) and its messages
+/// (above), such as DTLS: datagrams from below come out above as messages, each message from
+/// above goes out below as one datagram. Sans IO, owned by the channel's loop.
+///
+/// The channel is ready when the layer is (`process` returns true), not when it has a socket.
+/// A failure is thrown (by `start`, `process` or `seal`) and ends the connection; whatever the
+/// layer then has pending (an alert telling the peer why) is sent first.
+package protocol DatagramLayer: AnyObject {
+    /// The channel has a socket: the layer may queue its first datagrams (a ClientHello).
+    func start() throws
+
+    /// A datagram from the peer, for the next `process` (a full layer drops it).
+    func receive(_ datagram: UnsafeRawBufferPointer)
+
+    /// Runs the layer over what it received (and over its timers, once `timeout` has passed),
+    /// handing each message for above to `deliver`. Returns whether the layer is ready.
+    func process(deliver: (UnsafeRawBufferPointer) -> Void) throws -> Bool
+
+    /// Once ready: one message from above, as one datagram below. Throws when it is larger than
+    /// `maximumMessageSize`.
+    func seal(_ message: UnsafeRawBufferPointer) throws
+
+    /// The largest message `seal` takes (what one datagram carries after the layer's framing).
+    var maximumMessageSize: Int { get }
+
+    /// The next datagram to send below, removed from the layer (nil: none).
+    func popOutput() -> [UInt8]?
+
+    /// How long until the layer wants `process` called again without new input (a
+    /// retransmission), nil when it waits for nothing.
+    var timeout: Duration? { get }
+
+    /// Queues the end of the layer's stream (close_notify). Idempotent.
+    func close()
+
+    /// The application protocol agreed (ALPN), once ready.
+    var negotiatedALPN: String? { get }
+}
