@@ -44,4 +44,14 @@ PURPOSE=tls_www_client leaf "Braid Test Client" ca-key.pem ca.pem client-key.pem
 PURPOSE=tls_www_client leaf "Untrusted Test Client" "$tmp/other-ca-key.pem" other-ca.pem \
   untrusted-client-key.pem untrusted-client.pem
 leaf www.example.com ca-key.pem ca.pem example-key.pem example.pem 'dns_name = "www.example.com"'
+# Derived files the Security tests compare against, made once here so no test runs a tool:
+# PKCS #12 bundles (passphrase "secret"), an RSA certificate, and the external key forms
+# (EC: the uncompressed point, the SubjectPublicKeyInfo's last 65 bytes; RSA: PKCS #1) as
+# OpenSSL writes them.
+for name in server client; do
+  openssl pkcs12 -export -in "$name.pem" -inkey "$name-key.pem" -passout pass:secret -out "$name.p12"
+done
+openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=rsa.test -days 36500 -keyout rsa-key.pem -out rsa.pem 2>/dev/null
+openssl x509 -in rsa.pem -pubkey -noout | openssl rsa -pubin -RSAPublicKey_out -outform DER -out rsa-public-pkcs1.der 2>/dev/null
+openssl x509 -in server.pem -pubkey -noout | openssl pkey -pubin -outform DER | tail -c 65 > server-public-point.der
 echo "test certificates written to $out"

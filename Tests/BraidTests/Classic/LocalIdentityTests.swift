@@ -8,31 +8,23 @@ import BraidCore
 /// Identities from PKCS #12 files (`SecPKCS12Import`) in classic TLS options: a TLS
 /// `NWListener` presents one, and a client presents one to a listener that asks.
 @Suite(.timeLimit(.minutes(3))) struct LocalIdentityTests {
-    /// `name`.pem and its key as a PKCS #12 file sealed with `passphrase`, made by OpenSSL.
-    static func pkcs12(_ name: String, passphrase: String) throws -> Data {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("braid-p12-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let output = directory.appendingPathComponent("\(name).p12")
-        let made = try openssl([
-            "pkcs12", "-export", "-in", Fixtures.path("\(name).pem"), "-inkey", Fixtures.path("\(name)-key.pem"),
-            "-passout", "pass:\(passphrase)", "-out", output.path,
-        ])
-        try #require(made != nil, "openssl pkcs12 -export failed")
-        return try Data(contentsOf: output)
+    /// `name`.pem and its key as a PKCS #12 file sealed with "secret" (a fixture
+    /// tools/make-test-certs.sh makes with OpenSSL).
+    static func pkcs12(_ name: String) throws -> Data {
+        try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("\(name).p12")))
     }
 
     static func identity(_ name: String) throws -> SecIdentity {
         var items: CFArray?
         let status = SecPKCS12Import(
-            try pkcs12(name, passphrase: "secret") as CFData, [kSecImportExportPassphrase as String: "secret"] as CFDictionary, &items)
+            try pkcs12(name) as CFData, [kSecImportExportPassphrase as String: "secret"] as CFDictionary, &items)
         try #require(status == errSecSuccess)
         let first = try #require((items as? [[String: Any]])?.first)
         return try #require(first[kSecImportItemIdentity as String] as? SecIdentity)
     }
 
     @Test func importGivesTheIdentityAndRefusesAWrongPassphraseOrGarbage() throws {
-        let p12 = try Self.pkcs12("server", passphrase: "secret")
+        let p12 = try Self.pkcs12("server")
         var items: CFArray?
         #expect(SecPKCS12Import(p12 as CFData, [kSecImportExportPassphrase as String: "secret"] as CFDictionary, &items) == errSecSuccess)
         let item = try #require((items as? [[String: Any]])?.first)

@@ -18,32 +18,22 @@ import BraidSecurity
         #expect(SecCertificateCreateWithData(nil, truncated as CFData) == nil)
     }
 
-    /// An EC key's external form is the uncompressed point, the SubjectPublicKeyInfo's last 65
-    /// bytes as OpenSSL writes it.
+    /// An EC key's external form is the uncompressed point: the SubjectPublicKeyInfo's last 65
+    /// bytes, as OpenSSL writes it (tools/make-test-certs.sh keeps its output as a fixture).
     @Test func anECKeyComesOutAsItsPoint() throws {
         let certificate = try #require(SecCertificateCreateWithData(nil, try Fixtures.der("server.pem") as CFData))
         let key = try #require(SecCertificateCopyKey(certificate))
         let bytes = try #require(SecKeyCopyExternalRepresentation(key, nil)) as Data
-        let spki = try openssl(["x509", "-in", Fixtures.path("server.pem"), "-pubkey", "-noout"])
-            .flatMap { try openssl(["pkey", "-pubin", "-outform", "DER"], input: $0) }
         #expect(bytes.count == 65 && bytes.first == 0x04)
-        #expect(spki.map { Data($0.suffix(65)) } == bytes)
+        #expect(bytes == (try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("server-public-point.der")))))
     }
 
     /// An RSA key's is PKCS #1 RSAPublicKey, as `openssl rsa -RSAPublicKey_out` writes it.
     @Test func anRSAKeyComesOutAsPKCS1() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("braid-rsa-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let certificatePath = directory.appendingPathComponent("rsa.pem").path
-        _ = try openssl([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=rsa.test", "-days", "1",
-            "-keyout", directory.appendingPathComponent("rsa-key.pem").path, "-out", certificatePath,
-        ])
-        let pkcs1 = try openssl(["x509", "-in", certificatePath, "-pubkey", "-noout"])
-            .flatMap { try openssl(["rsa", "-pubin", "-RSAPublicKey_out", "-outform", "DER"], input: $0) }
-        let certificate = try #require(SecCertificateCreateWithData(nil, try Fixtures.der(atPath: certificatePath) as CFData))
+        let certificate = try #require(SecCertificateCreateWithData(nil, try Fixtures.der("rsa.pem") as CFData))
         let key = try #require(SecCertificateCopyKey(certificate))
+        let pkcs1 = try Data(contentsOf: URL(fileURLWithPath: Fixtures.path("rsa-public-pkcs1.der")))
+        #expect(pkcs1.first == 0x30 && pkcs1.count > 256)
         #expect(SecKeyCopyExternalRepresentation(key, nil) as Data? == pkcs1)
     }
 
@@ -115,34 +105,6 @@ import BraidSecurity
         #expect(status == errSecSuccess)
         return try #require(trust)
     }
-}
-
-/// Runs `openssl` with `arguments`, `input` as its `-in` file; what it wrote to its `-out` file
-/// (one of its own unless `arguments` names one), or nil if it failed. Files, not pipes: a pipe's
-/// write end leaks into processes other tests start meanwhile, and a read to its end would wait
-/// for them.
-func openssl(_ arguments: [String], input: Data? = nil) throws -> Data? {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("braid-openssl-\(UUID())")
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: directory) }
-    var arguments = arguments
-    if let input {
-        let inputPath = directory.appendingPathComponent("in").path
-        try input.write(to: URL(fileURLWithPath: inputPath))
-        arguments += ["-in", inputPath]
-    }
-    let outputPath = directory.appendingPathComponent("out").path
-    if !arguments.contains("-out") { arguments += ["-out", outputPath] }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-    process.arguments = arguments
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { return nil }
-    return FileManager.default.contents(atPath: outputPath) ?? Data()
 }
 
 extension Fixtures {
