@@ -160,7 +160,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             return
         }
         if let layer {
-            // Weakly: the layer outlives nothing of the channel's.
+            // Weakly: the channel owns the layer, and a strong reference back would keep both.
             let channel = LoopBound(WeakByteStreamChannel(self), on: context.loop)
             layer.requestProcessing = {
                 channel.loop.execute { context in channel.value.channel?.layerRequestedProcessing(context) }
