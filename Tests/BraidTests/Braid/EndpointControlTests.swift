@@ -84,7 +84,7 @@ import BraidCore
         let port = try #require(listener.port)
         // A socket on the first address that never answers (without it, the kernel's port
         // unreachable would end the connection instead).
-        let silent = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        let silent = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(silent) }
         #expect(SocketAddress(ip: "127.0.0.2", port: port.rawValue)!.withSockAddr { bind(silent, $0, socklen_t($1)) } == 0)
         let name = "silent-udp-\(port).braid.test"

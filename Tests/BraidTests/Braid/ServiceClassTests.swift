@@ -13,7 +13,7 @@ final class TOSProbe: @unchecked Sendable {
     let port: NWEndpoint.Port
 
     init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_IP), IP_RECVTOS, &one, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()

@@ -181,7 +181,7 @@ import BraidIO
         defer { directory.remove() }
         let path = directory.file("stale.sock")
         // A socket file nobody listens on any more.
-        let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         let bound = try UnixSocketPath(path).withSockAddr { bind(stale, $0, $1) }
         close(stale)
         #expect(bound == 0 && Self.exists(path))
@@ -259,7 +259,7 @@ import BraidIO
 
         // A plain socket bound to a path of its own.
         let own = directory.file("own.dgram")
-        let plain = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        let plain = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(plain) }
         #expect(try UnixSocketPath(own).withSockAddr { bind(plain, $0, $1) } == 0)
         let sent = try UnixSocketPath(endpoint.description).withSockAddr { address, length in
@@ -308,7 +308,7 @@ import BraidIO
         }
         defer { task.cancel() }
         // A plain socket bound to a path of its own, which never reads.
-        let deaf = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        let deaf = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(deaf) }
         #expect(try UnixSocketPath(directory.file("deaf.dgram")).withSockAddr { bind(deaf, $0, $1) } == 0)
         let sent = try UnixSocketPath(endpoint.description).withSockAddr { address, length in

@@ -14,12 +14,12 @@ final class SilentTCPPort {
         guard let target = SocketAddress(ip: address, port: port) else {
             throw NetworkError.invalidConfiguration("\(address) is not an IP address")
         }
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         descriptors.append(listener)
         guard target.withSockAddr({ bind(listener, $0, socklen_t($1)) }) == 0, listen(listener, 0) == 0 else {
             throw NetworkError.system(call: "bind/listen(\(target))", errno: errno)
         }
-        let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         descriptors.append(filler)
         guard target.withSockAddr({ connect(filler, $0, socklen_t($1)) }) == 0 else {
             throw NetworkError.system(call: "connect(\(target))", errno: errno)

@@ -12,7 +12,7 @@ final class UnixDatagramEchoPeer: Sendable {
     private let fd: Int32
 
     init(path: String) throws {
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard try UnixSocketPath(path).withSockAddr({ bind(fd, $0, $1) }) == 0 else {
             let error = errno
             close(fd)
