@@ -119,17 +119,6 @@ extension DTLSConnection {
             if clientContext.configuration.callerVerifiesPeer { return nil }
             return verifyPeerCertificate(of: session, verification: clientContext.configuration.verification, hostname: serverName)
         }
-        let configuration = serverContext!.configuration
-        var count: UInt32 = 0
-        if gnutls_certificate_get_peers(session, &count) == nil || count == 0 {
-            return configuration.peerAuthentication == .required ? .missing : nil
-        }
-        var verification = TLSCertificateVerification()
-        if let file = configuration.clientCertificateAuthorityFile {
-            verification.trustRoots = .certificateAuthorityFile(file)
-        } else {
-            verification.insecureSkipChainAndHostnameVerification = true
-        }
-        return verifyPeerCertificate(of: session, verification: verification, hostname: nil)
+        return verifyClientCertificate(of: session, configuration: serverContext!.configuration)
     }
 }

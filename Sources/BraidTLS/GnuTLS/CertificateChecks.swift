@@ -22,6 +22,23 @@ package func verifyPeerCertificate(
     return nil
 }
 
+/// A server's check of its client (TLS and DTLS alike): a presented certificate against the
+/// client CAs (no name; chain unchecked without them), its absence refused only when
+/// authentication is required. Nil means accepted.
+package func verifyClientCertificate(of session: gnutls_session_t, configuration: TLSServerConfiguration) -> CertificateProblem? {
+    var count: UInt32 = 0
+    if gnutls_certificate_get_peers(session, &count) == nil || count == 0 {
+        return configuration.peerAuthentication == .required ? .missing : nil
+    }
+    var verification = TLSCertificateVerification()
+    if let file = configuration.clientCertificateAuthorityFile {
+        verification.trustRoots = .certificateAuthorityFile(file)
+    } else {
+        verification.insecureSkipChainAndHostnameVerification = true
+    }
+    return verifyPeerCertificate(of: session, verification: verification, hostname: nil)
+}
+
 /// SHA-256 of the DER SubjectPublicKeyInfo of a DER certificate.
 package func spkiSHA256(ofCertificateDER der: gnutls_datum_t) -> [UInt8]? {
     var der = der
