@@ -17,6 +17,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // Only for `swift package generate-documentation`; adds nothing to a build.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // C shims: module map for ngtcp2, ngtcp2_crypto_gnutls, GnuTLS and nghttp3, plus the
@@ -35,7 +37,10 @@ let package = Package(
         // segmentation limits. Below both the engines and the datapath, so neither imports the other.
         .target(
             name: "BraidCore",
-            dependencies: ["CBraidLock", .product(name: "DequeModule", package: "swift-collections")],
+            dependencies: [
+                "CBraidLock", .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Sources/BraidCore"),
         // The lock word under BraidCore's `Locked`: a futex lock that spins briefly, without
         // priority inheritance.
@@ -170,6 +175,7 @@ let package = Package(
                 "Braid", "BraidCore", "BraidQUIC", "BraidTLS", "BraidIO", "BraidQUICIO", "BraidHTTP3IO", "BraidTLSIO", "BraidPerf",
                 "BraidFramers", "BraidWebSocket", "BraidWebSocketIO", "BraidHTTP3", "BraidSecurity", "CBraid", "CBraidUDP",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/BraidTests",
             resources: [.copy("Fixtures")]

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Checks that every ```swift example in a /// doc comment under Sources/ is compiled.
+"""Checks that every ```swift example in a /// doc comment or a DocC article under Sources/ is compiled.
 
-Tests/BraidTests/Docs/DocCommentExamples.swift holds each example pasted into a function, so
-an example that no longer compiles breaks the test build. This script catches the other way
+Tests/BraidTests/Docs/DocCommentExamples.swift holds each doc-comment example pasted into a
+function, and Tests/BraidTests/Docs/ArticleExamples.swift each example of the articles in a
+`.docc` catalog (Markdown files), so an example that no longer compiles breaks the test build. This script catches the other way
 an example goes stale: edited in the doc comment but not in the test file (or never added).
 
 An example passes when its lines, each stripped of leading and trailing whitespace, appear as a
@@ -18,6 +19,7 @@ import sys
 from dataclasses import dataclass, field
 
 EXAMPLES_FILE = os.path.join("Tests", "BraidTests", "Docs", "DocCommentExamples.swift")
+ARTICLE_EXAMPLES_FILE = os.path.join("Tests", "BraidTests", "Docs", "ArticleExamples.swift")
 
 
 @dataclass
@@ -36,15 +38,21 @@ def doc_text(line: str) -> str | None:
     return stripped[3:]
 
 
-def extract_examples(path: str, relative: str) -> list[Example]:
-    """The ```swift blocks of the /// comments in one file. Other fences (```text, plain ```)
-    are skipped whole, so their closing fence is not taken for an opening one."""
+def article_text(line: str) -> str:
+    """Every line of a Markdown article is text."""
+    return line.rstrip("\n")
+
+
+def extract_examples(path: str, relative: str, text_of=doc_text) -> list[Example]:
+    """The ```swift blocks of the /// comments in one file (of the whole file for an article,
+    `text_of=article_text`). Other fences (```text, plain ```) are skipped whole, so their
+    closing fence is not taken for an opening one."""
     examples: list[Example] = []
     current: Example | None = None
     skipping = False
     with open(path, encoding="utf-8") as source:
         for number, line in enumerate(source, start=1):
-            text = doc_text(line)
+            text = text_of(line)
             if text is None:
                 # A doc comment ends at the first other line, and so does any block in it.
                 current, skipping = None, False
@@ -73,9 +81,11 @@ def all_examples(root: str) -> list[Example]:
     for directory, subdirectories, files in os.walk(sources):
         subdirectories.sort()
         for name in sorted(files):
+            path = os.path.join(directory, name)
             if name.endswith(".swift"):
-                path = os.path.join(directory, name)
                 examples += extract_examples(path, os.path.relpath(path, root))
+            elif name.endswith(".md") and ".docc" in directory:
+                examples += extract_examples(path, os.path.relpath(path, root), article_text)
     return examples
 
 
@@ -101,11 +111,22 @@ def problems(root: str) -> tuple[list[str], int]:
             compiled = [line.strip() for line in file]
     except FileNotFoundError:
         compiled = None
+    try:
+        with open(os.path.join(root, ARTICLE_EXAMPLES_FILE), encoding="utf-8") as file:
+            articles = [line.strip() for line in file]
+    except FileNotFoundError:
+        articles = []
     messages = []
     for example in examples:
         where = f"{example.path}:{example.line}"
         if not example.terminated:
             messages.append(f"{where}: ```swift block without a closing ``` in the same doc comment")
+        elif example.path.endswith(".md"):
+            if not contains_run(articles, example.lines):
+                found = longest_present_prefix(articles, example.lines)
+                messages.append(
+                    f"{where}: example not found verbatim in {ARTICLE_EXAMPLES_FILE}; "
+                    f"first differing line: {example.lines[found]!r}")
         elif compiled is None:
             messages.append(f"{where}: example not checked: {EXAMPLES_FILE} does not exist")
         elif not contains_run(compiled, example.lines):
@@ -128,10 +149,11 @@ def main() -> int:
     for message in messages:
         print(message, file=sys.stderr)
     if messages:
-        print(f"{len(messages)} of {count} doc-comment examples are not in {EXAMPLES_FILE}; paste each "
-              "verbatim into a function there (only indentation may differ)", file=sys.stderr)
+        print(f"{len(messages)} of {count} examples are not compiled; paste each verbatim into a function "
+              f"of {EXAMPLES_FILE} (doc comments) or {ARTICLE_EXAMPLES_FILE} (articles); only "
+              "indentation may differ", file=sys.stderr)
         return 1
-    print(f"all {count} doc-comment examples are in {EXAMPLES_FILE}")
+    print(f"all {count} doc-comment and article examples are compiled")
     return 0
 
 

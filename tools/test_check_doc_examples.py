@@ -13,6 +13,23 @@ import unittest
 
 CHECKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check-doc-examples.py")
 EXAMPLES_FILE = os.path.join("Tests", "BraidTests", "Docs", "DocCommentExamples.swift")
+ARTICLE_EXAMPLES_FILE = os.path.join("Tests", "BraidTests", "Docs", "ArticleExamples.swift")
+ARTICLE = os.path.join("Sources", "Greeter", "Greeter.docc", "GettingStarted.md")
+
+# An article with one Swift example (at line 5) and a shell block that is not checked.
+ARTICLE_TEXT = textwrap.dedent('''\
+    # Getting started
+
+    Say hello:
+
+    ```swift
+    Greeter().greet(name: "reader")
+    ```
+
+    ```
+    swift run
+    ```
+    ''')
 
 # Two examples: the one on `Greeter` opens at line 3, the one on `greet` at line 9.
 SOURCE = textwrap.dedent('''\
@@ -108,6 +125,32 @@ class CheckDocExamplesTests(unittest.TestCase):
         self.assertEqual(status, 1)
         self.assertIn("Greeter.swift:3:", errors)
         self.assertIn("Greeter.swift:9:", errors)
+
+    def test_an_article_example_must_be_in_the_article_examples_file(self):
+        self.write(EXAMPLES_FILE, BOTH_EXAMPLES)
+        self.write(ARTICLE, ARTICLE_TEXT)
+        status, errors = self.check()
+        self.assertEqual(status, 1)
+        self.assertIn(ARTICLE + ":5:", errors)
+        self.assertIn(ARTICLE_EXAMPLES_FILE, errors)
+
+    def test_an_article_example_in_the_doc_comment_file_does_not_count(self):
+        self.write(EXAMPLES_FILE, BOTH_EXAMPLES + 'func article() { Greeter().greet(name: "reader") }\n')
+        self.write(ARTICLE, ARTICLE_TEXT)
+        status, errors = self.check()
+        self.assertEqual(status, 1)
+        self.assertIn(ARTICLE + ":5:", errors)
+
+    def test_passes_when_the_article_example_is_pasted(self):
+        self.write(EXAMPLES_FILE, BOTH_EXAMPLES)
+        self.write(ARTICLE, ARTICLE_TEXT)
+        self.write(ARTICLE_EXAMPLES_FILE, 'func article() {\n    Greeter().greet(name: "reader")\n}\n')
+        self.assertEqual(self.check(), (0, ""))
+
+    def test_markdown_outside_a_catalog_is_not_an_article(self):
+        self.write(EXAMPLES_FILE, BOTH_EXAMPLES)
+        self.write(os.path.join("Sources", "Greeter", "NOTES.md"), ARTICLE_TEXT)
+        self.assertEqual(self.check(), (0, ""))
 
 
 if __name__ == "__main__":

@@ -418,7 +418,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
 
     // MARK: Graceful shutdown (server)
 
-    private static let logger = Logger(label: "braid.http3")
+    private static var logger: Logger { BraidLog.logger(label: "braid.http3") }
 
     /// Server: GOAWAY now (a notice: no request in flight is refused, and clients send new ones
     /// elsewhere); the final GOAWAY two round trips later (RFC 9114 section 5.2 asks for at

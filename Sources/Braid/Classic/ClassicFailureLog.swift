@@ -1,10 +1,11 @@
+import BraidCore
 import Logging
 
 /// Apple's `NWError` carries a code only; the reason Braid knows (which option, which
 /// certificate, what to do) goes to the log when a classic connection or listener waits or
 /// fails, so the code in a state handler comes with its explanation in the console.
 enum ClassicFailureLog {
-    private static var logger: Logger { Logger(label: "braid.classic") }
+    private static var logger: Logger { BraidLog.logger(label: "braid.classic") }
 
     /// Logs why `what` reached `state`, if it is `waiting` or `failed`.
     static func record(_ state: NetworkConnectionState, of what: @autoclosure () -> String) {

@@ -1,3 +1,4 @@
+import BraidCore
 import BraidIO
 import Logging
 
@@ -31,7 +32,7 @@ final class ConnectionPathWatch {
     /// The loop's interface-change signal, once armed.
     private var changes: InterfaceChanges?
 
-    private static var logger: Logger { Logger(label: "braid.path") }
+    private static var logger: Logger { BraidLog.logger(label: "braid.path") }
 
     init(core: ConnectionCore, constraints: InterfaceConstraints) {
         self.core = core

@@ -1,3 +1,4 @@
+import BraidCore
 import BraidHTTP3
 import BraidHTTP3IO
 import BraidIO
@@ -155,5 +156,5 @@ extension NetworkListener where ApplicationProtocol == QUIC {
         }
     }
 
-    private static var logger: Logger { Logger(label: "braid.http3") }
+    private static var logger: Logger { BraidLog.logger(label: "braid.http3") }
 }

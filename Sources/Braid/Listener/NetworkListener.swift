@@ -42,7 +42,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// While `runHTTP3` runs: counts the serving tasks it keeps by connection (tests check
     /// that each goes when its connection ends). Nil otherwise, so it keeps nothing alive.
     let servingTaskCounter = Locked<(@Sendable () -> Int)?>(nil)
-    private static var logger: Logger { Logger(label: "braid.listener") }
+    private static var logger: Logger { BraidLog.logger(label: "braid.listener") }
 
     /// A listener on `endpoint` (a name resolves to its first address; nil: every address, port
     /// chosen by the system) with these parameters. Without an address, or on `::`, one

@@ -1,3 +1,4 @@
+import BraidCore
 import BraidIO
 import Logging
 
@@ -14,7 +15,7 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
     private let maximumMessageSize: Int?
     private let admission: ConnectionAdmission
     private let intake: InboundIntake<ApplicationProtocol>
-    private static var logger: Logger { Logger(label: "braid.listener") }
+    private static var logger: Logger { BraidLog.logger(label: "braid.listener") }
 
     init(
         stack: ApplicationProtocol, tcp: TCP, layers: (@Sendable () throws -> any ByteStreamLayer)?, handshakeTimeout: Duration,

@@ -88,8 +88,9 @@ public final class UDPSocket {
     public init(
         bindTo address: SocketAddress, batching requested: BatchingOptions = .all, receiveSlots: Int = 16,
         sendBatches: Int = 16, reusePort: Bool = false, device: String? = nil, dscp: UInt8 = 0,
-        logger: Logger = Logger(label: "braid.io")
+        logger: Logger? = nil
     ) throws {
+        let logger = logger ?? BraidLog.logger(label: "braid.io")
         self.logger = logger
         self.dscp = dscp & 0x3F
         isIPv6 = address.isIPv6

@@ -74,7 +74,7 @@ final class TCPAcceptor: LoopHandler {
     /// Accepts per readiness event, so a flood of connects cannot keep the loop from its
     /// connections; the level-triggered loop reports the rest on its next pass.
     static let acceptsPerEvent = 64
-    private static var logger: Logger { Logger(label: "braid.tcp-listener") }
+    private static var logger: Logger { BraidLog.logger(label: "braid.tcp-listener") }
 
     init(listener: any ByteStreamListener, accepted: @escaping (any ByteStreamSocket, LoopContext) -> Void) {
         self.listener = listener

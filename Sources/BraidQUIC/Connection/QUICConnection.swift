@@ -172,7 +172,7 @@ package final class QUICConnection {
         self.staticSecret = staticSecret
         self.verification = verification
         self.serverName = serverName
-        logger = Logger(label: "braid.quic")
+        logger = BraidLog.logger(label: "braid.quic")
         logger[metadataKey: "quic.cid"] = "\(setup.sourceCID)"
         maxPacketSize = max(transport.maxUDPPayloadSize, 1200)
         datagramProbe = DatagramProbe(configuredKeepAlive: transport.keepAliveInterval?.nanosecondsClamped ?? 0)

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BraidCore
 import BraidTLS
 import CBraid
 import DequeModule
@@ -39,7 +40,7 @@ package final class QUICServerEndpoint {
     var staticSecret: [UInt8] { keys.staticSecret }
     /// TLS material every server session points into; each connection retains it too.
     private let tls: ServerTLSContext
-    var logger = Logger(label: "braid.quic.server")
+    var logger = BraidLog.logger(label: "braid.quic.server")
 
     private var routes: [ConnectionID: QUICConnection] = [:]
     /// Every live connection: its routed IDs and what the limits count it as.

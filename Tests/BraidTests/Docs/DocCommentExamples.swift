@@ -6,6 +6,7 @@ import BraidQUIC
 import BraidQUICIO
 import Foundation
 import HTTPTypes
+import Logging
 import Testing
 
 // Every ```swift example in a doc comment under Sources/, pasted verbatim (only the indentation
@@ -1152,4 +1153,9 @@ func docExample_WebSocket_messages(_ socket: NetworkConnection<WebSocket>) async
     for try await (content, metadata) in socket.messages where metadata.opcode == .binary {
         print("\(content.count) bytes")
     }
+}
+
+/// Sources/Braid/Runtime/BraidLogging.swift
+func docExample_BraidLogging() {
+    BraidLogging.level = .debug
 }
