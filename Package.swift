@@ -8,6 +8,8 @@ let package = Package(
         // access): the tests, the benchmarks and the tool use them, users do not.
         .library(name: "Braid", targets: ["Braid"]),
         .library(name: "BraidFramers", targets: ["BraidFramers"]),
+        // Listeners as swift-service-lifecycle services, for servers that run in a ServiceGroup.
+        .library(name: "BraidServiceLifecycle", targets: ["BraidServiceLifecycle"]),
         .executable(name: "braid", targets: ["braid"]),
         .executable(name: "benchmarks", targets: ["benchmarks"]),
     ],
@@ -19,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // Only for `swift package generate-documentation`; adds nothing to a build.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // C shims: module map for ngtcp2, ngtcp2_crypto_gnutls, GnuTLS and nghttp3, plus the
@@ -147,6 +150,11 @@ let package = Package(
         ),
         // The perf exchange (request a size, receive that many pattern bytes) over the engine.
         // The perf and echo applications, over the engine and over the public API.
+        // A listener as a ServiceLifecycle `Service`: graceful shutdown closes its connections.
+        .target(
+            name: "BraidServiceLifecycle",
+            dependencies: ["Braid", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            path: "Sources/BraidServiceLifecycle"),
         .target(name: "BraidPerf", dependencies: ["Braid", "BraidCore", "BraidQUIC"], path: "Sources/BraidPerf"),
         // The `braid` command-line tool: serve and drive the perf and echo applications.
         .executableTarget(
@@ -176,6 +184,8 @@ let package = Package(
                 "BraidFramers", "BraidWebSocket", "BraidWebSocketIO", "BraidHTTP3", "BraidSecurity", "CBraid", "CBraidUDP",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
+                "BraidServiceLifecycle", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             path: "Tests/BraidTests",
             resources: [.copy("Fixtures")]

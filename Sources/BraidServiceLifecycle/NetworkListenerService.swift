@@ -4,7 +4,7 @@ import ServiceLifecycle
 /// A ``NetworkListener`` as a swift-service-lifecycle `Service`: run by a `ServiceGroup`, it
 /// serves until the group shuts down gracefully, then stops accepting, closes every connection
 /// with application error code 0 and returns once those closes are on the wire, as cancelling
-/// `NetworkListener.run` does.
+/// `NetworkListener.run` does. (`.sigterm` and `.sigint` are ServiceLifecycle's `UnixSignal`s.)
 ///
 /// ```swift
 /// let listener = NetworkListener(port: 4433) {

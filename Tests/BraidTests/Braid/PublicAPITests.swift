@@ -42,7 +42,11 @@ private func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>, in worl
             defer { server.task.cancel() }
             let connection = NetworkConnection(to: server.endpoint) { testClient() }
             defer { connection.cancel() }
-            let sent = Set((0..<1000).map { index in Data((0..<200).map { UInt8(truncatingIfNeeded: $0 ^ index) } + [UInt8(index >> 8), UInt8(index & 0xff)]) })
+            let sent = Set((0..<1000).map { (index: Int) -> Data in
+                let body: [UInt8] = (0..<200).map { (byte: Int) -> UInt8 in UInt8(truncatingIfNeeded: byte ^ index) }
+                let tail: [UInt8] = [UInt8(index >> 8), UInt8(index & 0xff)]
+                return Data(body + tail)
+            })
             let received = Locked(Set<Data>())
             let collector = Task {
                 for await datagram in connection.datagrams where sent.contains(datagram) {

@@ -1,4 +1,5 @@
 import Braid
+import BraidServiceLifecycle
 import BraidHTTP3
 import BraidIO
 import BraidPerf
@@ -7,6 +8,8 @@ import BraidQUICIO
 import Foundation
 import HTTPTypes
 import Logging
+import ServiceLifecycle
+import UnixSignals
 import Testing
 
 // Every ```swift example in a doc comment under Sources/, pasted verbatim (only the indentation
@@ -1158,4 +1161,19 @@ func docExample_WebSocket_messages(_ socket: NetworkConnection<WebSocket>) async
 /// Sources/Braid/Runtime/BraidLogging.swift
 func docExample_BraidLogging() {
     BraidLogging.level = .debug
+}
+
+/// Sources/BraidServiceLifecycle/NetworkListenerService.swift
+func docExample_NetworkListenerService(logger: Logger) async throws {
+    let listener = NetworkListener(port: 4433) {
+        QUIC(alpn: ["echo"]).identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    }
+    let service = NetworkListenerService(listener) { connection in
+        try await connection.inboundStreams { stream in
+            let (request, _) = try await stream.receive(atLeast: 1, atMost: 65536)
+            try await stream.send(request, endOfStream: true)
+        }
+    }
+    let group = ServiceGroup(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+    try await group.run()
 }
