@@ -27,7 +27,8 @@ struct BenchmarkCommand: AsyncParsableCommand {
         }
         let results = Results()
         let bench = Bench(quick: quick, results: results)
-        emit("Braid benchmarks (\(quick ? "quick" : "full") mode), \(Machine.description["cores"]!) cores, \(Machine.description["cpu"]!)")
+        if Machine.build == "debug" { emit(Machine.debugWarning + "\n") }
+        emit("Braid benchmarks (\(quick ? "quick" : "full") mode, \(Machine.build) build), \(Machine.description["cores"]!) cores, \(Machine.description["cpu"]!)")
         let clock = ContinuousClock()
         for scenario in chosen {
             let started = clock.now

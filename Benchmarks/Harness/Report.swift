@@ -115,6 +115,7 @@ enum Report {
 
     static func printTargets(_ results: Results) {
         emit("\nTargets")
+        if Machine.build == "debug" { emit("  " + Machine.debugWarning) }
         for row in targets(results) {
             let verdict = row.met.map { $0 ? "met" : "MISSED" } ?? "-"
             emit("  \(verdict.padding(toLength: 7, withPad: " ", startingAt: 0)) \(row.measured.padding(toLength: 26, withPad: " ", startingAt: 0)) \(row.target)")
@@ -161,11 +162,12 @@ enum Report {
                 "<tr><td>\(escape($0.scenario))</td><td>\(escape($0.config))</td><td>\(escape($0.metric))</td><td>\(format($0.value))</td><td>\(escape($0.unit))</td></tr>"
             }.joined(separator: "\n") + "\n</table>\n"
         let machine = Machine.description.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        let warning = Machine.build == "debug" ? "<p><strong>\(escape(Machine.debugWarning))</strong></p>" : ""
         let page = """
             <!doctype html>
             <html><head><meta charset="utf-8"><title>Braid benchmarks</title>
             \(style)
-            </head><body><h1>Braid benchmarks</h1><p>\(escape(machine))</p>
+            </head><body><h1>Braid benchmarks</h1>\(warning)<p>\(escape(machine))</p>
             \(body)</body></html>
             """
         try page.write(toFile: path, atomically: true, encoding: .utf8)

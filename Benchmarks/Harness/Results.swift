@@ -84,6 +84,19 @@ func format(_ value: Double) -> String {
 
 /// What the results were measured on.
 enum Machine {
+    /// How this binary was built. A debug build runs several times slower, so its figures say
+    /// nothing about Braid; the reports record it and the suite says so at the start and end.
+    static var build: String {
+        #if DEBUG
+        "debug"
+        #else
+        "release"
+        #endif
+    }
+
+    static let debugWarning = "WARNING: this is a DEBUG build of the benchmarks, several times slower than a release build: "
+        + "its figures are not Braid's. Run `swift run -c release benchmarks` (or tools/run-benchmarks.sh)."
+
     static var description: [String: Any] {
         var system = utsname()
         uname(&system)
@@ -95,6 +108,7 @@ enum Machine {
             "cores": sysconf(Int32(_SC_NPROCESSORS_ONLN)),
             "memory_bytes": Int(sysconf(Int32(_SC_PHYS_PAGES))) * Int(sysconf(Int32(_SC_PAGESIZE))),
             "kernel": kernel, "cpu": model, "date": ISO8601DateFormatter().string(from: Date()),
+            "build": build,
         ]
     }
 }
