@@ -47,7 +47,7 @@ extension QUICConnection {
         cb.rand = { dest, length, _ in fillRandom(UnsafeMutableRawBufferPointer(start: dest, count: length)) }
         cb.get_new_connection_id = { _, cid, token, length, userData in
             let connection = QUICConnection.from(userData)
-            cid!.pointee = ConnectionID.random(length: length, tag: connection.connectionIDTag).ngtcp2
+            cid!.pointee = (connection.connectionIDGenerator?.next() ?? ConnectionID.random(length: length)).ngtcp2
             let rc = connection.staticSecret.withUnsafeBufferPointer {
                 ngtcp2_crypto_generate_stateless_reset_token(token, $0.baseAddress, $0.count, cid)
             }

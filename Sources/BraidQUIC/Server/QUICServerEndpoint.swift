@@ -29,8 +29,11 @@ import Synchronization
 /// ```
 package final class QUICServerEndpoint {
     package let configuration: QUICServerConfiguration
-    /// All server-issued connection IDs have this length, so short headers can be parsed.
+    /// Length of the IDs of the default `.random` connection-ID format.
     package static let connectionIDLength = 16
+    /// Issues this endpoint's connection IDs, all of one length (so short headers can be
+    /// parsed) in the configuration's `connectionIDFormat`, with `connectionIDTag`.
+    package let connectionIDs: ConnectionIDGenerator
     /// Secrets shared with the other endpoints serving the same address.
     package let keys: QUICServerKeys
     /// First byte of every connection ID this endpoint issues, so that a kernel filter can
@@ -157,6 +160,7 @@ package final class QUICServerEndpoint {
         self.configuration = configuration
         self.keys = try keys ?? QUICServerKeys(staticSecret: configuration.staticSecret)
         self.connectionIDTag = connectionIDTag
+        connectionIDs = try ConnectionIDGenerator(format: configuration.connectionIDFormat, loopTag: connectionIDTag)
         let keys = self.keys
         tls = try mappingTLSErrors { try ServerTLSContext(credentials: credentials, keys: keys) }
     }
@@ -178,7 +182,7 @@ package final class QUICServerEndpoint {
     package func receive(datagram: UnsafeRawBufferPointer, path: QUICPath, ecn: ECN, now: QUICInstant) -> QUICConnection? {
         guard let base = datagram.baseAddress?.assumingMemoryBound(to: UInt8.self), datagram.count > 0 else { return nil }
         var vc = ngtcp2_version_cid()
-        let rc = ngtcp2_pkt_decode_version_cid(&vc, base, datagram.count, Self.connectionIDLength)
+        let rc = ngtcp2_pkt_decode_version_cid(&vc, base, datagram.count, connectionIDs.length)
         if rc == NGTCP2_ERR_VERSION_NEGOTIATION {
             sendVersionNegotiation(vc, datagramLength: datagram.count, path: path)
             return nil
@@ -281,7 +285,7 @@ package final class QUICServerEndpoint {
         var settings = transport.ngtcp2Settings(now: now)
         if validatedToken { settings.token = header.token }
         var params = transport.ngtcp2TransportParameters()
-        let sourceCID = ConnectionID.random(length: Self.connectionIDLength, tag: connectionIDTag)
+        let sourceCID = connectionIDs.next()
         if let originalDCID {
             params.original_dcid = originalDCID
             params.retry_scid = header.dcid
@@ -309,7 +313,7 @@ package final class QUICServerEndpoint {
             return nil
         }
         connection.tlsResources = tls
-        connection.connectionIDTag = connectionIDTag
+        connection.connectionIDGenerator = connectionIDs
         connection.currentTime = now
         connection.offeredALPNForErrors = configuration.alpn
         connection.isNewlyAccepted = true
@@ -487,7 +491,8 @@ package final class QUICServerEndpoint {
 
     private func sendRetry(_ header: ngtcp2_pkt_hd, datagramLength: Int, path: QUICPath, now: QUICInstant) {
         var header = header
-        var retrySCID = ConnectionID.random(length: Self.connectionIDLength).ngtcp2
+        // Encoded like every other ID, so a balancer routes the client's next Initial back here.
+        var retrySCID = connectionIDs.next().ngtcp2
         var token = [UInt8](repeating: 0, count: braid_ngtcp2_crypto_max_retry_tokenlen())
         let tokenLength = staticSecret.withUnsafeBufferPointer { secret in
             path.remote.withSockAddr { address, length in
