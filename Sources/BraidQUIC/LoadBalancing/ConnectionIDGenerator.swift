@@ -83,6 +83,9 @@ package final class ConnectionIDGenerator {
         return bytes
     }
 
+    /// Tests: as if every nonce had been used.
+    func exhaustNoncesForTesting() { noncesLeft = 0 }
+
     private func increment(_ counter: inout [UInt8]) {
         for index in counter.indices.reversed() {
             counter[index] &+= 1
