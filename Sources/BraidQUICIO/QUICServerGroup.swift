@@ -52,7 +52,7 @@ package final class QUICServerGroup: Sendable {
         guard !loops.isEmpty, loops.count <= 256 else {
             throw QUICError.configuration("a server group needs 1 to 256 loops, not \(loops.count)")
         }
-        let keys = try QUICServerKeys(staticSecret: configuration.staticSecret)
+        let keys = try QUICServerKeys(for: configuration)
         let (drivers, bound) = try await PerLoopBinding.bind(loops: loops, to: address) { index, target, context throws -> (QUICServerDriver, QUICAddress) in
             let endpoint = try QUICServerEndpoint(configuration: configuration, keys: keys, connectionIDTag: UInt8(index))
             // One loop needs no port sharing; leaving SO_REUSEPORT off then makes a second

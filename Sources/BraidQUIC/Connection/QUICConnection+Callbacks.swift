@@ -48,7 +48,7 @@ extension QUICConnection {
         cb.get_new_connection_id = { _, cid, token, length, userData in
             let connection = QUICConnection.from(userData)
             cid!.pointee = (connection.connectionIDGenerator?.next() ?? ConnectionID.random(length: length)).ngtcp2
-            let rc = connection.staticSecret.withUnsafeBufferPointer {
+            let rc = (connection.serverKeyRing?.current.resetSecret ?? connection.staticSecret).withUnsafeBufferPointer {
                 ngtcp2_crypto_generate_stateless_reset_token(token, $0.baseAddress, $0.count, cid)
             }
             guard rc == 0 else { return NGTCP2_ERR_CALLBACK_FAILURE }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import BraidCore
+import BraidTLS
 import CBraid
 import DequeModule
 import Logging
@@ -146,6 +147,9 @@ package final class QUICConnection {
     var routingChanges: [QUICRoutingChange] = []
     /// Server: issues the connection IDs we hand the peer (the endpoint's format and loop tag).
     var connectionIDGenerator: ConnectionIDGenerator?
+    /// Server: the fleet's keys; connection IDs issued later take the minting generation's
+    /// stateless-reset secret (`staticSecret` otherwise).
+    var serverKeyRing: ServerKeyRing?
     /// Server: this connection was created by the datagram just passed to the endpoint.
     package internal(set) var isNewlyAccepted = false
 

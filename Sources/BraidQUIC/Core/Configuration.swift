@@ -137,6 +137,9 @@ package struct QUICServerConfiguration: Sendable {
     package var staticSecret: [UInt8]? = nil
     /// How issued connection IDs are laid out (a load balancer's server ID, the loop tag).
     package var connectionIDFormat: QUICConnectionIDFormat = .random
+    /// A fleet's shared, rotating keys (tokens, stateless resets, session tickets); when set,
+    /// `staticSecret` is ignored.
+    package var keyRing: ServerKeyRing? = nil
 
     package init(alpn: [String], certificateChainFile: String, privateKeyFile: String) {
         self.alpn = alpn
