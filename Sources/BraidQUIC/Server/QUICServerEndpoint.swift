@@ -112,6 +112,9 @@ package final class QUICServerEndpoint {
     package private(set) var refusedConnections = 0
     package private(set) var evictedConnections = 0
     package private(set) var droppedDatagrams = 0
+    /// Short-header packets for an unknown connection whose ID carries another server's ID
+    /// (dropped without a stateless reset; counted in `droppedDatagrams` too).
+    package private(set) var strangersDropped = 0
 
     /// Live counts and counters: connections, half-open handshakes, streams and buffered bytes
     /// (summed over the connections, so call it for a snapshot, not per packet).
@@ -199,7 +202,15 @@ package final class QUICServerEndpoint {
             return connection
         }
         if vc.version == 0 {
-            // Short header for a connection we do not know: tell the peer with a stateless reset.
+            // Short header for a connection we do not know: tell the peer with a stateless
+            // reset, but only when the ID says we issued it. Behind a load balancer a packet
+            // for another server (misrouted, or replayed by an attacker) must not reset that
+            // server's connection; it is dropped.
+            if let ours = connectionIDs.ownServerID, connectionIDs.serverID(in: dcid.bytes) != ours {
+                strangersDropped += 1
+                droppedDatagrams += 1
+                return nil
+            }
             sendStatelessReset(for: dcid, triggerLength: datagram.count, path: path, now: now)
             return nil
         }

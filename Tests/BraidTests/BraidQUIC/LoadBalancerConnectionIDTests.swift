@@ -110,4 +110,31 @@ import Testing
             try QUICConnectionIDFormat.quicLB(QUICLBConfiguration(configRotation: 0, serverID: Array(0..<10), nonceLength: 9)).validate()
         }
     }
+
+    /// A short header for a connection this server does not hold gets a stateless reset only
+    /// when its ID carries this server's ID; another server's ID is dropped silently.
+    @Test(arguments: [
+        QUICConnectionIDFormat.quicLB(QUICLBConfiguration(configRotation: 1, serverID: [5, 5], nonceLength: 6, key: Array(0..<16))),
+        .katran(.v2, serverID: 77),
+    ])
+    func strangersGetAResetOnlyWhenTheIDIsOurs(_ format: QUICConnectionIDFormat) throws {
+        var configuration = Fixtures.serverConfiguration()
+        configuration.connectionIDFormat = format
+        let server = try QUICServerEndpoint(configuration: configuration)
+        let other: QUICConnectionIDFormat =
+            switch format {
+            case .quicLB(var lb): { lb.serverID = [6, 6]; return .quicLB(lb) }()
+            default: .katran(.v2, serverID: 78)
+            }
+        let path = QUICPath(local: QUICAddress(ip: "127.0.0.1", port: 4433)!, remote: QUICAddress(ip: "127.0.0.2", port: 5000)!)
+        let now = QUICInstant(nanoseconds: 1_000_000_000)
+        let foreign = try ConnectionIDGenerator(format: other, loopTag: 0).next()
+        #expect(server.receive(datagram: [0x40] + foreign.bytes + [UInt8](repeating: 0x33, count: 60), path: path, now: now) == nil)
+        #expect(server.statelessResetsSent == 0)
+        #expect(server.strangersDropped == 1)
+        let ours = try ConnectionIDGenerator(format: format, loopTag: 0).next()
+        #expect(server.receive(datagram: [0x40] + ours.bytes + [UInt8](repeating: 0x33, count: 60), path: path, now: now) == nil)
+        #expect(server.statelessResetsSent == 1)
+        #expect(server.pollEndpointTransmits().count == 1)
+    }
 }
