@@ -5,9 +5,9 @@ import BraidQUIC
 /// SO_REUSEPORT socket on the shared port and its own endpoint, and every connection lives on
 /// exactly one loop for its whole life.
 ///
-/// Routing: endpoint `i` starts every connection ID it issues with the byte `i`, and a
-/// classic-BPF program on the port makes the kernel deliver each short-header packet to socket
-/// `i` of the group. Long-header packets (handshake) go by the kernel's 4-tuple hash, which is
+/// Routing: endpoint `i` puts the byte `i` into every connection ID it issues (first, or after
+/// a load balancer's part: `QUICConnectionIDFormat.steeringOffset`), and a classic-BPF program
+/// on the port makes the kernel deliver each short-header packet to socket `i` of the group. Long-header packets (handshake) go by the kernel's 4-tuple hash, which is
 /// stable while the client's address is. So a client that migrates to a new address stays on
 /// its loop, where a hash alone would land it on a loop that does not know it.
 ///
@@ -52,7 +52,7 @@ package final class QUICServerGroup: Sendable {
         guard !loops.isEmpty, loops.count <= 256 else {
             throw QUICError.configuration("a server group needs 1 to 256 loops, not \(loops.count)")
         }
-        let keys = try QUICServerKeys(staticSecret: configuration.staticSecret)
+        let keys = try QUICServerKeys(for: configuration)
         let (drivers, bound) = try await PerLoopBinding.bind(loops: loops, to: address) { index, target, context throws -> (QUICServerDriver, QUICAddress) in
             let endpoint = try QUICServerEndpoint(configuration: configuration, keys: keys, connectionIDTag: UInt8(index))
             // One loop needs no port sharing; leaving SO_REUSEPORT off then makes a second
@@ -65,7 +65,9 @@ package final class QUICServerGroup: Sendable {
             // Socket `index` joins the group at position `index` because they bind in order;
             // the program applies to the whole group once attached.
             if index == 0 && loops.count > 1 {
-                do { try (driver.socket as? UDPSocket)?.attachConnectionIDSteering() } catch {
+                do {
+                    try (driver.socket as? UDPSocket)?.attachConnectionIDSteering(offset: configuration.connectionIDFormat.steeringOffset)
+                } catch {
                     driver.close(context)
                     throw error
                 }

@@ -138,14 +138,14 @@ int braid_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t token) {
 #define SO_ATTACH_REUSEPORT_CBPF 51
 #endif
 
-int braid_attach_connection_id_steering(int fd) {
+int braid_attach_connection_id_steering(int fd, uint32_t offset) {
   // The kernel runs the program with the UDP payload at offset 0. An index at or past the
   // group's size makes it fall back to the 4-tuple hash, which is what long headers want:
   // their destination ID is the client's choice until the handshake completes.
   struct sock_filter code[] = {
       BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0),            // first byte
       BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x80, 2, 0),  // long header -> hash
-      BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1),            // first byte of the destination ID
+      BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 1 + offset),   // the tag byte of the destination ID
       BPF_STMT(BPF_RET | BPF_A, 0),
       BPF_STMT(BPF_RET | BPF_K, 0xffffffffu),
   };

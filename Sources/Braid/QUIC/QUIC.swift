@@ -61,6 +61,8 @@ public struct QUIC: NetworkProtocol {
     public private(set) var halfOpenHandshakeLimit = 1_000
     /// Listener: how many event loops (cores) serve connections.
     public private(set) var serverLoops = 1
+    /// Listener: how connection IDs are laid out for a load balancer; see `connectionIDFormat(_:)`.
+    public internal(set) var connectionIDFormat = ConnectionIDFormat.random
 
     /// QUIC offering (on a listener: accepting) these application protocols, in preference order,
     /// over default UDP and IP. ALPN is mandatory in QUIC: an empty list fails the connection or
@@ -254,6 +256,7 @@ public struct QUIC: NetworkProtocol {
         configuration.maxConnectionsPerAddress = newConnectionLimitPerAddress
         configuration.retryThreshold = automaticRetryThreshold
         configuration.maxHalfOpenConnections = halfOpenHandshakeLimit
+        configuration.connectionIDFormat = try validatedConnectionIDFormat()
         return configuration
     }
 

@@ -67,9 +67,10 @@ public final class UDPSocket {
     private var txMessageSegments: [Int] = []
 
     /// Makes the kernel deliver each short-header packet to the socket of this SO_REUSEPORT
-    /// group whose index equals the first byte of the packet's destination connection ID.
-    public func attachConnectionIDSteering() throws {
-        guard braid_attach_connection_id_steering(fd) == 0 else {
+    /// group whose index equals byte `offset` of the packet's destination connection ID.
+    public func attachConnectionIDSteering(offset: Int = 0) throws {
+        guard (0..<20).contains(offset) else { throw DatapathError.system("steering offset \(offset) (a connection ID has 20 bytes at most)", EINVAL) }
+        guard braid_attach_connection_id_steering(fd, UInt32(offset)) == 0 else {
             throw DatapathError.system("setsockopt(SO_ATTACH_REUSEPORT_CBPF)", errno)
         }
     }

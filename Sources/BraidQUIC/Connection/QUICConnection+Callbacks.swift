@@ -47,8 +47,8 @@ extension QUICConnection {
         cb.rand = { dest, length, _ in fillRandom(UnsafeMutableRawBufferPointer(start: dest, count: length)) }
         cb.get_new_connection_id = { _, cid, token, length, userData in
             let connection = QUICConnection.from(userData)
-            cid!.pointee = ConnectionID.random(length: length, tag: connection.connectionIDTag).ngtcp2
-            let rc = connection.staticSecret.withUnsafeBufferPointer {
+            cid!.pointee = (connection.connectionIDGenerator?.next() ?? ConnectionID.random(length: length)).ngtcp2
+            let rc = (connection.serverKeyRing?.current.resetSecret ?? connection.staticSecret).withUnsafeBufferPointer {
                 ngtcp2_crypto_generate_stateless_reset_token(token, $0.baseAddress, $0.count, cid)
             }
             guard rc == 0 else { return NGTCP2_ERR_CALLBACK_FAILURE }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import BraidCore
+import BraidTLS
 import CBraid
 import DequeModule
 import Logging
@@ -144,8 +145,11 @@ package final class QUICConnection {
     /// Server: changes the endpoint's routing table must follow, oldest first, until the endpoint
     /// applies them (`QUICServerEndpoint.applyRoutingChanges(of:)`). Empty in steady state.
     var routingChanges: [QUICRoutingChange] = []
-    /// Server: first byte of the connection IDs we issue (the endpoint's routing tag).
-    var connectionIDTag: UInt8?
+    /// Server: issues the connection IDs we hand the peer (the endpoint's format and loop tag).
+    var connectionIDGenerator: ConnectionIDGenerator?
+    /// Server: the fleet's keys; connection IDs issued later take the minting generation's
+    /// stateless-reset secret (`staticSecret` otherwise).
+    var serverKeyRing: ServerKeyRing?
     /// Server: this connection was created by the datagram just passed to the endpoint.
     package internal(set) var isNewlyAccepted = false
 

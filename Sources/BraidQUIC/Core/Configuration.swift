@@ -135,6 +135,11 @@ package struct QUICServerConfiguration: Sendable {
     /// port or restarting should share it; nil picks a random one. Ignored when the endpoint is
     /// given `QUICServerKeys` (which carry their own).
     package var staticSecret: [UInt8]? = nil
+    /// How issued connection IDs are laid out (a load balancer's server ID, the loop tag).
+    package var connectionIDFormat: QUICConnectionIDFormat = .random
+    /// A fleet's shared, rotating keys (tokens, stateless resets, session tickets); when set,
+    /// `staticSecret` is ignored.
+    package var keyRing: ServerKeyRing? = nil
 
     package init(alpn: [String], certificateChainFile: String, privateKeyFile: String) {
         self.alpn = alpn

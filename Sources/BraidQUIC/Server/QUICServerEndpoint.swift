@@ -30,14 +30,16 @@ import Synchronization
 /// ```
 package final class QUICServerEndpoint {
     package let configuration: QUICServerConfiguration
-    /// All server-issued connection IDs have this length, so short headers can be parsed.
+    /// Length of the IDs of the default `.random` connection-ID format.
     package static let connectionIDLength = 16
+    /// Issues this endpoint's connection IDs, all of one length (so short headers can be
+    /// parsed) in the configuration's `connectionIDFormat`, with `connectionIDTag`.
+    package let connectionIDs: ConnectionIDGenerator
     /// Secrets shared with the other endpoints serving the same address.
     package let keys: QUICServerKeys
     /// First byte of every connection ID this endpoint issues, so that a kernel filter can
     /// steer each short-header packet to this endpoint's socket (see `QUICServerGroup`).
     package let connectionIDTag: UInt8?
-    var staticSecret: [UInt8] { keys.staticSecret }
     /// TLS material every server session points into; each connection retains it too.
     private let tls: ServerTLSContext
     var logger = BraidLog.logger(label: "braid.quic.server")
@@ -111,6 +113,9 @@ package final class QUICServerEndpoint {
     package private(set) var refusedConnections = 0
     package private(set) var evictedConnections = 0
     package private(set) var droppedDatagrams = 0
+    /// Short-header packets for an unknown connection whose ID carries another server's ID
+    /// (dropped without a stateless reset; counted in `droppedDatagrams` too).
+    package private(set) var strangersDropped = 0
 
     /// Live counts and counters: connections, half-open handshakes, streams and buffered bytes
     /// (summed over the connections, so call it for a snapshot, not per packet).
@@ -156,8 +161,9 @@ package final class QUICServerEndpoint {
     init(configuration: QUICServerConfiguration, keys: QUICServerKeys? = nil, connectionIDTag: UInt8? = nil, credentials: TLSCredentials) throws {
         try Self.validate(configuration)
         self.configuration = configuration
-        self.keys = try keys ?? QUICServerKeys(staticSecret: configuration.staticSecret)
+        self.keys = try keys ?? QUICServerKeys(for: configuration)
         self.connectionIDTag = connectionIDTag
+        connectionIDs = try ConnectionIDGenerator(format: configuration.connectionIDFormat, loopTag: connectionIDTag)
         let keys = self.keys
         tls = try mappingTLSErrors { try ServerTLSContext(credentials: credentials, keys: keys) }
     }
@@ -179,7 +185,7 @@ package final class QUICServerEndpoint {
     package func receive(datagram: UnsafeRawBufferPointer, path: QUICPath, ecn: ECN, now: QUICInstant) -> QUICConnection? {
         guard let base = datagram.baseAddress?.assumingMemoryBound(to: UInt8.self), datagram.count > 0 else { return nil }
         var vc = ngtcp2_version_cid()
-        let rc = ngtcp2_pkt_decode_version_cid(&vc, base, datagram.count, Self.connectionIDLength)
+        let rc = ngtcp2_pkt_decode_version_cid(&vc, base, datagram.count, connectionIDs.length)
         if rc == NGTCP2_ERR_VERSION_NEGOTIATION {
             sendVersionNegotiation(vc, datagramLength: datagram.count, path: path)
             return nil
@@ -197,7 +203,15 @@ package final class QUICServerEndpoint {
             return connection
         }
         if vc.version == 0 {
-            // Short header for a connection we do not know: tell the peer with a stateless reset.
+            // Short header for a connection we do not know: tell the peer with a stateless
+            // reset, but only when the ID says we issued it. Behind a load balancer a packet
+            // for another server (misrouted, or replayed by an attacker) must not reset that
+            // server's connection; it is dropped.
+            if let ours = connectionIDs.ownServerID, connectionIDs.serverID(in: dcid.bytes) != ours {
+                strangersDropped += 1
+                droppedDatagrams += 1
+                return nil
+            }
             sendStatelessReset(for: dcid, triggerLength: datagram.count, path: path, now: now)
             return nil
         }
@@ -234,14 +248,18 @@ package final class QUICServerEndpoint {
         var validatedToken = false
         let token = UnsafeBufferPointer(start: header.token.base, count: header.token.len)
         if let magic = token.first {
+            // Any generation of the fleet's keys still accepted may have minted it.
+            let generations = keys.ring.accepted(at: now)
             if magic == UInt8(NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
                 var odcid = ngtcp2_cid()
-                let ok = staticSecret.withUnsafeBufferPointer { secret in
-                    path.remote.withSockAddr { address, length in
-                        ngtcp2_crypto_verify_retry_token(
-                            &odcid, token.baseAddress, token.count, secret.baseAddress, secret.count, header.version,
-                            address, ngtcp2_socklen(length), &header.dcid, configuration.retryTokenLifetime.nanosecondsClamped,
-                            now.nanoseconds) == 0
+                let ok = generations.contains { generation in
+                    generation.tokenSecret.withUnsafeBufferPointer { secret in
+                        path.remote.withSockAddr { address, length in
+                            ngtcp2_crypto_verify_retry_token(
+                                &odcid, token.baseAddress, token.count, secret.baseAddress, secret.count, header.version,
+                                address, ngtcp2_socklen(length), &header.dcid, configuration.retryTokenLifetime.nanosecondsClamped,
+                                now.nanoseconds) == 0
+                        }
                     }
                 }
                 guard ok else {
@@ -251,11 +269,13 @@ package final class QUICServerEndpoint {
                 originalDCID = odcid
                 validatedToken = true
             } else if magic == UInt8(NGTCP2_CRYPTO_TOKEN_MAGIC_REGULAR) {
-                validatedToken = staticSecret.withUnsafeBufferPointer { secret in
-                    path.remote.withSockAddr { address, length in
-                        ngtcp2_crypto_verify_regular_token(
-                            token.baseAddress, token.count, secret.baseAddress, secret.count, address,
-                            ngtcp2_socklen(length), configuration.tokenLifetime.nanosecondsClamped, now.nanoseconds) == 0
+                validatedToken = generations.contains { generation in
+                    generation.tokenSecret.withUnsafeBufferPointer { secret in
+                        path.remote.withSockAddr { address, length in
+                            ngtcp2_crypto_verify_regular_token(
+                                token.baseAddress, token.count, secret.baseAddress, secret.count, address,
+                                ngtcp2_socklen(length), configuration.tokenLifetime.nanosecondsClamped, now.nanoseconds) == 0
+                        }
                     }
                 }
             }
@@ -282,7 +302,7 @@ package final class QUICServerEndpoint {
         var settings = transport.ngtcp2Settings(now: now)
         if validatedToken { settings.token = header.token }
         var params = transport.ngtcp2TransportParameters()
-        let sourceCID = ConnectionID.random(length: Self.connectionIDLength, tag: connectionIDTag)
+        let sourceCID = connectionIDs.next()
         if let originalDCID {
             params.original_dcid = originalDCID
             params.retry_scid = header.dcid
@@ -291,7 +311,8 @@ package final class QUICServerEndpoint {
             params.original_dcid = header.dcid
         }
         var scid = sourceCID.ngtcp2
-        let tokenOK = staticSecret.withUnsafeBufferPointer {
+        let minting = keys.ring.current
+        let tokenOK = minting.resetSecret.withUnsafeBufferPointer {
             ngtcp2_crypto_generate_stateless_reset_token(&params.stateless_reset_token.0, $0.baseAddress, $0.count, &scid)
         }
         guard tokenOK == 0 else { return nil }
@@ -302,7 +323,7 @@ package final class QUICServerEndpoint {
         let connection: QUICConnection
         do {
             connection = try QUICConnection(
-                setup: setup, transport: transport, staticSecret: staticSecret, verification: nil, serverName: ""
+                setup: setup, transport: transport, staticSecret: minting.resetSecret, verification: nil, serverName: ""
             ) { connection, connRef in try self.tls.makeSession(configuration: self.configuration, connRef: connRef) }
         } catch {
             logger.warning("cannot accept connection from \(path.remote): \(error)")
@@ -310,16 +331,17 @@ package final class QUICServerEndpoint {
             return nil
         }
         connection.tlsResources = tls
-        connection.connectionIDTag = connectionIDTag
+        connection.connectionIDGenerator = connectionIDs
+        connection.serverKeyRing = keys.ring
         connection.currentTime = now
         connection.offeredALPNForErrors = configuration.alpn
         connection.isNewlyAccepted = true
-        let secret = staticSecret
+        let ring = keys.ring
         let lifetimeOK = configuration.tokenLifetime > .zero
         connection.makeNewToken = { remote, now in
             guard lifetimeOK else { return nil }
             var token = [UInt8](repeating: 0, count: braid_ngtcp2_crypto_max_regular_tokenlen())
-            let length = secret.withUnsafeBufferPointer { secret in
+            let length = ring.current.tokenSecret.withUnsafeBufferPointer { secret in
                 remote.withSockAddr { address, addressLength in
                     ngtcp2_crypto_generate_regular_token(
                         &token, secret.baseAddress, secret.count, address, ngtcp2_socklen(addressLength), now.nanoseconds)
@@ -488,9 +510,10 @@ package final class QUICServerEndpoint {
 
     private func sendRetry(_ header: ngtcp2_pkt_hd, datagramLength: Int, path: QUICPath, now: QUICInstant) {
         var header = header
-        var retrySCID = ConnectionID.random(length: Self.connectionIDLength).ngtcp2
+        // Encoded like every other ID, so a balancer routes the client's next Initial back here.
+        var retrySCID = connectionIDs.next().ngtcp2
         var token = [UInt8](repeating: 0, count: braid_ngtcp2_crypto_max_retry_tokenlen())
-        let tokenLength = staticSecret.withUnsafeBufferPointer { secret in
+        let tokenLength = keys.ring.current.tokenSecret.withUnsafeBufferPointer { secret in
             path.remote.withSockAddr { address, length in
                 ngtcp2_crypto_generate_retry_token(
                     &token, secret.baseAddress, secret.count, header.version, address, ngtcp2_socklen(length), &retrySCID,
@@ -525,21 +548,26 @@ package final class QUICServerEndpoint {
         let length = min(triggerLength - 1, 43)
         guard length >= 22 else { return }
         if now - resetWindow.start >= .seconds(1) { resetWindow = (now, 0) }
-        guard resetWindow.count < Self.maxResetsPerSecond else { return }
-        resetWindow.count += 1
-        var cid = dcid.ngtcp2
-        var token = [UInt8](repeating: 0, count: Int(NGTCP2_STATELESS_RESET_TOKENLEN))
-        let rc = staticSecret.withUnsafeBufferPointer {
-            ngtcp2_crypto_generate_stateless_reset_token(&token, $0.baseAddress, $0.count, &cid)
+        // The ID may have been issued under the minting generation or, during a rotation, the
+        // one before: one reset for each (two resets, each smaller than the trigger, stay
+        // under RFC 9000's threefold limit).
+        for generation in keys.ring.accepted(at: now).prefix(2) {
+            guard resetWindow.count < Self.maxResetsPerSecond else { return }
+            resetWindow.count += 1
+            var cid = dcid.ngtcp2
+            var token = [UInt8](repeating: 0, count: Int(NGTCP2_STATELESS_RESET_TOKENLEN))
+            let rc = generation.resetSecret.withUnsafeBufferPointer {
+                ngtcp2_crypto_generate_stateless_reset_token(&token, $0.baseAddress, $0.count, &cid)
+            }
+            guard rc == 0 else { return }
+            var random = [UInt8](repeating: 0, count: length - 1 - token.count)
+            fillRandom(&random)
+            var buffer = [UInt8](repeating: 0, count: length)
+            let written = ngtcp2_pkt_write_stateless_reset(&buffer, buffer.count, token, random, random.count)
+            guard written > 0 else { return }
+            statelessResetsSent += 1
+            buffer.withUnsafeBytes { enqueue(UnsafeRawBufferPointer(rebasing: $0[0..<written]), path: path) }
         }
-        guard rc == 0 else { return }
-        var random = [UInt8](repeating: 0, count: length - 1 - token.count)
-        fillRandom(&random)
-        var buffer = [UInt8](repeating: 0, count: length)
-        let written = ngtcp2_pkt_write_stateless_reset(&buffer, buffer.count, token, random, random.count)
-        guard written > 0 else { return }
-        statelessResetsSent += 1
-        buffer.withUnsafeBytes { enqueue(UnsafeRawBufferPointer(rebasing: $0[0..<written]), path: path) }
     }
 }
 
@@ -547,14 +575,15 @@ package final class QUICServerEndpoint {
 /// the 0-RTT replay filter. Sessions hold raw pointers into it, so every connection retains it.
 final class ServerTLSContext {
     let credentials: TLSCredentials
-    private let ticketKey: TLSTicketKey
+    /// The fleet's keys: each new session takes the minting generation's ticket key.
+    private let ring: ServerKeyRing
     /// This endpoint's own (it runs on one thread), recording into the filter all share.
     private let antiReplay: TLSAntiReplay
 
     init(credentials: TLSCredentials, keys: QUICServerKeys) throws {
         self.credentials = credentials
         antiReplay = try TLSAntiReplay(filter: keys.replayFilter)
-        ticketKey = TLSTicketKey(bytes: keys.ticketKey)
+        ring = keys.ring
     }
 
     func makeSession(configuration: QUICServerConfiguration, connRef: UnsafeMutablePointer<ngtcp2_crypto_conn_ref>) throws -> gnutls_session_t {
@@ -566,8 +595,20 @@ final class ServerTLSContext {
         do {
             rc = setQUICPriority(on: session)
             guard rc == 0 else { throw QUICError.tls("priority: \(gnutlsErrorString(rc))") }
-            rc = gnutls_session_ticket_enable_server(session, ticketKey.datum)
+            let generation = ring.current
+            rc = gnutls_session_ticket_enable_server(session, generation.ticketKey.datum)
             guard rc == 0 else { throw QUICError.tls("session tickets: \(gnutlsErrorString(rc))") }
+            // A resuming client's ticket may come from an older generation of the fleet's keys.
+            gnutls_handshake_set_hook_function(session, UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue), GNUTLS_HOOK_PRE) {
+                session, _, _, _, message in
+                guard let message, let data = message.pointee.data, let connection = QUICConnection.from(session: session),
+                    let ring = connection.serverKeyRing
+                else { return 0 }
+                ring.selectTicketKey(
+                    for: session!, clientHello: UnsafeRawBufferPointer(start: data, count: Int(message.pointee.size)),
+                    now: connection.currentTime)
+                return 0
+            }
             rc = ngtcp2_crypto_gnutls_configure_server_session(session)
             guard rc == 0 else { throw QUICError.tls("cannot configure the QUIC TLS session") }
             if configuration.earlyDataEnabled {
@@ -593,9 +634,9 @@ final class ServerTLSContext {
 }
 
 /// The secrets every endpoint serving one address must agree on, so that any of them can
-/// handle any client: the static secret behind address tokens and stateless resets, the
-/// session-ticket key (a ticket from one endpoint resumes on another), and one 0-RTT replay
-/// filter (a ClientHello replayed to a second endpoint is still refused).
+/// handle any client: the fleet's `ServerKeyRing` (address tokens, stateless resets, session
+/// tickets: a ticket from one endpoint resumes on another) and one 0-RTT replay filter (a
+/// ClientHello replayed to a second endpoint of this process is still refused).
 ///
 /// ```swift
 /// let keys = try QUICServerKeys()
@@ -604,21 +645,32 @@ final class ServerTLSContext {
 /// }
 /// ```
 package final class QUICServerKeys: Sendable {
-    let staticSecret: [UInt8]
-    let ticketKey: [UInt8]
+    package let ring: ServerKeyRing
     let replayFilter = TLSReplayFilter()
 
     /// - Parameter staticSecret: at least 16 bytes; share it across restarts to keep tokens and
-    ///   stateless resets valid. Nil picks a random one.
+    ///   stateless resets valid. Nil picks a random one. The ticket key is random.
     package init(staticSecret: [UInt8]? = nil) throws {
+        var secret: [UInt8]
         if let staticSecret {
             guard staticSecret.count >= 16 else { throw QUICError.configuration("staticSecret needs at least 16 bytes") }
-            self.staticSecret = staticSecret
+            secret = staticSecret
         } else {
-            var secret = [UInt8](repeating: 0, count: 32)
+            secret = [UInt8](repeating: 0, count: 32)
             fillRandom(&secret)
-            self.staticSecret = secret
         }
-        ticketKey = try mappingTLSErrors { try TLSTicketKey.generateBytes() }
+        ring = try mappingTLSErrors { try ServerKeyRing(staticSecret: secret) }
+    }
+
+    /// Keys from a fleet's ring (shared with other servers, rotated by its owner).
+    package init(ring: ServerKeyRing) { self.ring = ring }
+
+    /// The configuration's key ring, or keys from its static secret.
+    package convenience init(for configuration: QUICServerConfiguration) throws {
+        if let ring = configuration.keyRing {
+            self.init(ring: ring)
+        } else {
+            try self.init(staticSecret: configuration.staticSecret)
+        }
     }
 }

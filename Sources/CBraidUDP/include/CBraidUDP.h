@@ -46,10 +46,10 @@ typedef struct {
 void braid_udp_parse_cmsg(const struct msghdr *message, braid_udp_rx_meta *meta);
 
 /// Attaches to `fd`'s SO_REUSEPORT group a classic BPF program that steers each short-header
-/// QUIC packet to the socket whose index in the group equals the first byte of its destination
+/// QUIC packet to the socket whose index in the group equals byte `offset` of its destination
 /// connection ID. Long-header packets (and tags past the group's size) fall back to the
 /// kernel's 4-tuple hash. Returns 0 or -1 with errno.
-int braid_attach_connection_id_steering(int fd);
+int braid_attach_connection_id_steering(int fd, uint32_t offset);
 
 // MARK: TCP
 

@@ -209,13 +209,21 @@ private final class Loopback: Sendable {
     /// A server on two loops (SO_REUSEPORT + connection-ID steering): 16 clients each migrate
     /// to a new port mid-download. The 4-tuple hash would send about half of them to the loop
     /// that does not know them (a stateless reset would end the connection); steering keeps
-    /// every one on its loop, and all downloads complete intact.
-    @Test func serverGroupKeepsMigratingClientsOnTheirLoops() async throws {
+    /// every one on its loop, and all downloads complete intact. The same with connection IDs
+    /// laid out for a load balancer, where the loop tag follows the balancer's part.
+    @Test(arguments: [
+        QUICConnectionIDFormat.random,
+        .quicLB(QUICLBConfiguration(configRotation: 1, serverID: [7, 7, 7], nonceLength: 6, key: Array(0..<16))),
+        .katran(.v3, serverID: 0x0102_0304),
+    ])
+    func serverGroupKeepsMigratingClientsOnTheirLoops(connectionIDFormat: QUICConnectionIDFormat) async throws {
         let loopback = try Loopback()
         let secondServerLoop = try EventLoop(name: "test-server-2")
         defer { secondServerLoop.shutdown() }
+        var configuration = Fixtures.serverConfiguration(alpn: ["perf"])
+        configuration.connectionIDFormat = connectionIDFormat
         let group = try await QUICServerGroup.start(
-            loops: [loopback.serverLoop, secondServerLoop], configuration: Fixtures.serverConfiguration(alpn: ["perf"]),
+            loops: [loopback.serverLoop, secondServerLoop], configuration: configuration,
             bindTo: QUICAddress(ip: "127.0.0.1", port: 0)!
         ) { _, _ in PerfServer().handle }
         let clients = 16, size = 2 * 1024 * 1024
