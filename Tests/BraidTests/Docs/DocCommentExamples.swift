@@ -1153,3 +1153,12 @@ func docExample_WebSocket_messages(_ socket: NetworkConnection<WebSocket>) async
         print("\(content.count) bytes")
     }
 }
+
+/// Sources/Braid/Listener/NetworkListener.swift (connectionBufferLimit)
+func docExample_NetworkListener_connectionBufferLimit() -> NetworkListener<TLS> {
+    let listener = NetworkListener(port: 4433) {
+        TLS { TCP() }.identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    }
+    listener.connectionBufferLimit = 64 * 1024 * 1024
+    return listener
+}
