@@ -114,9 +114,11 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         set { limit.withLock { $0 = newValue } }
     }
 
-    /// Most bytes all the listener's connections buffer together (default 256 MiB): what they
-    /// hold to send and have not had acknowledged (QUIC) or written (TLS, TCP), and what they
-    /// received that the application has not read. Apple's Network.framework has no such
+    /// Most bytes all the listener's connections buffer together (default 256 MiB). QUIC: what
+    /// the engines hold (stream bytes sent and not yet acknowledged, HTTP/3's received and
+    /// unread bytes, datagrams to send; other streams' received bytes wait in the streams,
+    /// bounded by their windows). TLS and TCP: sends queued or not yet written, received bytes
+    /// not yet read, and TLS's buffers. Apple's Network.framework has no such
     /// setting; this is Braid's, a bound on what peers can make a server hold however many
     /// connections they open. Measured on each server loop once a second. At the limit, new
     /// clients are refused (QUIC: CONNECTION_REFUSED, "server busy: buffer limit reached",

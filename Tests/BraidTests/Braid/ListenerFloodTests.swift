@@ -12,7 +12,7 @@ import Testing
 /// forged source addresses fills, a DTLS listener's hellos from many addresses, and TCP and TLS
 /// listeners holding many connections that never send. Each time a legitimate new peer must be
 /// served during and after the flood.
-@Suite(.timeLimit(.minutes(3))) struct ListenerFloodTests {
+@Suite(.serialized, .timeLimit(.minutes(3))) struct ListenerFloodTests {
     /// A UDP echo listener that counts its connections that ended with `serverBusy` (displaced
     /// to make room), by remote endpoint.
     private static func startCountingEcho(limit: Int) async throws -> (RunningUDPEcho, Displaced) {
@@ -80,10 +80,10 @@ import Testing
         defer { server.task.cancel() }
         let port = server.listener.port!.rawValue
         let rssBefore = residentBytes()
-        try sendFromManyAddresses(count: 1_500, firstIndex: 0, toPort: port)
+        try await offThePool { try sendFromManyAddresses(count: 1_500, firstIndex: 0, toPort: port) }
         let during = NetworkConnection(to: server.endpoint) { UDP() }
         defer { during.cancel() }
-        let flood = Task.detached { try sendFromManyAddresses(count: 1_500, firstIndex: 1_500, toPort: port) }
+        let flood = Task { try await offThePool { try sendFromManyAddresses(count: 1_500, firstIndex: 1_500, toPort: port) } }
         #expect(try await udpEcho(Data("during".utf8), on: during)?.content == Data("during".utf8))
         try await flood.value
         let after = NetworkConnection(to: server.endpoint) { UDP() }
@@ -117,11 +117,8 @@ import Testing
         }
         let port = listener.port!.rawValue
         let rssBefore = residentBytes()
-        var silent: [Int32] = []
+        let silent = try await offThePool { try (0..<1_000).map { try connectFrom(address: "127.3.0.\($0 % 100 + 1)", toPort: port) } }
         defer { for fd in silent { close(fd) } }
-        for index in 0..<1_000 {
-            silent.append(try connectFrom(address: "127.3.0.\(index % 100 + 1)", toPort: port))
-        }
         let client = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: listener.port!)) { testTLSClient() }
         defer { client.cancel() }
         try await client.send(Data("served".utf8))
@@ -167,8 +164,8 @@ import Testing
         let engine = try DTLSConnection.client(context: DTLSClientContext(configuration: TLSClientConfiguration()), serverName: "localhost")
         _ = try engine.process { _ in }
         let hello = try #require(engine.popDatagram())
-        try sendFromManyAddresses(count: 1_000, firstIndex: 0, toPort: port, payload: hello)
-        let flood = Task.detached { try sendFromManyAddresses(count: 1_000, firstIndex: 1_000, toPort: port, payload: hello) }
+        try await offThePool { try sendFromManyAddresses(count: 1_000, firstIndex: 0, toPort: port, payload: hello) }
+        let flood = Task { try await offThePool { try sendFromManyAddresses(count: 1_000, firstIndex: 1_000, toPort: port, payload: hello) } }
         func echoOnce(_ text: String) async throws -> Data {
             let client = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: listener.port!)) {
                 DTLS { UDP() }.alpn(["echo"]).serverName("localhost").trust(.certificateAuthorities(file: Fixtures.caFile))
@@ -205,11 +202,8 @@ import Testing
             if case .failed(let error) = state { throw error }
         }
         let port = listener.port!.rawValue
-        var idle: [Int32] = []
+        let idle = try await offThePool { try (0..<2_000).map { try connectFrom(address: "127.2.0.\($0 % 200 + 1)", toPort: port) } }
         defer { for fd in idle { close(fd) } }
-        for index in 0..<2_000 {
-            idle.append(try connectFrom(address: "127.2.0.\(index % 200 + 1)", toPort: port))
-        }
         // Every idle connection reached the handler: the loop accepted them all.
         let deadline = ContinuousClock.now + .seconds(60)
         while held.value < 2_000 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
@@ -228,6 +222,14 @@ private final class Displaced: Sendable {
     func add(_ endpoint: NWEndpoint) { endpoints.withLock { $0.append(endpoint.description) } }
     var count: Int { endpoints.withLock { $0.count } }
     func contains(_ description: String) -> Bool { endpoints.withLock { $0.contains(description) } }
+}
+
+/// Runs blocking socket calls on a thread of their own, so the thousands of them a flood makes
+/// do not hold one of the few threads the suite's tasks share.
+private func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
 }
 
 /// Sends `payload` once to 127.0.0.1:`port` from each of `count` addresses 127.1.x.y (Linux
