@@ -171,6 +171,16 @@ package final class QUICServerDriver: LoopHandler {
         serviceDirty(context)
     }
 
+    /// Writes the connections the endpoint closed by itself outside a receive pass (at the
+    /// listener's buffer limit).
+    package func serviceEvictedConnections(_ context: LoopContext) {
+        markEvicted()
+        serviceDirty(context)
+    }
+
+    /// Whether the driver still serves (false once closed).
+    package var isServing: Bool { !isClosed }
+
     /// Idle connections the endpoint closed to make room are written like any it was given.
     private func markEvicted() {
         for connection in endpoint.pollEvictedConnections() {

@@ -7,6 +7,8 @@ struct ListenerStart<Top: NetworkProtocol> {
     let address: SocketAddress
     let intake: InboundIntake<Top>
     let newConnectionLimit: Int
+    /// The bytes all connections may buffer together (`NetworkListener.connectionBufferLimit`).
+    let bufferBudget: ListenerBufferBudget
     /// Called on each new connection's channel, on its loop, before the channel hears any
     /// event (HTTP/3 takes a QUIC channel's streams there).
     let prepareChannel: (@Sendable (any ConnectionChannel) -> Void)?

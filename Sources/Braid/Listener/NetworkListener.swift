@@ -36,6 +36,9 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     private let broadcast = StateBroadcast()
     private let boundPort = Locked<NWEndpoint.Port?>(nil)
     private let limit = Locked(10_000)
+    private let bufferLimit = Locked(256 * 1024 * 1024)
+    /// The running listener's buffer budget (tests read its counters).
+    let bufferBudget = Locked<ListenerBufferBudget?>(nil)
     private let running = Atomic(false)
     /// The sockets and loops while `run` runs.
     private let group = Locked<(any ListenerGroup)?>(nil)
@@ -102,11 +105,41 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// server loop, handshakes in progress included; a new client takes the place of the
     /// connection idle longest, one without streams, and is refused with CONNECTION_REFUSED,
     /// `NetworkError.serverBusy` on a Braid client, when none is idle; TLS and TCP: the accepted
-    /// connection is reset at once; UDP: a new peer's datagrams are dropped until a place frees
-    /// up). Set before `run`.
+    /// connection is reset at once; UDP: a new peer takes the place of the oldest peer that has
+    /// not sent again since the listener sent it a datagram, which fails with
+    /// `NetworkError.serverBusy`, and when every peer has, a new peer's datagrams are dropped
+    /// until a place frees up). Set before `run`.
     public var newConnectionLimit: Int {
         get { limit.withLock { $0 } }
         set { limit.withLock { $0 = newValue } }
+    }
+
+    /// Most bytes all the listener's connections buffer together (default 256 MiB). QUIC: what
+    /// the engines hold (stream bytes sent and not yet acknowledged, HTTP/3's received and
+    /// unread bytes, datagrams to send; other streams' received bytes wait in the streams,
+    /// bounded by their windows). TLS and TCP: sends queued or not yet written, received bytes
+    /// not yet read, and TLS's buffers. Apple's Network.framework has no such
+    /// setting; this is Braid's, a bound on what peers can make a server hold however many
+    /// connections they open. Measured on each server loop once a second. At the limit, new
+    /// clients are refused (QUIC: CONNECTION_REFUSED, "server busy: buffer limit reached",
+    /// `NetworkError.serverBusy` on a Braid client; TLS and TCP: reset at once), and the
+    /// connections holding bytes that moved none of them for a second (a peer that grants no
+    /// credit or reads nothing) are closed, largest first, until the listener is back under
+    /// the limit; their handlers see `NetworkError.serverBusy` (QUIC: the peer gets NO_ERROR
+    /// with that reason). Connections that make progress are left alone: each is bounded on
+    /// its own (`QUIC.connectionSendBufferLimit(_:)`, `TCP.sendBufferLimit(_:)`). UDP and DTLS
+    /// listeners do not apply it (their connections queue whole datagrams, bounded per
+    /// connection). Set before `run`.
+    ///
+    /// ```swift
+    /// let listener = NetworkListener(port: 4433) {
+    ///     TLS { TCP() }.identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    /// }
+    /// listener.connectionBufferLimit = 64 * 1024 * 1024
+    /// ```
+    public var connectionBufferLimit: Int {
+        get { bufferLimit.withLock { $0 } }
+        set { bufferLimit.withLock { $0 = newValue } }
     }
 
     /// Binds, then calls `handler` for each inbound connection in a child task, until the
@@ -136,9 +169,11 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                     "requiredInterfaceType, prohibitedInterfaceTypes, prohibitedInterfaces, expensivePathsProhibited and constrainedPathsProhibited on listeners (a listener takes requiredInterface; connections apply them all)")
             }
             let (endpoint, parameters) = try endpointToBind()
+            let budget = ListenerBufferBudget(limit: connectionBufferLimit)
+            bufferBudget.withLock { $0 = budget }
             var start = ListenerStart(
                 parameters: parameters, address: try await bindAddress(endpoint), intake: intake,
-                newConnectionLimit: newConnectionLimit, prepareChannel: prepareChannel)
+                newConnectionLimit: newConnectionLimit, bufferBudget: budget, prepareChannel: prepareChannel)
             start.unixPath = try endpoint?.unixSocketPath
             group = try await StackBindings.binding(of: parameters.stack).startListener(start)
             // A Unix-domain listener has a path, not a port.

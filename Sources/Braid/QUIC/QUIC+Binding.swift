@@ -24,11 +24,13 @@ extension QUIC: StackBinding {
         var configuration = try serverConfiguration()
         configuration.maxConnections = listener.newConnectionLimit
         let stack = listener.stack, transport = transport, intake = listener.intake, prepare = listener.prepareChannel
+        let budget = listener.bufferBudget
         return try await QUICServerGroup.start(
             loops: listener.loops(serverLoops), configuration: configuration, bindTo: listener.address,
             batching: udp.batching, sockets: try listener.datagramSockets()
         ) { driver, context in
-            QUICInboundChannels(driver: driver, context: context) { peer, attach in
+            driver.watchBufferBudget(budget, context: context)
+            return QUICInboundChannels(driver: driver, context: context) { peer, attach in
                 intake.admit {
                     let inbound = NetworkConnection<Top>.running(
                         peer: NWEndpoint(peer), stack: stack, configuration: transport, context: context, attach: attach)

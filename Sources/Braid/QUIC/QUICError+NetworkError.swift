@@ -13,8 +13,10 @@ extension NetworkError {
         case .peerTLSAlert(let code): self = .handshakeRejectedByPeer(alert: code)
         case .alpnMismatch(let offered): self = .alpnMismatch(offered: offered)
         case .tls(let message): self = .internalError("TLS: \(message)")
-        case .transportError(let code, let reason, true) where code == 0x2 || (code == 0 && reason.hasPrefix("server busy")):
-            // CONNECTION_REFUSED, or an idle connection the server evicted (see QUICServerConfiguration).
+        case .transportError(let code, let reason, let byPeer) where (byPeer && code == 0x2) || (code == 0 && reason.hasPrefix("server busy")):
+            // CONNECTION_REFUSED, or a connection the server closed at one of its limits (an
+            // idle one evicted, one stalled at the buffer limit): the client's view and the
+            // server's own.
             self = .serverBusy(endpoint: endpoint, reason: reason)
         case .transportError(let code, let reason, let byPeer): self = .protocolError(code: code, reason: reason, byPeer: byPeer)
         case .applicationClosed(let code, let reason): self = .peerClosed(code: code, reason: reason)

@@ -57,11 +57,12 @@ struct ByteStreamStack {
         return try await TCPServerGroup.start(
             loops: listener.loops(tcp.serverLoops), bindTo: listener.address, unixPath: listener.unixPath, options: options,
             sockets: listener.environment?.streamSockets ?? TCPSockets()
-        ) { _ in
-            InboundByteStreams(
+        ) { [budget = listener.bufferBudget] context in
+            let inbound = InboundByteStreams(
                 stack: stack, tcp: tcp, layers: layers, handshakeTimeout: handshakeTimeout, maximumMessageSize: maximumMessageSize,
-                admission: admission, intake: intake
-            ).accept
+                admission: admission, budget: budget, intake: intake)
+            inbound.watchBufferBudget(context)
+            return inbound.accept
         }
     }
 }

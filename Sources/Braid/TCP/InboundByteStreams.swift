@@ -15,12 +15,21 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
     private let maximumMessageSize: Int?
     private let admission: ConnectionAdmission
     private let intake: InboundIntake<ApplicationProtocol>
+    /// The listener's buffer budget, and this loop's share of it.
+    private var account: ListenerBufferAccount<ObjectIdentifier>
+    /// This loop's live connections, for the budget's sweeps.
+    private var live: [ObjectIdentifier: ConnectionCore] = [:] {
+        didSet { heapTrim.connectionsChanged(to: live.count) }
+    }
+    /// Gives freed heap back once the connections fall far below their peak (after a flood).
+    private var heapTrim = HeapTrimPolicy()
     private static var logger: Logger { BraidLog.logger(label: "braid.listener") }
 
     init(
         stack: ApplicationProtocol, tcp: TCP, layers: (@Sendable () throws -> any ByteStreamLayer)?, handshakeTimeout: Duration,
-        maximumMessageSize: Int?, admission: ConnectionAdmission, intake: InboundIntake<ApplicationProtocol>
+        maximumMessageSize: Int?, admission: ConnectionAdmission, budget: ListenerBufferBudget, intake: InboundIntake<ApplicationProtocol>
     ) {
+        account = ListenerBufferAccount(budget: budget)
         self.maximumMessageSize = maximumMessageSize
         self.stack = stack
         self.tcp = tcp
@@ -34,6 +43,11 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
     /// cancelled (then it is reset at once, so the client learns it was refused instead of
     /// waiting).
     func accept(_ socket: any ByteStreamSocket, context: LoopContext) {
+        if account.budget.isExhausted {
+            account.budget.noteRefused()
+            socket.abort()
+            return
+        }
         guard admission.admit() else {
             socket.abort()
             return
@@ -54,7 +68,12 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
             let core = ConnectionCore(
                 byteStreamOn: context.loop, endpointDescription: peer.description, tcp: tcp, handshakeTimeout: handshakeTimeout,
                 maximumMessageSize: maximumMessageSize)
-            core.whenEnded = { admission.release() }
+            let key = ObjectIdentifier(core)
+            core.whenEnded = { [weak self] in
+                admission.release()
+                self?.live[key] = nil
+            }
+            live[key] = core
             core.shared.states.update(.preparing)
             core.byteStream.attach(socket: socket, layer: layer, context: context)
             return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
@@ -64,5 +83,35 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
             socket.abort()
             admission.release()
         }
+    }
+
+    /// Measures this loop's connections against the listener's buffer budget every
+    /// `ListenerBufferBudget.sweepInterval` (progress: bytes the socket wrote or read), closing
+    /// those the budget picks while the listener is over its limit (`NetworkError.serverBusy`);
+    /// ends with the listener's loop object. Call on the loop.
+    func watchBufferBudget(_ context: LoopContext) {
+        context.schedule(at: context.now + ListenerBufferBudget.sweepInterval) { [weak self] context in
+            self?.sweepBufferBudget(context)
+        }
+    }
+
+    private func sweepBufferBudget(_ context: LoopContext) {
+        let holdings = live.map { key, core in
+            let channel = core.byteStream
+            return ListenerBufferAccount<ObjectIdentifier>.Holding(key: key, bytes: channel.bufferedBytes, progress: channel.socketBytesMoved)
+        }
+        for key in account.sweep(holdings) {
+            guard let core = live[key] else { continue }
+            core.byteStream.fail(
+                NetworkError.serverBusy(
+                    endpoint: core.endpointDescription,
+                    reason: "buffer limit reached: closed a connection whose buffered bytes made no progress"),
+                context: context)
+        }
+        watchBufferBudget(context)
+    }
+
+    deinit {
+        account.withdraw()
     }
 }

@@ -6,6 +6,10 @@ extension DatagramChannelError: NetworkErrorConvertible {
         case .datagramTooLarge(let size, let maximum): .datagramTooLarge(size: size, maximum: maximum)
         case .cancelled: .cancelled
         case .idleTimeout: .idleTimeout
+        case .displaced:
+            .serverBusy(
+                endpoint: endpoint,
+                reason: "connection limit reached: closed to make room for a new peer (this peer had not answered a datagram the listener sent it)")
         }
     }
 }

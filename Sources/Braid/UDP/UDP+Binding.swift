@@ -2,7 +2,8 @@ import BraidIO
 
 /// UDP connections: a `DatagramChannel` each; a client binds one socket toward the first
 /// address with a route (`DatagramEstablishment`), a listener is a `UDPServerGroup` that makes a
-/// connection for each new remote address.
+/// connection for each new remote address; at the listener's limit, a new address takes the
+/// place of the oldest peer that has not yet answered a datagram sent to it.
 extension UDP: StackBinding {
     func makeCore(loop: EventLoop, endpointDescription: String, maximumMessageSize: Int?) -> ConnectionCore {
         ConnectionCore(datagramsOn: loop, endpointDescription: endpointDescription)
@@ -28,11 +29,13 @@ extension UDP: StackBinding {
         let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
         return try await UDPServerGroup.start(
             loops: listener.loops(serverLoops), bindTo: listener.address, unixPath: listener.unixPath, batching: batching,
-            idleTimeout: inboundIdleTimeout,
+            idleTimeout: inboundIdleTimeout, peersNeedProof: true,
             sockets: try listener.datagramSockets()
         ) { _ in
-            { _, metadata, _, context in
-                guard admission.admit() else { return nil }
+            { _, metadata, demultiplexer, context in
+                // Full: the oldest peer on this loop that has not proven its address makes room
+                // (a flood of forged one-datagram peers cannot keep a place from a real one).
+                guard admission.admit() || (demultiplexer.displaceUnprovenPeer(context) && admission.admit()) else { return nil }
                 let peer = unixEndpoint ?? NWEndpoint(metadata.remote)
                 // Once `run` is cancelled, a new peer's datagrams are dropped, as at the limit.
                 let admitted = intake.admit {

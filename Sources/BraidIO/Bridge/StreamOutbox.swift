@@ -162,6 +162,9 @@ package final class StreamOutbox: Sendable {
     /// Senders waiting for their bytes to reach the engine.
     package var waitingSenders: Int { state.withLock { $0.waitingSenders } }
 
+    /// Bytes the stream holds against its bound: queued, and held by the engine as last recorded.
+    package var heldBytes: Int { state.withLock { $0.bound.held } }
+
     // MARK: Application side (any thread)
 
     /// Queues `bytes` if the stream has room now.

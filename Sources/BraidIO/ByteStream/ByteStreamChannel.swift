@@ -107,6 +107,18 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
     }
     package var remoteAddress: SocketAddress? { socket?.remoteAddress }
 
+    /// Bytes the connection holds now (a listener's buffer limit counts them): sends queued or
+    /// not yet written, received bytes not yet read, and the layer's buffers.
+    package var bufferedBytes: Int {
+        outbox.heldBytes + inbox.available + (layer.map { $0.bufferedInputCount + $0.pendingOutputCount } ?? 0)
+    }
+
+    /// Bytes the socket has written and read so far: grows while the connection makes progress.
+    package var socketBytesMoved: UInt64 {
+        guard let counters = socket?.counters else { return 0 }
+        return counters.bytesSent &+ counters.bytesReceived
+    }
+
     package var facts: ConnectionFacts {
         var facts = ConnectionFacts(
             negotiatedALPN: layer?.negotiatedALPN, earlyDataAccepted: layer?.earlyDataAccepted ?? false,

@@ -64,6 +64,9 @@ package final class DatagramChannel: ConnectionChannel {
     package private(set) var isReady = false
     /// The last send or receive, for a listener's idle timeout.
     package private(set) var lastActivity: MonotonicInstant?
+    /// The channel has sent its peer a datagram: a listener takes a peer that sends again after
+    /// that as one that receives what is sent to it (`UDPDemultiplexer`'s proven peers).
+    package private(set) var hasSent = false
     /// Taken from the outbox, waiting for room in the socket, each with the ECN mark it
     /// leaves with (the outbox's are unmarked; a marked send comes through the loop).
     private var unsent = Deque<(content: Data, ecn: ECN)>()
@@ -359,6 +362,7 @@ package final class DatagramChannel: ConnectionChannel {
             }
             metadata.ecn = first.ecn
             socket.commitSlot(metadata, segmentSize: segmentSize, length: length)
+            hasSent = true
         }
         if !socket.flush() {
             awaitingWritable = true
@@ -427,6 +431,9 @@ package enum DatagramChannelError: Error, Equatable {
     case cancelled
     /// A listener's connection heard nothing and sent nothing for its idle timeout.
     case idleTimeout
+    /// A listener at its connection limit closed this connection, whose peer had not proven it
+    /// receives what it is sent, to make room for a new peer.
+    case displaced
 }
 
 /// A client connection's own UDP socket: reads it, passing on only the peer's datagrams (the

@@ -1,8 +1,17 @@
 import BraidCore
+import DequeModule
 import Logging
 
 /// One loop's listening UDP socket and the channels of the peers it has heard from, by remote
 /// address. It is the transport of each of them: their sends share its socket.
+///
+/// A peer's first datagram costs its sender nothing, and its source address may be forged, so
+/// with `peersNeedProof` a new peer starts unproven: it is proven once it sends again after its
+/// channel sent it a datagram (it receives what is sent to it, as far as UDP can tell). When the
+/// listener is full, `displaceUnprovenPeer` closes the oldest unproven peer to make room for a
+/// new one, giving a peer heard from again since it was last considered one more turn (a
+/// sender that keeps talking to a listener that never answers is not displaced by a flood of
+/// one-datagram peers). Proven peers are never displaced: they end at the idle timeout.
 package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     package let socket: any DatagramSocket
     private let idleTimeout: Duration
@@ -10,6 +19,8 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     /// dropped, or answered with `reply` by a stack that proves addresses first).
     private let accept: (UnsafeRawBufferPointer, DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?
     private var channels: [SocketAddress: DatagramChannel] = [:]
+    /// Gives freed heap back once the peers fall far below their peak (after a flood).
+    private var heapTrim = HeapTrimPolicy()
     /// Channels waiting for the socket to drain.
     private var waitingForWritable: [DatagramChannel] = []
     private var token: UInt64?
@@ -17,15 +28,30 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     private var closed = false
     /// Datagrams dropped because the listener was full (`newConnectionLimit`).
     package private(set) var refusedDatagrams: UInt64 = 0
+    /// Unproven peers closed to make room for new ones.
+    package private(set) var displacedPeers: UInt64 = 0
+    /// Whether new peers start unproven (plain UDP); false when the stack proves addresses
+    /// before a peer gets a channel (DTLS's cookie exchange).
+    private let peersNeedProof: Bool
+    /// The unproven peers, by their channel: whether each was heard from again since it entered
+    /// `probationOrder` (its second chance).
+    private var probation: [ObjectIdentifier: Bool] = [:]
+    /// The unproven peers, oldest first; entries of peers since proven or ended are skipped
+    /// when reached (and dropped when they outnumber the live ones).
+    private var probationOrder = Deque<DatagramChannel>()
 
     init(
-        socket: any DatagramSocket, idleTimeout: Duration,
+        socket: any DatagramSocket, idleTimeout: Duration, peersNeedProof: Bool = false,
         accept: @escaping (UnsafeRawBufferPointer, DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?
     ) {
         self.socket = socket
         self.idleTimeout = idleTimeout
+        self.peersNeedProof = peersNeedProof
         self.accept = accept
     }
+
+    /// Peers not yet proven (see the type's comment).
+    package var unprovenPeerCount: Int { probation.count }
 
     /// Peers with a channel now.
     package var peerCount: Int { channels.count }
@@ -53,12 +79,15 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
                     channel = last.channel
                 } else if let known = channels[metadata.remote] {
                     channel = known
+                    if !probation.isEmpty { heardAgain(known) }
                 } else {
                     guard !closed, let made = accept(bytes, metadata, self, context) else {
                         refusedDatagrams += 1
                         return
                     }
                     channels[metadata.remote] = made
+                    heapTrim.connectionsChanged(to: channels.count)
+                    if peersNeedProof { startProbation(made) }
                     made.attach(
                         transport: self, remote: metadata.remote, local: metadata.local,
                         unixPath: (socket as? UnixDatagramSocket)?.path.path, context: context)
@@ -71,6 +100,53 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
             for channel in arrivedAt { channel.deliverArrivals() }
             guard received, any else { return }
         }
+    }
+
+    /// A new peer's channel starts unproven.
+    private func startProbation(_ channel: DatagramChannel) {
+        probation[ObjectIdentifier(channel)] = false
+        probationOrder.append(channel)
+        // Entries of peers since proven or ended stay in the order until reached: drop them
+        // when they outnumber the live ones, so the order stays within twice the table.
+        if probationOrder.count > 2 * probation.count + 64 {
+            probationOrder.removeAll { probation[ObjectIdentifier($0)] == nil }
+        }
+    }
+
+    /// A datagram from a known peer: proven if its channel has sent it something, else marked
+    /// as heard from again.
+    private func heardAgain(_ channel: DatagramChannel) {
+        let id = ObjectIdentifier(channel)
+        guard probation[id] != nil else { return }
+        probation[id] = channel.hasSent ? nil : true
+    }
+
+    /// The listener is full: closes the oldest unproven peer on this loop (`displaced`), so a new
+    /// peer can take its place. A peer heard from again since it was last considered goes to the
+    /// back once instead. False when this loop has no unproven peer to close.
+    package func displaceUnprovenPeer(_ context: LoopContext) -> Bool {
+        guard !closed else { return false }
+        // Each live entry is passed over at most once (its second chance), so this ends.
+        var turns = probationOrder.count
+        while turns > 0, let channel = probationOrder.popFirst() {
+            turns -= 1
+            let id = ObjectIdentifier(channel)
+            guard let heard = probation[id] else { continue }
+            if channel.finalError != nil {
+                probation[id] = nil
+                continue
+            }
+            if heard {
+                probation[id] = false
+                probationOrder.append(channel)
+                continue
+            }
+            probation[id] = nil
+            displacedPeers += 1
+            channel.fail(DatagramChannelError.displaced, context: context)
+            return true
+        }
+        return false
     }
 
     /// Sends `bytes` to the sender of a datagram (`metadata`) that has no channel, such as a
@@ -88,7 +164,11 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     }
 
     package func release(_ channel: DatagramChannel, context: LoopContext) {
-        if let remote = channel.remoteAddress, channels[remote] === channel { channels[remote] = nil }
+        if let remote = channel.remoteAddress, channels[remote] === channel {
+            channels[remote] = nil
+            heapTrim.connectionsChanged(to: channels.count)
+        }
+        if !probation.isEmpty { probation[ObjectIdentifier(channel)] = nil }
         waitingForWritable.removeAll { $0 === channel }
     }
 
@@ -118,6 +198,8 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
         closed = true
         for channel in Array(channels.values) { channel.cancel(context: context) }
         channels.removeAll()
+        probation.removeAll()
+        probationOrder.removeAll()
         if let token { context.deregister(token) }
         if let idleTimer { context.deregister(idleTimer) }
         token = nil

@@ -20,11 +20,14 @@ package final class UDPServerGroup: Sendable {
     ///     socket, on the first loop.
     ///   - idleTimeout: a peer's channel that sends and receives nothing for this long ends
     ///     (`DatagramChannelError.idleTimeout`).
+    ///   - peersNeedProof: new peers start unproven and may be displaced by newer ones while the
+    ///     listener is full (`UDPDemultiplexer.displaceUnprovenPeer`); false when the stack
+    ///     proves a peer's address before it gets a channel (DTLS).
     ///   - makeAccept: called on each loop; returns what makes the channel of a new peer (on
     ///     the loop), or nil to drop the datagram (the listener is full).
     package static func start(
         loops: [EventLoop], bindTo address: SocketAddress, unixPath: UnixSocketPath? = nil, batching: BatchingOptions,
-        idleTimeout: Duration,
+        idleTimeout: Duration, peersNeedProof: Bool = false,
         sockets: any DatagramSocketFactory,
         makeAccept: @escaping @Sendable (LoopContext) -> (UnsafeRawBufferPointer, DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?
     ) async throws -> UDPServerGroup {
@@ -36,7 +39,8 @@ package final class UDPServerGroup: Sendable {
                 try unixPath.map { try sockets.bind(unixPath: $0) }
                 ?? sockets.bind(target, batching: batching, receiveSlots: 32, sendBatches: 16, reusePort: loops.count > 1)
             try (socket as? UDPSocket)?.allowFragmentation()
-            let demultiplexer = UDPDemultiplexer(socket: socket, idleTimeout: idleTimeout, accept: makeAccept(context))
+            let demultiplexer = UDPDemultiplexer(
+                socket: socket, idleTimeout: idleTimeout, peersNeedProof: peersNeedProof, accept: makeAccept(context))
             do {
                 try demultiplexer.start(context)
             } catch {

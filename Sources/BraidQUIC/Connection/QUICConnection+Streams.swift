@@ -119,6 +119,7 @@ extension QUICConnection {
         change(&stream.send)
         let released = before - stream.send.unacknowledged
         guard released > 0 else { return }
+        releasedStreamBytes &+= UInt64(released)
         sendBudget.released(released)
         guard sendBudget.roundDue else { return }
         for waiter in sendBudget.takeRound() where streams[waiter.id] === waiter {

@@ -84,6 +84,9 @@ package final class QUICConnection {
     var pendingReopen: [StreamState] = []
     /// Stream bytes held across all streams, bounded by `connectionSendBufferLimit`.
     var sendBudget: SendBudget<StreamState>
+    /// Stream bytes acknowledged or discarded so far, all streams: grows while the peer takes
+    /// what is sent (a listener's buffer limit tells a stalled connection by it).
+    package internal(set) var releasedStreamBytes: UInt64 = 0
 
     // MARK: Datagrams (+Datagrams)
     /// Datagrams queued by `sendDatagram`, not yet in a packet.

@@ -93,6 +93,13 @@ package final class QUICServerEndpoint {
     /// connections"; connections already accepted carry on.
     package var isAcceptingNewConnections = true
 
+    /// True while the listener's connections buffer more than its limit allows (set by the
+    /// owner, which measures them): every new client is refused with CONNECTION_REFUSED,
+    /// `bufferLimitReason`.
+    package var isOverBufferLimit = false
+    /// Why clients are refused while `isOverBufferLimit`.
+    package static let bufferLimitReason = "server busy: buffer limit reached"
+
     /// Every place in the connection table is taken (evicted connections no longer count).
     private var isFull: Bool { admitted.count - evicting >= configuration.maxConnections }
 
@@ -235,6 +242,10 @@ package final class QUICServerEndpoint {
         guard isAcceptingNewConnections else {
             // Before Retry: a client that would be refused anyway costs no round trip.
             refuse(header, reason: Self.shuttingDownReason, path: path)
+            return nil
+        }
+        if isOverBufferLimit {
+            refuse(header, reason: Self.bufferLimitReason, path: path)
             return nil
         }
         let address = Self.clientKey(path.remote)
@@ -470,12 +481,23 @@ package final class QUICServerEndpoint {
         return best
     }
 
-    private func evict(_ connection: QUICConnection, now: QUICInstant) {
+    /// Closes `connection`, which holds buffered bytes its peer does not take, because the
+    /// listener is over its buffer limit: as an eviction (NO_ERROR, `stalledAtBufferLimitReason`),
+    /// written by the owner after `pollEvictedConnections()`.
+    package func closeOverBufferLimit(_ connection: QUICConnection, now: QUICInstant) {
+        guard let admission = admitted[ObjectIdentifier(connection)], !admission.isEvicted, !connection.isClosed else { return }
+        evict(connection, reason: Self.stalledAtBufferLimitReason, now: now)
+    }
+
+    /// Why a connection closed by `closeOverBufferLimit` was closed.
+    package static let stalledAtBufferLimitReason = "server busy: buffer limit reached, closed a connection whose buffered bytes made no progress"
+
+    private func evict(_ connection: QUICConnection, reason: String = "server busy: idle connection closed to make room", now: QUICInstant) {
         let key = ObjectIdentifier(connection)
         admitted[key]?.isEvicted = true
         evicting += 1
         evictedConnections += 1
-        connection.evict(reason: "server busy: idle connection closed to make room", now: now)
+        connection.evict(reason: reason, now: now)
         evictedSinceLastPoll.append(connection)
         applyRoutingChanges(of: connection)
     }

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import BraidQUICIO
+import BraidIO
 
 /// A server gives freed heap back each time its connections fall to half their peak (and by
 /// at least `minimumDrop`), not on every connection that ends.

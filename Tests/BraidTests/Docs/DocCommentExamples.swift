@@ -1177,3 +1177,12 @@ func docExample_NetworkListenerService(logger: Logger) async throws {
     let group = ServiceGroup(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
     try await group.run()
 }
+
+/// Sources/Braid/Listener/NetworkListener.swift (connectionBufferLimit)
+func docExample_NetworkListener_connectionBufferLimit() -> NetworkListener<TLS> {
+    let listener = NetworkListener(port: 4433) {
+        TLS { TCP() }.identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    }
+    listener.connectionBufferLimit = 64 * 1024 * 1024
+    return listener
+}

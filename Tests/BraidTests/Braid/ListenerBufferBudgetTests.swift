@@ -1,0 +1,173 @@
+import BraidIO
+import Foundation
+import Testing
+
+@testable import Braid
+
+/// `NetworkListener.connectionBufferLimit` over loopback: peers that never read make a
+/// listener's connections hold what its application sends them; with several such peers the
+/// listener holds more than its limit allows for at most a sweep or two, closes the stalled
+/// holders, largest first, until it is back under the limit, and serves a new client after.
+@Suite(.serialized, .timeLimit(.minutes(3))) struct ListenerBufferBudgetTests {
+    /// What a listener's handler saw, from any task.
+    private final class Outcomes: Sendable {
+        private let ended = Locked<[NetworkError]>([])
+        func add(_ error: NetworkError) { ended.withLock { $0.append(error) } }
+        var serverBusy: Int {
+            ended.withLock { $0.filter { if case .serverBusy = $0 { true } else { false } }.count }
+        }
+    }
+
+    /// Waits (generously) until the listener's budget shows `condition`.
+    private func waitForBudget(
+        _ listener: NetworkListener<some NetworkProtocol>, _ condition: (ListenerBufferBudget) -> Bool
+    ) async throws -> ListenerBufferBudget {
+        let budget = try #require(listener.bufferBudget.withLock { $0 })
+        let deadline = ContinuousClock.now + .seconds(90)
+        while !condition(budget) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        return budget
+    }
+
+    /// Three QUIC clients ask for 32 MiB on each of twenty streams they never read (the
+    /// listener's connections hold up to their 16 MiB send budget each, 48 MiB together); the listener's
+    /// limit is 24 MiB, so it closes stalled connections until under it, and a client that
+    /// reads is echoed after.
+    @Test func quicListenerClosesStalledHoldersToStayWithinItsLimit() async throws {
+        let limit = 24 << 20
+        let outcomes = Outcomes()
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+            QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        }
+        listener.connectionBufferLimit = limit
+        let task = Task {
+            try await listener.run { connection in
+                do {
+                    try await connection.inboundStreams { stream in
+                        let (request, _) = try await stream.receive(atLeast: 1, atMost: 65536)
+                        if request.first == UInt8(ascii: "e") {
+                            try await stream.send(request, endOfStream: true)
+                            return
+                        }
+                        let chunk = Data(repeating: 0x5A, count: 1 << 20)
+                        for _ in 0..<32 { try await stream.send(chunk) }
+                    }
+                } catch {}
+                // How the connection ended, once it has.
+                for await state in connection.states {
+                    if case .failed(let error) = state { outcomes.add(error) }
+                }
+            }
+        }
+        defer { task.cancel() }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
+        let rssBefore = residentBytes()
+        var readers: [NetworkConnection<QUIC>] = []
+        defer { for reader in readers { reader.cancel() } }
+        for _ in 0..<3 {
+            let hostile = NetworkConnection(to: endpoint) { testClient() }
+            // Twenty streams: each holds at most 1 MiB in the listener's engine, the connection
+            // at most its 16 MiB budget.
+            for _ in 0..<20 {
+                let stream = try await hostile.openStream()
+                try await stream.send(Data("flood".utf8))
+            }
+            readers.append(hostile)
+        }
+        let budget = try await waitForBudget(listener) { $0.closedConnections >= 1 && $0.buffered <= limit }
+        let rssPeak = residentBytes()
+        #expect(budget.closedConnections >= 1, "buffered \(budget.buffered), peak \(budget.peak)")
+        #expect(budget.buffered <= limit, "buffered \(budget.buffered) of \(limit)")
+        // The closed connections' handlers saw why.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while outcomes.serverBusy < budget.closedConnections && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(outcomes.serverBusy >= 1)
+
+        let reader = NetworkConnection(to: endpoint) { testClient() }
+        defer { reader.cancel() }
+        let stream = try await reader.openStream()
+        try await stream.send(Data("echo me".utf8), endOfStream: true)
+        let (echoed, _) = try await stream.receive(exactly: 7)
+        #expect(echoed == Data("echo me".utf8))
+        print("QUIC buffer limit \(limit >> 20) MiB: budget peak \(budget.peak) bytes, now \(budget.buffered), closed \(budget.closedConnections), refused \(budget.refusedConnections); process RSS \(rssBefore >> 20) -> \(rssPeak >> 20) MiB")
+    }
+
+    /// Six TCP clients never read what the listener sends them in 16 KiB sends (each connection
+    /// holds up to its 1 MiB send buffer once the kernel's buffers are full); the listener's limit is 1 MiB,
+    /// so it closes stalled connections until under it, and a client that reads is echoed after.
+    @Test func tcpListenerClosesStalledHoldersToStayWithinItsLimit() async throws {
+        let limit = 1 << 20
+        let outcomes = Outcomes()
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TCP() }
+        listener.connectionBufferLimit = limit
+        let task = Task {
+            try await listener.run { connection in
+                do {
+                    let (request, _) = try await connection.receive(atLeast: 1, atMost: 65536)
+                    if request.first == UInt8(ascii: "e") {
+                        try await connection.send(request)
+                        return
+                    }
+                    // Small sends queue in the connection's outbox up to its bound (1 MiB).
+                    let chunk = Data(repeating: 0x5A, count: 16 << 10)
+                    for _ in 0..<4096 { try await connection.send(chunk) }
+                } catch let error as NetworkError {
+                    outcomes.add(error)
+                    throw error
+                }
+            }
+        }
+        defer { task.cancel() }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
+        var hostile: [NetworkConnection<TCP>] = []
+        defer { for connection in hostile { connection.cancel() } }
+        for _ in 0..<6 {
+            let connection = NetworkConnection(to: endpoint) { TCP() }
+            try await connection.send(Data("flood".utf8))
+            hostile.append(connection)
+        }
+        let budget = try await waitForBudget(listener) { $0.closedConnections >= 1 && $0.buffered <= limit }
+        #expect(budget.closedConnections >= 1, "buffered \(budget.buffered), peak \(budget.peak)")
+        #expect(budget.buffered <= limit, "buffered \(budget.buffered) of \(limit)")
+        let deadline = ContinuousClock.now + .seconds(60)
+        while outcomes.serverBusy < 1 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(outcomes.serverBusy >= 1)
+
+        let reader = NetworkConnection(to: endpoint) { TCP() }
+        defer { reader.cancel() }
+        try await reader.send(Data("echo me".utf8))
+        let (echoed, _) = try await reader.receive(exactly: 7)
+        #expect(echoed == Data("echo me".utf8))
+        print("TCP buffer limit \(limit >> 20) MiB: budget peak \(budget.peak) bytes, now \(budget.buffered), closed \(budget.closedConnections), refused \(budget.refusedConnections)")
+    }
+
+    /// The budget's own arithmetic: a loop's figure is the sum of its connections; only
+    /// connections that hold bytes and made no progress since the last sweep are picked, largest
+    /// first, and only as many as cover the excess.
+    @Test func anAccountPicksTheLargestStalledHoldersCoveringTheExcess() {
+        let budget = ListenerBufferBudget(limit: 100)
+        var account = ListenerBufferAccount<Int>(budget: budget)
+        typealias Holding = ListenerBufferAccount<Int>.Holding
+        // First sweep: over the limit, but nothing is known to be stalled yet.
+        #expect(account.sweep([Holding(key: 1, bytes: 80, progress: 0), Holding(key: 2, bytes: 50, progress: 0), Holding(key: 3, bytes: 30, progress: 0)]).isEmpty)
+        #expect(budget.buffered == 160 && budget.isExhausted)
+        // Second: 1 moved bytes; 2 and 3 did not. The excess (60) needs 2 (50) and 3 (30).
+        #expect(account.sweep([Holding(key: 1, bytes: 80, progress: 5), Holding(key: 2, bytes: 50, progress: 0), Holding(key: 3, bytes: 30, progress: 0)]) == [2, 3])
+        #expect(budget.closedConnections == 2)
+        // Third: 2 and 3 are gone; under the limit, nobody is picked.
+        #expect(account.sweep([Holding(key: 1, bytes: 80, progress: 5)]).isEmpty)
+        #expect(budget.buffered == 80 && !budget.isExhausted)
+        #expect(budget.peak == 160)
+        account.withdraw()
+        #expect(budget.buffered == 0)
+    }
+}
