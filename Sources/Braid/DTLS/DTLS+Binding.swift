@@ -19,9 +19,11 @@ extension DTLS: StackBinding {
         // handed over to the loop, which alone touches it from then on.
         nonisolated(unsafe) let engine = try DTLSConnection.client(context: context, serverName: serverName, mtu: mtu)
         let sockets = try start.datagramSockets()
-        let udp = udp
+        let udp = udp, judge = peerVerifier?.judge
         start.begin { core in
-            core.datagram.layer = DTLSLayer(engine)
+            let layer = DTLSLayer(engine)
+            layer.peerJudge = judge
+            core.datagram.layer = layer
             return DatagramEstablishment(core: core, udp: udp, sockets: sockets)
         }
     }

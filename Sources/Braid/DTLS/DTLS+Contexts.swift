@@ -18,6 +18,8 @@ extension DTLS {
         }
         configuration.certificateChainFile = certificateChainFile
         configuration.privateKeyFile = privateKeyFile
+        configuration.identityMaterial = identityMaterial
+        configuration.callerVerifiesPeer = peerVerifier != nil
         return configuration
     }
 }
@@ -26,11 +28,21 @@ extension DTLS {
     /// The engine's server configuration. Peer authentication defaults to Apple's `.required`
     /// for servers; asking for client certificates needs the authorities that sign them.
     func serverConfiguration() throws -> TLSServerConfiguration {
-        guard let certificateChainFile, let privateKeyFile else {
-            throw NetworkError.invalidConfiguration(
-                "a DTLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:)")
+        // A listener's handshake does not wait for a verdict: refusing beats a check the
+        // application thinks it made.
+        if peerVerifier != nil {
+            throw NetworkError.unsupported(
+                "verify blocks on DTLS listeners (client certificates are checked against .trust(_:) with .peerAuthentication(_:))")
         }
-        var configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
+        var configuration: TLSServerConfiguration
+        if let identityMaterial {
+            configuration = TLSServerConfiguration(alpn: alpn, identity: identityMaterial)
+        } else if let certificateChainFile, let privateKeyFile {
+            configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
+        } else {
+            throw NetworkError.invalidConfiguration(
+                "a DTLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:) (classic API: sec_protocol_options_set_local_identity)")
+        }
         switch peerAuthentication ?? .required {
         case .none: configuration.peerAuthentication = .none
         case .optional: configuration.peerAuthentication = .optional

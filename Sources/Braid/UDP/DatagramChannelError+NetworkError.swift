@@ -6,6 +6,7 @@ extension DatagramChannelError: NetworkErrorConvertible {
         case .datagramTooLarge(let size, let maximum): .datagramTooLarge(size: size, maximum: maximum)
         case .cancelled: .cancelled
         case .idleTimeout: .idleTimeout
+        case .handshakeTimedOut(let timeout): .noResponse(endpoint: endpoint, timeout: timeout)
         }
     }
 }
