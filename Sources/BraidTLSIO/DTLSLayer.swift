@@ -11,10 +11,11 @@ package final class DTLSLayer: DatagramLayer {
     private let judgement = TLSPeerJudgement()
 
     /// The layer over `engine`, which must become ready within `handshakeTimeout` (the wait for
-    /// a judge's verdict included).
+    /// a judge's verdict included); the engine retransmits for as long.
     package init(_ engine: DTLSConnection, handshakeTimeout: Duration = .seconds(60)) {
         self.engine = engine
         self.handshakeTimeout = handshakeTimeout
+        engine.handshakeTimeLimit = handshakeTimeout
     }
 
     /// The application's judge of the server (an engine made with `callerVerifiesPeer`),

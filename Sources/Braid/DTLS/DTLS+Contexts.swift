@@ -7,6 +7,7 @@ extension DTLS {
         guard (100...65507).contains(maximumDatagramSize) else {
             throw NetworkError.invalidConfiguration("DTLS maximumDatagramSize must be 100 to 65,507 bytes; got \(maximumDatagramSize)")
         }
+        try validateHandshakeTimeout()
         if peerAuthentication == .optional || peerAuthentication == .required {
             throw NetworkError.unsupported(
                 "DTLS peerAuthentication other than .none on a client (a Braid client always verifies the server's certificate)")
@@ -28,6 +29,7 @@ extension DTLS {
     /// The engine's server configuration. Peer authentication defaults to Apple's `.required`
     /// for servers; asking for client certificates needs the authorities that sign them.
     func serverConfiguration() throws -> TLSServerConfiguration {
+        try validateHandshakeTimeout()
         // A listener's handshake does not wait for a verdict: refusing beats a check the
         // application thinks it made.
         if peerVerifier != nil {
@@ -56,6 +58,14 @@ extension DTLS {
             configuration.clientCertificateAuthorityFile = file
         }
         return configuration
+    }
+}
+
+extension DTLS {
+    fileprivate func validateHandshakeTimeout() throws {
+        guard handshakeTimeout > .zero else {
+            throw NetworkError.invalidConfiguration("DTLS handshakeTimeout must be positive; got \(handshakeTimeout)")
+        }
     }
 }
 

@@ -55,6 +55,9 @@ public struct DTLS: NetworkProtocol {
     /// cipher's nonce and tag (37 bytes under AES-GCM, 29 under ChaCha20-Poly1305); a larger
     /// one fails its send with `NetworkError.datagramTooLarge`.
     public private(set) var maximumDatagramSize = 1200
+    /// Braid: how long the handshake may take, lost flights sent again and a verify block's
+    /// wait included (default 60 s), before the connection fails with `NetworkError.noResponse`.
+    public private(set) var handshakeTimeout: Duration = .seconds(60)
 
     /// DTLS over default UDP options.
     public init() {}
@@ -100,6 +103,9 @@ public struct DTLS: NetworkProtocol {
 
     /// Sets whether the peer is asked for a certificate.
     public func peerAuthentication(_ mode: PeerAuthentication) -> DTLS { with { $0.peerAuthentication = mode } }
+
+    /// Braid: sets how long the handshake may take (default 60 s).
+    public func handshakeTimeout(_ timeout: Duration) -> DTLS { with { $0.handshakeTimeout = timeout } }
 
     /// Braid: sets `maximumDatagramSize`, the path MTU less the IP and UDP headers.
     public func maximumDatagramSize(_ size: Int) -> DTLS { with { $0.maximumDatagramSize = size } }

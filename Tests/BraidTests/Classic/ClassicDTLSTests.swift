@@ -250,6 +250,25 @@ import BraidCore
         await exchange(connection, count: 2, tag: "after the verdict")
     }
 
+    /// A judge that never answers leaves the connection preparing until the handshake timeout,
+    /// which then fails it with `noResponse`: a silent verdict does not wedge it.
+    @Test func aVerdictThatNeverComesMeetsTheHandshakeTimeout() async throws {
+        let (listener, task) = try await newAPIListener()
+        defer { task.cancel() }
+        let asked = Locked(false)
+        let connection = NetworkConnection(to: .hostPort(host: "localhost", port: listener.port!)) {
+            DTLS { UDP() }.alpn(["echo"]).handshakeTimeout(.seconds(2)).verified(by: TLSPeerVerifier { _, _ in asked.withLock { $0 = true } })
+        }
+        defer { connection.cancel() }
+        do {
+            try await connection.send(Data("never judged".utf8))
+            Issue.record("a send went out before the verdict")
+        } catch NetworkError.noResponse(_, let timeout) {
+            #expect(timeout == .seconds(2))
+        }
+        #expect(asked.withLock { $0 }, "the judge was never asked: the handshake itself timed out")
+    }
+
     /// A verify block on a DTLS listener is refused, not skipped.
     @Test func aVerifyBlockOnADTLSListenerIsRefused() async throws {
         let options = try listenerOptions()
