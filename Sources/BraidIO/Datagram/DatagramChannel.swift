@@ -135,9 +135,11 @@ package final class DatagramChannel: ConnectionChannel {
                 channel.loop.execute { context in channel.value.channel?.runLayer(context) }
             }
             let timeout = layer.handshakeTimeout
-            handshakeTimer = context.schedule(at: context.now + timeout) { [weak self] context in
-                self?.handshakeTimer = nil
-                self?.fail(DatagramChannelError.handshakeTimedOut(timeout), context: context)
+            if handshakeTimer == nil {
+                handshakeTimer = context.schedule(at: context.now + timeout) { [weak self] context in
+                    self?.handshakeTimer = nil
+                    self?.fail(DatagramChannelError.handshakeTimedOut(timeout), context: context)
+                }
             }
             do {
                 try layer.start()
