@@ -8,7 +8,7 @@ import Testing
 /// client and listener: lost and reordered handshake flights are retransmitted until the
 /// handshake completes; after it, a lost message is lost (DTLS, like UDP, does not resend),
 /// reordered ones arrive in their new order, nothing arrives altered, and the connection
-/// keeps working.
+/// keeps working. The same against GnuTLS's server, whose retransmissions Braid's must meet.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct DTLSEmulatedNetworkTests {
     @Test(arguments: [
         ["--loss", "0.25"],
@@ -72,5 +72,38 @@ import Testing
             return total + ["dropped_random", "dropped_burst", "reordered"].reduce(0) { $0 + (counters[$1] ?? 0) }
         }
         #expect(impaired > 0, "\(String(describing: stats))")
+    }
+
+    /// Braid's client and `gnutls-serv --udp --echo` complete the handshake through a path that
+    /// drops a quarter of the datagrams each way, and echoed lines come back intact.
+    @Test func handshakeWithGnuTLSThroughALossyPath() async throws {
+        let (server, port) = try await DTLSInteropTests.startGnuTLSServer(certificate: "server")
+        let emulator = try PeerProcess.emulator(
+            ["--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:\(port)", "--seed", "11", "--loss", "0.25"])
+        let relayPort = try await emulator.listeningPort()
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(rawValue: relayPort)!)) {
+            DTLS { UDP() }.alpn(["echo"]).serverName("localhost").trust(.certificateAuthorities(file: Fixtures.caFile))
+        }
+        do {
+            let received = Locked<[Data]>([])
+            let reader = Task {
+                for try await (content, _) in connection.messages { received.withLock { $0.append(content) } }
+            }
+            defer { reader.cancel() }
+            let probe = Data("probe through the loss\n".utf8)
+            let deadline = ContinuousClock.now + .seconds(60)
+            while !received.withLock({ $0.contains(probe) }) && ContinuousClock.now < deadline {
+                try await connection.send(probe)
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let echoes = received.withLock { $0 }
+            #expect(echoes.contains(probe), "no echo came back")
+            #expect(echoes.allSatisfy { $0 == probe }, "a message arrived altered")
+        } catch {
+            Issue.record("\(error)\ngnutls-serv: \(server.output)\n\(server.errors)\nnetem: \(emulator.errors)")
+        }
+        connection.cancel()
+        await emulator.stop()
+        await server.stop()
     }
 }

@@ -13,7 +13,7 @@ import Testing
 /// against the test CA.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct DTLSInteropTests {
     @Test func braidClientExchangesMessagesWithGnuTLS() async throws {
-        let (server, port) = try await startGnuTLSServer(certificate: "server")
+        let (server, port) = try await Self.startGnuTLSServer(certificate: "server")
         let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(rawValue: port)!)) {
             DTLS { UDP() }.alpn(["echo"]).serverName("localhost").trust(.certificateAuthorities(file: Fixtures.caFile))
         }
@@ -42,7 +42,7 @@ import Testing
     }
 
     @Test func braidClientRefusesAnUntrustedGnuTLSServer() async throws {
-        let (server, port) = try await startGnuTLSServer(certificate: "untrusted")
+        let (server, port) = try await Self.startGnuTLSServer(certificate: "untrusted")
         let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(rawValue: port)!)) {
             DTLS { UDP() }.serverName("localhost").trust(.certificateAuthorities(file: Fixtures.caFile))
         }
@@ -57,7 +57,7 @@ import Testing
     /// The classic API: `NWParameters(dtls:)` with the same `sec_protocol_options_*` calls as
     /// TLS, on an `NWConnection`, one message per send and per receive.
     @Test func classicDTLSConnectionExchangesMessagesWithGnuTLS() async throws {
-        let (server, port) = try await startGnuTLSServer(certificate: "server")
+        let (server, port) = try await Self.startGnuTLSServer(certificate: "server")
         let tls = NWProtocolTLS.Options()
         sec_protocol_options_add_tls_application_protocol(tls.securityProtocolOptions, "echo")
         sec_protocol_options_set_tls_server_name(tls.securityProtocolOptions, "localhost")
@@ -179,7 +179,7 @@ import Testing
     }
 
     /// gnutls-serv on a UDP port that was free a moment ago, once it says it listens.
-    private func startGnuTLSServer(certificate: String) async throws -> (ChildProcess, UInt16) {
+    static func startGnuTLSServer(certificate: String) async throws -> (ChildProcess, UInt16) {
         let tool = try TLSPeerTools.find("gnutls-serv", package: "gnutls-bin")
         let port = try freeUDPPort()
         let server = try ChildProcess(tool, [
