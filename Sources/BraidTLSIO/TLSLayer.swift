@@ -18,11 +18,15 @@ package final class TLSLayer: ByteStreamLayer {
     /// The application's judge of the server (an engine made with `callerVerifiesPeer`):
     /// called on the loop once the handshake is done but for it; its verdict may come from any
     /// thread, later. Nothing of the peer's reaches above before an acceptance.
-    package var peerJudge: TLSPeerJudge?
-    package var requestProcessing: (@Sendable () -> Void)?
-    /// The verdict, from whichever thread the judge answers on; the layer takes it on the loop.
-    private let verdict = TLSPeerVerdict()
-    private var awaitingVerdict = false
+    package var peerJudge: TLSPeerJudge? {
+        get { judgement.judge }
+        set { judgement.judge = newValue }
+    }
+    package var requestProcessing: (@Sendable () -> Void)? {
+        get { judgement.requestProcessing }
+        set { judgement.requestProcessing = newValue }
+    }
+    private let judgement = TLSPeerJudgement()
 
     /// The layer over `connection`. With `earlyData` (a client resuming with a ticket that
     /// allows it), the sends its channel queued as idempotent before the handshake travel as
@@ -41,11 +45,7 @@ package final class TLSLayer: ByteStreamLayer {
     }
 
     package func process(deliver: (UnsafeRawBufferPointer) -> Void) throws -> ByteStreamLayerEvents {
-        if awaitingVerdict {
-            guard let accepted = verdict.take() else { return .awaitingDecision }
-            awaitingVerdict = false
-            if accepted { connection.acceptPeer() } else { connection.rejectPeer() }
-        }
+        if judgement.stillWaiting(applyingTo: connection) { return .awaitingDecision }
         let happened = try connection.process(deliver: deliver)
         guard !happened.isEmpty else { return [] }
         var events: ByteStreamLayerEvents = []
@@ -60,9 +60,11 @@ package final class TLSLayer: ByteStreamLayer {
             switch event {
             case .handshakeCompleted: events.insert(.becameReady)
             case .peerAwaitingVerdict:
-                awaitingVerdict = true
                 events.insert(.awaitingDecision)
-                askJudge()
+                judgement.ask(
+                    about: TLSPeerFacts(
+                        certificateChain: connection.peerCertificateChain, serverName: connection.serverName,
+                        negotiatedALPN: connection.negotiatedALPN, negotiatedVersion: connection.negotiatedVersion))
             case .peerClosed: events.insert(.peerFinished)
             case .sessionTicket(let ticket): ticketReceived?(ticket)
             case .earlyDataRejected: break
@@ -70,23 +72,6 @@ package final class TLSLayer: ByteStreamLayer {
         }
         if let failure { throw failure }
         return events
-    }
-
-    /// Hands the peer to the judge; its answer wakes the channel for another pass.
-    private func askJudge() {
-        let facts = TLSPeerFacts(
-            certificateChain: connection.peerCertificateChain, serverName: connection.serverName,
-            negotiatedALPN: connection.negotiatedALPN, negotiatedVersion: connection.negotiatedVersion)
-        let verdict = verdict, wake = requestProcessing
-        guard let peerJudge else {
-            verdict.give(false)
-            wake?()
-            return
-        }
-        peerJudge(facts) { accepted in
-            guard verdict.give(accepted) else { return }
-            wake?()
-        }
     }
 
     package func endOfInput() throws {

@@ -4,8 +4,8 @@ import Foundation
 
 /// A listener in Network.framework's classic API: each inbound connection goes to
 /// `newConnectionHandler` as an `NWConnection`, on the listener's queue. It runs the same
-/// listeners as `NetworkListener` (TLS over TCP, TCP, UDP, and QUIC, whose handler gets each
-/// stream a client opens, as Apple's).
+/// listeners as `NetworkListener` (TLS over TCP, TCP, UDP, DTLS over UDP, and QUIC, whose
+/// handler gets each stream a client opens, as Apple's).
 ///
 /// ```swift
 /// let listener = try NWListener(using: .tcp, on: 8080)
@@ -58,7 +58,7 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         let binding: any StackBinding
         do { binding = try parameters.stackBinding() } catch { throw NWError(NetworkError(error)) }
         guard let classic = binding as? any ClassicBinding else {
-            throw NWError(.unsupported("\(type(of: binding)) on NWListener (TLS, TCP, UDP and QUIC listen there; use NetworkListener for the others)"))
+            throw NWError(.unsupported("\(type(of: binding)) on NWListener (TLS, TCP, UDP, DTLS and QUIC listen there; use NetworkListener for the others)"))
         }
         stack = classic
     }

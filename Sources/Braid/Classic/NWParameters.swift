@@ -12,8 +12,8 @@ import Foundation
 /// let connection = NWConnection(host: "example.com", port: 443, using: parameters)
 /// ```
 ///
-/// TLS over TCP, TCP, UDP and QUIC (`quic(alpn:)`: one stream per `NWConnection`, as Apple's)
-/// run on `NWConnection` and `NWListener`.
+/// TLS over TCP, TCP, UDP, DTLS over UDP and QUIC (`quic(alpn:)`: one stream per
+/// `NWConnection`, as Apple's) run on `NWConnection` and `NWListener`.
 /// `includePeerToPeer` is accepted and has no effect on Linux (no AWDL), and
 /// `allowLocalEndpointReuse` is accepted: Braid's listening sockets always set SO_REUSEADDR.
 public final class NWParameters: Sendable, CustomDebugStringConvertible {

@@ -19,9 +19,11 @@ extension DTLS: StackBinding {
         // handed over to the loop, which alone touches it from then on.
         nonisolated(unsafe) let engine = try DTLSConnection.client(context: context, serverName: serverName, mtu: mtu)
         let sockets = try start.datagramSockets()
-        let udp = udp
+        let udp = udp, judge = peerVerifier?.judge, handshakeTimeout = handshakeTimeout
         start.begin { core in
-            core.datagram.layer = DTLSLayer(engine)
+            let layer = DTLSLayer(engine, handshakeTimeout: handshakeTimeout)
+            layer.peerJudge = judge
+            core.datagram.layer = layer
             return DatagramEstablishment(core: core, udp: udp, sockets: sockets)
         }
     }
@@ -34,7 +36,7 @@ extension DTLS: StackBinding {
         try listener.requireNoMultipath(on: "DTLS listeners")
         if listener.unixPath != nil { throw NetworkError.unsupported("DTLS listeners on Unix-domain sockets") }
         let context = try DTLSServerContext(configuration: try serverConfiguration())
-        let stack = listener.stack, intake = listener.intake, mtu = maximumDatagramSize
+        let stack = listener.stack, intake = listener.intake, mtu = maximumDatagramSize, handshakeTimeout = handshakeTimeout
         let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
         return try await UDPServerGroup.start(
             loops: listener.loops(udp.serverLoops), bindTo: listener.address, batching: udp.batching,
@@ -58,7 +60,7 @@ extension DTLS: StackBinding {
                 let admitted = intake.admit {
                     let core = ConnectionCore(datagramsOn: loopContext.loop, endpointDescription: peer.description)
                     core.whenEnded = { admission.release() }
-                    core.datagram.layer = DTLSLayer(engine)
+                    core.datagram.layer = DTLSLayer(engine, handshakeTimeout: handshakeTimeout)
                     core.shared.states.update(.preparing)
                     return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: loopContext.loop), shared: core.shared)
                 }

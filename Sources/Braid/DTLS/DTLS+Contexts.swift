@@ -7,6 +7,7 @@ extension DTLS {
         guard (100...65507).contains(maximumDatagramSize) else {
             throw NetworkError.invalidConfiguration("DTLS maximumDatagramSize must be 100 to 65,507 bytes; got \(maximumDatagramSize)")
         }
+        try validateHandshakeTimeout()
         if peerAuthentication == .optional || peerAuthentication == .required {
             throw NetworkError.unsupported(
                 "DTLS peerAuthentication other than .none on a client (a Braid client always verifies the server's certificate)")
@@ -18,6 +19,8 @@ extension DTLS {
         }
         configuration.certificateChainFile = certificateChainFile
         configuration.privateKeyFile = privateKeyFile
+        configuration.identityMaterial = identityMaterial
+        configuration.callerVerifiesPeer = peerVerifier != nil
         return configuration
     }
 }
@@ -26,11 +29,22 @@ extension DTLS {
     /// The engine's server configuration. Peer authentication defaults to Apple's `.required`
     /// for servers; asking for client certificates needs the authorities that sign them.
     func serverConfiguration() throws -> TLSServerConfiguration {
-        guard let certificateChainFile, let privateKeyFile else {
-            throw NetworkError.invalidConfiguration(
-                "a DTLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:)")
+        try validateHandshakeTimeout()
+        // A listener's handshake does not wait for a verdict: refusing beats a check the
+        // application thinks it made.
+        if peerVerifier != nil {
+            throw NetworkError.unsupported(
+                "verify blocks on DTLS listeners (client certificates are checked against .trust(_:) with .peerAuthentication(_:))")
         }
-        var configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
+        var configuration: TLSServerConfiguration
+        if let identityMaterial {
+            configuration = TLSServerConfiguration(alpn: alpn, identity: identityMaterial)
+        } else if let certificateChainFile, let privateKeyFile {
+            configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
+        } else {
+            throw NetworkError.invalidConfiguration(
+                "a DTLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:) (classic API: sec_protocol_options_set_local_identity)")
+        }
         switch peerAuthentication ?? .required {
         case .none: configuration.peerAuthentication = .none
         case .optional: configuration.peerAuthentication = .optional
@@ -44,6 +58,14 @@ extension DTLS {
             configuration.clientCertificateAuthorityFile = file
         }
         return configuration
+    }
+}
+
+extension DTLS {
+    fileprivate func validateHandshakeTimeout() throws {
+        guard handshakeTimeout > .zero else {
+            throw NetworkError.invalidConfiguration("DTLS handshakeTimeout must be positive; got \(handshakeTimeout)")
+        }
     }
 }
 

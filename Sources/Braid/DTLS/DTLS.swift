@@ -36,6 +36,11 @@ public struct DTLS: NetworkProtocol {
     /// Application protocols offered (client) or accepted (server) with ALPN; empty sends none.
     public private(set) var alpn: [String] = []
     package private(set) var verification = TLSCertificateVerification()
+    /// The application's own check of the server, replacing `verification` (a classic verify
+    /// block); nil: Braid's checks.
+    private(set) var peerVerifier: TLSPeerVerifier?
+    /// A chain and key in memory (a classic local identity), presented instead of the files.
+    private(set) var identityMaterial: TLSIdentityMaterial?
     /// The name sent as SNI and checked against the server's certificate (default: the host
     /// connected to).
     public private(set) var serverName: String?
@@ -46,8 +51,13 @@ public struct DTLS: NetworkProtocol {
     /// Whether to ask the peer for a certificate; nil: Apple's default for the role.
     public private(set) var peerAuthentication: PeerAuthentication?
     /// The largest datagram sent, IP and UDP headers excluded (default 1,200 bytes, which any
-    /// IPv6 path carries). The largest message is smaller: see `NetworkError.datagramTooLarge`.
+    /// IPv6 path carries). The largest message is smaller, by DTLS's record header and the
+    /// cipher's nonce and tag (37 bytes under AES-GCM, 29 under ChaCha20-Poly1305); a larger
+    /// one fails its send with `NetworkError.datagramTooLarge`.
     public private(set) var maximumDatagramSize = 1200
+    /// Braid: how long the handshake may take, lost flights sent again and a verify block's
+    /// wait included (default 60 s), before the connection fails with `NetworkError.noResponse`.
+    public private(set) var handshakeTimeout: Duration = .seconds(60)
 
     /// DTLS over default UDP options.
     public init() {}
@@ -82,11 +92,20 @@ public struct DTLS: NetworkProtocol {
     /// Accepts any server certificate (pins still apply). Only for tests.
     public func insecureAcceptAnyCertificate() -> DTLS { with { $0.verification.insecureSkipChainAndHostnameVerification = true } }
 
+    /// Presents a chain and key held in memory (a classic local identity).
+    func identity(_ material: TLSIdentityMaterial) -> DTLS { with { $0.identityMaterial = material } }
+
+    /// The server is judged by `verifier` instead of Braid's checks.
+    func verified(by verifier: TLSPeerVerifier) -> DTLS { with { $0.peerVerifier = verifier } }
+
     /// Sets the name sent as SNI and checked against the certificate.
     public func serverName(_ name: String) -> DTLS { with { $0.serverName = name } }
 
     /// Sets whether the peer is asked for a certificate.
     public func peerAuthentication(_ mode: PeerAuthentication) -> DTLS { with { $0.peerAuthentication = mode } }
+
+    /// Braid: sets how long the handshake may take (default 60 s).
+    public func handshakeTimeout(_ timeout: Duration) -> DTLS { with { $0.handshakeTimeout = timeout } }
 
     /// Braid: sets `maximumDatagramSize`, the path MTU less the IP and UDP headers.
     public func maximumDatagramSize(_ size: Int) -> DTLS { with { $0.maximumDatagramSize = size } }

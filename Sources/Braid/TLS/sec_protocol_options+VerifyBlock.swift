@@ -16,8 +16,9 @@ public typealias sec_protocol_verify_t = @Sendable (
 /// accepts, and fails with `.tls(-9808)` (errSSLBadCert, the server gets a bad_certificate
 /// alert) when it refuses. A block that never answers meets the TLS handshake timeout.
 /// Connections with a block do not resume sessions (so every connection is judged, and
-/// `.idempotent` content waits for the handshake), and verify blocks run on TLS clients only:
-/// TLS listeners and QUIC fail with `.posix(.EOPNOTSUPP)`.
+/// `.idempotent` content waits for the handshake), and verify blocks run on TLS and DTLS
+/// clients only: TLS and DTLS listeners and QUIC fail with `.posix(.EOPNOTSUPP)`. A DTLS
+/// client's block answers within the DTLS handshake's 60 s.
 ///
 /// ```swift
 /// let tls = NWProtocolTLS.Options()

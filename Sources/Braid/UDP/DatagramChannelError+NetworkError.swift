@@ -10,6 +10,7 @@ extension DatagramChannelError: NetworkErrorConvertible {
             .serverBusy(
                 endpoint: endpoint,
                 reason: "connection limit reached: closed to make room for a new peer (this peer had not answered a datagram the listener sent it)")
+        case .handshakeTimedOut(let timeout): .noResponse(endpoint: endpoint, timeout: timeout)
         }
     }
 }

@@ -81,6 +81,8 @@ package final class DatagramChannel: ConnectionChannel {
     package var layer: (any DatagramLayer)?
     /// The layer's retransmission timer, if armed, and the deadline it is armed for.
     private var layerTimer: (token: UInt64, deadline: MonotonicInstant)?
+    /// The layer's handshake deadline, armed at start and dropped once ready.
+    private var handshakeTimer: UInt64?
 
     package init(loop: EventLoop, describe: @escaping (any Error) -> any Error) {
         self.loop = loop
@@ -130,6 +132,18 @@ package final class DatagramChannel: ConnectionChannel {
         lastActivity = context.now
         if let layer, !isReady {
             // Ready once the layer's handshake completes (`runLayer`).
+            // Weakly: the channel owns the layer, and a strong reference back would keep both.
+            let channel = LoopBound(WeakDatagramChannel(self), on: context.loop)
+            layer.requestProcessing = {
+                channel.loop.execute { context in channel.value.channel?.runLayer(context) }
+            }
+            let timeout = layer.handshakeTimeout
+            if handshakeTimer == nil {
+                handshakeTimer = context.schedule(at: context.now + timeout) { [weak self] context in
+                    self?.handshakeTimer = nil
+                    self?.fail(DatagramChannelError.handshakeTimedOut(timeout), context: context)
+                }
+            }
             do {
                 try layer.start()
             } catch {
@@ -144,6 +158,8 @@ package final class DatagramChannel: ConnectionChannel {
 
     private func becomeReady(_ context: LoopContext) {
         isReady = true
+        if let handshakeTimer { context.deregister(handshakeTimer) }
+        handshakeTimer = nil
         outbox.publish(maximumSize: maximumPayload)
         let waiting = waitingSends
         waitingSends.removeAll()
@@ -377,6 +393,8 @@ package final class DatagramChannel: ConnectionChannel {
         guard let error = endCalls(with: error) else { return }
         if let layerTimer { context.deregister(layerTimer.token) }
         layerTimer = nil
+        if let handshakeTimer { context.deregister(handshakeTimer) }
+        handshakeTimer = nil
         standIn?.release(context)
         standIn = nil
         if let transport {
@@ -434,6 +452,14 @@ package enum DatagramChannelError: Error, Equatable {
     /// A listener at its connection limit closed this connection, whose peer had not proven it
     /// receives what it is sent, to make room for a new peer.
     case displaced
+    /// The layer (DTLS) did not become ready within its handshake timeout.
+    case handshakeTimedOut(Duration)
+}
+
+/// A channel a layer may call back without keeping it alive.
+private struct WeakDatagramChannel {
+    weak var channel: DatagramChannel?
+    init(_ channel: DatagramChannel) { self.channel = channel }
 }
 
 /// A client connection's own UDP socket: reads it, passing on only the peer's datagrams (the

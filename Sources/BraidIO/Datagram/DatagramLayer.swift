@@ -12,6 +12,15 @@ package protocol DatagramLayer: AnyObject {
     /// A datagram from the peer, for the next `process` (a full layer drops it).
     func receive(_ datagram: UnsafeRawBufferPointer)
 
+    /// The channel's way back for a layer waiting on a decision made off the loop (an
+    /// application's verdict on the peer's certificate): calling it, from any thread, has the
+    /// channel run `process` again on its loop. Set once, on start.
+    var requestProcessing: (@Sendable () -> Void)? { get set }
+
+    /// How long the layer may take to become ready once the channel has a socket, a wait for
+    /// a decision included; the channel then fails with `DatagramChannelError.handshakeTimedOut`.
+    var handshakeTimeout: Duration { get }
+
     /// Runs the layer over what it received (and over its timers, once `timeout` has passed),
     /// handing each message for above to `deliver`. Returns whether the layer is ready.
     func process(deliver: (UnsafeRawBufferPointer) -> Void) throws -> Bool

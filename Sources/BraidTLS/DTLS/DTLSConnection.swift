@@ -133,6 +133,16 @@ public final class DTLSConnection {
         set { gnutls_dtls_set_mtu(session, UInt32(min(max(newValue, 100), 65507))) }
     }
 
+    /// How long GnuTLS retransmits handshake flights before the handshake fails (default 60 s,
+    /// GnuTLS's); the first retransmission waits 1 s, each next one twice as long. Set it before
+    /// the first `process`.
+    public var handshakeTimeLimit: Duration = .seconds(60) {
+        didSet {
+            let milliseconds = handshakeTimeLimit.components.seconds * 1000 + handshakeTimeLimit.components.attoseconds / 1_000_000_000_000_000
+            gnutls_dtls_set_timeouts(session, 1000, UInt32(clamping: max(milliseconds, 1)))
+        }
+    }
+
     /// The largest message `send` takes: what one record leaves of `mtu` under the negotiated
     /// cipher (an estimate before the handshake completes).
     public var maximumMessageSize: Int { Int(gnutls_dtls_get_data_mtu(session)) }

@@ -93,6 +93,13 @@ func readmeDTLSListener() async throws {
     }
 }
 
+/// README (DTLS): a classic listener presenting an imported identity.
+func dtlsListener(identity: SecIdentity) throws -> NWListener {
+    let dtls = NWProtocolTLS.Options()
+    sec_protocol_options_set_local_identity(dtls.securityProtocolOptions, sec_identity_create(identity)!)
+    return try NWListener(using: NWParameters(dtls: dtls), on: 5684)
+}
+
 /// README: datagrams.
 func readmeDatagrams(_ connection: NetworkConnection<QUIC>) async throws -> Data? {
     try await connection.datagrams.send(Data([1, 2, 3]))

@@ -233,6 +233,13 @@ func docExample_NWParameters_dtls() -> NWConnection {
     return connection
 }
 
+/// Sources/Braid/DTLS/NWParameters+DTLS.swift (a listener)
+func sensorListener(identity: SecIdentity) throws -> NWListener {
+    let dtls = NWProtocolTLS.Options()
+    sec_protocol_options_set_local_identity(dtls.securityProtocolOptions, sec_identity_create(identity)!)
+    return try NWListener(using: NWParameters(dtls: dtls), on: 5684)
+}
+
 /// Sources/Braid/DTLS/DTLSConnectionAPI.swift
 func docExample_DTLS_send(_ sensor: NetworkConnection<DTLS>) async throws {
     try await sensor.send(Data("reading:21.5".utf8))

@@ -6,11 +6,14 @@ import Foundation
 import Testing
 
 /// Braid's DTLS client (`NetworkConnection { DTLS { UDP() } }`) against GnuTLS's DTLS echo
-/// server (`gnutls-serv --udp --echo`), which runs its own cookie exchange: messages each way,
-/// ALPN, and a certificate Braid must refuse.
+/// server (`gnutls-serv --udp --echo`), which runs its own cookie exchange, and OpenSSL's
+/// (`openssl s_server -dtls1_2`): messages each way, ALPN, and a certificate Braid must refuse;
+/// OpenSSL's DTLS client (`openssl s_client -dtls1_2`) against Braid's listener (GnuTLS's
+/// client against it is in `DTLSListenerTests`). Every peer verifies the other's certificate
+/// against the test CA.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct DTLSInteropTests {
     @Test func braidClientExchangesMessagesWithGnuTLS() async throws {
-        let (server, port) = try await startGnuTLSServer(certificate: "server")
+        let (server, port) = try await Self.startGnuTLSServer(certificate: "server")
         let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(rawValue: port)!)) {
             DTLS { UDP() }.alpn(["echo"]).serverName("localhost").trust(.certificateAuthorities(file: Fixtures.caFile))
         }
@@ -39,7 +42,7 @@ import Testing
     }
 
     @Test func braidClientRefusesAnUntrustedGnuTLSServer() async throws {
-        let (server, port) = try await startGnuTLSServer(certificate: "untrusted")
+        let (server, port) = try await Self.startGnuTLSServer(certificate: "untrusted")
         let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(rawValue: port)!)) {
             DTLS { UDP() }.serverName("localhost").trust(.certificateAuthorities(file: Fixtures.caFile))
         }
@@ -54,7 +57,7 @@ import Testing
     /// The classic API: `NWParameters(dtls:)` with the same `sec_protocol_options_*` calls as
     /// TLS, on an `NWConnection`, one message per send and per receive.
     @Test func classicDTLSConnectionExchangesMessagesWithGnuTLS() async throws {
-        let (server, port) = try await startGnuTLSServer(certificate: "server")
+        let (server, port) = try await Self.startGnuTLSServer(certificate: "server")
         let tls = NWProtocolTLS.Options()
         sec_protocol_options_add_tls_application_protocol(tls.securityProtocolOptions, "echo")
         sec_protocol_options_set_tls_server_name(tls.securityProtocolOptions, "localhost")
@@ -83,8 +86,100 @@ import Testing
         connection.cancel()
     }
 
+    /// OpenSSL's DTLS server prints what it receives and sends what it reads from its input:
+    /// Braid's messages reach it whole, and its lines reach Braid.
+    @Test func braidClientExchangesMessagesWithOpenSSL() async throws {
+        let tool = try TLSPeerTools.find("openssl", package: "openssl")
+        let port = try freeUDPPort()
+        let input = try InputPipe()
+        let server = try ChildProcess(tool, [
+            "s_server", "-dtls1_2", "-accept", "127.0.0.1:\(port)", "-alpn", "echo", "-quiet", "-naccept", "1",
+            "-cert", Fixtures.path("server.pem"), "-key", Fixtures.path("server-key.pem"),
+        ], standardInput: input.readEnd)
+        // s_server reads its input only once a client is connected, and sends each line it reads
+        // as one record (one message here).
+        input.feed(Array("line from openssl\n".utf8))
+        defer { input.close() }
+        // -quiet prints nothing but what it receives: wait until its socket is bound.
+        try await waitForUDPPort(port, of: server)
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(rawValue: port)!)) {
+            DTLS { UDP() }.alpn(["echo"]).serverName("localhost").trust(.certificateAuthorities(file: Fixtures.caFile))
+        }
+        defer { connection.cancel() }
+        do {
+            var sent = ""
+            for index in 0..<5 {
+                let line = "message \(index) from braid\n"
+                try await connection.send(Data(line.utf8))
+                sent += line
+            }
+            let deadline = Date().addingTimeInterval(30)
+            while server.output != sent && server.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(server.output == sent, "s_server printed \(server.output)\nstderr: \(server.errors)")
+            let (received, _) = try await connection.receive()
+            #expect(received == Data("line from openssl\n".utf8))
+        } catch {
+            Issue.record("\(error)\ns_server: \(server.output)\n\(server.errors)")
+        }
+        await server.stop()
+    }
+
+    /// OpenSSL's DTLS client verifies Braid's listener (the test CA, the name, ALPN) and gets
+    /// its lines echoed.
+    @Test func openSSLClientTalksToABraidListener() async throws {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+            DTLS { UDP() }.alpn(["echo"]).peerAuthentication(.none).identity(
+                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        }
+        let task = Task {
+            try await listener.run { connection in
+                for try await (content, _) in connection.messages { try await connection.send(content) }
+            }
+        }
+        defer { task.cancel() }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        let input = try InputPipe()
+        let client = try ChildProcess(
+            try TLSPeerTools.find("openssl", package: "openssl"), [
+                "s_client", "-dtls1_2", "-connect", "127.0.0.1:\(listener.port!.rawValue)", "-servername", "localhost",
+                "-verify_hostname", "localhost", "-CAfile", Fixtures.caFile, "-verify_return_error", "-alpn", "echo",
+            ], standardInput: input.readEnd)
+        input.feed(Array("hello from openssl\n".utf8))
+        defer { input.close() }
+        let deadline = Date().addingTimeInterval(30)
+        // s_client prints the handshake's summary, then what the listener echoed.
+        while !client.output.contains("hello from openssl") && client.isRunning && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(client.output.contains("Verify return code: 0 (ok)"), "\(client.output)\n\(client.errors)")
+        #expect(client.output.contains("ALPN protocol: echo"), "\(client.output)\n\(client.errors)")
+        #expect(client.output.contains("hello from openssl"), "\(client.output)\n\(client.errors)")
+        await client.stop()
+    }
+
+    /// Waits until `child` has bound UDP `port` (read from /proc: -quiet servers print nothing).
+    private func waitForUDPPort(_ port: UInt16, of child: ChildProcess) async throws {
+        let deadline = Date().addingTimeInterval(30)
+        let hex = String(format: ":%04X", port)
+        while Date() < deadline {
+            let table = (try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8)) ?? ""
+            // sl local_address rem_address ...: the local address's port, in hex.
+            let bound = table.split(separator: "\n").dropFirst().contains { line in
+                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                return fields.count > 1 && fields[1].hasSuffix(hex)
+            }
+            if child.hasExecuted && bound { return }
+            guard child.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw InteropFailure("\(child.commandLine) did not bind UDP \(port)\nstdout: \(child.output)\nstderr: \(child.errors)")
+    }
+
     /// gnutls-serv on a UDP port that was free a moment ago, once it says it listens.
-    private func startGnuTLSServer(certificate: String) async throws -> (ChildProcess, UInt16) {
+    static func startGnuTLSServer(certificate: String) async throws -> (ChildProcess, UInt16) {
         let tool = try TLSPeerTools.find("gnutls-serv", package: "gnutls-bin")
         let port = try freeUDPPort()
         let server = try ChildProcess(tool, [
