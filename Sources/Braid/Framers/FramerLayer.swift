@@ -83,10 +83,17 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
 
     private let requests = FramerRequests()
 
-    init(definition: NWProtocolFramer.Definition, maximumMessageSize: Int, over inner: any ByteStreamLayer) {
+    /// `messages`: the connection's table, when known before attaching (else `share(with:)`
+    /// hands it over).
+    /// `inputLimit`: a smaller bound than `maximumBufferedInput`, for tests.
+    init(
+        definition: NWProtocolFramer.Definition, maximumMessageSize: Int, over inner: any ByteStreamLayer, messages: FramerMessages? = nil,
+        inputLimit: Int = NWProtocolFramer.maximumBufferedInput
+    ) {
         self.inner = inner
         self.maximumMessageSize = maximumMessageSize
-        inputLimit = NWProtocolFramer.maximumBufferedInput
+        self.messages = messages
+        self.inputLimit = inputLimit
         instance = NWProtocolFramer.Instance(definition: definition, layer: self)
         implementation = definition.implementation.init(framer: instance)
     }
@@ -108,6 +115,9 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     // MARK: From below
 
     var bufferedInputCount: Int { inner.bufferedInputCount }
+
+    /// Input bytes the framer has not consumed (what `maximumBufferedInput` bounds).
+    var unconsumedInputCount: Int { input.count - inputStart }
 
     func withInputSpace(minimum: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> Int) rethrows -> Int {
         try inner.withInputSpace(minimum: minimum, body)
@@ -152,7 +162,7 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     private func received(_ bytes: UnsafeRawBufferPointer) {
         guard failure == nil else { return }
         var bytes = bytes
-        if inputPassThrough && started {
+        if inputPassThrough && started && input.count == inputStart {
             deliverRecord(message: NWProtocolFramer.Message(instance: instance), bytes)
             return
         }
