@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import Braid
+import BraidWebSocketIO
 
 /// Custom framers (`NWProtocolFramer`) over loopback TCP and TLS, in both dialects: the
 /// TicTacToe-shaped `GameFramer` carries messages of several kinds and sizes (empty, small,
@@ -136,4 +137,178 @@ import Testing
         try await states.wait(for: "ready") { $0 == .ready }
         try await Self.classicExchange(connection)
     }
+
+    // MARK: The wire, and hostile peers
+
+    /// What the framer writes is what travels (its header, not Braid's record above it), and a
+    /// message a raw peer writes in pieces, one larger than a read among them, comes out whole.
+    @Test func theFramerWritesTheWireAndReadsWhatArrivesInPieces() async throws {
+        let big = [UInt8]((0 ..< 200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        let (received, report) = AsyncStream.makeStream(of: [UInt8].self)
+        let server = try await RunningStreamListener.start(TCP(), handler: { connection in
+            report.yield(Array(try await connection.receive(exactly: 8 + 2).content))
+            // Back: a chat message, its header and content in several writes, then a big one.
+            for piece in [[0, 0], [0, 3, 0, 0, 0], [5, 0x68], [0x65, 0x6C, 0x6C], [0x6F]] as [[UInt8]] {
+                try await connection.send(piece)
+            }
+            try await connection.send(GameHeader(kind: 2, length: UInt32(big.count)).encoded + Data(big.prefix(100)))
+            try await connection.send(big.dropFirst(100))
+            _ = try? await connection.receive(atLeast: 1, atMost: 1)
+        })
+        defer { server.task.cancel() }
+        let client = NetworkConnection(to: server.endpoint) { Framer<GameFramer> { TCP() } }
+        defer { client.cancel() }
+        try await client.send(Data("hi".utf8), metadata: NWProtocolFramer.Message(gameKind: .chat))
+        var iterator = received.makeAsyncIterator()
+        #expect(await iterator.next() == [UInt8](GameHeader(kind: 3, length: 2).encoded + Data("hi".utf8)))
+        let (hello, first) = try await client.receive()
+        #expect(first.framer.gameKind == .chat && hello == Data("hello".utf8))
+        let (content, second) = try await client.receive()
+        #expect(second.framer.gameKind == .move && content == Data(big))
+    }
+
+    /// A header announcing more than the maximum message size fails the connection before
+    /// the framer's layer holds the announced bytes.
+    @Test func aLengthOverTheMaximumFailsTheConnection() async throws {
+        let server = try await RunningStreamListener.start(TCP(), handler: { connection in
+            try await connection.send(GameHeader(kind: 1, length: .max).encoded + Data(repeating: 1, count: 100))
+            _ = try? await connection.receive(atLeast: 1, atMost: 1)
+        })
+        defer { server.task.cancel() }
+        let client = NetworkConnection(to: server.endpoint) { Framer<GameFramer> { TCP() }.maximumMessageSize(1 << 20) }
+        defer { client.cancel() }
+        do {
+            let (content, _) = try await client.receive()
+            Issue.record("received \(content.count) bytes past a header over the maximum")
+        } catch {
+            #expect(error as? NetworkError == .messageTooLarge(size: Int(UInt32.max), maximum: 1 << 20))
+        }
+    }
+
+    /// A framer's `markFailed(error:)` fails the connection with that error (here during its
+    /// own handshake: the peer's greeting is wrong).
+    @Test func markFailedFailsTheConnection() async throws {
+        let server = try await RunningStreamListener.start(TCP(), handler: { connection in
+            try await connection.send([0x00])
+            _ = try? await connection.receive(atLeast: 1, atMost: 1)
+        })
+        defer { server.task.cancel() }
+        let client = NetworkConnection(to: server.endpoint) { Framer<FuzzHandshakeFramer> { TCP() } }
+        defer { client.cancel() }
+        client.start()
+        let failure: NetworkError? = try await withDeadline(.seconds(60)) {
+            for await state in client.states {
+                if case .failed(let error) = state { return error }
+            }
+            return nil
+        }
+        #expect(failure == .system(call: "framer", errno: POSIXErrorCode.EPROTO.rawValue))
+    }
+
+    /// The input a framer leaves unconsumed is bounded: a delimiter framer fed a megabyte
+    /// without its delimiter fails with `messageTooLarge` at `maximumBufferedInput`, having
+    /// held no more than that and one read.
+    @Test func unconsumedInputIsBounded() throws {
+        let layer = FramerLayer(definition: FuzzLineFramer.definition, maximumMessageSize: 1 << 24, over: PlainByteStreamLayer(), messages: FramerMessages())
+        let piece = [UInt8](repeating: 0x41, count: 64 * 1024)
+        var failure: (any Error)?
+        var fed = 0
+        while failure == nil && fed <= 2 * NWProtocolFramer.maximumBufferedInput {
+            _ = layer.withInputSpace(minimum: piece.count) { space in
+                piece.withUnsafeBytes { space.copyMemory(from: $0) }
+                return piece.count
+            }
+            fed += piece.count
+            do {
+                _ = try layer.process { _ in Issue.record("a line delivered without its newline") }
+            } catch {
+                failure = error
+            }
+            #expect(layer.unconsumedInputCount <= NWProtocolFramer.maximumBufferedInput + piece.count)
+        }
+        let error = try #require(failure as? NetworkError)
+        guard case .messageTooLarge(_, let maximum) = error else {
+            Issue.record("failed with \(error)")
+            return
+        }
+        #expect(maximum == NWProtocolFramer.maximumBufferedInput)
+    }
+
+    /// A framer with a handshake of its own (`.willMarkReady`), which marks itself ready from a
+    /// wakeup it scheduled, through a block given to `async`: the connection is ready only then,
+    /// and carries messages.
+    @Test func aHandshakeWakeupAndAsyncBlockMakeTheConnectionReady() async throws {
+        let server = try await RunningFramedListener.start(Framer<GreetingFramer> { TCP() }) { connection in
+            while true {
+                let (content, _) = try await connection.receive()
+                try await connection.send(content)
+            }
+        }
+        defer { server.task.cancel() }
+        let client = NetworkConnection(to: server.endpoint) { Framer<GreetingFramer> { TCP() } }
+        defer { client.cancel() }
+        let echoed = try await withDeadline(.seconds(60)) {
+            try await client.send(Data("after the greeting".utf8))
+            return try await client.receive().content
+        }
+        #expect(echoed == Data("after the greeting".utf8))
+    }
 }
+
+extension FuzzHandshakeFramer: FramerProtocol {}
+extension FuzzLineFramer: FramerProtocol {}
+
+/// Greets the peer (one byte) in `start` and waits for its greeting; then marks itself ready
+/// from a wakeup 20 ms later, through an `async` block. Messages: a one-byte length, then the
+/// content (at most 255 bytes).
+final class GreetingFramer: NWProtocolFramerImplementation, FramerProtocol {
+    static let definition = NWProtocolFramer.Definition(implementation: GreetingFramer.self)
+    static var label: String { "Greeting" }
+    private var greeted = false
+
+    required init(framer: NWProtocolFramer.Instance) {}
+
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult {
+        framer.writeOutput(data: [0x47])
+        return .willMarkReady
+    }
+
+    func wakeup(framer: NWProtocolFramer.Instance) {
+        framer.async { framer.markReady() }
+    }
+
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int {
+        if !greeted {
+            var greeting: UInt8?
+            guard framer.parseInput(minimumIncompleteLength: 1, maximumLength: 1, parse: { buffer, _ in
+                greeting = buffer?.first
+                return 1
+            }), greeting == 0x47 else {
+                framer.markFailed(error: .posix(.EPROTO))
+                return 0
+            }
+            greeted = true
+            framer.scheduleWakeup(wakeupTime: .milliseconds(20))
+        }
+        while true {
+            var length: Int?
+            _ = framer.parseInput(minimumIncompleteLength: 1, maximumLength: 1) { buffer, _ in
+                length = buffer.map { Int($0[0]) }
+                return length == nil ? 0 : 1
+            }
+            guard let length else { return 1 }
+            if !framer.deliverInputNoCopy(length: length, message: NWProtocolFramer.Message(instance: framer), isComplete: true) {
+                return 0
+            }
+        }
+    }
+
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {
+        framer.writeOutput(data: [UInt8(min(messageLength, 255))])
+        try? framer.writeOutputNoCopy(length: min(messageLength, 255))
+    }
+}
+
