@@ -1,7 +1,8 @@
 import Foundation
 
 /// The classic API's view of a custom framer's connection: each send is one message, handed to
-/// the framer with the content context's `NWProtocolFramer.Message` (an empty one without),
+/// the framer with the content context's `NWProtocolFramer.Message` (an empty one without) and
+/// the send's `isComplete`,
 /// and each receive one message the framer delivered, its context carrying the framer's
 /// message.
 final class FramerClassicTransfer: ClassicTransfer {
@@ -28,7 +29,7 @@ final class FramerClassicTransfer: ClassicTransfer {
             return .wait { try await connection.sendFramerMessage(content, message: message, lastMessage: true) }
         }
         do {
-            guard let bytes = try connection.queueFramerMessage(content, message: message) else { return .done }
+            guard let bytes = try connection.queueFramerMessage(content, message: message, isComplete: options.isComplete) else { return .done }
             return .wait { try await connection.sendFramerRecord(bytes) }
         } catch {
             return .failed(NWError(NetworkError(error)))

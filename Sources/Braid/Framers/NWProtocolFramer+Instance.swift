@@ -8,7 +8,7 @@ extension NWProtocolFramer {
     /// loop; `async(execute:)` and `scheduleWakeup(wakeupTime:)` may be called from anywhere.
     ///
     /// Limits, whatever the peer sends: `parseInput` hands at most `maximumLength` bytes, and
-    /// the input the framer has not consumed is bounded (`Framer.maximumBufferedInput`, 1 MiB):
+    /// the input the framer has not consumed is bounded (`NWProtocolFramer.maximumBufferedInput`, 1 MiB):
     /// a `minimumIncompleteLength` above it, or a framer that consumes nothing of a full
     /// buffer, fails the connection with `NetworkError.messageTooLarge`. A message delivered
     /// is bounded by the stack's maximum message size (16 MiB by default): a larger
