@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import Braid
+import BraidCore
 import BraidWebSocketIO
 
 /// Custom framers (`NWProtocolFramer`) over loopback TCP and TLS, in both dialects: the
@@ -253,6 +254,59 @@ import BraidWebSocketIO
         }
         #expect(echoed == Data("after the greeting".utf8))
     }
+
+    // MARK: What is not implemented
+
+    /// A framer over UDP fails on start with `unsupported`, in both dialects, and so does
+    /// `prependApplicationProtocol(options:)` inside a framer.
+    @Test func unsupportedPartsThrowUnsupported() async throws {
+        let client = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 9)) { Framer<GameFramer> { UDP() } }
+        defer { client.cancel() }
+        client.start()
+        let failure: NetworkError? = try await withDeadline(.seconds(60)) {
+            for await state in client.states {
+                if case .failed(let error) = state { return error }
+            }
+            return nil
+        }
+        guard case .unsupported(let what)? = failure else {
+            Issue.record("a framer over UDP ended with \(String(describing: failure))")
+            return
+        }
+        #expect(what.contains("byte stream"))
+
+        let classic = NWConnection(host: "127.0.0.1", port: 9, using: Self.classicParameters(.udp))
+        defer { classic.cancel() }
+        let states = StateRecorder(classic)
+        classic.start(queue: DispatchQueue(label: "client"))
+        try await states.wait(for: "failed") { $0 == .failed(.posix(.EOPNOTSUPP)) }
+
+        let layer = FramerLayer(definition: PrependingFramer.definition, maximumMessageSize: 1024, over: PlainByteStreamLayer())
+        _ = try layer.process { _ in }
+        #expect(PrependingFramer.outcome.withLock { $0 } == .unsupported(
+            "prependApplicationProtocol(options:) in a framer (add protocols to the stack before the connection starts)"))
+    }
+}
+
+/// Tries to prepend a protocol when it starts, and keeps what that threw.
+final class PrependingFramer: NWProtocolFramerImplementation {
+    static let definition = NWProtocolFramer.Definition(implementation: PrependingFramer.self)
+    static var label: String { "Prepending" }
+    static let outcome = Locked<NetworkError?>(nil)
+    required init(framer: NWProtocolFramer.Instance) {}
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult {
+        do {
+            try framer.prependApplicationProtocol(options: NWProtocolTLS.Options())
+        } catch {
+            Self.outcome.withLock { $0 = error as? NetworkError }
+        }
+        return .ready
+    }
+    func wakeup(framer: NWProtocolFramer.Instance) {}
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int { 0 }
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {}
 }
 
 extension FuzzHandshakeFramer: FramerProtocol {}
