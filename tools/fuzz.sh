@@ -74,7 +74,7 @@ build_with_modules() {
     build="$scratch/release"
     # The object files, in a response file: some of their names have spaces.
     : >"$out/$target-objects"
-    for module in BraidPerf Braid BraidIO BraidQUICIO BraidHTTP3IO BraidTLSIO BraidWebSocketIO BraidQUIC BraidTLS BraidHTTP3 \
+    for module in BraidPerf Braid BraidIO BraidQUICIO BraidHTTP3IO BraidTLSIO BraidWebSocketIO BraidQUIC BraidTLS BraidHTTP3 BraidSecurity \
         BraidWebSocket BraidCore BraidFramers \
         CBraid CBraidUDP CBraidLock \
         DequeModule HeapModule InternalCollectionsUtilities ContainersPreview Logging HTTPTypes; do

@@ -163,7 +163,7 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
         guard failure == nil else { return }
         var bytes = bytes
         if inputPassThrough && started && input.count == inputStart {
-            deliverRecord(message: NWProtocolFramer.Message(instance: instance), bytes)
+            deliverPassedThrough(bytes)
             return
         }
         if pendingDelivery != nil && input.count == inputStart {
@@ -204,7 +204,7 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
                 let rest = Array(input[inputStart...])
                 input.removeAll()
                 inputStart = 0
-                rest.withUnsafeBytes { deliverRecord(message: NWProtocolFramer.Message(instance: instance), $0) }
+                rest.withUnsafeBytes { deliverPassedThrough($0) }
             }
             return
         }
@@ -303,6 +303,17 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
 
     func passThroughInput() {
         inputPassThrough = true
+    }
+
+    /// Input passed through: each run as messages of at most the maximum size.
+    private func deliverPassedThrough(_ bytes: UnsafeRawBufferPointer) {
+        var offset = 0
+        while offset < bytes.count && failure == nil {
+            guard checkSize(maximumMessageSize == 0 ? bytes.count : 0) else { return }
+            let count = min(bytes.count - offset, maximumMessageSize)
+            deliverRecord(message: NWProtocolFramer.Message(instance: instance), UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + count]))
+            offset += count
+        }
     }
 
     /// Whether a message of `size` bytes may be delivered; fails the connection if not.

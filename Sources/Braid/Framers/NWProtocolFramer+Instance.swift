@@ -66,7 +66,7 @@ extension NWProtocolFramer {
         }
 
         /// From now on, input goes to the application as it arrives, each run of bytes as a
-        /// message, without `handleInput`.
+        /// message (split at the maximum message size), without `handleInput`.
         public func passThroughInput() {
             layer?.passThroughInput()
         }
