@@ -18,6 +18,9 @@
 #                (Tests/BraidTests/Tool/PerfFuzzInput.swift)
 #   websocket    the WebSocket engine: the upgrade (a server's request, a client's response),
 #                then frames (Tests/BraidTests/BraidWebSocket/WebSocketFuzzInput.swift)
+#   custom-framer  a custom framer's input path: the peer's bytes in pieces through a
+#                FramerLayer running four framers written the ways real ones are
+#                (Tests/BraidTests/Framers/CustomFramerFuzzInput.swift)
 #
 # How it builds:
 # - framers: Sources/BraidFramers is Foundation-only, so swiftc compiles it with the harness
@@ -39,9 +42,10 @@
 # libFuzzer prints the executions it made (#N ... exec/s) and "Done N runs" at the end.
 #
 # --seeds: the quic-server and session-cache seeds come from Braid's own engines (a real client
-# Initial, a real Retry exchange, a real ticket file); this rewrites them in the corpus.
+# Initial, a real Retry exchange, a real ticket file); this rewrites them in the corpus (and
+# the websocket and custom-framer seeds, which their input files spell out).
 set -eu
-target="${1:?usage: tools/fuzz.sh framers|quic-server|session-cache|perf|websocket [seconds|--seeds] [libFuzzer options]}"
+target="${1:?usage: tools/fuzz.sh framers|quic-server|session-cache|perf|websocket|custom-framer [seconds|--seeds] [libFuzzer options]}"
 shift
 seconds=60
 case "${1:-}" in
@@ -70,7 +74,7 @@ build_with_modules() {
     build="$scratch/release"
     # The object files, in a response file: some of their names have spaces.
     : >"$out/$target-objects"
-    for module in BraidPerf Braid BraidIO BraidQUICIO BraidHTTP3IO BraidTLSIO BraidWebSocketIO BraidQUIC BraidTLS BraidHTTP3 \
+    for module in BraidPerf Braid BraidIO BraidQUICIO BraidHTTP3IO BraidTLSIO BraidWebSocketIO BraidQUIC BraidTLS BraidHTTP3 BraidSecurity \
         BraidWebSocket BraidCore BraidFramers \
         CBraid CBraidUDP CBraidLock \
         DequeModule HeapModule InternalCollectionsUtilities ContainersPreview Logging HTTPTypes; do
@@ -119,8 +123,12 @@ case "$target" in
         build_with_modules Tests/BraidTests/BraidWebSocket/WebSocketFuzzInput.swift tools/fuzz/WebSocketFuzzMain.swift
         max_len=8192
         ;;
+    custom-framer)
+        build_with_modules Tests/BraidTests/Framers/CustomFramerFuzzInput.swift tools/fuzz/CustomFramerFuzzMain.swift
+        max_len=8192
+        ;;
     *)
-        echo "unknown target $target (framers, quic-server, session-cache, perf, websocket)" >&2
+        echo "unknown target $target (framers, quic-server, session-cache, perf, websocket, custom-framer)" >&2
         exit 2
         ;;
 esac

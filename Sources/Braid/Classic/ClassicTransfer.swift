@@ -82,6 +82,8 @@ struct ClassicSendOptions: Sendable {
     var idempotent = false
     /// Its context's protocol metadata (`NWProtocolIP.Metadata`: a UDP datagram's marks).
     var metadata: [NWProtocolMetadata] = []
+    /// The send's `isComplete` (a custom framer's message is told whether it is whole).
+    var isComplete = true
 }
 
 /// One receive's result with the content's protocol metadata.

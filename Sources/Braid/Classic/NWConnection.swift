@@ -300,7 +300,8 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
         let idempotent: Bool
         if case .idempotent = completion { idempotent = true } else { idempotent = false }
         let options = ClassicSendOptions(
-            isFinal: isComplete && contentContext.isFinal, idempotent: idempotent, metadata: contentContext.protocolMetadata)
+            isFinal: isComplete && contentContext.isFinal, idempotent: idempotent, metadata: contentContext.protocolMetadata,
+            isComplete: isComplete)
         let transfer = transfer
         let done: @Sendable (NWError?) -> Void = { [weak self] error in
             guard case .contentProcessed(let handler) = completion else { return }

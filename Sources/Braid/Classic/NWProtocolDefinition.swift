@@ -1,6 +1,9 @@
 /// A protocol's identity in the classic API: what `NWConnection.metadata(definition:)` asks
 /// for (`NWProtocolTLS.definition`, `NWProtocolTCP.definition`, ...).
-public final class NWProtocolDefinition: Sendable, Hashable, CustomDebugStringConvertible {
+///
+/// `@unchecked Sendable`: not final (a custom framer's `NWProtocolFramer.Definition` is one),
+/// and every stored property, here and in the subclass, is an immutable `let`.
+public class NWProtocolDefinition: @unchecked Sendable, Hashable, CustomDebugStringConvertible {
     /// The protocol's name ("tls", "tcp", "udp", "ip", "quic").
     public let name: String
 

@@ -32,6 +32,8 @@ final class MessageReceiver: Sendable {
     }
 
     private let state: Locked<State>
+    /// A custom framer's messages in transit (see `FramerMessages`); empty for other stacks.
+    let framerMessages = FramerMessages()
 
     init(maximumMessageSize: Int) {
         state = Locked(State(decoder: TLVDecoder(maximumMessageSize: maximumMessageSize)))

@@ -75,6 +75,7 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
             }
             live[key] = core
             core.shared.states.update(.preparing)
+            core.shared.byteStream?.adopt(layer)
             core.byteStream.attach(socket: socket, layer: layer, context: context)
             return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
         }

@@ -91,6 +91,7 @@ final class StreamEstablishment: EstablishmentStrategy {
                 return
             }
         }
+        core.shared.byteStream?.adopt(layer)
         channel.attach(socket: socket, layer: layer, context: context)
     }
 }

@@ -346,9 +346,15 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         if let failure { fail(failure, context: context) }
     }
 
-    /// The layer has what it waited for: read again and let it process what it held.
+    /// The layer has what it waited for, or work of its own: read again and let it process
+    /// what it held.
     private func layerRequestedProcessing(_ context: LoopContext) {
-        guard layerAwaitsDecision, isActive else { return }
+        guard isActive else { return }
+        guard layerAwaitsDecision else {
+            // Work of the layer's own (a framer's timer or queued block): one more pass.
+            advance(context)
+            return
+        }
         layerAwaitsDecision = false
         advance(context)
         guard isActive, !layerAwaitsDecision, !peerFinished else { return }

@@ -34,8 +34,9 @@ package protocol ByteStreamLayer: AnyObject {
     /// clean end for the layer (TLS without the peer's close_notify: truncation).
     func endOfInput() throws
 
-    /// The channel's way back for a layer that reported `.awaitingDecision`: calling it (from
-    /// any thread) has the channel read and `process` again on its loop. Set once, on attach.
+    /// The channel's way back for a layer that reported `.awaitingDecision`, or that has work
+    /// of its own to do (a framer's timer): calling it (from any thread) has the channel
+    /// `process` again on its loop (and read again, after a decision). Set once, on attach.
     var requestProcessing: (@Sendable () -> Void)? { get set }
 
     // MARK: From above

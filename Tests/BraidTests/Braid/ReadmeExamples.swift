@@ -667,3 +667,123 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
         return nil
     }
 }
+
+/// README (custom framers): the framer.
+final class GameProtocol: NWProtocolFramerImplementation, FramerProtocol {
+    static let label = "TicTacToe"
+    static let definition = NWProtocolFramer.Definition(implementation: GameProtocol.self)
+
+    required init(framer: NWProtocolFramer.Instance) {}
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult { .ready }
+    func wakeup(framer: NWProtocolFramer.Instance) {}
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {
+        var header = Data()
+        withUnsafeBytes(of: (message["type"] as? UInt32 ?? 0).bigEndian) { header.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt32(messageLength).bigEndian) { header.append(contentsOf: $0) }
+        framer.writeOutput(data: header)
+        try? framer.writeOutputNoCopy(length: messageLength)
+    }
+
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int {
+        while true {
+            var header: (type: UInt32, length: UInt32)?
+            let parsed = framer.parseInput(minimumIncompleteLength: 8, maximumLength: 8) { buffer, _ in
+                guard let buffer, buffer.count == 8 else { return 0 }
+                header = (UInt32(bigEndian: buffer.loadUnaligned(as: UInt32.self)),
+                          UInt32(bigEndian: buffer.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
+                return 8
+            }
+            guard parsed, let header else { return 8 }
+            let message = NWProtocolFramer.Message(instance: framer)
+            message["type"] = header.type
+            if !framer.deliverInputNoCopy(length: Int(header.length), message: message, isComplete: true) { return 0 }
+        }
+    }
+}
+
+/// README (custom framers): a new-API client.
+func readmeFramerClient(port: NWEndpoint.Port) async throws -> (UInt32, String) {
+    let game = NetworkConnection(to: .hostPort(host: "www.example.com", port: port)) {
+        Framer<GameProtocol> { TLS() }
+    }
+    let move = NWProtocolFramer.Message(definition: GameProtocol.definition)
+    move["type"] = UInt32(2)
+    try await game.send(Data("e2e4".utf8), metadata: move)
+    let (content, metadata) = try await game.receive()
+    print(metadata.framer["type"] as? UInt32 ?? 0, String(decoding: content, as: UTF8.self))
+    game.cancel()
+    return (metadata.framer["type"] as? UInt32 ?? 0, String(decoding: content, as: UTF8.self))
+}
+
+/// README (custom framers): a new-API echo server.
+func readmeFramerServer(port: NWEndpoint.Port, certificate: String, key: String) async throws {
+    let listener = NetworkListener(port: port) {
+        Framer<GameProtocol> { TLS().identity(certificateChainFile: certificate, privateKeyFile: key) }
+    }
+    try await listener.run { connection in
+        while true {
+            let (content, metadata) = try await connection.receive()
+            try await connection.send(content, metadata: metadata.framer)
+        }
+    }
+}
+
+/// README (custom framers): a classic client.
+func readmeFramerClassicClient(port: NWEndpoint.Port) -> NWConnection {
+    let parameters = NWParameters.tls
+    parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolFramer.Options(definition: GameProtocol.definition), at: 0)
+    let connection = NWConnection(host: "www.example.com", port: port, using: parameters)
+    connection.start(queue: DispatchQueue(label: "game"))
+    let move = NWProtocolFramer.Message(definition: GameProtocol.definition)
+    move["type"] = UInt32(2)
+    let context = NWConnection.ContentContext(identifier: "move", metadata: [move])
+    connection.send(content: Data("e2e4".utf8), contentContext: context, isComplete: true, completion: .idempotent)
+    connection.receiveMessage { content, context, _, error in
+        let message = context?.protocolMetadata(definition: GameProtocol.definition) as? NWProtocolFramer.Message
+        print(message?["type"] as? UInt32 ?? 0, content?.count ?? 0)
+    }
+    return connection
+}
+
+extension ReadmeExamples {
+    /// The README's custom-framer client and server talk over TLS (www.example.com resolves to
+    /// this machine, the test CA stands in for the system store).
+    @Test(.timeLimit(.minutes(3))) func framerExamplesTalk() async throws {
+        try await withExampleServer(readmeFramerServer) { port in
+            let echoed = try await Self.firstAnswer { try await readmeFramerClient(port: port) }
+            #expect(echoed.0 == 2)
+            #expect(echoed.1 == "e2e4")
+        }
+    }
+
+    /// The README's classic framer client reaches a framer listener, its message's type with it.
+    @Test(.timeLimit(.minutes(3))) func framerClassicClientExampleRuns() async throws {
+        let moves = AsyncStream<(UInt32, Data)>.makeStream()
+        let server = try await RunningFramedListener.start(
+            Framer<GameProtocol> { TLS().identity(certificateChainFile: Fixtures.path("example.pem"), privateKeyFile: Fixtures.path("example-key.pem")) },
+            handler: { connection in
+                let (content, metadata) = try await connection.receive()
+                moves.continuation.yield((metadata.framer["type"] as? UInt32 ?? 0, content))
+                try await connection.send(content, metadata: metadata.framer)
+            })
+        defer { server.task.cancel() }
+        let port = try #require(server.listener.port)
+        Resolver.namesForTesting.withLock { $0["www.example.com"] = [SocketAddress(ip: "127.0.0.1", port: port.rawValue)!] }
+        TLS.systemTrustForTesting.withLock { $0 = Fixtures.caFile }
+        defer {
+            _ = Resolver.namesForTesting.withLock { $0.removeValue(forKey: "www.example.com") }
+            TLS.systemTrustForTesting.withLock { $0 = nil }
+        }
+        let connection = readmeFramerClassicClient(port: port)
+        defer { connection.cancel() }
+        let move = try await withDeadline(.seconds(60)) {
+            for await move in moves.stream { return move }
+            return nil
+        }
+        #expect(move?.0 == 2)
+        #expect(move?.1 == Data("e2e4".utf8))
+    }
+}

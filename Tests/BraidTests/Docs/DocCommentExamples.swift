@@ -1193,3 +1193,83 @@ func docExample_NetworkListener_connectionBufferLimit() -> NetworkListener<TLS> 
     listener.connectionBufferLimit = 64 * 1024 * 1024
     return listener
 }
+
+// MARK: Custom framers
+
+/// Sources/Braid/Framers/NWProtocolFramer.swift (NWProtocolFramerImplementation)
+final class LinesFramer: NWProtocolFramerImplementation {
+    static let label = "Lines"
+    static let definition = NWProtocolFramer.Definition(implementation: LinesFramer.self)
+
+    required init(framer: NWProtocolFramer.Instance) {}
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult { .ready }
+    func wakeup(framer: NWProtocolFramer.Instance) {}
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int {
+        while true {
+            var lineLength: Int?
+            let parsed = framer.parseInput(minimumIncompleteLength: 1, maximumLength: 4096) { buffer, _ in
+                if let newline = buffer?.firstIndex(of: 10) { lineLength = newline }
+                return 0
+            }
+            guard parsed, let length = lineLength else { return 1 }
+            _ = framer.deliverInputNoCopy(length: length, message: NWProtocolFramer.Message(instance: framer), isComplete: true)
+            _ = framer.parseInput(minimumIncompleteLength: 1, maximumLength: 1) { _, _ in 1 }
+        }
+    }
+
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {
+        try? framer.writeOutputNoCopy(length: messageLength)
+        framer.writeOutput(data: Data([10]))
+    }
+}
+
+/// Sources/Braid/Framers/Framer.swift (FramerProtocol)
+extension LinesFramer: FramerProtocol {}
+
+/// Sources/Braid/Framers/NWProtocolFramer.swift
+func docExample_NWProtocolFramer() -> NWParameters {
+    let options = NWProtocolFramer.Options(definition: LinesFramer.definition)
+    let parameters = NWParameters.tcp
+    parameters.defaultProtocolStack.applicationProtocols.insert(options, at: 0)
+    return parameters
+}
+
+func docExample_NWProtocolFramer_Definition() -> NWProtocolFramer.Definition {
+    let definition = NWProtocolFramer.Definition(implementation: LinesFramer.self)
+    return definition
+}
+
+func docExample_NWProtocolFramer_Message() -> NWConnection.ContentContext {
+    let message = NWProtocolFramer.Message(definition: LinesFramer.definition)
+    message["kind"] = "greeting"
+    let context = NWConnection.ContentContext(identifier: "greeting", metadata: [message])
+    return context
+}
+
+/// Sources/Braid/Framers/Framer.swift
+func docExample_Framer() async throws -> (Data, Framer<LinesFramer>.Metadata) {
+    let lines = NetworkConnection(to: .hostPort(host: "localhost", port: 7000)) { Framer<LinesFramer> { TCP() } }
+    try await lines.send(Data("hello".utf8))
+    let (content, metadata) = try await lines.receive()
+    return (content, metadata)
+}
+
+func docExample_Framer_maximumMessageSize() -> Framer<LinesFramer> {
+    let stack = Framer<LinesFramer> { TCP() }.maximumMessageSize(64 * 1024)
+    return stack
+}
+
+/// Sources/Braid/Framers/FramerConnectionAPI.swift
+func docExample_Framer_send(_ lines: NetworkConnection<Framer<LinesFramer>>) async throws {
+    let greeting = NWProtocolFramer.Message(definition: LinesFramer.definition)
+    greeting["kind"] = "greeting"
+    try await lines.send(Data("hello".utf8), metadata: greeting)
+}
+
+func docExample_Framer_receive(_ lines: NetworkConnection<Framer<LinesFramer>>) async throws {
+    let (content, metadata) = try await lines.receive()
+    print(metadata.framer["kind"] as? String ?? "-", content.count)
+}
