@@ -34,6 +34,7 @@ let package = Package(
                 .linkedLibrary("ngtcp2_crypto_gnutls"),
                 .linkedLibrary("gnutls"),
                 .linkedLibrary("nghttp3"),
+                .linkedLibrary("z"),
             ]
         ),
         // The values every layer speaks: socket addresses, ECN marks, monotonic instants, UDP

@@ -21,6 +21,12 @@
 #   custom-framer  a custom framer's input path: the peer's bytes in pieces through a
 #                FramerLayer running four framers written the ways real ones are
 #                (Tests/BraidTests/Framers/CustomFramerFuzzInput.swift)
+#   websocket-frames  the WebSocket frame parser alone, and the engine's frames with
+#                permessage-deflate on or off: compressed messages, fragments, inflation bounded
+#                by the maximum (Tests/BraidTests/BraidWebSocket/WebSocketFramesFuzzInput.swift)
+#   websocket-upgrade  the upgrade's HTTP head both ways and the Sec-WebSocket-Extensions
+#                grammar with permessage-deflate's negotiation
+#                (Tests/BraidTests/BraidWebSocket/WebSocketUpgradeFuzzInput.swift)
 #
 # How it builds:
 # - framers: Sources/BraidFramers is Foundation-only, so swiftc compiles it with the harness
@@ -45,7 +51,7 @@
 # Initial, a real Retry exchange, a real ticket file); this rewrites them in the corpus (and
 # the websocket and custom-framer seeds, which their input files spell out).
 set -eu
-target="${1:?usage: tools/fuzz.sh framers|quic-server|session-cache|perf|websocket|custom-framer [seconds|--seeds] [libFuzzer options]}"
+target="${1:?usage: tools/fuzz.sh framers|quic-server|session-cache|perf|websocket|websocket-frames|websocket-upgrade|custom-framer [seconds|--seeds] [libFuzzer options]}"
 shift
 seconds=60
 case "${1:-}" in
@@ -68,6 +74,8 @@ compile() {
 build_with_modules() {
     input="$1"
     main="$2"
+    # A third file: more shared input code the harness needs.
+    extra="${3:-}"
     scratch="$root/.build/fuzz-spm"
     (cd "$root" && nice swift build -c release --scratch-path "$scratch" --sanitize=address \
         -Xswiftc -sanitize=fuzzer -Xswiftc -enable-testing -Xcc -fsanitize=fuzzer-no-link --target BraidPerf) >&2
@@ -94,8 +102,8 @@ build_with_modules() {
         -Xcc -fmodule-map-file="$build/CBraid.build/module.modulemap" -Xcc -I"$root/Sources/CBraid/include" \
         -Xcc -fmodule-map-file="$build/CBraidUDP.build/module.modulemap" -Xcc -I"$root/Sources/CBraidUDP/include" \
         -Xcc -fmodule-map-file="$build/CBraidLock.build/module.modulemap" -Xcc -I"$root/Sources/CBraidLock/include" \
-        "$root/$input" "$root/$main" @"$out/$target-objects" \
-        -lngtcp2 -lngtcp2_crypto_gnutls -lgnutls -lnghttp3 -o "$binary"
+        "$root/$input" "$root/$main" ${extra:+"$root/$extra"} @"$out/$target-objects" \
+        -lngtcp2 -lngtcp2_crypto_gnutls -lgnutls -lnghttp3 -lz -o "$binary"
 }
 
 case "$target" in
@@ -127,8 +135,15 @@ case "$target" in
         build_with_modules Tests/BraidTests/Framers/CustomFramerFuzzInput.swift tools/fuzz/CustomFramerFuzzMain.swift
         max_len=8192
         ;;
+    websocket-frames | websocket-upgrade)
+        # Both inputs use the websocket target's helpers (its key sequence, its frame writer).
+        name=$(echo "$target" | sed 's/websocket-frames/Frames/; s/websocket-upgrade/Upgrade/')
+        input="Tests/BraidTests/BraidWebSocket/WebSocket${name}FuzzInput.swift"
+        build_with_modules "$input" "tools/fuzz/WebSocket${name}FuzzMain.swift" Tests/BraidTests/BraidWebSocket/WebSocketFuzzInput.swift
+        max_len=8192
+        ;;
     *)
-        echo "unknown target $target (framers, quic-server, session-cache, perf, websocket, custom-framer)" >&2
+        echo "unknown target $target (framers, quic-server, session-cache, perf, websocket, websocket-frames, websocket-upgrade, custom-framer)" >&2
         exit 2
         ;;
 esac

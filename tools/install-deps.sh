@@ -5,7 +5,7 @@
 # (tools/peers/quic-go-perf, built by the suite in GOPATH mode).
 set -euo pipefail
 packages=(pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev gnutls-bin openssl
-  ngtcp2-client ngtcp2-server python3 python3-venv linux-perf)
+  ngtcp2-client ngtcp2-server python3 python3-venv linux-perf zlib1g-dev)
 if [ "${1:-}" = --benchmarks ]; then
   packages+=(golang-go golang-github-lucas-clemente-quic-go-dev)
 fi

@@ -19,7 +19,8 @@ package final class WebSocketConnection {
         package var maximumMessageSize = 16 * 1024 * 1024
         /// Pings are answered by the engine and not reported.
         package var autoReplyPing = false
-        /// No upgrade: frames from the first byte.
+        /// No upgrade: frames from the first byte (with `deflate`, compressed as its settings
+        /// say, both ends configured alike).
         package var skipHandshake = false
         /// Client: offered in order. Server: accepted, the client's first match chosen.
         package var subprotocols: [String] = []
@@ -30,6 +31,9 @@ package final class WebSocketConnection {
         package var path = "/"
         /// The largest upgrade head read from the peer.
         package var maximumHeadSize = 16 * 1024
+        /// permessage-deflate (RFC 7692): a client offers it with these settings, a server
+        /// accepts an offer with them. Nil: off (nothing offered, offers declined).
+        package var deflate: WebSocketDeflateNegotiation.Settings?
 
         package init(role: Role) { self.role = role }
     }
@@ -54,6 +58,13 @@ package final class WebSocketConnection {
     private var clientKey = ""
     package private(set) var isOpen = false
     package private(set) var subprotocol: String?
+    /// permessage-deflate as agreed in the upgrade (nil: messages travel uncompressed).
+    package private(set) var deflateAgreement: WebSocketDeflateNegotiation.Agreement?
+    /// The extensions in effect as the server's `Sec-WebSocket-Extensions` named them (nil:
+    /// none).
+    package private(set) var extensionsHeader: String?
+    private var deflater: WebSocketDeflater?
+    private var inflater: WebSocketInflater?
 
     // Receiving.
     private var parser = WebSocketFrameParser()
@@ -64,6 +75,12 @@ package final class WebSocketConnection {
     private var text = UTF8Validator()
     /// Where the current frame's payload starts in `message`.
     private var frameStartInMessage = 0
+    /// The message being received is compressed (RSV1 on its first frame).
+    private var messageCompressed = false
+    /// Compressed bytes of the message so far.
+    private var compressedReceived: UInt64 = 0
+    /// A compressed frame's payload, unmasked before it is inflated.
+    private var scratch: [UInt8] = []
     private var events: [Event] = []
     private var eventIndex = 0
     /// The peer's close arrived: what follows is ignored.
@@ -81,6 +98,18 @@ package final class WebSocketConnection {
     private var sendingOffset: UInt64 = 0
     private var sendingRemaining: UInt64 = 0
     private var sendingDropped = false
+    /// Control frames queued while a data frame's payload is half written: they follow it
+    /// (a frame's bytes cannot be interrupted; fragments can).
+    private var controlWaiting: [UInt8] = []
+    // The compressed message being sent: its opcode, whether its first frame went out, and
+    // compressed bytes not yet framed.
+    private var sendingCompressed = false
+    private var sendingOpcode = WebSocketOpcode.binary
+    private var sentFirstFragment = false
+    private var deflated: [UInt8] = []
+    /// Compressed bytes per frame of a compressed message: a large message leaves as
+    /// fragments while it is compressed, never gathered whole.
+    package static let compressedFragmentSize = 16 * 1024
 
     package init(configuration: Configuration, random: ((inout [UInt8]) -> Void)? = nil) {
         self.configuration = configuration
@@ -95,17 +124,39 @@ package final class WebSocketConnection {
     /// Starts: a client queues its upgrade request; with `skipHandshake` the connection opens.
     package func start() {
         if configuration.skipHandshake {
-            open(subprotocol: nil)
+            // No upgrade: both ends agreed beforehand, on permessage-deflate too (its settings
+            // taken as the agreement).
+            do {
+                try open(subprotocol: nil, deflate: configuration.deflate.map(WebSocketDeflateNegotiation.Agreement.init(settings:)))
+            } catch {
+                failed = error
+            }
         } else if configuration.role == .client {
             clientKey = WebSocketHandshake.makeKey(random: random)
+            var headers = configuration.additionalHeaders
+            if let deflate = configuration.deflate { headers.append((name: "Sec-WebSocket-Extensions", value: WebSocketDeflateNegotiation.offer(deflate))) }
             queue(
                 WebSocketHandshake.request(
                     host: configuration.host, path: configuration.path, key: clientKey, subprotocols: configuration.subprotocols,
-                    additionalHeaders: configuration.additionalHeaders))
+                    additionalHeaders: headers))
         }
     }
 
-    private func open(subprotocol: String?) {
+    private func open(subprotocol: String?, deflate: WebSocketDeflateNegotiation.Agreement? = nil) throws(WebSocketError) {
+        if let deflate {
+            let peer: Role = configuration.role == .client ? .server : .client
+            let settings = configuration.deflate ?? WebSocketDeflateNegotiation.Settings()
+            guard
+                let deflater = WebSocketDeflater(
+                    windowBits: deflate.windowBits(of: configuration.role), level: settings.compressionLevel, memoryLevel: settings.memoryLevel,
+                    noContextTakeover: deflate.sendsWithoutContext(configuration.role)),
+                let inflater = WebSocketInflater(windowBits: deflate.windowBits(of: peer))
+            else { throw .handshakeFailed("zlib could not set up permessage-deflate (out of memory)") }
+            self.deflater = deflater
+            self.inflater = inflater
+            deflateAgreement = deflate
+            parser.allowsCompressedFrames = true
+        }
         isOpen = true
         self.subprotocol = subprotocol
         events.append(.opened(subprotocol: subprotocol))
@@ -120,7 +171,7 @@ package final class WebSocketConnection {
         do {
             var rest = bytes
             if !isOpen {
-                let (taken, found) = try head.take(bytes)
+                let (taken, found) = try takeHead(bytes)
                 rest = UnsafeRawBufferPointer(rebasing: bytes[taken...])
                 guard let found else { return }
                 try handshake(found)
@@ -134,15 +185,33 @@ package final class WebSocketConnection {
         }
     }
 
+    /// Gathers the peer's head; a server answers one it cannot parse, or that runs past the
+    /// limit, with an error status before failing.
+    private func takeHead(_ bytes: UnsafeRawBufferPointer) throws(WebSocketError) -> (taken: Int, head: HTTPUpgradeHead?) {
+        do {
+            return try head.take(bytes)
+        } catch {
+            if configuration.role == .server {
+                let status = if case .handshakeTooLarge = error { "431 Request Header Fields Too Large" } else { "400 Bad Request" }
+                queue(Array("HTTP/1.1 \(status)\r\nConnection: close\r\nContent-Length: 0\r\n\r\n".utf8))
+            }
+            throw error
+        }
+    }
+
     private func handshake(_ found: HTTPUpgradeHead) throws(WebSocketError) {
         switch configuration.role {
         case .client:
-            open(subprotocol: try WebSocketHandshake.validateResponse(found, key: clientKey, offered: configuration.subprotocols))
+            let answer = try WebSocketHandshake.validateResponse(found, key: clientKey, offered: configuration.subprotocols, deflate: configuration.deflate)
+            if answer.deflate != nil { extensionsHeader = found.value("sec-websocket-extensions") }
+            try open(subprotocol: answer.subprotocol, deflate: answer.deflate)
         case .server:
-            let decision = WebSocketHandshake.answer(found, supported: configuration.subprotocols, additionalHeaders: configuration.additionalHeaders)
+            let decision = WebSocketHandshake.answer(
+                found, supported: configuration.subprotocols, additionalHeaders: configuration.additionalHeaders, deflate: configuration.deflate)
             queue(decision.response)
             if let failure = decision.failure { throw failure }
-            open(subprotocol: decision.subprotocol)
+            extensionsHeader = decision.deflate?.responseValue
+            try open(subprotocol: decision.subprotocol, deflate: decision.deflate)
         }
     }
 
@@ -151,9 +220,11 @@ package final class WebSocketConnection {
         switch piece {
         case .header(let header):
             try begin(header)
-        case .payload(let bytes, _):
+        case .payload(let bytes, let offset):
             guard let header = frame, let opcode = WebSocketOpcode(rawValue: header.opcode) else { return }
-            if opcode.isControl {
+            if messageCompressed && !opcode.isControl {
+                try inflate(bytes, key: header.maskKey, offset: offset)
+            } else if opcode.isControl {
                 let start = control.count
                 control.append(contentsOf: bytes)
                 if let key = header.maskKey { unmask(&control, from: start, key: key, offset: UInt64(start)) }
@@ -169,6 +240,33 @@ package final class WebSocketConnection {
         case .frameEnd:
             try end()
         }
+    }
+
+    /// Unmasks a compressed frame's payload piece and inflates it onto the message, bounded by
+    /// the maximum message size (the inflated size is what counts).
+    private func inflate(_ bytes: UnsafeRawBufferPointer, key: (UInt8, UInt8, UInt8, UInt8)?, offset: UInt64) throws(WebSocketError) {
+        guard let inflater else { return }
+        scratch.removeAll(keepingCapacity: scratch.capacity <= 64 * 1024)
+        scratch.append(contentsOf: bytes)
+        if let key { unmask(&scratch, from: 0, key: key, offset: offset) }
+        let start = message.count
+        var failure: WebSocketError?
+        scratch.withUnsafeBytes { compressed in
+            do throws(WebSocketError) {
+                try inflater.inflate(compressed, into: &message, limit: configuration.maximumMessageSize)
+            } catch {
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+        try checkText(from: start)
+    }
+
+    /// Feeds the message's text from `start` to the UTF-8 check.
+    private func checkText(from start: Int) throws(WebSocketError) {
+        guard messageOpcode == .text, start < message.count else { return }
+        let valid = message.withUnsafeBytes { text.feed(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+        guard valid else { throw .invalidUTF8 }
     }
 
     /// Where the bytes at `index` of the message buffer fall in the current frame's payload.
@@ -191,13 +289,29 @@ package final class WebSocketConnection {
             control.removeAll(keepingCapacity: true)
             return
         }
+        let compressedBit = header.reserved & 0x4 != 0
         switch (opcode, messageOpcode) {
         case (.continuation, nil): throw .protocolViolation("a continuation frame came without a message to continue")
         case (.text, .some), (.binary, .some): throw .protocolViolation("a new message began before the previous one's final frame")
         case (.text, nil), (.binary, nil):
             messageOpcode = opcode
             text = UTF8Validator()
-        default: break
+            messageCompressed = compressedBit
+            compressedReceived = 0
+        default:
+            if compressedBit { throw .protocolViolation("a continuation frame set RSV1 (only a message's first frame does)") }
+        }
+        if messageCompressed {
+            // Compressed bytes are inflated as they come and not kept; their count is bounded
+            // too (deflate adds at most about 0.1% to data it cannot shrink), so a stream of
+            // blocks that inflate to nothing cannot run on forever.
+            compressedReceived += header.length
+            let maximum = UInt64(configuration.maximumMessageSize)
+            guard compressedReceived <= maximum + maximum / 512 + 1024 else {
+                throw .messageTooLarge(size: Int(clamping: compressedReceived), maximum: configuration.maximumMessageSize)
+            }
+            frameStartInMessage = message.count
+            return
         }
         let size = UInt64(message.count) + header.length
         guard size <= UInt64(configuration.maximumMessageSize) else {
@@ -216,7 +330,7 @@ package final class WebSocketConnection {
                 // A peer that pings faster than it reads gets pongs for the pings processed
                 // while it drains, not one each (RFC 6455 §5.5.3 allows answering the latest
                 // only): what the engine holds for it stays bounded.
-                if !closeSent && pendingOutputCount < Self.pongBacklogLimit { control.withUnsafeBytes { queueFrame(.pong, $0) } }
+                if !closeSent && pendingOutputCount + controlWaiting.count < Self.pongBacklogLimit { control.withUnsafeBytes { queueFrame(.pong, $0) } }
             } else {
                 events.append(.message(.ping, control))
             }
@@ -233,6 +347,13 @@ package final class WebSocketConnection {
             events.append(.message(.close, control))
         case .text, .binary, .continuation:
             guard header.fin, let whole = messageOpcode else { return }
+            if messageCompressed, let inflater, let deflateAgreement {
+                let start = message.count
+                let peer: Role = configuration.role == .client ? .server : .client
+                try inflater.finishMessage(into: &message, limit: configuration.maximumMessageSize, reset: deflateAgreement.sendsWithoutContext(peer))
+                try checkText(from: start)
+                messageCompressed = false
+            }
             if whole == .text && !text.isComplete { throw .invalidUTF8 }
             events.append(.message(whole, message))
             message = []
@@ -275,7 +396,8 @@ package final class WebSocketConnection {
     // MARK: Sending
 
     /// Queues one whole frame of `opcode` with `payload` (a control frame's at most 125
-    /// bytes). Data frames after a close are dropped.
+    /// bytes); a data message is compressed when permessage-deflate was agreed. Data after a
+    /// close is dropped.
     package func send(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) throws(WebSocketError) {
         if opcode.isControl && payload.count > 125 { throw .controlFrameTooLarge(payload.count) }
         if opcode == .close {
@@ -284,7 +406,12 @@ package final class WebSocketConnection {
         } else if closeSent {
             return
         }
-        queueFrame(opcode, payload)
+        if opcode.isControl {
+            queueFrame(opcode, payload)
+        } else {
+            try beginFrame(opcode, length: payload.count)
+            appendPayload(payload)
+        }
     }
 
     /// Queues a close frame with `code` and `reason` (once; later closes are dropped).
@@ -298,16 +425,27 @@ package final class WebSocketConnection {
 
     /// Starts a frame of `length` bytes whose payload `appendPayload` then writes in pieces,
     /// so a large message is framed without gathering it first. A control frame's whole
-    /// payload must come before the next `beginFrame`.
+    /// payload must come before the next `beginFrame`. With permessage-deflate agreed, a whole
+    /// data message (`fin`) is compressed as its payload comes and leaves as fragments of
+    /// `compressedFragmentSize` compressed bytes.
     package func beginFrame(_ opcode: WebSocketOpcode, fin: Bool = true, length: Int) throws(WebSocketError) {
         if opcode.isControl && length > 125 { throw .controlFrameTooLarge(length) }
         sendingDropped = closeSent
         if opcode == .close { closeSent = true }
         sendingRemaining = UInt64(length)
         sendingOffset = 0
+        sendingCompressed = false
         guard !sendingDropped else { return }
+        if deflater != nil, fin, opcode == .text || opcode == .binary {
+            sendingCompressed = true
+            sendingOpcode = opcode
+            sentFirstFragment = false
+            if length == 0 { finishCompressedMessage() }
+            return
+        }
         sendingMask = configuration.role == .client ? newMask() : nil
         WebSocketFrameHeader(fin: fin, opcode: opcode.rawValue, maskKey: sendingMask, length: UInt64(length)).write(into: &output)
+        if length == 0 { flushControlWaiting() }
     }
 
     /// Payload bytes of the frame `beginFrame` started (masked as they are queued).
@@ -315,21 +453,63 @@ package final class WebSocketConnection {
         let count = min(bytes.count, Int(sendingRemaining))
         sendingRemaining -= UInt64(count)
         guard !sendingDropped else { return }
+        let piece = UnsafeRawBufferPointer(rebasing: bytes[..<count])
+        if sendingCompressed {
+            deflater?.compress(piece, into: &deflated)
+            while deflated.count >= Self.compressedFragmentSize { queueCompressedFragment(count: Self.compressedFragmentSize, fin: false) }
+            if sendingRemaining == 0 { finishCompressedMessage() }
+            return
+        }
         let start = output.count
-        output.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[..<count]))
+        output.append(contentsOf: piece)
         if let key = sendingMask { unmask(&output, from: start, key: key, offset: sendingOffset) }
         sendingOffset += UInt64(count)
+        if sendingRemaining == 0 { flushControlWaiting() }
     }
 
     /// Payload bytes the current frame still expects.
     package var framePayloadRemaining: Int { Int(sendingRemaining) }
 
+    private func finishCompressedMessage() {
+        deflater?.finishMessage(into: &deflated)
+        queueCompressedFragment(count: deflated.count, fin: true)
+        sendingCompressed = false
+    }
+
+    /// One frame of the compressed message: RSV1 and the opcode on the first, continuation
+    /// after. Dropped once a close went out (the engine's own, after a violation).
+    private func queueCompressedFragment(count: Int, fin: Bool) {
+        defer { deflated.removeFirst(count) }
+        guard !closeSent else { return }
+        let mask = configuration.role == .client ? newMask() : nil
+        WebSocketFrameHeader(
+            fin: fin, reserved: sentFirstFragment ? 0 : 0x4, opcode: sentFirstFragment ? WebSocketOpcode.continuation.rawValue : sendingOpcode.rawValue,
+            maskKey: mask, length: UInt64(count)
+        ).write(into: &output)
+        sentFirstFragment = true
+        let start = output.count
+        output.append(contentsOf: deflated[..<count])
+        if let mask { unmask(&output, from: start, key: mask, offset: 0) }
+    }
+
+    /// A data frame's payload is half written: a control frame waits for its end.
+    private var midFrame: Bool { sendingRemaining > 0 && !sendingDropped && !sendingCompressed }
+
+    private func flushControlWaiting() {
+        guard !controlWaiting.isEmpty else { return }
+        output.append(contentsOf: controlWaiting)
+        controlWaiting.removeAll(keepingCapacity: controlWaiting.capacity <= 4096)
+    }
+
     private func queueFrame(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) {
         let mask = configuration.role == .client ? newMask() : nil
-        WebSocketFrameHeader(fin: true, opcode: opcode.rawValue, maskKey: mask, length: UInt64(payload.count)).write(into: &output)
-        let start = output.count
-        output.append(contentsOf: payload)
-        if let mask { unmask(&output, from: start, key: mask, offset: 0) }
+        let waits = midFrame
+        var frame: [UInt8] = []
+        WebSocketFrameHeader(fin: true, opcode: opcode.rawValue, maskKey: mask, length: UInt64(payload.count)).write(into: &frame)
+        let start = frame.count
+        frame.append(contentsOf: payload)
+        if let mask { unmask(&frame, from: start, key: mask, offset: 0) }
+        if waits { controlWaiting.append(contentsOf: frame) } else { output.append(contentsOf: frame) }
     }
 
     private func newMask() -> (UInt8, UInt8, UInt8, UInt8) {

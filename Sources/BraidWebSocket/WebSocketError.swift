@@ -9,6 +9,8 @@ package enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible
     case protocolViolation(String)
     /// A text message or close reason was not valid UTF-8: close code 1007.
     case invalidUTF8
+    /// A compressed message (permessage-deflate) did not inflate: close code 1007.
+    case compressedDataInvalid(String)
     /// A message grew past the maximum: close code 1009.
     case messageTooLarge(size: Int, maximum: Int)
     /// A control frame to send was larger than 125 bytes.
@@ -20,7 +22,7 @@ package enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible
         switch self {
         case .handshakeFailed, .handshakeTooLarge: nil
         case .protocolViolation, .controlFrameTooLarge: 1002
-        case .invalidUTF8: 1007
+        case .invalidUTF8, .compressedDataInvalid: 1007
         case .messageTooLarge: 1009
         }
     }
@@ -31,6 +33,7 @@ package enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible
         case .handshakeTooLarge(let limit): "WebSocket handshake failed: the peer's HTTP header block passed \(limit) bytes"
         case .protocolViolation(let reason): "WebSocket protocol error (close code 1002): \(reason)"
         case .invalidUTF8: "WebSocket text was not valid UTF-8 (close code 1007)"
+        case .compressedDataInvalid(let reason): "a compressed WebSocket message did not inflate (close code 1007): \(reason)"
         case .messageTooLarge(let size, let maximum):
             "WebSocket message of at least \(size) bytes is larger than the maximum, \(maximum) (close code 1009); raise WebSocket.maximumMessageSize if the peer is trusted"
         case .controlFrameTooLarge(let count): "a WebSocket control frame carries at most 125 bytes, not \(count)"

@@ -2,8 +2,8 @@
 package struct WebSocketFrameHeader: Sendable, Equatable {
     /// The last frame of its message.
     package var fin: Bool
-    /// RSV1 to RSV3, in the low three bits (nonzero only with an extension, and Braid
-    /// negotiates none).
+    /// RSV1 to RSV3, in the low three bits (RSV1 = 0x4: the message is compressed, with
+    /// permessage-deflate agreed; the others always zero).
     package var reserved: UInt8
     /// The opcode's four bits (a reserved value is rejected by the parser).
     package var opcode: UInt8

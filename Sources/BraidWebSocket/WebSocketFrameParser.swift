@@ -1,6 +1,7 @@
 /// Reads frames from bytes that arrive in any pieces, holding at most one header (14 bytes):
 /// payload bytes are handed on as they arrive, so the parser never buffers a payload.
-/// Checks what a frame's header alone can break: reserved bits, reserved opcodes, fragmented
+/// Checks what a frame's header alone can break: reserved bits (RSV1 allowed on data frames
+/// once permessage-deflate is agreed), reserved opcodes, fragmented
 /// or oversized control frames, and a 64-bit length with its top bit set.
 package struct WebSocketFrameParser: Sendable {
     /// What the parser found in the input, in order.
@@ -14,6 +15,9 @@ package struct WebSocketFrameParser: Sendable {
         case frameEnd
     }
 
+    /// RSV1 is allowed on data frames: permessage-deflate was agreed (RFC 7692 §6). Whether
+    /// it fits the frame (a message's first frame only) is the connection's to check.
+    package var allowsCompressedFrames = false
     private var headerBytes: [UInt8] = []
     private var current: WebSocketFrameHeader?
     private var received: UInt64 = 0
@@ -62,9 +66,15 @@ package struct WebSocketFrameParser: Sendable {
         if headerBytes.count == 2 {
             // Checked as soon as the first two bytes are in, before any more is read.
             let reserved = (first >> 4) & 0x7
-            guard reserved == 0 else { throw .protocolViolation("a frame set reserved bits (\(reserved)) without a negotiated extension") }
             let opcode = first & 0x0F
             guard let known = WebSocketOpcode(rawValue: opcode) else { throw .protocolViolation("a frame used the reserved opcode \(opcode)") }
+            let allowed: UInt8 = allowsCompressedFrames && !known.isControl ? 0x4 : 0
+            guard reserved & ~allowed == 0 else {
+                if allowsCompressedFrames && known.isControl {
+                    throw .protocolViolation("a control frame set reserved bits (\(reserved)): control frames are never compressed")
+                }
+                throw .protocolViolation("a frame set reserved bits (\(reserved)) that no negotiated extension defines")
+            }
             if known.isControl {
                 guard first & 0x80 != 0 else { throw .protocolViolation("a control frame was fragmented") }
                 guard shortLength <= 125 else { throw .protocolViolation("a control frame carried more than 125 bytes") }
@@ -82,6 +92,6 @@ package struct WebSocketFrameParser: Sendable {
             let start = 2 + lengthBytes
             key = (headerBytes[start], headerBytes[start + 1], headerBytes[start + 2], headerBytes[start + 3])
         }
-        return WebSocketFrameHeader(fin: first & 0x80 != 0, reserved: 0, opcode: first & 0x0F, maskKey: key, length: length)
+        return WebSocketFrameHeader(fin: first & 0x80 != 0, reserved: (first >> 4) & 0x7, opcode: first & 0x0F, maskKey: key, length: length)
     }
 }

@@ -39,8 +39,11 @@ package enum WebSocketHandshake {
     }
 
     /// Checks the server's response to a request sent with `key`; returns the subprotocol it
-    /// chose (nil: none).
-    package static func validateResponse(_ head: HTTPUpgradeHead, key: String, offered: [String]) throws(WebSocketError) -> String? {
+    /// chose (nil: none) and the permessage-deflate agreement (nil: none; `deflate` is what
+    /// the client offered, nil when it offered no extension).
+    package static func validateResponse(
+        _ head: HTTPUpgradeHead, key: String, offered: [String], deflate: WebSocketDeflateNegotiation.Settings? = nil
+    ) throws(WebSocketError) -> (subprotocol: String?, deflate: WebSocketDeflateNegotiation.Agreement?) {
         let status = head.startLine.split(separator: " ", maxSplits: 2)
         guard status.count >= 2, status[0].hasPrefix("HTTP/1.") else { throw .handshakeFailed("the server did not answer with HTTP/1.1") }
         guard status[1] == "101" else { throw .handshakeFailed("the server answered \(head.startLine) instead of 101 Switching Protocols") }
@@ -49,12 +52,10 @@ package enum WebSocketHandshake {
         guard head.value("sec-websocket-accept") == acceptValue(forKey: key) else {
             throw .handshakeFailed("the response's Sec-WebSocket-Accept does not match the key sent")
         }
-        if let extensions = head.value("sec-websocket-extensions"), !extensions.isEmpty {
-            throw .handshakeFailed("the server chose extensions the client did not offer (\(extensions))")
-        }
-        guard let chosen = head.value("sec-websocket-protocol") else { return nil }
+        let agreement = try WebSocketDeflateNegotiation.validateResponse(head.value("sec-websocket-extensions"), offered: deflate)
+        guard let chosen = head.value("sec-websocket-protocol") else { return (nil, agreement) }
         guard offered.contains(chosen) else { throw .handshakeFailed("the server chose subprotocol \(chosen), which the client did not offer") }
-        return chosen
+        return (chosen, agreement)
     }
 
     /// What a server decided about a request.
@@ -63,6 +64,8 @@ package enum WebSocketHandshake {
         package let response: [UInt8]
         /// The subprotocol chosen.
         package let subprotocol: String?
+        /// The permessage-deflate offer accepted (nil: none).
+        package var deflate: WebSocketDeflateNegotiation.Agreement?
         /// Why the request was refused (nil: accepted).
         package let failure: WebSocketError?
     }
@@ -70,11 +73,12 @@ package enum WebSocketHandshake {
     /// Checks a client's request and answers it: a subprotocol is chosen as the first of the
     /// client's that `supported` lists.
     package static func answer(
-        _ head: HTTPUpgradeHead, supported: [String], additionalHeaders: [(name: String, value: String)]
+        _ head: HTTPUpgradeHead, supported: [String], additionalHeaders: [(name: String, value: String)],
+        deflate: WebSocketDeflateNegotiation.Settings? = nil
     ) -> ServerDecision {
         func refuse(_ status: String, _ reason: String, extra: String = "") -> ServerDecision {
             let body = "HTTP/1.1 \(status)\r\nConnection: close\r\nContent-Length: 0\r\n\(extra)\r\n"
-            return ServerDecision(response: Array(body.utf8), subprotocol: nil, failure: .handshakeFailed(reason))
+            return ServerDecision(response: Array(body.utf8), subprotocol: nil, deflate: nil, failure: .handshakeFailed(reason))
         }
         let request = head.startLine.split(separator: " ")
         guard request.count == 3, request[0] == "GET", request[2].hasPrefix("HTTP/1.") else {
@@ -95,7 +99,11 @@ package enum WebSocketHandshake {
         var text = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         text += "Sec-WebSocket-Accept: \(acceptValue(forKey: key))\r\n"
         if let chosen { text += "Sec-WebSocket-Protocol: \(chosen)\r\n" }
+        let agreement = deflate.flatMap { settings in
+            head.value("sec-websocket-extensions").flatMap { WebSocketDeflateNegotiation.accept($0, settings: settings) }
+        }
+        if let agreement { text += "Sec-WebSocket-Extensions: \(agreement.responseValue)\r\n" }
         for header in additionalHeaders { text += "\(header.name): \(header.value)\r\n" }
-        return ServerDecision(response: Array((text + "\r\n").utf8), subprotocol: chosen, failure: nil)
+        return ServerDecision(response: Array((text + "\r\n").utf8), subprotocol: chosen, deflate: agreement, failure: nil)
     }
 }

@@ -185,4 +185,7 @@ package final class WebSocketLayer: ByteStreamLayer {
     package var isResumed: Bool { inner.isResumed }
     package var earlyDataAccepted: Bool { inner.earlyDataAccepted }
     package var securityFacts: SecurityFacts? { inner.securityFacts }
+    package var upgradeFacts: UpgradeFacts? {
+        UpgradeFacts(subprotocol: engine.subprotocol, extensions: engine.extensionsHeader)
+    }
 }

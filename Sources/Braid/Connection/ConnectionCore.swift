@@ -73,6 +73,7 @@ final class ConnectionCore: ConnectionChannelDelegate {
             $0.resumed = facts.resumed
             $0.multipath = facts.multipath
             $0.security = facts.security
+            $0.upgrade = facts.upgrade
             // A Unix-domain connection's ends are both known by its socket file.
             let unix = facts.unixPath.map { NWEndpoint.unix(path: $0) }
             $0.localEndpoint = unix ?? facts.localAddress.map(NWEndpoint.init)

@@ -12,6 +12,8 @@ struct ConnectionSnapshot: Sendable {
     var resumed = false
     /// What a security layer agreed (TLS metadata), once ready.
     var security: SecurityFacts?
+    /// What an upgrade (WebSocket's) agreed, once ready.
+    var upgrade: UpgradeFacts?
     /// The path the connection's watch last worked out (nil: none yet, or no watch).
     var path: NWPath?
 }

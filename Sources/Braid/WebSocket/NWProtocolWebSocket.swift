@@ -1,8 +1,9 @@
 import BraidCore
 
 /// WebSocket in the classic API's stacks and the names both APIs share: `Opcode`,
-/// `CloseCode`, `Options` (inserted into `NWParameters.defaultProtocolStack.applicationProtocols`)
-/// and `Metadata` (a message's opcode and close code).
+/// `CloseCode`, `Options` (inserted into `NWParameters.defaultProtocolStack.applicationProtocols`),
+/// `Metadata` (a message's opcode and close code; the connection's selected subprotocol) and
+/// `PerMessageDeflate` (compression, Braid's own: Network.framework has none).
 ///
 /// ```swift
 /// let options = NWProtocolWebSocket.Options()
@@ -130,6 +131,7 @@ public enum NWProtocolWebSocket {
             var maximumMessageSize = 16 * 1024 * 1024
             var subprotocols: [String] = []
             var additionalHeaders: [(name: String, value: String)] = []
+            var perMessageDeflate: PerMessageDeflate?
         }
         private let values = Locked(Values())
 
@@ -150,6 +152,18 @@ public enum NWProtocolWebSocket {
         public var maximumMessageSize: Int {
             get { values.withLock { $0.maximumMessageSize } }
             set { values.withLock { $0.maximumMessageSize = newValue } }
+        }
+
+        /// permessage-deflate's settings (default nil: messages travel uncompressed); see
+        /// `NWProtocolWebSocket.PerMessageDeflate`.
+        ///
+        /// ```swift
+        /// let options = NWProtocolWebSocket.Options()
+        /// options.perMessageDeflate = NWProtocolWebSocket.PerMessageDeflate()
+        /// ```
+        public var perMessageDeflate: PerMessageDeflate? {
+            get { values.withLock { $0.perMessageDeflate } }
+            set { values.withLock { $0.perMessageDeflate = newValue } }
         }
 
         /// Adds header fields to the client's upgrade request.
@@ -180,7 +194,7 @@ public enum NWProtocolWebSocket {
             }
             socket = socket.autoReplyPing(current.autoReplyPing).skipHandshake(current.skipHandshake)
                 .maximumMessageSize(current.maximumMessageSize).subprotocols(current.subprotocols)
-                .additionalHeaders(current.additionalHeaders)
+                .additionalHeaders(current.additionalHeaders).perMessageDeflate(current.perMessageDeflate)
             return socket
         }
     }
@@ -194,11 +208,27 @@ public enum NWProtocolWebSocket {
     public final class Metadata: NWProtocolMetadata, @unchecked Sendable {
         /// The message's kind.
         public let opcode: Opcode
+        /// The subprotocol the server chose in the upgrade (nil: none, or not known here): set
+        /// on the connection's metadata, `connection.metadata(definition:
+        /// NWProtocolWebSocket.definition)`, once the connection is ready.
+        ///
+        /// ```swift
+        /// let webSocket = connection.metadata(definition: NWProtocolWebSocket.definition) as? NWProtocolWebSocket.Metadata
+        /// print(webSocket?.selectedSubprotocol ?? "none")
+        /// ```
+        public let selectedSubprotocol: String?
         private let code = Locked(CloseCode.protocolCode(.normalClosure))
 
         /// Metadata for a message of `opcode`.
         public init(opcode: Opcode) {
             self.opcode = opcode
+            selectedSubprotocol = nil
+        }
+
+        /// The connection's metadata, with what the upgrade agreed.
+        init(opcode: Opcode, selectedSubprotocol: String?) {
+            self.opcode = opcode
+            self.selectedSubprotocol = selectedSubprotocol
         }
 
         /// A close message's code (default `normalClosure`).

@@ -22,7 +22,9 @@ import BraidWebSocket
 /// control messages allowed between them, text checked as UTF-8 (close code 1007), control
 /// messages of at most 125 bytes, reserved bits and opcodes refused (1002). A message larger
 /// than `maximumMessageSize` (16 MiB by default) is refused at the frame that would pass it,
-/// with close code 1009, before Braid buffers any of it. permessage-deflate is not offered.
+/// with close code 1009, before Braid buffers any of it. permessage-deflate (RFC 7692) is
+/// negotiated when `perMessageDeflate(_:)` turns it on (off by default); a compressed message's
+/// inflated size is what the maximum bounds.
 public struct WebSocket: NetworkProtocol {
     /// What a received message carries besides its content.
     public struct Metadata: Sendable, Hashable {
@@ -55,6 +57,8 @@ public struct WebSocket: NetworkProtocol {
     public private(set) var maximumMessageSize = 16 * 1024 * 1024
     /// Header fields a client adds to its upgrade request, or a listener to its 101 response.
     public private(set) var additionalHeaders: [(name: String, value: String)] = []
+    /// permessage-deflate's settings (nil, the default: messages travel uncompressed).
+    public private(set) var perMessageDeflate: NWProtocolWebSocket.PerMessageDeflate?
 
     /// WebSocket over the stack the builder returns: `WebSocket { TLS() }` for `wss`,
     /// `WebSocket { TCP() }` for `ws`.
@@ -78,7 +82,8 @@ public struct WebSocket: NetworkProtocol {
     public func autoReplyPing(_ reply: Bool) -> WebSocket { with { $0.autoReplyPing = reply } }
 
     /// With `true`, no upgrade: both ends frame from the first byte. Only for peers that agree
-    /// on it beforehand.
+    /// on it beforehand; with `perMessageDeflate(_:)` too, both must configure the same settings,
+    /// which are taken as agreed.
     public func skipHandshake(_ skip: Bool) -> WebSocket { with { $0.skipHandshake = skip } }
 
     /// Accepts messages of at most `bytes` bytes; a larger one closes the connection with
@@ -92,6 +97,15 @@ public struct WebSocket: NetworkProtocol {
     /// ```
     public func additionalHeaders(_ headers: [(name: String, value: String)]) -> WebSocket { with { $0.additionalHeaders = headers } }
 
+    /// Compresses messages with permessage-deflate (RFC 7692) when the peer agrees: a client
+    /// offers `deflate`, a listener accepts offers with it. Nil turns it off (the default).
+    /// See `NWProtocolWebSocket.PerMessageDeflate` for what each setting negotiates.
+    ///
+    /// ```swift
+    /// let stack = WebSocket { TCP() }.perMessageDeflate(NWProtocolWebSocket.PerMessageDeflate())
+    /// ```
+    public func perMessageDeflate(_ deflate: NWProtocolWebSocket.PerMessageDeflate?) -> WebSocket { with { $0.perMessageDeflate = deflate } }
+
     /// The engine's configuration for one connection.
     func configuration(role: WebSocketConnection.Role) -> WebSocketConnection.Configuration {
         var configuration = WebSocketConnection.Configuration(role: role)
@@ -100,6 +114,7 @@ public struct WebSocket: NetworkProtocol {
         configuration.skipHandshake = skipHandshake
         configuration.maximumMessageSize = maximumMessageSize
         configuration.additionalHeaders = additionalHeaders
+        configuration.deflate = perMessageDeflate?.settings
         return configuration
     }
 }

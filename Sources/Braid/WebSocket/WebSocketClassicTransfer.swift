@@ -1,4 +1,5 @@
 import BraidCore
+import BraidIO
 import Foundation
 
 /// The classic API's view of a WebSocket connection: each send is one message whose opcode
@@ -61,7 +62,11 @@ final class WebSocketClassicTransfer: ClassicTransfer {
 
     func batch(_ body: () -> Void) { body() }
 
-    func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? { nil }
+    /// WebSocket's metadata once the upgrade completed: the subprotocol the server chose.
+    func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
+        guard definition == NWProtocolWebSocket.definition, let upgrade = connection.shared.snapshot.withLock({ $0.upgrade }) else { return nil }
+        return NWProtocolWebSocket.Metadata(opcode: .cont, selectedSubprotocol: upgrade.subprotocol)
+    }
 
     func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }
     func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onViabilityUpdate { _, viable in handler(viable) } }

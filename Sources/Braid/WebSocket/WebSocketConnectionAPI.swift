@@ -1,5 +1,6 @@
 import BraidCore
 import BraidFramers
+import BraidIO
 import Foundation
 
 extension NetworkConnection where ApplicationProtocol == WebSocket {
@@ -97,6 +98,24 @@ extension NetworkConnection where ApplicationProtocol == WebSocket {
             return try await framed.receive().map(Self.message)
         }
     }
+
+    /// The subprotocol the server chose in the upgrade (nil: none, or not ready yet), as
+    /// `NWProtocolWebSocket.Metadata.selectedSubprotocol` names it: on a client, one of those
+    /// it offered; on a listener's connection, the one it answered with.
+    ///
+    /// ```swift
+    /// if socket.selectedSubprotocol == "chat.v2" { try await socket.send("hello, v2") }
+    /// ```
+    public var selectedSubprotocol: String? { shared.snapshot.withLock { $0.upgrade?.subprotocol } }
+
+    /// The permessage-deflate parameters the server agreed to, as its
+    /// `Sec-WebSocket-Extensions` response named them (nil: messages travel uncompressed, or
+    /// not ready yet).
+    ///
+    /// ```swift
+    /// print(socket.negotiatedExtensions ?? "uncompressed")
+    /// ```
+    public var negotiatedExtensions: String? { shared.snapshot.withLock { $0.upgrade?.extensions } }
 
     // MARK: Pieces
 

@@ -125,6 +125,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             resumed: layer?.isResumed ?? false, multipath: multipathInEffect, localAddress: localAddress,
             remoteAddress: remoteAddress, unixPath: socket?.unixPath)
         facts.security = layer?.securityFacts
+        facts.upgrade = layer?.upgradeFacts
         return facts
     }
 
@@ -334,8 +335,10 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             } catch {
                 failure = error
             }
-            inbox.fill(publishing: &receiveWriter)
+            // Ready before the bytes that came with the handshake's end are published, so whoever
+            // receives them already sees what the handshake agreed.
             if events.contains(.becameReady) && failure == nil { becomeReady(context) }
+            inbox.fill(publishing: &receiveWriter)
             if events.contains(.peerFinished) { inbox.fill { _ in .finished } }
             if events.contains(.awaitingDecision) && failure == nil {
                 layerAwaitsDecision = true

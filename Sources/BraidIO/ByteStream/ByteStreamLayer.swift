@@ -87,8 +87,11 @@ package protocol ByteStreamLayer: AnyObject {
     var earlyDataAccepted: Bool { get }
     /// What a security layer agreed (nil: the layer is not one).
     var securityFacts: SecurityFacts? { get }
+    /// What an upgrade layer (WebSocket's) agreed (nil: the layer is not one).
+    var upgradeFacts: UpgradeFacts? { get }
 }
 
 extension ByteStreamLayer {
     package var securityFacts: SecurityFacts? { nil }
+    package var upgradeFacts: UpgradeFacts? { nil }
 }

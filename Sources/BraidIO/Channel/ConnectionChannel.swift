@@ -53,6 +53,8 @@ package struct ConnectionFacts: Sendable {
     package var unixPath: String?
     /// What a security layer agreed (TLS's version, the peer's certificates); nil without one.
     package var security: SecurityFacts?
+    /// What an upgrade above the byte stream (WebSocket's) agreed; nil without one.
+    package var upgrade: UpgradeFacts?
 
     package init(
         negotiatedALPN: String? = nil, earlyDataAccepted: Bool = false, resumed: Bool = false, multipath: Bool = false,

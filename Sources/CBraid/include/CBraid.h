@@ -20,6 +20,7 @@
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 #include <nghttp3/nghttp3.h>
+#include <zlib.h>
 
 // MARK: ngtcp2 versioned-function wrappers (struct versions come from the headers compiled against)
 
@@ -160,5 +161,17 @@ static inline void braid_ngtcp2_settings_enable_log(ngtcp2_settings *settings) {
 // MARK: GnuTLS global function pointers
 
 static inline void braid_gnutls_free(void *ptr) { gnutls_free(ptr); }
+
+// MARK: zlib (WebSocket permessage-deflate)
+
+/// `deflateInit2` and `inflateInit2` are macros (they pass the library's version and the
+/// stream's size); these are their callable forms. Negative window bits: raw deflate.
+static inline int braid_deflate_init2(z_stream *stream, int level, int window_bits, int memory_level) {
+  return deflateInit2(stream, level, Z_DEFLATED, window_bits, memory_level, Z_DEFAULT_STRATEGY);
+}
+
+static inline int braid_inflate_init2(z_stream *stream, int window_bits) {
+  return inflateInit2(stream, window_bits);
+}
 
 #endif

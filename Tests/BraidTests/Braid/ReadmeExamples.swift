@@ -299,6 +299,18 @@ func readmeWebSocketClient(port: NWEndpoint.Port) async throws -> (String, NWPro
     return (String(decoding: content, as: UTF8.self), metadata.opcode)
 }
 
+/// README: what the WebSocket upgrade agreed.
+func readmeWebSocketAgreement(port: NWEndpoint.Port) async throws -> (String?, String?) {
+    let chat = NetworkConnection(to: .url(URL(string: "wss://www.example.com:\(port)/chat")!)) {
+        WebSocket { TLS() }.subprotocols(["chat.v2", "chat"]).perMessageDeflate(NWProtocolWebSocket.PerMessageDeflate())
+    }
+    try await chat.send("hello")
+    _ = try await chat.receive()
+    print(chat.selectedSubprotocol ?? "none", chat.negotiatedExtensions ?? "uncompressed")
+    chat.cancel()
+    return (chat.selectedSubprotocol, chat.negotiatedExtensions)
+}
+
 /// README: a WebSocket echo server.
 func readmeWebSocketServer(port: NWEndpoint.Port, certificate: String, key: String) async throws {
     let listener = NetworkListener(port: port) {
@@ -531,6 +543,10 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
             let echoed = try await Self.firstAnswer { try await readmeWebSocketClient(port: port) }
             #expect(echoed.0 == "hello")
             #expect(echoed.1 == .text)
+            // The server example lists "chat" and compresses nothing: the client offered both.
+            let agreed = try await Self.firstAnswer { try await readmeWebSocketAgreement(port: port) }
+            #expect(agreed.0 == "chat")
+            #expect(agreed.1 == nil)
         }
     }
 

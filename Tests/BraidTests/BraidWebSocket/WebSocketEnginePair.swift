@@ -82,6 +82,13 @@ enum WebSocketTesting {
         return frames
     }
 
+    /// Everything `engine` queued, as bytes.
+    static func sentBytes(_ engine: WebSocketConnection) -> [UInt8] {
+        var bytes: [UInt8] = []
+        _ = engine.withPendingOutput { bytes.append(contentsOf: $0); return $0.count }
+        return bytes
+    }
+
     /// A close frame's code.
     static func closeCode(_ payload: [UInt8]) -> UInt16? {
         payload.count >= 2 ? UInt16(payload[0]) << 8 | UInt16(payload[1]) : nil

@@ -111,10 +111,10 @@ enum WebSocketFuzzInput {
 
 /// Frames for the seeds, masked with a fixed key.
 enum WebSocketTestingFrames {
-    static func frame(_ opcode: UInt8, _ payload: [UInt8], fin: Bool, masked: Bool) -> [UInt8] {
+    static func frame(_ opcode: UInt8, _ payload: [UInt8], fin: Bool, masked: Bool, reserved: UInt8 = 0) -> [UInt8] {
         var bytes: [UInt8] = []
         let key: (UInt8, UInt8, UInt8, UInt8)? = masked ? (0x37, 0xFA, 0x21, 0x3D) : nil
-        WebSocketFrameHeader(fin: fin, opcode: opcode, maskKey: key, length: UInt64(payload.count)).write(into: &bytes)
+        WebSocketFrameHeader(fin: fin, reserved: reserved, opcode: opcode, maskKey: key, length: UInt64(payload.count)).write(into: &bytes)
         var body = payload
         if let key { body.withUnsafeMutableBytes { WebSocketFrameHeader.mask($0, key: key, offset: 0) } }
         return bytes + body

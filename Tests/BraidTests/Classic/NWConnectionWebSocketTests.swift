@@ -87,4 +87,32 @@ import Testing
         #expect(metadata.opcode == .text)
         #expect(String(decoding: content, as: UTF8.self) == "over the classic listener")
     }
+
+    /// The classic options with compression and several subprotocols against a new-API
+    /// listener: the connection's WebSocket metadata names the subprotocol the listener
+    /// picked, and compressed messages echo back.
+    @Test func classicClientCompressesAndReportsTheSelectedSubprotocol() async throws {
+        let server = try await RunningFramedListener.start(
+            WebSocket { TCP() }.subprotocols(["chat", "v1"]).perMessageDeflate(NWProtocolWebSocket.PerMessageDeflate()),
+            handler: WebSocketConnectionTests.echo)
+        defer { server.task.cancel() }
+        let parameters = NWParameters.tcp
+        let options = NWProtocolWebSocket.Options()
+        options.setSubprotocols(["v1", "chat"])
+        options.perMessageDeflate = NWProtocolWebSocket.PerMessageDeflate()
+        parameters.defaultProtocolStack.applicationProtocols.insert(options, at: 0)
+        let connection = NWConnection(to: .url(URL(string: "ws://127.0.0.1:\(server.listener.port!.rawValue)/")!), using: parameters)
+        defer { connection.cancel() }
+        let states = StateRecorder(connection)
+        connection.start(queue: DispatchQueue(label: "client"))
+        try await states.wait(for: "ready") { $0 == .ready }
+
+        let webSocket = connection.metadata(definition: NWProtocolWebSocket.definition) as? NWProtocolWebSocket.Metadata
+        #expect(webSocket?.selectedSubprotocol == "v1")
+        #expect(connection.metadata(definition: NWProtocolTLS.definition) == nil)
+        let text = String(repeating: "compress me ", count: 10_000)
+        #expect(await connection.sendAsync(Data(text.utf8), context: Self.context(.text)) == nil)
+        let echoed = await Self.receive(connection)
+        #expect(echoed.error == nil && echoed.content == Data(text.utf8) && echoed.metadata?.opcode == .text)
+    }
 }

@@ -1273,3 +1273,40 @@ func docExample_Framer_receive(_ lines: NetworkConnection<Framer<LinesFramer>>) 
     let (content, metadata) = try await lines.receive()
     print(metadata.framer["kind"] as? String ?? "-", content.count)
 }
+
+// MARK: WebSocket compression and the upgrade's results
+
+/// Sources/Braid/WebSocket/NWProtocolWebSocket+PerMessageDeflate.swift
+func docExample_NWProtocolWebSocket_PerMessageDeflate() -> WebSocket {
+    var deflate = NWProtocolWebSocket.PerMessageDeflate()
+    deflate.clientNoContextTakeover = true
+    let stack = WebSocket { TLS() }.perMessageDeflate(deflate)
+    return stack
+}
+
+/// Sources/Braid/WebSocket/WebSocket.swift (perMessageDeflate)
+func docExample_WebSocket_perMessageDeflate() -> WebSocket {
+    let stack = WebSocket { TCP() }.perMessageDeflate(NWProtocolWebSocket.PerMessageDeflate())
+    return stack
+}
+
+/// Sources/Braid/WebSocket/NWProtocolWebSocket.swift (perMessageDeflate, selectedSubprotocol)
+func docExample_NWProtocolWebSocket_Options_perMessageDeflate() -> NWProtocolWebSocket.Options {
+    let options = NWProtocolWebSocket.Options()
+    options.perMessageDeflate = NWProtocolWebSocket.PerMessageDeflate()
+    return options
+}
+
+func docExample_NWProtocolWebSocket_Metadata_selectedSubprotocol(_ connection: NWConnection) {
+    let webSocket = connection.metadata(definition: NWProtocolWebSocket.definition) as? NWProtocolWebSocket.Metadata
+    print(webSocket?.selectedSubprotocol ?? "none")
+}
+
+/// Sources/Braid/WebSocket/WebSocketConnectionAPI.swift (selectedSubprotocol, negotiatedExtensions)
+func docExample_WebSocket_selectedSubprotocol(_ socket: NetworkConnection<WebSocket>) async throws {
+    if socket.selectedSubprotocol == "chat.v2" { try await socket.send("hello, v2") }
+}
+
+func docExample_WebSocket_negotiatedExtensions(_ socket: NetworkConnection<WebSocket>) {
+    print(socket.negotiatedExtensions ?? "uncompressed")
+}
