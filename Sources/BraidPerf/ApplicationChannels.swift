@@ -20,10 +20,13 @@ package protocol MessageChannel: Sendable {
     func receiveMessages(_ body: (Data) async throws -> Bool) async throws
     /// The largest message that fits, when the stack knows it (QUIC, once ready).
     var usableMessageSize: Int? { get }
+    /// Whether every message arrives (WebSocket's), so none is ever sent twice.
+    var isReliable: Bool { get }
 }
 
 extension MessageChannel {
     package var usableMessageSize: Int? { nil }
+    package var isReliable: Bool { false }
 }
 
 extension QUIC.Stream: ByteChannel where ApplicationProtocol == QUICStream {
@@ -107,6 +110,8 @@ package struct WebSocketChannel: ByteChannel, MessageChannel {
             }
         }
     }
+
+    package var isReliable: Bool { true }
 
     package func sendMessage(_ message: Data) async throws { try await connection.send(message) }
 

@@ -224,7 +224,8 @@ package struct ApplicationClient: Sendable {
 
     /// Sends every datagram (a sequence number, then pattern bytes) keeping at most
     /// `datagramWindow` unanswered, resends those whose echo has not come back after a while
-    /// (datagrams may be lost), and counts intact echoes.
+    /// (datagrams may be lost; over a reliable channel nothing is resent), and counts intact
+    /// echoes.
     private func echoDatagrams() async throws -> (sent: Int, echoed: Int) {
         let count = options.datagrams, size = options.datagramSize
         guard await transport.becomesReady() else { throw ApplicationFailure("the connection ended: \(transport.stateDescription)") }
@@ -234,6 +235,7 @@ package struct ApplicationClient: Sendable {
         }
         let tally = EchoTally(count: count)
         let receiver = Task {
+            defer { tally.receiverEnded() }
             try await channel.receiveMessages { reply in
                 guard let number = EchoDatagram.number(ofEcho: reply, size: size, count: count) else { return true }
                 return !tally.record(number)
@@ -241,6 +243,22 @@ package struct ApplicationClient: Sendable {
         }
         defer { receiver.cancel() }
         let window = max(2, options.datagramWindow)
+        if channel.isReliable {
+            // Nothing is lost, so nothing is sent twice (a second copy's echo would still be on
+            // its way when the run ends): every echo is waited for while the messages come in.
+            func waitUntilEchoed(_ target: Int) async throws {
+                while tally.count < target {
+                    try Task.checkCancellation()
+                    if await !tally.wait(untilEchoed: target, timeout: .seconds(1)) && tally.hasReceiverEnded { return }
+                }
+            }
+            for number in 0..<count {
+                if number >= window { try await waitUntilEchoed(number - window + 1) }
+                try await channel.sendMessage(EchoDatagram.make(number: number, size: size))
+            }
+            try await waitUntilEchoed(count)
+            return (count, tally.count)
+        }
         for round in 0..<5 {
             let missing = tally.missing()
             if missing.isEmpty { break }
@@ -268,12 +286,17 @@ final class EchoTally: Sendable {
         var count = 0
         var waiter: (id: Int, target: Int, continuation: CheckedContinuation<Bool, Never>)?
         var nextWaiterID = 0
+        var receiverEnded = false
     }
     private let state: Locked<State>
 
     init(count: Int) { state = Locked(State(echoed: Array(repeating: false, count: count))) }
 
     var count: Int { state.withLock { $0.count } }
+
+    /// The echoes have stopped coming: the connection ended.
+    func receiverEnded() { state.withLock { $0.receiverEnded = true } }
+    var hasReceiverEnded: Bool { state.withLock { $0.receiverEnded } }
 
     /// Notes an echo; true once every datagram has come back.
     func record(_ number: Int) -> Bool {
