@@ -1,3 +1,4 @@
+import Braid
 import BraidPerf
 import Foundation
 import Testing
@@ -76,6 +77,66 @@ import Glibc
         #expect(report["streams_ok"] as? Int == 2)
         #expect(lines.reduce(0) { $0 + ($1["bytes_uploaded"] as? Int ?? 0) } == 240_000, "\(lines)")
         #expect(lines.allSatisfy { $0["upload_intact"] as? Bool == true }, "\(lines)")
+    }
+
+    /// SIGTERM with a connection open ends the connection within a minute (the client reads
+    /// the end of its stream, or the connection's failure, instead of waiting forever) and
+    /// exits 0.
+    @Test(.timeLimit(.minutes(3)), arguments: [ApplicationStack.tcp, .tls, .ws])
+    func signalEndsOpenConnectionsAndExitsZero(_ stack: ApplicationStack) async throws {
+        let server = try Self.server(stack, stack.negotiatesApplication ? [] : ["--alpn", "echo"])
+        let port = NWEndpoint.Port(integerLiteral: try await server.listeningPort())
+        let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: port)
+        let ended: Bool
+        switch stack {
+        case .tls:
+            let connection = NetworkConnection(to: endpoint) {
+                TLS().alpn(["echo"]).serverName("localhost").trust(.certificateAuthorities(file: Fixtures.caFile))
+            }
+            defer { connection.cancel() }
+            try await connection.send(Data("ping".utf8))
+            #expect(try await connection.receive(exactly: 4).content == Data("ping".utf8))
+            kill(server.pid, SIGTERM)
+            ended = await Self.streamEnds { try await connection.receive(atLeast: 1, atMost: 100).metadata.isEndOfStream }
+        case .ws:
+            let connection = NetworkConnection(to: endpoint) { WebSocket { TCP() }.subprotocols(["echo"]) }
+            defer { connection.cancel() }
+            try await connection.send(Data("ping".utf8))
+            #expect(try await connection.receive().content == Data("ping".utf8))
+            kill(server.pid, SIGTERM)
+            ended = await Self.streamEnds { try await connection.receive().metadata.opcode == .close }
+        default:
+            let connection = NetworkConnection(to: endpoint) { TCP() }
+            defer { connection.cancel() }
+            try await connection.send(Data("ping".utf8))
+            #expect(try await connection.receive(exactly: 4).content == Data("ping".utf8))
+            kill(server.pid, SIGTERM)
+            ended = await Self.streamEnds { try await connection.receive(atLeast: 1, atMost: 100).metadata.isEndOfStream }
+        }
+        #expect(ended)
+        let exit = try await server.finish(within: 30)
+        #expect(exit.status == 0, "stderr: \(server.errors)")
+        #expect(server.errors.contains("braid: SIGTERM: closing every connection"), "stderr: \(server.errors)")
+    }
+
+    /// Receives until `receive` reports the end (true) or throws (the connection ended): true
+    /// if that happens within 60 seconds.
+    static func streamEnds(_ receive: @escaping @Sendable () async throws -> Bool) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                do {
+                    while try await !receive() {}
+                } catch {}
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(60))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
     }
 
     /// Over UDP and DTLS only datagrams travel: perf and byte echo are refused with the reason,
