@@ -59,6 +59,7 @@ struct Scenario: Sendable {
         Scenario(name: "throughput", summary: "goodput and CPU across configurations", run: Throughput.run),
         Scenario(name: "scaling", summary: "one listener with 1, 2, ... server loops: aggregate goodput and connections per second", run: Scaling.run),
         Scenario(name: "engine", summary: "the sans-IO engine alone, in memory (no sockets)", run: EngineScenarios.run),
+        Scenario(name: "stacks", summary: "WebSocket and DTLS echo beside TLV over TLS, Python websockets, QUIC datagrams and raw UDP", run: StackRows.run),
     ]
 }
 

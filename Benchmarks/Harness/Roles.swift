@@ -34,6 +34,8 @@ enum Roles {
             case "udp-server": try await udpServer(flags)
             case "udp-client": try await udpClient(flags)
             case "http3-client": try await http3Client(flags)
+            case "app-server": try await appServer(flags)
+            case "app-client": try await appClient(flags)
             default:
                 guard try RawBaselines.run(role, Array(arguments.dropFirst())) else {
                     FileHandle.standardError.write(Data("unknown role \(role)\n".utf8))

@@ -24,6 +24,9 @@ package struct ApplicationClient: Sendable {
         package var bytes = 0
         package var datagrams = 0
         package var datagramSize = 1000
+        /// echo: datagrams awaiting their echo at most (`ApplicationClient.datagramWindow`, or
+        /// `ApplicationStack.datagramWindow` for a stack with a smaller receive queue).
+        package var datagramWindow = ApplicationClient.datagramWindow
         /// Update keys and/or migrate once half the expected bytes are in.
         package var keyUpdate = false
         package var migrate = false
@@ -36,11 +39,17 @@ package struct ApplicationClient: Sendable {
     }
 
     let options: Options
-    let connection: NetworkConnection<QUIC>
+    let transport: any ApplicationTransport
 
+    /// A run over one QUIC connection.
     package init(options: Options, connection: NetworkConnection<QUIC>) {
+        self.init(options: options, transport: QUICTransport(connection))
+    }
+
+    /// A run over any stack's transport.
+    package init(options: Options, transport: any ApplicationTransport) {
         self.options = options
-        self.connection = connection
+        self.transport = transport
     }
 
     package struct Report: Sendable {
@@ -94,8 +103,8 @@ package struct ApplicationClient: Sendable {
     /// Runs the transfer; throws if the connection fails (a stream's own failure is reported).
     package func perform() async throws -> Report {
         let start = ContinuousClock.now
-        let readyAt = readyInstant(of: connection)
-        connection.start()
+        let readyAt = transport.readyInstant()
+        transport.start()
         let progress = Progress(threshold: expectedBytes / 2)
         let midpoint = Task { await midpointActions(progress) }
         var report = Report(alpn: options.alpn)
@@ -103,7 +112,7 @@ package struct ApplicationClient: Sendable {
             for index in 0..<options.streams {
                 group.addTask {
                     do {
-                        return try await options.alpn == PerfService.alpn ? perfStream(progress) : echoStream(index, progress)
+                        return try await options.alpn == PerfService.alpn ? perfStream(index, progress) : echoStream(index, progress)
                     } catch let error as NetworkError {
                         // The connection itself failing ends the run; a stream's own failure is counted.
                         switch error {
@@ -135,8 +144,8 @@ package struct ApplicationClient: Sendable {
         }
         // A run with nothing to send is a handshake check.
         if options.streams == 0 && options.datagrams == 0 {
-            guard await becomesReady(connection) else {
-                throw ApplicationFailure("the connection ended before it was ready: \(connection.state)")
+            guard await transport.becomesReady() else {
+                throw ApplicationFailure("the connection ended before it was ready: \(transport.stateDescription)")
             }
         }
         report.seconds = (ContinuousClock.now - start).seconds
@@ -147,8 +156,8 @@ package struct ApplicationClient: Sendable {
         if options.keyUpdate && !keyUpdated { report.failures.append("the key update did not happen") }
         if options.migrate && !migrated { report.failures.append("the migration did not happen") }
         if let ready = await readyAt.value { report.handshakeMilliseconds = (ready - start).milliseconds }
-        report.earlyData = connection.earlyDataAccepted
-        report.statistics = await connection.statistics
+        report.earlyData = transport.earlyDataAccepted
+        report.statistics = await transport.statistics
         return report
     }
 
@@ -157,8 +166,8 @@ package struct ApplicationClient: Sendable {
         guard options.keyUpdate || options.migrate else { return (false, false) }
         await progress.halfway()
         var keyUpdated = false, migrated = false
-        if options.keyUpdate { keyUpdated = (try? await connection.updateKeys()) != nil }
-        if options.migrate { migrated = (try? await connection.migrate()) != nil }
+        if options.keyUpdate { keyUpdated = (try? await transport.updateKeys()) != nil }
+        if options.migrate { migrated = (try? await transport.migrate()) != nil }
         return (keyUpdated, migrated)
     }
 
@@ -168,8 +177,8 @@ package struct ApplicationClient: Sendable {
         var failure: String?
     }
 
-    private func perfStream(_ progress: Progress) async throws -> StreamOutcome {
-        let stream = try await connection.openStream()
+    private func perfStream(_ index: Int, _ progress: Progress) async throws -> StreamOutcome {
+        let stream = try await transport.openChannel(index)
         // The request may go in 0-RTT: asking for bytes is idempotent. The upload is not.
         let request = withUnsafeBytes(of: UInt64(options.download).bigEndian) { Data($0) }
         try await stream.sendIdempotent(request, endOfStream: options.upload == 0)
@@ -181,15 +190,15 @@ package struct ApplicationClient: Sendable {
         let download = try await PerfService.receivePattern(from: stream, verify: options.verifyPattern, onBytes: progress.add)
         outcome.received = download.count
         if !download.intact {
-            outcome.failure = "perf stream \(stream.streamID): a downloaded byte differs from the pattern"
+            outcome.failure = "perf stream \(index): a downloaded byte differs from the pattern"
         } else if outcome.received != options.download {
-            outcome.failure = "perf stream \(stream.streamID): \(outcome.received) of \(options.download) bytes arrived"
+            outcome.failure = "perf stream \(index): \(outcome.received) of \(options.download) bytes arrived"
         }
         return outcome
     }
 
     private func echoStream(_ index: Int, _ progress: Progress) async throws -> StreamOutcome {
-        let stream = try await connection.openStream()
+        let stream = try await transport.openChannel(index)
         let total = options.bytes
         let sender = Task { try await PerfService.sendPattern(count: total, on: stream) }
         var outcome = StreamOutcome(sent: total)
@@ -211,26 +220,45 @@ package struct ApplicationClient: Sendable {
     /// Echo datagrams the client keeps outstanding: enough to keep the path busy, few enough
     /// that neither end's receive queue overflows (a flood without any window measures
     /// mostly drops and resends).
-    static let datagramWindow = 512
+    package static let datagramWindow = 512
 
     /// Sends every datagram (a sequence number, then pattern bytes) keeping at most
     /// `datagramWindow` unanswered, resends those whose echo has not come back after a while
-    /// (datagrams may be lost), and counts intact echoes.
+    /// (datagrams may be lost; over a reliable channel nothing is resent), and counts intact
+    /// echoes.
     private func echoDatagrams() async throws -> (sent: Int, echoed: Int) {
         let count = options.datagrams, size = options.datagramSize
-        guard await becomesReady(connection) else { throw ApplicationFailure("the connection ended: \(connection.state)") }
-        if let usable = connection.usableDatagramFrameSize, size > usable {
+        guard await transport.becomesReady() else { throw ApplicationFailure("the connection ended: \(transport.stateDescription)") }
+        let channel = try transport.messageChannel()
+        if let usable = channel.usableMessageSize, size > usable {
             throw ApplicationFailure("\(size)-byte datagrams do not fit this connection's packets (at most \(usable) bytes)")
         }
         let tally = EchoTally(count: count)
         let receiver = Task {
-            for await reply in connection.datagrams {
-                guard let number = EchoDatagram.number(ofEcho: reply, size: size, count: count) else { continue }
-                if tally.record(number) { return }
+            defer { tally.receiverEnded() }
+            try await channel.receiveMessages { reply in
+                guard let number = EchoDatagram.number(ofEcho: reply, size: size, count: count) else { return true }
+                return !tally.record(number)
             }
         }
         defer { receiver.cancel() }
-        let window = Self.datagramWindow
+        let window = max(2, options.datagramWindow)
+        if channel.isReliable {
+            // Nothing is lost, so nothing is sent twice (a second copy's echo would still be on
+            // its way when the run ends): every echo is waited for while the messages come in.
+            func waitUntilEchoed(_ target: Int) async throws {
+                while tally.count < target {
+                    try Task.checkCancellation()
+                    if await !tally.wait(untilEchoed: target, timeout: .seconds(1)) && tally.hasReceiverEnded { return }
+                }
+            }
+            for number in 0..<count {
+                if number >= window { try await waitUntilEchoed(number - window + 1) }
+                try await channel.sendMessage(EchoDatagram.make(number: number, size: size))
+            }
+            try await waitUntilEchoed(count)
+            return (count, tally.count)
+        }
         for round in 0..<5 {
             let missing = tally.missing()
             if missing.isEmpty { break }
@@ -242,7 +270,7 @@ package struct ApplicationClient: Sendable {
                     let target = index - writtenOff - window / 2 + echoedBefore
                     if !(await tally.wait(untilEchoed: target, timeout: .milliseconds(50))) { writtenOff += window / 2 }
                 }
-                try await connection.datagrams.send(EchoDatagram.make(number: number, size: size))
+                try await channel.sendMessage(EchoDatagram.make(number: number, size: size))
             }
             // Wait for the last echoes, longer each round.
             _ = await tally.wait(untilEchoed: count, timeout: .milliseconds(200 << round))
@@ -258,12 +286,17 @@ final class EchoTally: Sendable {
         var count = 0
         var waiter: (id: Int, target: Int, continuation: CheckedContinuation<Bool, Never>)?
         var nextWaiterID = 0
+        var receiverEnded = false
     }
     private let state: Locked<State>
 
     init(count: Int) { state = Locked(State(echoed: Array(repeating: false, count: count))) }
 
     var count: Int { state.withLock { $0.count } }
+
+    /// The echoes have stopped coming: the connection ended.
+    func receiverEnded() { state.withLock { $0.receiverEnded = true } }
+    var hasReceiverEnded: Bool { state.withLock { $0.receiverEnded } }
 
     /// Notes an echo; true once every datagram has come back.
     func record(_ number: Int) -> Bool {

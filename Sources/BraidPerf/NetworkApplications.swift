@@ -19,8 +19,14 @@ package enum EchoService {
     /// Echoes one datagram. One that does not fit this end's packets yet (path-MTU discovery
     /// may still be raising the size) is dropped, as the network could have dropped it.
     package static func echo(_ datagram: Data, on connection: NetworkConnection<QUIC>) async throws {
+        try await echo(datagram, on: QUICDatagramChannel(connection: connection))
+    }
+
+    /// Echoes one message; one too large for the channel is dropped, as the network could have
+    /// dropped it.
+    package static func echo(_ message: Data, on channel: some MessageChannel) async throws {
         do {
-            try await connection.datagrams.send(datagram)
+            try await channel.sendMessage(message)
         } catch NetworkError.datagramTooLarge {
         }
     }
@@ -28,10 +34,18 @@ package enum EchoService {
     /// Echoes one client stream until its end.
     package static func serve(_ stream: QUIC.Stream<QUICStream>) async throws {
         guard stream.directionality == .bidirectional else { return }
+        try await serve(channel: stream)
+    }
+
+    /// Echoes one byte stream until its end, which it mirrors; returns the bytes echoed.
+    @discardableResult
+    package static func serve(channel: some ByteChannel) async throws -> Int {
+        var count = 0
         while true {
-            let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 65536)
-            try await stream.send(content, endOfStream: metadata.isEndOfStream)
-            if metadata.isEndOfStream { return }
+            let (content, endOfStream) = try await channel.receiveBytes(atMost: 65536)
+            try await channel.send(content, endOfStream: endOfStream)
+            count += content.count
+            if endOfStream { return count }
         }
     }
 }
@@ -63,19 +77,24 @@ package enum PerfService {
     /// Serves one client stream: reads the request and the upload, sends the response.
     package static func serve(_ stream: QUIC.Stream<QUICStream>) async throws -> Exchange? {
         guard stream.directionality == .bidirectional else { return nil }
+        return try await serve(channel: stream)
+    }
+
+    /// Serves one exchange on a byte stream: reads the request and the upload, sends the response.
+    package static func serve(channel: some ByteChannel) async throws -> Exchange {
         var request = PerfRequest()
         while !request.isComplete {
-            let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
-            try request.append(content, endOfStream: metadata.isEndOfStream)
+            let (content, endOfStream) = try await channel.receiveBytes(atMost: 1 << 20)
+            try request.append(content, endOfStream: endOfStream)
         }
         let exchange = Exchange(requested: request.requested ?? 0, uploaded: request.uploaded, uploadIntact: request.uploadIntact)
-        try await sendPattern(count: request.responseSize, on: stream)
+        try await sendPattern(count: request.responseSize, on: channel)
         return exchange
     }
 
     /// Sends `count` pattern bytes and the stream's end, 256 KiB per call: large pieces keep
     /// the per-call costs (a copy into the engine's memory, a lock round) small per byte.
-    package static func sendPattern(count: Int, on stream: QUIC.Stream<QUICStream>) async throws {
+    package static func sendPattern(count: Int, on stream: some ByteChannel) async throws {
         var sent = 0
         repeat {
             let piece = min(PerfPattern.maxSlice, count - sent)
@@ -88,15 +107,15 @@ package enum PerfService {
     /// unless `verify` is false (then `intact` is always true); `onBytes` hears how many
     /// arrived each time.
     package static func receivePattern(
-        from stream: QUIC.Stream<QUICStream>, verify: Bool = true, onBytes: (Int) -> Void = { _ in }
+        from stream: some ByteChannel, verify: Bool = true, onBytes: (Int) -> Void = { _ in }
     ) async throws -> (count: Int, intact: Bool) {
         var count = 0, intact = true
         while true {
-            let (content, metadata) = try await stream.receive(atLeast: 1, atMost: 1 << 20)
+            let (content, endOfStream) = try await stream.receiveBytes(atMost: 1 << 20)
             if verify && intact && !PerfPattern.matches(content, at: count) { intact = false }
             count += content.count
             onBytes(content.count)
-            if metadata.isEndOfStream { return (count, intact) }
+            if endOfStream { return (count, intact) }
         }
     }
 }

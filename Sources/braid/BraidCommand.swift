@@ -4,12 +4,13 @@ import BraidIO
 import BraidPerf
 import Foundation
 
-/// `braid`: serves and drives the perf and echo applications over Braid's QUIC.
+/// `braid`: serves and drives the perf and echo applications over Braid's QUIC and its other
+/// stacks (`--stack`).
 @main
 struct BraidCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "braid",
-        abstract: "QUIC over Braid: serve and drive the perf and echo applications, and HTTP/3.",
+        abstract: "Braid's stacks: serve and drive the perf and echo applications over QUIC, TLS, TCP, UDP, DTLS and WebSocket, and HTTP/3.",
         subcommands: [Serve.self, Client.self, Get.self])
 }
 
@@ -36,6 +37,8 @@ struct CommandFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
+
+extension ApplicationStack: ExpressibleByArgument {}
 
 extension NWEndpoint.Port: ExpressibleByArgument {
     public init?(argument: String) {

@@ -3,11 +3,15 @@ import Braid
 import BraidPerf
 import Foundation
 
-/// `braid serve`: a QUIC server for the perf and echo applications.
+/// `braid serve`: a server for the perf and echo applications over QUIC or another stack.
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve the perf and echo applications, or HTTP/3 (--alpn h3), over QUIC.",
+        abstract: "Serve the perf and echo applications over QUIC (or --stack), or HTTP/3 (--alpn h3).",
         discussion: """
+            --stack tls serves both applications (the client picks one with ALPN); --stack tcp, \
+            udp, dtls, ws and wss serve one, --alpn perf or echo (default echo; udp and dtls echo \
+            only). The options from --retry to --loops, and the batching switches, are QUIC's.
+
             With --alpn h3, serves HTTP/3 instead: the files under --root (GET and HEAD; `/` is \
             index.html), and `/N` (N decimal digits, no such file) with N bytes, as ngtcp2's \
             example server does.
@@ -21,11 +25,13 @@ struct Serve: AsyncParsableCommand {
             signal, or a shutdown still running after 10 seconds, exits at once.
             """)
 
+    @Option(help: "Stack: \(ApplicationStack.names).") var stack: ApplicationStack = .quic
     @Option(help: "Address to listen on (an IP literal).") var host = "0.0.0.0"
-    @Option(help: "UDP port (0: the system chooses).") var port: NWEndpoint.Port = 4433
-    @Option(help: "Certificate chain (PEM).") var cert: String
-    @Option(help: "Private key (PEM).") var key: String
-    @Option(help: "Application protocols to offer, comma-separated (perf, echo), or h3 alone for HTTP/3.") var alpn = "perf,echo"
+    @Option(help: "Port (0: the system chooses; UDP for quic, udp and dtls, TCP for the others).") var port: NWEndpoint.Port = 4433
+    @Option(help: "Certificate chain (PEM; quic, tls, dtls and wss).") var cert: String?
+    @Option(help: "Private key (PEM; quic, tls, dtls and wss).") var key: String?
+    @Option(help: "Application protocols to offer, comma-separated (perf, echo; default both over quic and tls, echo over the others), or h3 alone for HTTP/3.")
+    var alpn: String?
     @Option(help: "HTTP/3: the directory whose files are served.") var root: String?
     @Flag(help: "Validate every client's address with a Retry packet first (without it, Retry turns on by itself under load).")
     var retry = false
@@ -45,8 +51,23 @@ struct Serve: AsyncParsableCommand {
     var requestsPerConnection: Int?
 
     func validate() throws {
-        _ = try readableFile(cert, flag: "--cert")
-        _ = try readableFile(key, flag: "--key")
+        if stack.isSecure {
+            guard let cert, let key else { throw ValidationError("--stack \(stack) needs --cert and --key") }
+            _ = try readableFile(cert, flag: "--cert")
+            _ = try readableFile(key, flag: "--key")
+        } else if cert != nil || key != nil {
+            throw ValidationError("--stack \(stack) has no certificates: --cert and --key are for quic, tls, dtls and wss")
+        }
+        if stack != .quic {
+            guard !applications.contains("h3") else { throw ValidationError("--alpn h3 (HTTP/3) runs over --stack quic") }
+            if !stack.negotiatesApplication && applications.count != 1 {
+                throw ValidationError("--stack \(stack) serves one application: --alpn perf or --alpn echo")
+            }
+            if !stack.carriesByteStreams && applications != [EchoService.alpn] {
+                throw ValidationError("--stack \(stack) carries datagrams only: it serves echo (perf needs a byte stream)")
+            }
+            guard !retry, qlogDirectory == nil, loops == 1 else { throw ValidationError("--retry, --qlog-dir and --loops are QUIC's") }
+        }
         if applications.contains("h3") {
             guard applications == ["h3"] else { throw ValidationError("--alpn h3 serves HTTP/3 alone; perf and echo need another server") }
             if let root {
@@ -58,7 +79,7 @@ struct Serve: AsyncParsableCommand {
         } else {
             let unknown = applications.filter { $0 != PerfService.alpn && $0 != EchoService.alpn }
             guard unknown.isEmpty, !applications.isEmpty else {
-                throw ValidationError("--alpn \(alpn): the applications are perf and echo (or h3 alone)")
+                throw ValidationError("--alpn \(applications.joined(separator: ",")): the applications are perf and echo (or h3 alone)")
             }
             guard root == nil, requestsPerConnection == nil else { throw ValidationError("--root and --requests-per-connection are for --alpn h3") }
         }
@@ -69,11 +90,15 @@ struct Serve: AsyncParsableCommand {
         }
     }
 
-    private var applications: [String] { alpn.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+    private var applications: [String] {
+        let list = alpn ?? (stack.negotiatesApplication ? "perf,echo" : EchoService.alpn)
+        return list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+    }
 
     func run() async throws {
+        guard stack == .quic else { return try await runOtherStack() }
         let stack = QUIC(alpn: applications)
-            .identity(certificateChainFile: cert, privateKeyFile: key)
+            .identity(certificateChainFile: cert ?? "", privateKeyFile: key ?? "")
             .retry(retry)
             .newConnectionLimitPerAddress(connectionLimitPerAddress)
             .automaticRetryThreshold(retryThreshold)
@@ -113,6 +138,28 @@ struct Serve: AsyncParsableCommand {
             if state.isFinal { break }
         }
         try await serving.value
+        ShutdownSignals.finish()
+    }
+
+    /// `run` for the stacks other than QUIC: the same output and shutdown.
+    private func runOtherStack() async throws {
+        let json = json, stack = stack, host = host, port = port.rawValue, applications = applications
+        let identity = cert.flatMap { cert in key.map { ServerIdentity(certificateChainFile: cert, privateKeyFile: $0) } }
+        let serving = Task {
+            try await ApplicationServer.run(
+                stack: stack, host: host, port: port, applications: applications, identity: identity,
+                listening: { FileHandle.standardOutput.write(Data("listening \($0)\n".utf8)) },
+                report: { if json { printJSON($0) } })
+        }
+        try ShutdownSignals.install(gracePeriod: .seconds(10)) { signal in
+            FileHandle.standardError.write(Data("braid: \(ShutdownSignals.name(signal)): closing every connection (again: exit at once)\n".utf8))
+            serving.cancel()
+        }
+        do {
+            try await serving.value
+        } catch {
+            throw CommandFailure("cannot serve \(stack) on \(host):\(port): \(error)")
+        }
         ShutdownSignals.finish()
     }
 }
