@@ -19,8 +19,13 @@ package final class MDNSChannel: LoopHandler {
         let onEvent: @Sendable (MDNSResponder.Event) -> Void
     }
 
+    /// How often the interfaces are read again while anything browses or advertises, so links
+    /// that come up later are joined.
+    static let interfaceScanInterval = Duration.seconds(5)
+
     let sockets: [MDNSSocket]
-    let interfaces: [MDNSInterface]
+    var interfaces: [MDNSInterface]
+    var lastScan: Duration = .zero
     let origin: MonotonicInstant
     var tokens: [UInt64] = []
     var timer: UInt64 = 0
@@ -93,6 +98,10 @@ package final class MDNSChannel: LoopHandler {
     /// Polls every engine, sends what is due, reports changes, and sets the timer to the next deadline.
     func service(_ context: LoopContext) {
         let at = now(context)
+        if !browsers.isEmpty || !responders.isEmpty, at - lastScan >= Self.interfaceScanInterval {
+            lastScan = at
+            scanInterfaces()
+        }
         var next: Duration?
         for id in browsers.keys {
             for query in browsers[id]!.engine.poll(now: at) { multicast(query) }
@@ -109,7 +118,24 @@ package final class MDNSChannel: LoopHandler {
             for event in responders[id]!.engine.takeEvents() { responders[id]!.onEvent(event) }
             if let deadline = responders[id]!.engine.nextDeadline { next = min(next ?? deadline, deadline) }
         }
+        if next != nil { next = min(next!, lastScan + Self.interfaceScanInterval) }
         context.setTimer(timer, at: next.map { origin + max($0, at) })
+    }
+
+    /// Joins the group on interfaces that came up since the last scan and sends on them from
+    /// now on. (A responder keeps the addresses it started with.)
+    func scanInterfaces() {
+        let current = MDNSInterface.current()
+        for socket in sockets {
+            // The kernel drops a membership with its interface; one that returns is joined again.
+            for index in socket.joined where !current.contains(where: { $0.index == index }) { socket.forget(interface: index) }
+        }
+        for interface in current {
+            for socket in sockets where socket.ipv6 ? !interface.ipv6.isEmpty : !interface.ipv4.isEmpty {
+                socket.join(interface: interface.index)
+            }
+        }
+        interfaces = current
     }
 
     func multicast(_ message: DNSMessage) {

@@ -73,6 +73,9 @@ package final class MDNSSocket {
         return true
     }
 
+    /// Forgets a membership the kernel dropped (its interface went away).
+    package func forget(interface: Int32) { joined.remove(interface) }
+
     static let groupV4: sockaddr_in = {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

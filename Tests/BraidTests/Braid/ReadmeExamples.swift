@@ -660,3 +660,11 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
         return nil
     }
 }
+
+/// README "Local-network discovery".
+func readmeDiscovery() async throws -> NetworkConnection<TCP> {
+    let browser = NetworkBrowser(for: .bonjour(type: "_game._tcp", domain: nil))
+    let endpoint = try await browser.run { results in .finish(results.first!.endpoint) }
+    let connection = NetworkConnection(to: endpoint) { TCP() }
+    return connection
+}

@@ -17,7 +17,7 @@ import Testing
         let type = uniqueServiceType()
         let peer = try Self.peer(["register", type, "Zeroconf Table", "4711", "players=2"])
         defer { Task { await peer.stop() } }
-        _ = try await peer.jsonLine(within: 30) { $0["registered"] != nil }
+        _ = try await peer.jsonLine(within: 90) { $0["registered"] != nil }
         let browser = NWBrowser(for: .bonjourWithTXTRecord(type: type, domain: nil), using: .tcp)
         let recorder = BrowseRecorder(browser)
         browser.start(queue: .global())
@@ -37,15 +37,15 @@ import Testing
         let type = uniqueServiceType()
         let peer = try Self.peer(["browse", type])
         defer { Task { await peer.stop() } }
-        _ = try await peer.jsonLine(within: 30) { $0["browsing"] != nil }
+        _ = try await peer.jsonLine(within: 90) { $0["browsing"] != nil }
         let advertised = try AdvertisedEcho(NWListener.Service(name: "Braid Table", type: type, txtRecord: NWTXTRecord(["players": "3"])))
-        let added = try await peer.jsonLine(within: 30) { $0["event"] as? String == "added" && $0["port"] != nil }
+        let added = try await peer.jsonLine(within: 90) { $0["event"] as? String == "added" && $0["port"] != nil }
         #expect(added["name"] as? String == "Braid Table.\(type).local.")
         #expect(added["port"] as? Int == Int(advertised.listener.port?.rawValue ?? 0))
         #expect((added["txt"] as? [String: String])?["players"] == "3")
         #expect((added["addresses"] as? [String])?.isEmpty == false)
         advertised.listener.cancel()
-        let removed = try await peer.jsonLine(within: 10) { $0["event"] as? String == "removed" }
+        let removed = try await peer.jsonLine(within: 60) { $0["event"] as? String == "removed" }
         #expect(removed["name"] as? String == "Braid Table.\(type).local.")
     }
 }

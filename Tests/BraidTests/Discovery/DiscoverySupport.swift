@@ -12,7 +12,7 @@ func uniqueServiceType(_ proto: String = "_tcp") -> String {
 
 /// Polls `condition` until it holds or `deadline` passes (then records what `describe` says).
 func waitUntil(
-    _ what: String, deadline: Duration = .seconds(30), describe: @Sendable () -> String = { "" },
+    _ what: String, deadline: Duration = .seconds(90), describe: @Sendable () -> String = { "" },
     _ condition: @Sendable () -> Bool
 ) async throws {
     let end = ContinuousClock.now + deadline
