@@ -174,7 +174,7 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         await watcher.value
     }
 
-    private func update(_ state: State) {
+    func update(_ state: State) {
         let delivery = shared.withLock { shared -> (DispatchQueue?, (@Sendable (State) -> Void)?)? in
             guard shared.state != state, !shared.state.isFinal else { return nil }
             shared.state = state

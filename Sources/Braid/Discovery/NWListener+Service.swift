@@ -20,6 +20,9 @@ extension NWListener {
         public let domain: String?
         /// The TXT record's wire form (length-prefixed strings).
         public let txtRecord: Data?
+        /// Whether a name taken on the network fails the listener (with `NWError.dns(-65548)`,
+        /// DNS-SD's name-conflict error) instead of advertising under "Name (2)".
+        public var noAutoRename = false
 
         public init(name: String? = nil, type: String, domain: String? = nil, txtRecord: Data? = nil) {
             self.name = name
@@ -46,6 +49,12 @@ extension NWListener {
         let discovery: MDNSDiscovery
         let id: UInt64
         var registered: NWEndpoint?
+    }
+
+    /// A listener on a port the system picks, advertising `service` once it is ready.
+    public convenience init(service: Service, using parameters: NWParameters) throws {
+        try self.init(using: parameters)
+        self.service = service
     }
 
     /// The service to advertise once the listener is ready. Set it before `start(queue:)`.
@@ -78,7 +87,15 @@ extension NWListener {
                 instance: Array(name.utf8), serviceType: type, port: port, txt: txt.strings,
                 hostLabel: DiscoveryRuntime.uniqueHostLabel(), addresses: [])
             let typeText = service.type.trimmingCharacters(in: CharacterSet(charactersIn: "."))
+            let noAutoRename = service.noAutoRename
             let id = discovery.advertise(description) { [weak self] event in
+                if case .renamed = event, noAutoRename {
+                    // DNS-SD's kDNSServiceErr_NameConflict, as Network.framework reports it.
+                    self?.stopAdvertising()
+                    self?.update(.failed(.dns(-65548)))
+                    self?.cancel()
+                    return
+                }
                 guard case .registered(let instance) = event else { return }
                 let endpoint = NWEndpoint.service(name: String(decoding: instance, as: UTF8.self), type: typeText, domain: "local.", interface: nil)
                 self?.registrationChanged(to: endpoint)

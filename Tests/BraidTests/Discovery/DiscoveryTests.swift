@@ -70,6 +70,25 @@ import Testing
         #expect(first.addedNames == ["Table 7"])
     }
 
+    @Test func withoutAutomaticRenamingATakenNameFailsTheListener() async throws {
+        let type = uniqueServiceType()
+        let first = try AdvertisedEcho(NWListener.Service(name: "Table 7", type: type))
+        defer { first.listener.cancel() }
+        try await waitUntil("the first registration") { first.addedNames == ["Table 7"] }
+        var service = NWListener.Service(name: "Table 7", type: type)
+        service.noAutoRename = true
+        let second = try NWListener(service: service, using: .tcp)
+        let states = Locked<[NWListener.State]>([])
+        second.stateUpdateHandler = { state in states.withLock { $0.append(state) } }
+        second.newConnectionHandler = { $0.cancel() }
+        second.start(queue: .global())
+        defer { second.cancel() }
+        try await waitUntil("the name conflict", describe: { "\(states.withLock { $0 })" }) {
+            states.withLock { $0 }.contains(.failed(.dns(-65548)))
+        }
+        #expect(first.addedNames == ["Table 7"])
+    }
+
     @Test func networkBrowserRunFinishesWithAnEndpointAConnectionReaches() async throws {
         let type = uniqueServiceType()
         let advertised = try AdvertisedEcho(NWListener.Service(name: "Lobby", type: type))
