@@ -127,6 +127,15 @@ let package = Package(
         // WebSocket on the datapath: the engine as a layer a byte-stream channel runs, over TLS's
         // layer or over plain TCP.
         .target(name: "BraidWebSocketIO", dependencies: ["BraidIO", "BraidWebSocket"], path: "Sources/BraidWebSocketIO"),
+        // The sans-IO mDNS/DNS-SD engine (RFC 1035 wire format, RFC 6762, RFC 6763): messages
+        // in, messages and deadlines out. No dependencies, so the fuzz harness compiles it with
+        // swiftc alone.
+        .target(name: "BraidDiscovery", path: "Sources/BraidDiscovery"),
+        // mDNS on the datapath: the multicast sockets and the discovery engines on a loop.
+        .target(
+            name: "BraidDiscoveryIO",
+            dependencies: ["BraidCore", "BraidIO", "BraidDiscovery", "CBraidUDP"],
+            path: "Sources/BraidDiscoveryIO"),
         // The public API: Network.framework's names (NetworkConnection, QUIC, NetworkListener).
         .target(
             name: "Braid",
@@ -143,6 +152,8 @@ let package = Package(
                 "BraidSecurity",
                 "BraidWebSocket",
                 "BraidWebSocketIO",
+                "BraidDiscovery",
+                "BraidDiscoveryIO",
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -183,6 +194,7 @@ let package = Package(
             dependencies: [
                 "Braid", "BraidCore", "BraidQUIC", "BraidTLS", "BraidIO", "BraidQUICIO", "BraidHTTP3IO", "BraidTLSIO", "BraidPerf",
                 "BraidFramers", "BraidWebSocket", "BraidWebSocketIO", "BraidHTTP3", "BraidSecurity", "CBraid", "CBraidUDP",
+                "BraidDiscovery", "BraidDiscoveryIO",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 "BraidServiceLifecycle", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -27,10 +27,13 @@
 #   websocket-upgrade  the upgrade's HTTP head both ways and the Sec-WebSocket-Extensions
 #                grammar with permessage-deflate's negotiation
 #                (Tests/BraidTests/BraidWebSocket/WebSocketUpgradeFuzzInput.swift)
+#   discovery    the DNS message parser, then the mDNS browser and responder engines fed what
+#                parses (Tests/BraidTests/BraidDiscovery/DiscoveryFuzzInput.swift)
 #
 # How it builds:
 # - framers: Sources/BraidFramers is Foundation-only, so swiftc compiles it with the harness
-#   into one module (-sanitize=fuzzer,address).
+#   into one module (-sanitize=fuzzer,address); so for discovery (Sources/BraidDiscovery has no
+#   dependencies).
 # - the others need the C modules (CBraid: ngtcp2, ngtcp2_crypto_gnutls, GnuTLS, nghttp3) and
 #   swift-collections/swift-log, so SwiftPM builds the library modules once, instrumented, in a
 #   scratch directory of their own (.build/fuzz-spm): `swift build -c release --sanitize=address
@@ -51,7 +54,7 @@
 # Initial, a real Retry exchange, a real ticket file); this rewrites them in the corpus (and
 # the websocket and custom-framer seeds, which their input files spell out).
 set -eu
-target="${1:?usage: tools/fuzz.sh framers|quic-server|session-cache|perf|websocket|websocket-frames|websocket-upgrade|custom-framer [seconds|--seeds] [libFuzzer options]}"
+target="${1:?usage: tools/fuzz.sh framers|quic-server|session-cache|perf|websocket|websocket-frames|websocket-upgrade|custom-framer|discovery [seconds|--seeds] [libFuzzer options]}"
 shift
 seconds=60
 case "${1:-}" in
@@ -127,6 +130,14 @@ case "$target" in
         build_with_modules Tests/BraidTests/Tool/PerfFuzzInput.swift tools/fuzz/PerfFuzzMain.swift
         max_len=8192
         ;;
+    discovery)
+        compile swiftc -sanitize=fuzzer,address -parse-as-library -g -O \
+            "$root"/Sources/BraidDiscovery/*/*.swift \
+            "$root/Tests/BraidTests/BraidDiscovery/DiscoveryFuzzInput.swift" \
+            "$root/tools/fuzz/DiscoveryFuzzMain.swift" \
+            -o "$binary"
+        max_len=9000
+        ;;
     websocket)
         build_with_modules Tests/BraidTests/BraidWebSocket/WebSocketFuzzInput.swift tools/fuzz/WebSocketFuzzMain.swift
         max_len=8192
@@ -143,7 +154,7 @@ case "$target" in
         max_len=8192
         ;;
     *)
-        echo "unknown target $target (framers, quic-server, session-cache, perf, websocket, websocket-frames, websocket-upgrade, custom-framer)" >&2
+        echo "unknown target $target (framers, quic-server, session-cache, perf, websocket, websocket-frames, websocket-upgrade, custom-framer, discovery)" >&2
         exit 2
         ;;
 esac

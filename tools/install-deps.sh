@@ -34,3 +34,9 @@ if ! "$venv/bin/python3" -c "import websockets" 2>/dev/null; then
   echo "installing websockets into $venv"
   "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check "websockets==17.4"
 fi
+# Python's zeroconf: an independent mDNS/DNS-SD implementation the discovery interop tests
+# browse and advertise against.
+if ! "$venv/bin/python3" -c "import zeroconf" 2>/dev/null; then
+  echo "installing zeroconf into $venv"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check "zeroconf==0.147.0"
+fi

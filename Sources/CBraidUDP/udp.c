@@ -189,3 +189,58 @@ int braid_malloc_trim(void) {
 int braid_tgkill(int pid, int tid, int signal) {
     return (int)syscall(SYS_tgkill, pid, tid, signal);
 }
+
+int braid_udp_cmsg_interface(const struct msghdr *message) {
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR((struct msghdr *)message); cm != NULL;
+       cm = CMSG_NXTHDR((struct msghdr *)message, cm)) {
+    if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+      struct in_pktinfo info;
+      memcpy(&info, CMSG_DATA(cm), sizeof(info));
+      return info.ipi_ifindex;
+    }
+    if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO) {
+      struct in6_pktinfo info;
+      memcpy(&info, CMSG_DATA(cm), sizeof(info));
+      return (int)info.ipi6_ifindex;
+    }
+  }
+  return 0;
+}
+
+long braid_udp_send_on_interface(int fd, int ipv6, const void *bytes, size_t length,
+                                 const struct sockaddr *destination, socklen_t destination_length,
+                                 int ifindex) {
+  union {
+    char buffer[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof(control));
+  struct iovec iov = {.iov_base = (void *)bytes, .iov_len = length};
+  struct msghdr message = {0};
+  message.msg_name = (void *)destination;
+  message.msg_namelen = destination_length;
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control.buffer;
+  struct cmsghdr *cm = (struct cmsghdr *)control.buffer;
+  if (ipv6) {
+    struct in6_pktinfo info;
+    memset(&info, 0, sizeof(info));
+    info.ipi6_ifindex = (unsigned)ifindex;
+    cm->cmsg_level = IPPROTO_IPV6;
+    cm->cmsg_type = IPV6_PKTINFO;
+    cm->cmsg_len = CMSG_LEN(sizeof(info));
+    memcpy(CMSG_DATA(cm), &info, sizeof(info));
+    message.msg_controllen = CMSG_SPACE(sizeof(info));
+  } else {
+    struct in_pktinfo info;
+    memset(&info, 0, sizeof(info));
+    info.ipi_ifindex = ifindex;
+    cm->cmsg_level = IPPROTO_IP;
+    cm->cmsg_type = IP_PKTINFO;
+    cm->cmsg_len = CMSG_LEN(sizeof(info));
+    memcpy(CMSG_DATA(cm), &info, sizeof(info));
+    message.msg_controllen = CMSG_SPACE(sizeof(info));
+  }
+  return (long)sendmsg(fd, &message, 0);
+}

@@ -35,7 +35,7 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
     private let requestedPort: NWEndpoint.Port
     private let stack: any ClassicBinding
 
-    private struct Shared {
+    struct Shared {
         var newConnection: (@Sendable (NWConnection) -> Void)?
         var stateUpdate: (@Sendable (State) -> Void)?
         var limit = 10_000
@@ -44,8 +44,11 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         var port: NWEndpoint.Port?
         var task: Task<Void, Never>?
         var cancelled = false
+        var service: Service?
+        var serviceRegistrationUpdate: (@Sendable (ServiceRegistrationChange) -> Void)?
+        var advertisement: Advertisement?
     }
-    private let shared = Locked(Shared())
+    let shared = Locked(Shared())
 
     /// A listener on `port` (`.any`: the system picks one; read `port` once ready) on every
     /// address, IPv4 and IPv6 (one dual-stack socket), or on `parameters.requiredLocalEndpoint`'s
@@ -121,6 +124,7 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
             shared.cancelled = true
             return shared.task
         }
+        stopAdvertising()
         if let task {
             task.cancel()
         } else {
@@ -142,7 +146,11 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         listener.newConnectionLimit = newConnectionLimit
         let watcher = Task { [weak self] in
             for await state in listener.states {
-                if state == .ready { self?.shared.withLock { $0.port = listener.port } }
+                if state == .ready {
+                    self?.shared.withLock { $0.port = listener.port }
+                    self?.startAdvertising()
+                }
+                if state.isFinal { self?.stopAdvertising() }
                 ClassicFailureLog.record(state, of: "NWListener")
                 self?.update(State(state))
             }
@@ -166,7 +174,7 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         await watcher.value
     }
 
-    private func update(_ state: State) {
+    func update(_ state: State) {
         let delivery = shared.withLock { shared -> (DispatchQueue?, (@Sendable (State) -> Void)?)? in
             guard shared.state != state, !shared.state.isFinal else { return nil }
             shared.state = state

@@ -37,6 +37,16 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// ```
     case url(URL)
 
+    /// A DNS-SD service instance by name ("Table 7"), type ("_game._tcp"), domain (nil or
+    /// "local." for multicast DNS) and optionally the interface it was found on: what a browser
+    /// reports. A connection resolves it over multicast DNS (its SRV record, then the host's
+    /// A and AAAA records) and races the addresses as it races a name's.
+    ///
+    /// ```swift
+    /// let table: NWEndpoint = .service(name: "Table 7", type: "_game._tcp", domain: "local.", interface: nil)
+    /// ```
+    case service(name: String, type: String, domain: String, interface: NWInterface?)
+
     /// A DNS name or an IP address.
     public enum Host: Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
         /// A DNS name, resolved (getaddrinfo) when connecting or binding.
@@ -91,6 +101,7 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
             if case .ipv6 = host { "[\(host)]:\(port)" } else { "\(host):\(port)" }
         case .unix(let path): path
         case .url(let url): url.absoluteString
+        case .service(let name, let type, let domain, _): "\(name).\(type).\(domain)"
         }
     }
 
@@ -100,13 +111,14 @@ public enum NWEndpoint: Sendable, Hashable, CustomStringConvertible {
         case .hostPort(let host, _): host
         case .unix: .name("localhost")
         case .url(let url): Host(url.host ?? "")
+        case .service(let name, _, _, _): .name(name)
         }
     }
 
     var port: Port {
         switch self {
         case .hostPort(_, let port): port
-        case .unix: .any
+        case .unix, .service: .any
         case .url(let url):
             Port(integerLiteral: url.port.flatMap { UInt16(exactly: $0) } ?? (["wss", "https"].contains(url.scheme?.lowercased()) ? 443 : 80))
         }
@@ -167,6 +179,7 @@ enum Resolver {
         if case .unix(let path) = endpoint {
             throw NetworkError.invalidConfiguration("\(path) is a Unix-domain socket, which has no IP address")
         }
+        if case .service = endpoint { return try await ServiceResolver.addresses(for: endpoint) }
         let port = endpoint.port.rawValue
         switch endpoint.host {
         case .ipv4, .ipv6:

@@ -91,4 +91,14 @@ int braid_malloc_trim(void);
 /// thread of a child; Glibc's Swift module does not export tgkill). Returns 0 or -1 with errno.
 int braid_tgkill(int pid, int tid, int signal);
 
+/// The index of the interface a received message arrived on, from its IP_PKTINFO or
+/// IPV6_PKTINFO control message (0 when it has none): which link an mDNS message was heard on.
+int braid_udp_cmsg_interface(const struct msghdr *message);
+
+/// Sends one datagram out of interface `ifindex` (an IP_PKTINFO / IPV6_PKTINFO control message
+/// naming it), as multicast DNS answers on each link separately. Returns sendmsg's result.
+long braid_udp_send_on_interface(int fd, int ipv6, const void *bytes, size_t length,
+                                 const struct sockaddr *destination, socklen_t destination_length,
+                                 int ifindex);
+
 #endif

@@ -803,3 +803,11 @@ extension ReadmeExamples {
         #expect(move?.1 == Data("e2e4".utf8))
     }
 }
+
+/// README "Local-network discovery".
+func readmeDiscovery() async throws -> NetworkConnection<TCP> {
+    let browser = NetworkBrowser(for: .bonjour(type: "_game._tcp", domain: nil))
+    let endpoint = try await browser.run { results in .finish(results.first!.endpoint) }
+    let connection = NetworkConnection(to: endpoint) { TCP() }
+    return connection
+}

@@ -1310,3 +1310,55 @@ func docExample_WebSocket_selectedSubprotocol(_ socket: NetworkConnection<WebSoc
 func docExample_WebSocket_negotiatedExtensions(_ socket: NetworkConnection<WebSocket>) {
     print(socket.negotiatedExtensions ?? "uncompressed")
 }
+
+/// Sources/Braid/Discovery/
+func docExample_NWBrowser() {
+    let browser = NWBrowser(for: .bonjour(type: "_game._tcp", domain: nil), using: .tcp)
+    browser.browseResultsChangedHandler = { results, changes in
+        for result in results { print(result.endpoint) }
+    }
+    browser.stateUpdateHandler = { state in print(state) }
+    browser.start(queue: .main)
+}
+
+func docExample_NWBrowser_Result() {
+    let browser = NWBrowser(for: .bonjourWithTXTRecord(type: "_game._tcp", domain: nil), using: .tcp)
+    browser.browseResultsChangedHandler = { results, _ in
+        for result in results {
+            if case .bonjour(let txt) = result.metadata { print(result.endpoint, txt["players"] ?? "-") }
+        }
+    }
+}
+
+func docExample_NWListener_Service() throws {
+    let listener = try NWListener(using: .tcp)
+    listener.service = NWListener.Service(name: "Table 7", type: "_game._tcp", txtRecord: NWTXTRecord(["players": "4"]))
+    listener.serviceRegistrationUpdateHandler = { change in
+        if case .add(let endpoint) = change { print("advertised as", endpoint) }
+    }
+}
+
+func docExample_NWTXTRecord() {
+    var txt = NWTXTRecord(["players": "4"])
+    txt["mode"] = "coop"
+    let players = txt["players"]
+    _ = players
+}
+
+func docExample_Bonjour() {
+    let browser = NetworkBrowser(for: .bonjour(type: "_game._tcp", domain: nil))
+    _ = browser
+}
+
+func docExample_NetworkBrowser() async throws {
+    let browser = NetworkBrowser(for: .bonjour(type: "_game._tcp", domain: nil))
+    let endpoint = try await browser.run { services in
+        services.isEmpty ? .continue : .finish(services[0].endpoint)
+    }
+    _ = endpoint
+}
+
+func docExample_NWEndpoint_service() {
+    let table: NWEndpoint = .service(name: "Table 7", type: "_game._tcp", domain: "local.", interface: nil)
+    _ = table
+}

@@ -1,0 +1,291 @@
+/// The responder side of DNS-SD for one service instance (RFC 6762 §8–§10, RFC 6763 §12),
+/// sans-IO: messages heard go in through `receive`, `poll` returns what is due, `nextDeadline`
+/// says when to poll again.
+///
+/// It probes its instance name and host name three times 250 ms apart (after a random wait of up
+/// to 250 ms); a response naming either with other data is a conflict, and the name is renamed
+/// ("Table 7" becomes "Table 7 (2)", the host "host" becomes "host-2") and probed again; a
+/// simultaneous probe is settled by RFC 6762 §8.2's tie-break (the loser probes again a second
+/// later). Then it announces twice a second apart, answers queries (shared records after 20–120 ms,
+/// unique ones at once, leaving out what the query already knows, RFC 6762 §7.1), defends its
+/// names, and says goodbye (TTL 0) when asked. Responses are multicast, except to legacy unicast
+/// queries (not from port 5353), which get a unicast answer with the query's ID (RFC 6762 §6.7).
+public struct MDNSResponder: Sendable {
+    /// TTLs of RFC 6762 §10: host-related records 120 s, the others 75 minutes.
+    public static let hostRecordTTL: UInt32 = 120
+    public static let otherRecordTTL: UInt32 = 4500
+    /// After this many conflicts within ten seconds, wait five seconds before probing again
+    /// (RFC 6762 §8.1).
+    public static let conflictBurst = 15
+
+    public enum Event: Hashable, Sendable {
+        /// The instance won its name and is announced under it.
+        case registered(instance: [UInt8])
+        /// A conflict made the instance take a new name; probing starts again.
+        case renamed(from: [UInt8], to: [UInt8])
+    }
+
+    public struct Outgoing: Hashable, Sendable {
+        public var message: DNSMessage
+        /// Whether it goes to the sender of the query (a legacy unicast answer) rather than to
+        /// the multicast group.
+        public var unicastToSender: Bool
+    }
+
+    enum Phase: Hashable, Sendable {
+        case probing(sent: Int)
+        case announcing(sent: Int)
+        case running
+        case stopped
+    }
+
+    public private(set) var service: MDNSServiceDescription
+    var phase: Phase = .probing(sent: 0)
+    var nextAction: Duration
+    var random: SplitMix
+    var baseInstance: [UInt8]
+    var baseHost: [UInt8]
+    var instanceNumber = 1
+    var hostNumber = 1
+    var conflicts: [Duration] = []
+    var pendingAnswers: [DNSResourceRecord] = []
+    var pendingAt: Duration?
+    var events: [Event] = []
+
+    public init(service: MDNSServiceDescription, now: Duration, seed: UInt64 = UInt64.random(in: 0...UInt64.max)) {
+        self.service = service
+        self.baseInstance = service.instance
+        self.baseHost = service.hostLabel
+        self.random = SplitMix(state: seed)
+        self.nextAction = .zero
+        self.nextAction = now + .milliseconds(Int64(random.next() % 250))
+    }
+
+    public var instanceName: DNSName { (try? DNSName(prefix: service.instance, service.serviceType)) ?? service.serviceType }
+    public var hostName: DNSName { DNSName(uncheckedLabels: [service.hostLabel, Array("local".utf8)]) }
+    /// Whether probing is over and the instance is announced under `service.instance`.
+    public var isRegistered: Bool { phase == .running || { if case .announcing = phase { true } else { false } }() }
+
+    /// The events since the last call.
+    public mutating func takeEvents() -> [Event] {
+        defer { events = [] }
+        return events
+    }
+
+    var uniqueRecords: [DNSResourceRecord] {
+        let instance = instanceName
+        let host = hostName
+        return [
+            DNSResourceRecord(name: instance, cacheFlush: true, ttl: Self.hostRecordTTL,
+                              data: .srv(priority: 0, weight: 0, port: service.port, target: host)),
+            DNSResourceRecord(name: instance, cacheFlush: true, ttl: Self.otherRecordTTL, data: .txt(service.txt)),
+        ] + service.addresses.map { DNSResourceRecord(name: host, cacheFlush: true, ttl: Self.hostRecordTTL, data: $0) }
+    }
+
+    var sharedRecords: [DNSResourceRecord] {
+        let enumeration = DNSName(uncheckedLabels: [Array("_services".utf8), Array("_dns-sd".utf8), Array("_udp".utf8)] + service.serviceType.labels.suffix(1))
+        return [
+            DNSResourceRecord(name: service.serviceType, ttl: Self.otherRecordTTL, data: .ptr(instanceName)),
+            DNSResourceRecord(name: enumeration, ttl: Self.otherRecordTTL, data: .ptr(service.serviceType)),
+        ]
+    }
+
+    var allRecords: [DNSResourceRecord] { sharedRecords + uniqueRecords }
+
+    /// When `poll` has something to do next; nil once stopped with nothing pending.
+    public var nextDeadline: Duration? {
+        var deadline: Duration? = phase == .running || phase == .stopped ? nil : nextAction
+        if let pendingAt { deadline = min(deadline ?? pendingAt, pendingAt) }
+        return deadline
+    }
+
+    /// The probes, announcements and delayed answers due at `now` (all multicast).
+    public mutating func poll(now: Duration) -> [DNSMessage] {
+        var out: [DNSMessage] = []
+        if let at = pendingAt, now >= at {
+            pendingAt = nil
+            if phase != .stopped, let response = response(answering: pendingAnswers, ttlCap: nil) { out.append(response) }
+            pendingAnswers = []
+        }
+        guard now >= nextAction else { return out }
+        switch phase {
+        case .probing(let sent) where sent < 3:
+            out.append(DNSMessage(
+                isResponse: false,
+                questions: [DNSQuestion(name: instanceName, type: .any), DNSQuestion(name: hostName, type: .any)],
+                authorities: uniqueRecords.map { var record = $0; record.cacheFlush = false; return record }))
+            phase = .probing(sent: sent + 1)
+            nextAction = now + .milliseconds(250)
+        case .probing:
+            phase = .announcing(sent: 0)
+            events.append(.registered(instance: service.instance))
+            return out + poll(now: now)
+        case .announcing(let sent):
+            out.append(DNSMessage(isResponse: true, isAuthoritative: true, answers: allRecords))
+            if sent + 1 >= 2 {
+                phase = .running
+            } else {
+                phase = .announcing(sent: sent + 1)
+                nextAction = now + .seconds(1)
+            }
+        case .running, .stopped:
+            break
+        }
+        return out
+    }
+
+    /// Takes in a message heard; returns what must go out at once.
+    public mutating func receive(_ message: DNSMessage, now: Duration, fromPort: UInt16 = 5353) -> [Outgoing] {
+        guard message.opcode == 0, message.rcode == 0, phase != .stopped else { return [] }
+        if message.isResponse {
+            checkConflicts(in: message.answers + message.additionals, now: now)
+            return []
+        }
+        if case .probing = phase {
+            settleSimultaneousProbe(message.authorities, now: now)
+            return []
+        }
+        var immediate: [DNSResourceRecord] = []
+        for question in message.questions {
+            for record in allRecords where question.isAnswered(by: record) {
+                let known = message.answers.contains { $0.isSameRecord(as: record) && $0.ttl >= record.ttl / 2 }
+                if known { continue }
+                if fromPort != 5353 || !message.authorities.isEmpty || record.cacheFlush {
+                    immediate.append(record)
+                } else if !pendingAnswers.contains(where: { $0.isSameRecord(as: record) }) {
+                    pendingAnswers.append(record)
+                }
+            }
+        }
+        if !pendingAnswers.isEmpty, pendingAt == nil {
+            pendingAt = now + .milliseconds(20 + Int64(random.next() % 101))
+        }
+        guard !immediate.isEmpty else { return [] }
+        if fromPort != 5353 {
+            // Legacy unicast: the query's ID and questions, TTLs of at most 10 s, no cache-flush bits.
+            guard var response = response(answering: immediate, ttlCap: 10) else { return [] }
+            response.id = message.id
+            response.questions = message.questions
+            return [Outgoing(message: response, unicastToSender: true)]
+        }
+        return response(answering: immediate, ttlCap: nil).map { [Outgoing(message: $0, unicastToSender: false)] } ?? []
+    }
+
+    /// The goodbye to send on cancel (every record with TTL 0), if anything was announced; stops
+    /// the responder either way.
+    public mutating func goodbye() -> DNSMessage? {
+        defer { phase = .stopped; pendingAnswers = []; pendingAt = nil }
+        guard isRegistered else { return nil }
+        return DNSMessage(isResponse: true, isAuthoritative: true, answers: allRecords.map { var record = $0; record.ttl = 0; return record })
+    }
+
+    func response(answering answers: [DNSResourceRecord], ttlCap: UInt32?) -> DNSMessage? {
+        guard !answers.isEmpty else { return nil }
+        var additionals: [DNSResourceRecord] = []
+        for answer in answers {
+            switch answer.data {
+            case .ptr(let target) where target == instanceName:
+                additionals += uniqueRecords
+            case .srv:
+                additionals += uniqueRecords.filter { $0.name == hostName }
+            default:
+                break
+            }
+        }
+        additionals = additionals.reduce(into: []) { kept, record in
+            if !answers.contains(where: { $0.isSameRecord(as: record) }), !kept.contains(where: { $0.isSameRecord(as: record) }) {
+                kept.append(record)
+            }
+        }
+        var message = DNSMessage(isResponse: true, isAuthoritative: true, answers: answers, additionals: additionals)
+        if let cap = ttlCap {
+            for index in message.answers.indices {
+                message.answers[index].ttl = min(message.answers[index].ttl, cap)
+                message.answers[index].cacheFlush = false
+            }
+            for index in message.additionals.indices {
+                message.additionals[index].ttl = min(message.additionals[index].ttl, cap)
+                message.additionals[index].cacheFlush = false
+            }
+        }
+        return message
+    }
+
+    /// A record heard in a response that names our instance or host with data we do not have is a
+    /// conflict (RFC 6762 §8.1 while probing, §9 after): rename while probing, probe again after.
+    mutating func checkConflicts(in records: [DNSResourceRecord], now: Duration) {
+        let mine = uniqueRecords
+        for record in records where record.ttl > 0 && (record.name == instanceName || record.name == hostName) {
+            if mine.contains(where: { $0.isSameRecord(as: record) }) { continue }
+            if case .probing = phase {
+                rename(host: record.name == hostName, now: now)
+                return
+            }
+            // After probing, only a record of a type we hold conflicts; probe again.
+            if mine.contains(where: { $0.name == record.name && $0.data.type == record.data.type }) {
+                phase = .probing(sent: 0)
+                nextAction = now
+                return
+            }
+        }
+    }
+
+    /// RFC 6762 §8.2: compare the other prober's records for each of our names with ours, sorted;
+    /// the lexicographically later set wins. The loser waits a second and probes again.
+    mutating func settleSimultaneousProbe(_ authorities: [DNSResourceRecord], now: Duration) {
+        for name in [instanceName, hostName] {
+            let theirs = authorities.filter { $0.name == name }
+            guard !theirs.isEmpty else { continue }
+            let ours = uniqueRecords.filter { $0.name == name }
+            if Self.sortKey(theirs).lexicographicallyPrecedes(Self.sortKey(ours), by: { $0.lexicographicallyPrecedes($1) }) {
+                continue
+            }
+            if Self.sortKey(theirs) == Self.sortKey(ours) { continue }
+            phase = .probing(sent: 0)
+            nextAction = now + .seconds(1)
+            return
+        }
+    }
+
+    static func sortKey(_ records: [DNSResourceRecord]) -> [[UInt8]] {
+        records.map { record in
+            [UInt8(record.recordClass >> 8), UInt8(record.recordClass & 0xFF),
+             UInt8(record.data.type.rawValue >> 8), UInt8(record.data.type.rawValue & 0xFF)]
+                + DNSMessageWriter.uncompressedData(record.data)
+        }.sorted { $0.lexicographicallyPrecedes($1) }
+    }
+
+    mutating func rename(host: Bool, now: Duration) {
+        conflicts = conflicts.filter { now - $0 < .seconds(10) } + [now]
+        if host {
+            hostNumber += 1
+            service.hostLabel = Self.numbered(baseHost, suffix: "-\(hostNumber)")
+        } else {
+            let old = service.instance
+            instanceNumber += 1
+            service.instance = Self.numbered(baseInstance, suffix: " (\(instanceNumber))")
+            events.append(.renamed(from: old, to: service.instance))
+        }
+        phase = .probing(sent: 0)
+        nextAction = conflicts.count > Self.conflictBurst ? now + .seconds(5) : now
+    }
+
+    /// `base` with `suffix`, cutting whole characters off `base` to keep within 63 bytes.
+    static func numbered(_ base: [UInt8], suffix: String) -> [UInt8] {
+        var head = String(decoding: base, as: UTF8.self)
+        while head.utf8.count + suffix.utf8.count > DNSName.maximumLabelLength { head.removeLast() }
+        return Array((head + suffix).utf8)
+    }
+}
+
+/// A small seeded generator for the responder's random delays (reproducible in tests).
+struct SplitMix: Sendable {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,81 @@
+import BraidCore
+import BraidDiscovery
+import BraidIO
+import Synchronization
+
+/// The process's multicast DNS, from any thread: browsers and advertised services by ID, each
+/// call posted to the channel's loop. Made once (`shared(on:)`); its sockets stay open for the
+/// life of the process.
+package final class MDNSDiscovery: Sendable {
+    package let loop: EventLoop
+    let channel: LoopBound<MDNSChannel>
+    let ids = Atomic<UInt64>(1)
+
+    static let made = Mutex<Result<MDNSDiscovery, MDNSSocketError>?>(nil)
+
+    /// The process's discovery, opening its sockets on first use (on `loop`).
+    package static func shared(on loop: @autoclosure () -> EventLoop) throws(MDNSSocketError) -> MDNSDiscovery {
+        let result = made.withLock { made in
+            if let made { return made }
+            let result = Result { () throws(MDNSSocketError) in try MDNSDiscovery(loop: loop()) }
+            made = result
+            return result
+        }
+        return try result.get()
+    }
+
+    init(loop: EventLoop) throws(MDNSSocketError) {
+        let interfaces = MDNSInterface.current()
+        var sockets: [MDNSSocket] = []
+        let v4 = try MDNSSocket(ipv6: false)
+        for interface in interfaces where !interface.ipv4.isEmpty { v4.join(interface: interface.index) }
+        sockets.append(v4)
+        // IPv6 where the host has it; a host without IPv6 browses and advertises over IPv4 alone.
+        if let v6 = try? MDNSSocket(ipv6: true) {
+            for interface in interfaces where !interface.ipv6.isEmpty { v6.join(interface: interface.index) }
+            sockets.append(v6)
+        }
+        self.loop = loop
+        let channel = MDNSChannel(sockets: sockets, interfaces: interfaces, origin: monotonicNow())
+        self.channel = LoopBound(handingOver: channel, to: loop)
+        let bound = self.channel
+        loop.execute { context in
+            // Registering an open socket with epoll fails only when the process is out of memory
+            // or descriptors; the channel then stays silent and browsers see no results.
+            try? bound.value.start(context)
+        }
+    }
+
+    /// Starts browsing for `type`; `onChange` gets every new list of results, on the loop.
+    package func browse(type: DNSName, onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void) -> UInt64 {
+        let id = ids.add(1, ordering: .relaxed).oldValue
+        let bound = channel
+        loop.execute { context in bound.value.addBrowser(id, type: type, onChange: onChange, context) }
+        return id
+    }
+
+    package func stopBrowsing(_ id: UInt64) {
+        let bound = channel
+        loop.execute { _ in bound.value.removeBrowser(id) }
+    }
+
+    /// Starts advertising `service` (its addresses are the interfaces'); `onEvent` gets its
+    /// registration and renames, on the loop.
+    package func advertise(_ service: MDNSServiceDescription, onEvent: @escaping @Sendable (MDNSResponder.Event) -> Void) -> UInt64 {
+        let id = ids.add(1, ordering: .relaxed).oldValue
+        let bound = channel
+        loop.execute { context in bound.value.addResponder(id, service: service, onEvent: onEvent, context) }
+        return id
+    }
+
+    /// Stops advertising, sending the goodbye.
+    package func stopAdvertising(_ id: UInt64) {
+        let bound = channel
+        loop.execute { context in bound.value.removeResponder(id, context) }
+    }
+
+    /// The names of the interfaces with these indexes (for results' interfaces).
+    package func interfaceName(_ index: Int32) -> String? {
+        MDNSInterface.current().first { $0.index == index }?.name
+    }
+}
