@@ -160,13 +160,13 @@ let package = Package(
             ],
             path: "Sources/Braid"
         ),
-        // The perf exchange (request a size, receive that many pattern bytes) over the engine.
-        // The perf and echo applications, over the engine and over the public API.
         // A listener as a ServiceLifecycle `Service`: graceful shutdown closes its connections.
         .target(
             name: "BraidServiceLifecycle",
             dependencies: ["Braid", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             path: "Sources/BraidServiceLifecycle"),
+        // The perf exchange (request a size, receive that many pattern bytes) over the engine.
+        // The perf and echo applications, over the engine and over the public API.
         .target(name: "BraidPerf", dependencies: ["Braid", "BraidCore", "BraidQUIC"], path: "Sources/BraidPerf"),
         // The `braid` command-line tool: serve and drive the perf and echo applications.
         .executableTarget(
