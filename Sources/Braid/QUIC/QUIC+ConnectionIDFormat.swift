@@ -8,11 +8,11 @@ extension QUIC {
     /// option; set it with `QUIC.connectionIDFormat(_:)`.
     ///
     /// ```swift
-    /// let listener = try NetworkListener(using: .parameters {
+    /// let listener = NetworkListener(port: 4433) {
     ///     QUIC(alpn: ["h3"])
     ///         .identity(certificateChainFile: "server.pem", privateKeyFile: "server-key.pem")
     ///         .connectionIDFormat(.quicLB(configRotation: 0, serverID: Data([0x0a, 0x01]), nonceLength: 8))
-    /// })
+    /// }
     /// ```
     ///
     /// Every format keeps one byte of its own (after the balancer's part) that steers packets to

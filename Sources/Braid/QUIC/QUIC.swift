@@ -63,6 +63,8 @@ public struct QUIC: NetworkProtocol {
     public private(set) var serverLoops = 1
     /// Listener: how connection IDs are laid out for a load balancer; see `connectionIDFormat(_:)`.
     public internal(set) var connectionIDFormat = ConnectionIDFormat.random
+    /// Listener: keys shared with other listeners; see `fleetKeys(_:)`.
+    public internal(set) var fleetKeys: FleetKeys?
 
     /// QUIC offering (on a listener: accepting) these application protocols, in preference order,
     /// over default UDP and IP. ALPN is mandatory in QUIC: an empty list fails the connection or
@@ -257,6 +259,7 @@ public struct QUIC: NetworkProtocol {
         configuration.retryThreshold = automaticRetryThreshold
         configuration.maxHalfOpenConnections = halfOpenHandshakeLimit
         configuration.connectionIDFormat = try validatedConnectionIDFormat()
+        configuration.keyRing = fleetKeys?.ring
         return configuration
     }
 

@@ -779,6 +779,32 @@ func docExample_QUICStream_Coder_receive(_ stream: QUIC.Stream<Coder<String, Str
     return reply
 }
 
+/// Sources/Braid/QUIC/QUIC+ConnectionIDFormat.swift
+func docExample_QUIC_ConnectionIDFormat() -> NetworkListener<QUIC> {
+    let listener = NetworkListener(port: 4433) {
+        QUIC(alpn: ["h3"])
+            .identity(certificateChainFile: "server.pem", privateKeyFile: "server-key.pem")
+            .connectionIDFormat(.quicLB(configRotation: 0, serverID: Data([0x0a, 0x01]), nonceLength: 8))
+    }
+    return listener
+}
+
+func docExample_QUIC_connectionIDFormat() -> QUIC {
+    let quic = QUIC(alpn: ["h3"]).connectionIDFormat(.katran(version: .v2, serverID: 42))
+    return quic
+}
+
+/// Sources/Braid/QUIC/QUIC+FleetKeys.swift
+func docExample_QUIC_FleetKeys() throws -> NetworkListener<QUIC> {
+    let keys = try QUIC.FleetKeys(contentsOfFile: "/etc/braid/quic-keys", overlap: .seconds(3600))
+    let listener = NetworkListener(port: 4433) {
+        QUIC(alpn: ["h3"])
+            .identity(certificateChainFile: "server.pem", privateKeyFile: "server-key.pem")
+            .fleetKeys(keys)
+    }
+    return listener
+}
+
 // MARK: Connectivity
 
 /// Sources/Braid/Connectivity/NWPathMonitor.swift
