@@ -13,70 +13,12 @@ import Testing
 /// listeners holding many connections that never send. Each time a legitimate new peer must be
 /// served during and after the flood.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct ListenerFloodTests {
-    /// A UDP echo listener that counts its connections that ended with `serverBusy` (displaced
-    /// to make room), by remote endpoint.
-    private static func startCountingEcho(limit: Int) async throws -> (RunningUDPEcho, Displaced) {
-        let displaced = Displaced()
-        let server = try await RunningUDPEcho.start(limit: limit) { connection in
-            do {
-                for try await (content, _) in connection.messages { try await connection.send(content) }
-            } catch {}
-            // The messages end when the connection does; its state then says why.
-            for await state in connection.states {
-                if case .failed(.serverBusy) = state { displaced.add(connection.endpoint) }
-            }
-        }
-        return (server, displaced)
-    }
-
-    /// In memory: the table full of one-datagram peers from forged addresses, a new peer takes
-    /// the place of the oldest of them, during the flood and after it; a peer that proved itself
-    /// before the flood (it sent again after the echo) keeps its place throughout.
-    @Test func forgedOneDatagramPeersGiveWayToANewPeer() async throws {
-        try await MemoryWorld.run { world in
-            let limit = 50
-            let (server, displaced) = try await Self.startCountingEcho(limit: limit)
-            defer { server.task.cancel() }
-            let target = SocketAddress(ip: "127.0.0.1", port: server.listener.port!.rawValue)!
-            let network = world.network
-            func flood(_ range: Range<Int>) async throws {
-                try await world.loop.submit { context in
-                    for index in range {
-                        let forged = SocketAddress(ip: "127.1.\(index / 250).\(index % 250 + 1)", port: 40_000)!
-                        network.send(Array("flood \(index)".utf8), from: forged, to: target, ecn: .notECT, context: context)
-                    }
-                }
-            }
-
-            // A peer that proves itself: its second datagram comes after the listener's echo.
-            let proven = NetworkConnection(to: server.endpoint) { UDP() }
-            defer { proven.cancel() }
-            #expect(try await udpEcho(Data("one".utf8), on: proven, in: world)?.content == Data("one".utf8))
-            #expect(try await udpEcho(Data("two".utf8), on: proven, in: world)?.content == Data("two".utf8))
-
-            // Three tables' worth of forged peers: the table is full of them.
-            try await flood(0..<(3 * limit))
-            let during = NetworkConnection(to: server.endpoint) { UDP() }
-            defer { during.cancel() }
-            #expect(try await udpEcho(Data("during".utf8), on: during, in: world)?.content == Data("during".utf8))
-            try await flood((3 * limit)..<(6 * limit))
-            let after = NetworkConnection(to: server.endpoint) { UDP() }
-            defer { after.cancel() }
-            #expect(try await udpEcho(Data("after".utf8), on: after, in: world)?.content == Data("after".utf8))
-            #expect(try await udpEcho(Data("three".utf8), on: proven, in: world)?.content == Data("three".utf8))
-
-            // The forged peers made room; the proven peer never did.
-            #expect(try await world.eventually { displaced.count >= 5 * limit - 2 })
-            #expect(!displaced.contains(try #require(proven.localEndpoint).description))
-        }
-    }
-
     /// Over loopback: one datagram from each of 3,000 source addresses (127.1.x.y, each its own
     /// socket) against a listener of 1,000 places; a new peer is answered in the middle of the
     /// flood and right after it.
     @Test func aSpoofedSourceFloodOverLoopbackLocksNobodyOut() async throws {
         let limit = 1_000
-        let (server, displaced) = try await Self.startCountingEcho(limit: limit)
+        let (server, displaced) = try await startCountingEcho(limit: limit)
         defer { server.task.cancel() }
         let port = server.listener.port!.rawValue
         let rssBefore = residentBytes()
@@ -214,6 +156,68 @@ import Testing
         let (echoed, _) = try await client.receive(exactly: 12)
         #expect(echoed == Data("still served".utf8))
     }
+}
+
+/// A UDP listener's table full of one-datagram peers from forged addresses, in memory
+/// (`MemoryWorld`), apart from the loopback floods so it waits for a world's turn alone.
+@Suite(.timeLimit(.minutes(3))) struct ForgedPeerDisplacementTests {
+    /// In memory: the table full of one-datagram peers from forged addresses, a new peer takes
+    /// the place of the oldest of them, during the flood and after it; a peer that proved itself
+    /// before the flood (it sent again after the echo) keeps its place throughout.
+    @Test func forgedOneDatagramPeersGiveWayToANewPeer() async throws {
+        try await MemoryWorld.run { world in
+            let limit = 50
+            let (server, displaced) = try await startCountingEcho(limit: limit)
+            defer { server.task.cancel() }
+            let target = SocketAddress(ip: "127.0.0.1", port: server.listener.port!.rawValue)!
+            let network = world.network
+            func flood(_ range: Range<Int>) async throws {
+                try await world.loop.submit { context in
+                    for index in range {
+                        let forged = SocketAddress(ip: "127.1.\(index / 250).\(index % 250 + 1)", port: 40_000)!
+                        network.send(Array("flood \(index)".utf8), from: forged, to: target, ecn: .notECT, context: context)
+                    }
+                }
+            }
+
+            // A peer that proves itself: its second datagram comes after the listener's echo.
+            let proven = NetworkConnection(to: server.endpoint) { UDP() }
+            defer { proven.cancel() }
+            #expect(try await udpEcho(Data("one".utf8), on: proven, in: world)?.content == Data("one".utf8))
+            #expect(try await udpEcho(Data("two".utf8), on: proven, in: world)?.content == Data("two".utf8))
+
+            // Three tables' worth of forged peers: the table is full of them.
+            try await flood(0..<(3 * limit))
+            let during = NetworkConnection(to: server.endpoint) { UDP() }
+            defer { during.cancel() }
+            #expect(try await udpEcho(Data("during".utf8), on: during, in: world)?.content == Data("during".utf8))
+            try await flood((3 * limit)..<(6 * limit))
+            let after = NetworkConnection(to: server.endpoint) { UDP() }
+            defer { after.cancel() }
+            #expect(try await udpEcho(Data("after".utf8), on: after, in: world)?.content == Data("after".utf8))
+            #expect(try await udpEcho(Data("three".utf8), on: proven, in: world)?.content == Data("three".utf8))
+
+            // The forged peers made room; the proven peer never did.
+            #expect(try await world.eventually { displaced.count >= 5 * limit - 2 })
+            #expect(!displaced.contains(try #require(proven.localEndpoint).description))
+        }
+    }
+}
+
+/// A UDP echo listener that counts its connections that ended with `serverBusy` (displaced
+/// to make room), by remote endpoint.
+private func startCountingEcho(limit: Int) async throws -> (RunningUDPEcho, Displaced) {
+    let displaced = Displaced()
+    let server = try await RunningUDPEcho.start(limit: limit) { connection in
+        do {
+            for try await (content, _) in connection.messages { try await connection.send(content) }
+        } catch {}
+        // The messages end when the connection does; its state then says why.
+        for await state in connection.states {
+            if case .failed(.serverBusy) = state { displaced.add(connection.endpoint) }
+        }
+    }
+    return (server, displaced)
 }
 
 /// Endpoints whose connections a listener displaced, from any task.
