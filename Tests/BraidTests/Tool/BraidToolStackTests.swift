@@ -12,6 +12,10 @@ import Glibc
 /// application both ways, every byte checked by the client (echoes always, perf downloads with
 /// --verify-pattern) and every upload by the server; each server then shut down with SIGTERM.
 @Suite struct BraidToolStackTests {
+    /// Seconds a server may take to print `listening`: generous, as a loaded machine starts a
+    /// debug build slowly.
+    static let startDeadline = 120.0
+
     static let serverIdentity = ["--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem")]
 
     static func server(_ stack: ApplicationStack, _ arguments: [String]) throws -> ChildProcess {
@@ -36,7 +40,7 @@ import Glibc
     @Test(arguments: ApplicationStack.allCases)
     func echoComesBackIntact(_ stack: ApplicationStack) async throws {
         let server = try Self.server(stack, stack.negotiatesApplication ? [] : ["--alpn", "echo"])
-        let port = try await server.listeningPort()
+        let port = try await server.listeningPort(within: Self.startDeadline)
         let streams = stack.carriesByteStreams ? 2 : 0, bytes = 150_000
         let datagrams = stack.carriesMessages ? 300 : 0, datagramSize = 900
         var arguments = ["--alpn", "echo", "--streams", String(streams), "--bytes", String(bytes)]
@@ -66,7 +70,7 @@ import Glibc
     @Test(arguments: ApplicationStack.allCases.filter(\.carriesByteStreams))
     func perfDownloadsAndUploadsEveryByte(_ stack: ApplicationStack) async throws {
         let server = try Self.server(stack, stack.negotiatesApplication ? [] : ["--alpn", "perf"])
-        let port = try await server.listeningPort()
+        let port = try await server.listeningPort(within: Self.startDeadline)
         let report = try await runClient(
             try Self.client(stack, port: port, ["--alpn", "perf", "--streams", "2", "--download", "400000", "--upload", "120000", "--verify-pattern"]))
         let lines = try await Self.stopGracefully(server)
@@ -85,7 +89,7 @@ import Glibc
     @Test(.timeLimit(.minutes(3)), arguments: [ApplicationStack.tcp, .tls, .ws])
     func signalEndsOpenConnectionsAndExitsZero(_ stack: ApplicationStack) async throws {
         let server = try Self.server(stack, stack.negotiatesApplication ? [] : ["--alpn", "echo"])
-        let port = NWEndpoint.Port(integerLiteral: try await server.listeningPort())
+        let port = NWEndpoint.Port(integerLiteral: try await server.listeningPort(within: Self.startDeadline))
         let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: port)
         let ended: Bool
         switch stack {
