@@ -49,7 +49,7 @@ extension QUIC {
             ConnectionIDFormat(
                 engineFormat: .quicLB(
                     QUICLBConfiguration(
-                        configRotation: UInt8(clamping: configRotation), serverID: Array(serverID), nonceLength: nonceLength,
+                        configRotation: UInt8(exactly: configRotation) ?? .max, serverID: Array(serverID), nonceLength: nonceLength,
                         key: key.map(Array.init), encodesLength: encodesLength)))
         }
 

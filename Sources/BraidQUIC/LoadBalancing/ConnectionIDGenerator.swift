@@ -33,6 +33,19 @@ package final class ConnectionIDGenerator {
         ConnectionID(bytes: nextBytes())
     }
 
+    /// The source ID of a Retry packet: routable like every other ID, but for encrypted
+    /// QUIC-LB with a random nonce rather than the next of the counter's. Anyone can make a
+    /// server send Retry packets (one spoofed Initial each), so Retry must not spend the finite
+    /// nonce space that the loop's connections need; a Retry ID only lives until the client's
+    /// next Initial, so the small chance that its random nonce meets a counter nonce later
+    /// costs at most one handshake attempt.
+    package func nextForRetry() -> ConnectionID {
+        guard case .quicLB(let configuration) = format, configuration.key != nil, let codec else { return next() }
+        var random = [UInt8](repeating: 0, count: configuration.nonceLength - 1)
+        fillRandom(&random)
+        return ConnectionID(bytes: codec.encode(nonce: [loopTag] + random, trailing: [loopTag]))
+    }
+
     private func nextBytes() -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: format.length)
         fillRandom(&bytes)

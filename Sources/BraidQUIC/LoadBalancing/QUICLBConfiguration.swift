@@ -31,7 +31,7 @@ package struct QUICLBConfiguration: Sendable, Hashable {
     /// Checks the limits of the draft; `trailing` bytes follow the QUIC-LB part in each ID.
     package func validate(trailing: Int = 0) throws(QUICError) {
         guard configRotation <= 6 else {
-            throw .configuration("QUIC-LB config rotation must be 0 to 6 (7 is reserved for unroutable IDs), not \(configRotation)")
+            throw .configuration("QUIC-LB config rotation must be 0 to 6 (7 is reserved for unroutable IDs)")
         }
         guard (1...15).contains(serverID.count) else {
             throw .configuration("a QUIC-LB server ID has 1 to 15 bytes, not \(serverID.count)")

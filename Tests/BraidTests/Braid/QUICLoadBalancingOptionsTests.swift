@@ -21,6 +21,10 @@ import Testing
         #expect(throws: NetworkError.self) {
             try listenerQUIC().connectionIDFormat(.katran(version: .v1, serverID: 70_000)).serverConfiguration()
         }
+        // A negative codepoint is refused, not taken as 0.
+        #expect(throws: NetworkError.self) {
+            try listenerQUIC().connectionIDFormat(.quicLB(configRotation: -1, serverID: Data([1, 2]), nonceLength: 6)).serverConfiguration()
+        }
         do {
             _ = try listenerQUIC().connectionIDFormat(.awsNetworkLoadBalancer(serverID: 0x1122_3344_5566_7788)).serverConfiguration()
             Issue.record("an AWS format must be refused as unsupported")

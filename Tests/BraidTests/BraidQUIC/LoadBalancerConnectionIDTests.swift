@@ -101,6 +101,24 @@ import Testing
         #expect(id.last == 2)
     }
 
+    /// Retry packets (which a spoofed Initial can ask for) spend no counter nonce: Retry IDs
+    /// carry the server ID and the loop tag, also once every counter nonce is used.
+    @Test func retryIDsSpendNoNonceAndStayRoutable() throws {
+        let format = QUICConnectionIDFormat.quicLB(QUICLBConfiguration(configRotation: 1, serverID: [7, 8], nonceLength: 4, key: Array(0..<16)))
+        let generator = try ConnectionIDGenerator(format: format, loopTag: 3)
+        for _ in 0..<1000 {
+            let retry = generator.nextForRetry().bytes
+            #expect(retry[0] >> 5 == 1)
+            #expect(generator.serverID(in: retry) == [7, 8])
+            #expect(retry.last == 3)
+        }
+        generator.exhaustNoncesForTesting()
+        #expect(generator.next().bytes[0] >> 5 == 0b111)
+        let retry = generator.nextForRetry().bytes
+        #expect(retry[0] >> 5 == 1)
+        #expect(generator.serverID(in: retry) == [7, 8])
+    }
+
     @Test func invalidFormatsAreRefusedWithAReason() {
         #expect(throws: QUICError.self) { try QUICConnectionIDFormat.katran(.v1, serverID: 0x1_0000).validate() }
         #expect(throws: QUICError.self) { try QUICConnectionIDFormat.katran(.v2, serverID: 0).validate() }
