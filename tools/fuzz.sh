@@ -79,7 +79,7 @@ build_with_modules() {
     # The object files, in a response file: some of their names have spaces.
     : >"$out/$target-objects"
     for module in BraidPerf Braid BraidIO BraidQUICIO BraidHTTP3IO BraidTLSIO BraidWebSocketIO BraidQUIC BraidTLS BraidHTTP3 \
-        BraidWebSocket BraidCore BraidFramers \
+        BraidWebSocket BraidSecurity BraidCore BraidFramers \
         CBraid CBraidUDP CBraidLock \
         DequeModule HeapModule InternalCollectionsUtilities ContainersPreview Logging HTTPTypes; do
         if [ -f "$build/$module.build/sources" ]; then
