@@ -86,7 +86,7 @@ build_with_modules() {
     # The object files, in a response file: some of their names have spaces.
     : >"$out/$target-objects"
     for module in BraidPerf Braid BraidIO BraidQUICIO BraidHTTP3IO BraidTLSIO BraidWebSocketIO BraidQUIC BraidTLS BraidHTTP3 BraidSecurity \
-        BraidWebSocket BraidCore BraidFramers \
+        BraidWebSocket BraidDiscovery BraidDiscoveryIO BraidCore BraidFramers \
         CBraid CBraidUDP CBraidLock \
         DequeModule HeapModule InternalCollectionsUtilities ContainersPreview Logging HTTPTypes; do
         if [ -f "$build/$module.build/sources" ]; then

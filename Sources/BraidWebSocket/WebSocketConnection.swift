@@ -7,9 +7,12 @@ import CBraid
 /// Receiving reassembles fragmented messages (control frames may come between fragments),
 /// checks masking (a server rejects unmasked frames, a client masked ones), checks text as
 /// UTF-8 as it arrives, and refuses a message larger than the maximum at the frame header that
-/// would pass it, before buffering any of it. A violation queues the close frame its code
+/// would pass it, before buffering any of it. With permessage-deflate agreed (RFC 7692), a
+/// compressed message is inflated as its frames arrive, its inflated size bounded by the same
+/// maximum, and data messages sent are compressed. A violation queues the close frame its code
 /// calls for, then throws; whatever the engine holds is bounded by the maximum message size,
-/// one control frame and the upgrade's header limit.
+/// one control frame and the upgrade's header limit (with compression, also zlib's state, one
+/// received piece of compressed bytes and less than a fragment of compressed bytes to send).
 package final class WebSocketConnection {
     package enum Role: Sendable { case client, server }
 

@@ -50,6 +50,20 @@ enum WebSocketUpgradeFuzzInput {
         return settings
     }
 
+    /// The cut points: pieces of 1 to 31 bytes, from a sequence the seed starts.
+    static func pieces(_ count: Int, seed: UInt8) -> [Range<Int>] {
+        var pieceSeed = Int(seed) | 1
+        var ranges: [Range<Int>] = []
+        var offset = 0
+        while offset < count {
+            pieceSeed = (pieceSeed * 73 + 41) % 257
+            let end = min(count, offset + 1 + pieceSeed % 31)
+            ranges.append(offset ..< end)
+            offset = end
+        }
+        return ranges
+    }
+
     static func checkWithin(_ agreement: WebSocketDeflateNegotiation.Agreement, _ settings: WebSocketDeflateNegotiation.Settings) {
         precondition((8...15).contains(agreement.serverMaxWindowBits) && (8...15).contains(agreement.clientMaxWindowBits), "a window outside 8 to 15")
         precondition(agreement.serverMaxWindowBits <= settings.serverMaxWindowBits, "a server window larger than allowed")
@@ -92,7 +106,7 @@ enum WebSocketUpgradeFuzzInput {
         engine.start()
         var outcome = Outcome()
         if configuration.role == .client { _ = engine.withPendingOutput { $0.count } }
-        for range in WebSocketFramesFuzzInput.pieces(stream.count, seed: input[1]) where outcome.error == nil && !engine.isOpen {
+        for range in pieces(stream.count, seed: input[1]) where outcome.error == nil && !engine.isOpen {
             do {
                 try stream[range].withUnsafeBytes { try engine.receive($0) }
             } catch {
