@@ -73,9 +73,4 @@ package final class MDNSDiscovery: Sendable {
         let bound = channel
         loop.execute { context in bound.value.removeResponder(id, context) }
     }
-
-    /// The names of the interfaces with these indexes (for results' interfaces).
-    package func interfaceName(_ index: Int32) -> String? {
-        MDNSInterface.current().first { $0.index == index }?.name
-    }
 }

@@ -94,23 +94,13 @@ enum DiscoveryRuntime {
             case .a(let bytes):
                 return SocketAddress(ip: bytes.map(String.init).joined(separator: "."), port: port)
             case .aaaa(let bytes):
-                guard let text = IPv6Address(bytes: bytes)?.description, var address = SocketAddress(ip: text, port: port) else { return nil }
+                guard bytes.count == 16, var address = SocketAddress(ip: "::", port: port) else { return nil }
+                withUnsafeMutableBytes(of: &address.storage.sin6_addr) { $0.copyBytes(from: bytes) }
                 if bytes[0] == 0xFE, bytes[1] & 0xC0 == 0x80 { address.storage.sin6_scope_id = UInt32(result.interface) }
                 return address
             default:
                 return nil
             }
         }
-    }
-}
-
-extension IPv6Address {
-    init?(bytes: [UInt8]) {
-        guard bytes.count == 16 else { return nil }
-        var address = in6_addr()
-        withUnsafeMutableBytes(of: &address) { $0.copyBytes(from: bytes) }
-        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-        inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count))
-        self.init(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 }

@@ -119,6 +119,17 @@ import Testing
         #expect(txt.getEntry(for: "flag") == .empty)
     }
 
+    @Test func aServiceNobodyAdvertisesFailsAsNotFound() async throws {
+        let endpoint = NWEndpoint.service(name: "Nobody", type: uniqueServiceType(), domain: "local.", interface: nil)
+        let connection = NetworkConnection(to: endpoint) { TCP() }
+        await #expect {
+            try await connection.send(Data("x".utf8))
+        } throws: { error in
+            guard let error = error as? NetworkError, case .dnsNameNotFound(let host) = error else { return false }
+            return host.contains("Nobody") && host.contains("multicast DNS")
+        }
+    }
+
     @Test func otherDomainsAndBadTypesFailWithTheReason() async throws {
         for descriptor in [NWBrowser.Descriptor.bonjour(type: "_game._tcp", domain: "example.com."), .bonjour(type: "game", domain: nil)] {
             let browser = NWBrowser(for: descriptor, using: .tcp)
