@@ -306,11 +306,12 @@ package final class WebSocketConnection {
         }
         if messageCompressed {
             // Compressed bytes are inflated as they come and not kept; their count is bounded
-            // too (deflate adds at most about 0.1% to data it cannot shrink), so a stream of
-            // blocks that inflate to nothing cannot run on forever.
+            // too, so a stream of blocks that inflate to nothing cannot run on forever. The
+            // bound allows the most the deflate format can grow data (fixed Huffman codes of up
+            // to 9 bits per byte: 9/8), whichever encoder the peer uses.
             compressedReceived += header.length
             let maximum = UInt64(configuration.maximumMessageSize)
-            guard compressedReceived <= maximum + maximum / 512 + 1024 else {
+            guard compressedReceived <= maximum + maximum / 8 + 1024 else {
                 throw .messageTooLarge(size: Int(clamping: compressedReceived), maximum: configuration.maximumMessageSize)
             }
             frameStartInMessage = message.count

@@ -14,7 +14,10 @@ package final class WebSocketInflater {
     package init?(windowBits: Int) {
         stream = .allocate(capacity: 1)
         stream.initialize(to: z_stream())
-        guard braid_inflate_init2(stream, -Int32(min(max(windowBits, 8), 15))) == Z_OK else {
+        // A window of 8 is opened as 9 (zlib's manual asks for it with raw inflate; zlib before
+        // 1.2.9 turned 8 into 9 on the deflating side too): a larger inflate window accepts
+        // everything a smaller one does.
+        guard braid_inflate_init2(stream, -Int32(min(max(windowBits, 9), 15))) == Z_OK else {
             stream.deallocate()
             return nil
         }

@@ -66,6 +66,11 @@ extension DTLS {
         guard handshakeTimeout > .zero else {
             throw NetworkError.invalidConfiguration("DTLS handshakeTimeout must be positive; got \(handshakeTimeout)")
         }
+        // Past a day it is no bound at all, and the deadline arithmetic below would overflow
+        // for absurd values (Duration.seconds(Int64.max)).
+        guard handshakeTimeout <= .seconds(86_400) else {
+            throw NetworkError.invalidConfiguration("DTLS handshakeTimeout must be at most a day; got \(handshakeTimeout)")
+        }
     }
 }
 

@@ -104,7 +104,8 @@ public struct DTLS: NetworkProtocol {
     /// Sets whether the peer is asked for a certificate.
     public func peerAuthentication(_ mode: PeerAuthentication) -> DTLS { with { $0.peerAuthentication = mode } }
 
-    /// Braid: sets how long the handshake may take (default 60 s).
+    /// Braid: sets how long the handshake may take (default 60 s; more than a day is refused as
+    /// an invalid configuration).
     public func handshakeTimeout(_ timeout: Duration) -> DTLS { with { $0.handshakeTimeout = timeout } }
 
     /// Braid: sets `maximumDatagramSize`, the path MTU less the IP and UDP headers.
