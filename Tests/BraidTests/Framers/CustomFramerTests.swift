@@ -189,15 +189,19 @@ import BraidWebSocketIO
     /// A framer's `markFailed(error:)` fails the connection with that error (here during its
     /// own handshake: the peer's greeting is wrong).
     @Test func markFailedFailsTheConnection() async throws {
-        let server = try await RunningStreamListener.start(TCP(), handler: { connection in
+        // Over TLS with a generous handshake timeout: the framer's handshake counts against it,
+        // and a loaded machine must not turn the framer's failure into a timeout.
+        let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
             try await connection.send([0x00])
             _ = try? await connection.receive(atLeast: 1, atMost: 1)
         })
         defer { server.task.cancel() }
-        let client = NetworkConnection(to: server.endpoint) { Framer<FuzzHandshakeFramer> { TCP() } }
+        let client = NetworkConnection(to: .hostPort(host: "localhost", port: server.port)) {
+            Framer<FuzzHandshakeFramer> { testTLSClient().handshakeTimeout(.seconds(150)) }
+        }
         defer { client.cancel() }
         client.start()
-        let failure: NetworkError? = try await withDeadline(.seconds(60)) {
+        let failure: NetworkError? = try await withDeadline(.seconds(160)) {
             for await state in client.states {
                 if case .failed(let error) = state { return error }
             }
@@ -239,16 +243,20 @@ import BraidWebSocketIO
     /// wakeup it scheduled, through a block given to `async`: the connection is ready only then,
     /// and carries messages.
     @Test func aHandshakeWakeupAndAsyncBlockMakeTheConnectionReady() async throws {
-        let server = try await RunningFramedListener.start(Framer<GreetingFramer> { TCP() }) { connection in
+        // The framer's handshake counts against the TLS handshake timeout: a generous one, so a
+        // loaded machine cannot fail the connection before the wakeup.
+        let server = try await RunningFramedListener.start(Framer<GreetingFramer> { testTLSServer().handshakeTimeout(.seconds(150)) }) { connection in
             while true {
                 let (content, _) = try await connection.receive()
                 try await connection.send(content)
             }
         }
         defer { server.task.cancel() }
-        let client = NetworkConnection(to: server.endpoint) { Framer<GreetingFramer> { TCP() } }
+        let client = NetworkConnection(to: .hostPort(host: "localhost", port: server.listener.port!)) {
+            Framer<GreetingFramer> { testTLSClient().handshakeTimeout(.seconds(150)) }
+        }
         defer { client.cancel() }
-        let echoed = try await withDeadline(.seconds(60)) {
+        let echoed = try await withDeadline(.seconds(160)) {
             try await client.send(Data("after the greeting".utf8))
             return try await client.receive().content
         }
