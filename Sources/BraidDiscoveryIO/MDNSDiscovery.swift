@@ -4,21 +4,22 @@ import BraidIO
 import Synchronization
 
 /// The process's multicast DNS, from any thread: browsers and advertised services by ID, each
-/// call posted to the channel's loop. Made once (`shared(on:)`); its sockets stay open for the
-/// life of the process.
+/// call posted to the channel's loop. Made once its sockets open (`shared(on:)`); they stay open
+/// for the life of the process.
 package final class MDNSDiscovery: Sendable {
     package let loop: EventLoop
     let channel: LoopBound<MDNSChannel>
     let ids = Atomic<UInt64>(1)
 
-    static let made = Mutex<Result<MDNSDiscovery, MDNSSocketError>?>(nil)
+    static let made = Mutex<MDNSDiscovery?>(nil)
 
-    /// The process's discovery, opening its sockets on first use (on `loop`).
+    /// The process's discovery, opening its sockets on first use (on `loop`). A failure to open
+    /// them is not kept: the next call tries again (the port may have been freed, a link come up).
     package static func shared(on loop: @autoclosure () -> EventLoop) throws(MDNSSocketError) -> MDNSDiscovery {
-        let result = made.withLock { made in
-            if let made { return made }
+        let result = made.withLock { made -> Result<MDNSDiscovery, MDNSSocketError> in
+            if let made { return .success(made) }
             let result = Result { () throws(MDNSSocketError) in try MDNSDiscovery(loop: loop()) }
-            made = result
+            if case .success(let discovery) = result { made = discovery }
             return result
         }
         return try result.get()

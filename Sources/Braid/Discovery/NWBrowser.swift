@@ -72,6 +72,11 @@ public final class NWBrowser: Sendable, CustomDebugStringConvertible {
         self.parameters = parameters
     }
 
+    // A browser dropped without `cancel()` stops browsing too.
+    deinit {
+        if let (discovery, id) = shared.withLock({ $0.browsing }) { discovery.stopBrowsing(id) }
+    }
+
     public var debugDescription: String { "NWBrowser for \(descriptor): \(state)" }
 
     /// Called on the browser's queue with the whole set of results and what changed, each
