@@ -55,6 +55,14 @@ package final class MDNSDiscovery: Sendable {
         return id
     }
 
+    /// Whether the browser with this ID still browses (asked of the loop).
+    package func isBrowsing(_ id: UInt64) async -> Bool {
+        let bound = channel
+        return await withCheckedContinuation { continuation in
+            loop.execute { _ in continuation.resume(returning: bound.value.browsers[id] != nil) }
+        }
+    }
+
     package func stopBrowsing(_ id: UInt64) {
         let bound = channel
         loop.execute { _ in bound.value.removeBrowser(id) }

@@ -1,5 +1,6 @@
 @testable import Braid
 import BraidCore
+import BraidDiscoveryIO
 import Dispatch
 import Foundation
 import Testing
@@ -41,5 +42,19 @@ import Testing
             #expect(text.hasSuffix("-braid-ffffffff"))
             #expect(base.hasPrefix(String(text.dropLast("-braid-ffffffff".count))))
         }
+    }
+}
+
+/// A browser dropped without `cancel()` stops browsing.
+@Suite(.timeLimit(.minutes(2))) struct NWBrowserLifetimeTests {
+    @Test func aDroppedBrowserStopsBrowsing() async throws {
+        var browser: NWBrowser? = NWBrowser(for: .bonjour(type: uniqueServiceType(), domain: nil), using: .tcp)
+        browser!.start(queue: .global())
+        let (discovery, id) = try #require(browser!.browsing)
+        #expect(await discovery.isBrowsing(id))
+        browser = nil
+        let end = ContinuousClock.now + .seconds(60)
+        while await discovery.isBrowsing(id), ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(await discovery.isBrowsing(id) == false)
     }
 }
