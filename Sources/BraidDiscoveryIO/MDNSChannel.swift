@@ -5,8 +5,9 @@ import Glibc
 
 /// The loop-side owner of multicast DNS for the process: the sockets (IPv4 and IPv6), every
 /// browser's and responder's engine, one timer at the earliest of their deadlines. Messages are
-/// read until the socket is empty, handed to every engine, and what the engines return is sent
-/// at once, on each interface (or to the querier, for a legacy unicast answer).
+/// read from the sockets in turn, at most `readsPerWakeup` from each per wakeup; those from the
+/// local link are handed to every engine, and what the engines return is sent at once, on each
+/// interface (or to the querier, for a legacy unicast answer).
 package final class MDNSChannel: LoopHandler {
     struct Browsing {
         var engine: MDNSBrowser
@@ -65,24 +66,51 @@ package final class MDNSChannel: LoopHandler {
         service(context)
     }
 
+    /// The most datagrams read from one socket per wakeup; the loop's epoll is level-triggered,
+    /// so what is left wakes it again after its other work, and a flood cannot starve it.
+    package static let readsPerWakeup = 64
+
     package func readable(_ context: LoopContext) {
-        for socket in sockets {
-            while let received = socket.receive() {
-                guard let received, let message = try? DNSMessage(parsing: received.bytes) else { continue }
-                let at = now(context)
-                for id in browsers.keys { browsers[id]!.engine.receive(message, interface: received.interface, now: at) }
-                for id in responders.keys {
-                    for outgoing in responders[id]!.engine.receive(message, now: at, fromPort: received.sourcePort) {
-                        if outgoing.unicastToSender {
-                            socket.send(outgoing.message.serialized(), to: received.source)
-                        } else {
-                            multicast(outgoing.message)
-                        }
-                    }
+        Self.readInTurn(sources: sockets.count) { index in
+            let socket = sockets[index]
+            guard let received = socket.receive() else { return false }
+            if let received { handle(received, on: socket, context) }
+            return true
+        }
+        service(context)
+    }
+
+    /// Reads one datagram from each source in turn (`read` returns false once its source is
+    /// empty, which leaves it out from then on), for at most `limit` rounds.
+    package static func readInTurn(sources count: Int, limit: Int = readsPerWakeup, read: (Int) -> Bool) {
+        var open = Array(0..<count)
+        var round = 0
+        while !open.isEmpty, round < limit {
+            open = open.filter { read($0) }
+            round += 1
+        }
+    }
+
+    /// Hands a datagram from the local link to every engine (RFC 6762 §6, §11: `MDNSSource`) and
+    /// sends their answers.
+    func handle(_ received: MDNSSocket.Received, on socket: MDNSSocket, _ context: LoopContext) {
+        guard let message = try? DNSMessage(parsing: received.bytes) else { return }
+        let source = MDNSSource(address: received.sourceAddress, port: received.sourcePort)
+        let subnets = interfaces.first { $0.index == received.interface }?.subnets ?? []
+        guard source.admits(message, arrivingOn: subnets) else { return }
+        let at = now(context)
+        for id in browsers.keys {
+            browsers[id]!.engine.receive(message, interface: received.interface, now: at, fromPort: received.sourcePort)
+        }
+        for id in responders.keys {
+            for outgoing in responders[id]!.engine.receive(message, now: at, fromPort: received.sourcePort) {
+                if outgoing.unicastToSender {
+                    socket.send(outgoing.message.serialized(), to: received.source)
+                } else {
+                    multicast(outgoing.message)
                 }
             }
         }
-        service(context)
     }
 
     package func writable(_ context: LoopContext) {}

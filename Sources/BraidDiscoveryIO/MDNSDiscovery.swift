@@ -4,21 +4,22 @@ import BraidIO
 import Synchronization
 
 /// The process's multicast DNS, from any thread: browsers and advertised services by ID, each
-/// call posted to the channel's loop. Made once (`shared(on:)`); its sockets stay open for the
-/// life of the process.
+/// call posted to the channel's loop. Made once its sockets open (`shared(on:)`); they stay open
+/// for the life of the process.
 package final class MDNSDiscovery: Sendable {
     package let loop: EventLoop
     let channel: LoopBound<MDNSChannel>
     let ids = Atomic<UInt64>(1)
 
-    static let made = Mutex<Result<MDNSDiscovery, MDNSSocketError>?>(nil)
+    static let made = Mutex<MDNSDiscovery?>(nil)
 
-    /// The process's discovery, opening its sockets on first use (on `loop`).
+    /// The process's discovery, opening its sockets on first use (on `loop`). A failure to open
+    /// them is not kept: the next call tries again (the port may have been freed, a link come up).
     package static func shared(on loop: @autoclosure () -> EventLoop) throws(MDNSSocketError) -> MDNSDiscovery {
-        let result = made.withLock { made in
-            if let made { return made }
+        let result = made.withLock { made -> Result<MDNSDiscovery, MDNSSocketError> in
+            if let made { return .success(made) }
             let result = Result { () throws(MDNSSocketError) in try MDNSDiscovery(loop: loop()) }
-            made = result
+            if case .success(let discovery) = result { made = discovery }
             return result
         }
         return try result.get()
@@ -52,6 +53,14 @@ package final class MDNSDiscovery: Sendable {
         let bound = channel
         loop.execute { context in bound.value.addBrowser(id, type: type, onChange: onChange, context) }
         return id
+    }
+
+    /// Whether the browser with this ID still browses (asked of the loop).
+    package func isBrowsing(_ id: UInt64) async -> Bool {
+        let bound = channel
+        return await withCheckedContinuation { continuation in
+            loop.execute { _ in continuation.resume(returning: bound.value.browsers[id] != nil) }
+        }
     }
 
     package func stopBrowsing(_ id: UInt64) {

@@ -2,12 +2,13 @@ import BraidDiscovery
 import Glibc
 
 /// The interfaces mDNS runs on: up, multicast-capable, not loopback, with their addresses (the
-/// A and AAAA records a responder publishes).
+/// A and AAAA records a responder publishes) and their subnets (which sources are on the link).
 package struct MDNSInterface: Hashable, Sendable {
     package var index: Int32
     package var name: String
     package var ipv4: [[UInt8]]
     package var ipv6: [[UInt8]]
+    package var subnets: [MDNSSubnet] = []
 
     package static func current() -> [MDNSInterface] {
         var list: UnsafeMutablePointer<ifaddrs>?
@@ -26,15 +27,31 @@ package struct MDNSInterface: Hashable, Sendable {
             var interface = found[name] ?? MDNSInterface(index: index, name: name, ipv4: [], ipv6: [])
             switch Int32(address.pointee.sa_family) {
             case AF_INET:
-                address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                let bytes = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
                     var value = $0.pointee.sin_addr
-                    interface.ipv4.append(withUnsafeBytes(of: &value) { Array($0) })
+                    return withUnsafeBytes(of: &value) { Array($0) }
                 }
+                interface.ipv4.append(bytes)
+                let mask = entry.pointee.ifa_netmask.map { netmask in
+                    netmask.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                        var value = $0.pointee.sin_addr
+                        return withUnsafeBytes(of: &value) { Array($0) }
+                    }
+                }
+                interface.subnets.append(MDNSSubnet(address: bytes, mask: mask ?? [255, 255, 255, 255]))
             case AF_INET6:
-                address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                let bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
                     var value = $0.pointee.sin6_addr
-                    interface.ipv6.append(withUnsafeBytes(of: &value) { Array($0) })
+                    return withUnsafeBytes(of: &value) { Array($0) }
                 }
+                interface.ipv6.append(bytes)
+                let mask = entry.pointee.ifa_netmask.map { netmask in
+                    netmask.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                        var value = $0.pointee.sin6_addr
+                        return withUnsafeBytes(of: &value) { Array($0) }
+                    }
+                }
+                interface.subnets.append(MDNSSubnet(address: bytes, mask: mask ?? [UInt8](repeating: 255, count: 16)))
             default:
                 break
             }

@@ -102,6 +102,8 @@ package final class MDNSSocket {
         package var bytes: [UInt8]
         package var source: sockaddr_storage
         package var sourcePort: UInt16
+        /// The source address: 4 bytes for IPv4, 16 for IPv6.
+        package var sourceAddress: [UInt8]
         package var interface: Int32
     }
 
@@ -132,10 +134,12 @@ package final class MDNSSocket {
         guard count.0 >= 0 else { return nil }
         // A datagram above the largest DNS message is dropped whole rather than read in part.
         guard !count.2, count.0 <= DNSMessage.maximumSize else { return .some(nil) }
-        let port: UInt16 = withUnsafeBytes(of: &source) { raw in
-            UInt16(bigEndian: raw.load(fromByteOffset: 2, as: UInt16.self))
+        let (port, address): (UInt16, [UInt8]) = withUnsafeBytes(of: &source) { raw in
+            let port = UInt16(bigEndian: raw.load(fromByteOffset: 2, as: UInt16.self))
+            // sockaddr_in keeps the address at offset 4, sockaddr_in6 at offset 8.
+            return (port, ipv6 ? Array(raw[8..<24]) : Array(raw[4..<8]))
         }
-        return Received(bytes: Array(buffer.prefix(count.0)), source: source, sourcePort: port, interface: count.1)
+        return Received(bytes: Array(buffer.prefix(count.0)), source: source, sourcePort: port, sourceAddress: address, interface: count.1)
     }
 
     /// Sends `bytes` to the group out of `interface`.

@@ -49,8 +49,19 @@ enum DiscoveryRuntime {
     /// host, and two advertisers in one process never contend for one host name.
     static func uniqueHostLabel() -> [UInt8] {
         let base = hostName().split(separator: ".").first.map(String.init) ?? "braid"
-        let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        return Array(String("\(base.prefix(40))-braid-\(suffix)").utf8)
+        return hostLabel(base: base, suffix: String(UInt32.random(in: 0...UInt32.max), radix: 16))
+    }
+
+    /// The most bytes of the host's name a host label keeps: with "-braid-" and eight hex digits
+    /// the label stays within DNS's 63 bytes.
+    static let hostLabelBaseBytes = 48
+
+    /// `base` cut to `hostLabelBaseBytes` UTF-8 bytes at a character boundary, then "-braid-"
+    /// and `suffix`.
+    static func hostLabel(base: String, suffix: String) -> [UInt8] {
+        var head = Substring(base)
+        while head.utf8.count > hostLabelBaseBytes { head.removeLast() }
+        return Array("\(head)-braid-\(suffix)".utf8)
     }
 
     /// The endpoint a browse result names.

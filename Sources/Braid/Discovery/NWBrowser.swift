@@ -72,6 +72,14 @@ public final class NWBrowser: Sendable, CustomDebugStringConvertible {
         self.parameters = parameters
     }
 
+    // A browser dropped without `cancel()` stops browsing too.
+    deinit {
+        if let (discovery, id) = shared.withLock({ $0.browsing }) { discovery.stopBrowsing(id) }
+    }
+
+    /// Where the browser browses, while it does.
+    var browsing: (discovery: MDNSDiscovery, id: UInt64)? { shared.withLock { $0.browsing } }
+
     public var debugDescription: String { "NWBrowser for \(descriptor): \(state)" }
 
     /// Called on the browser's queue with the whole set of results and what changed, each

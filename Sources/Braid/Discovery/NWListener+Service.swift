@@ -45,14 +45,30 @@ extension NWListener {
         case remove(NWEndpoint)
     }
 
+    /// The largest TXT record advertised (its wire form): what fits one multicast DNS packet
+    /// (RFC 6762 §17) beside the other records of the service.
+    static let maximumTXTRecordSize = 8900
+
     struct Advertisement: Sendable {
         let discovery: MDNSDiscovery
         let id: UInt64
         var registered: NWEndpoint?
     }
 
-    /// A listener on a port the system picks, advertising `service` once it is ready.
+    /// The service's TXT record, if it fits a multicast DNS packet.
+    static func checkedTXTRecord(of service: Service) throws(NetworkError) -> NWTXTRecord {
+        let txt = service.txtRecord.flatMap { NWTXTRecord($0) } ?? NWTXTRecord()
+        let size = txt.strings.reduce(0) { $0 + 1 + $1.count }
+        guard size <= maximumTXTRecordSize else {
+            throw .invalidConfiguration("a TXT record may have at most \(maximumTXTRecordSize) bytes to fit one multicast DNS packet, not \(size)")
+        }
+        return txt
+    }
+
+    /// A listener on a port the system picks, advertising `service` once it is ready. Throws
+    /// `NetworkError.invalidConfiguration` for a TXT record too large to advertise.
     public convenience init(service: Service, using parameters: NWParameters) throws {
+        _ = try Self.checkedTXTRecord(of: service)
         try self.init(using: parameters)
         self.service = service
     }
@@ -82,7 +98,7 @@ extension NWListener {
             guard !name.isEmpty, name.utf8.count <= DNSName.maximumLabelLength else {
                 throw NetworkError.invalidConfiguration("a service name must have 1 to \(DNSName.maximumLabelLength) bytes of UTF-8, not \(name.utf8.count)")
             }
-            let txt = service.txtRecord.flatMap { NWTXTRecord($0) } ?? NWTXTRecord()
+            let txt = try Self.checkedTXTRecord(of: service)
             let description = MDNSServiceDescription(
                 instance: Array(name.utf8), serviceType: type, port: port, txt: txt.strings,
                 hostLabel: DiscoveryRuntime.uniqueHostLabel(), addresses: [])
@@ -106,7 +122,9 @@ extension NWListener {
             }
             if cancelled { stopAdvertising() }
         } catch {
-            ClassicFailureLog.record(.failed(NetworkError(error)), of: "NWListener service")
+            // A service that cannot be advertised fails the listener, as Network.framework does.
+            update(.failed(NWError(NetworkError(error))))
+            cancel()
         }
     }
 

@@ -1,3 +1,4 @@
+import BraidCore
 import BraidDiscovery
 import BraidDiscoveryIO
 
@@ -50,8 +51,8 @@ public final class NetworkBrowser<Provider: BrowserProvider>: Sendable {
         throw CancellationError()
     }
 
-    /// The lists of services as they change, starting with the first change after browsing
-    /// starts. Browsing stops when iteration ends.
+    /// The lists of services as they change, starting with the first service found (never an
+    /// empty list before it). Browsing stops when iteration ends.
     public func updates() -> AsyncThrowingStream<[Provider.Endpoint], any Error> {
         let request = provider.browseRequest
         let filter = BrowseFilter(parameters: parameters)
@@ -65,10 +66,17 @@ public final class NetworkBrowser<Provider: BrowserProvider>: Sendable {
                 continuation.finish(throwing: NetworkError(error))
                 return
             }
+            // No empty list before the first result: a handler may take the first element of
+            // any list it gets.
+            let heardAny = Locked(false)
             let id = discovery.browse(type: type) { results in
                 let endpoints = results.filter(filter.allows).map {
                     Provider.endpoint(for: NWBrowser.Result($0, includeTXT: request.includeTXTRecord))
                 }
+                guard heardAny.withLock({ heard in
+                    heard = heard || !endpoints.isEmpty
+                    return heard
+                }) else { return }
                 continuation.yield(endpoints)
             }
             continuation.onTermination = { _ in discovery.stopBrowsing(id) }

@@ -25,7 +25,14 @@ enum ServiceResolver {
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                state.withLock { $0.continuation = continuation }
+                // A task cancelled before this point ran its handler already, with no continuation
+                // to resume: end at once instead of waiting out the timeout.
+                let cancelled = state.withLock { state in
+                    if state.finished { return true }
+                    state.continuation = continuation
+                    return false
+                }
+                if cancelled { continuation.resume(throwing: NetworkError.cancelled); return }
                 let id = discovery.browse(type: typeName) { results in
                     for result in results where DNSName.labelsMatch(result.instance, wanted)
                         && (interface == nil || Int(result.interface) == interface!.index) {

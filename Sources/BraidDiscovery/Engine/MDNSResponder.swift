@@ -138,6 +138,8 @@ public struct MDNSResponder: Sendable {
     public mutating func receive(_ message: DNSMessage, now: Duration, fromPort: UInt16 = 5353) -> [Outgoing] {
         guard message.opcode == 0, message.rcode == 0, phase != .stopped else { return [] }
         if message.isResponse {
+            // A response from another port is no multicast DNS responder's (RFC 6762 §6).
+            guard fromPort == MDNSSource.port else { return [] }
             checkConflicts(in: message.answers + message.additionals, now: now)
             return []
         }
