@@ -173,7 +173,7 @@ import Testing
     @Test func tcpListenerClosesATricklingPeerThatNeverReads() async throws {
         // Well below what the connection comes to hold (its outbox, once the kernel's buffers,
         // whose size varies, are full).
-        let limit = 128 << 10
+        let limit = 32 << 10
         let outcomes = Outcomes()
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TCP() }
         listener.connectionBufferLimit = limit
