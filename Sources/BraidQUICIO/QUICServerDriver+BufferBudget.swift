@@ -3,10 +3,11 @@ import BraidQUIC
 
 extension QUICServerDriver {
     /// Counts this loop's connections against the listener's `budget`: every
-    /// `ListenerBufferBudget.sweepInterval` the engines' buffered bytes are measured (progress:
-    /// stream bytes the peer acknowledged); while the listener is at its limit, new clients are
-    /// refused, and the connections the budget picks (holding bytes, none acknowledged since the
-    /// last sweep, largest first) are closed with NO_ERROR and
+    /// `ListenerBufferBudget.sweepInterval` the engines' buffered bytes are measured (drain:
+    /// stream bytes the peer acknowledged and the application read,
+    /// `QUICConnection.drainedStreamBytes`); while the listener is at its limit, new clients are
+    /// refused, and the connections the budget picks (those draining too slowly, and after a
+    /// few sweeps at the limit the largest holders) are closed with NO_ERROR and
     /// `QUICServerEndpoint.stalledAtBufferLimitReason`. Call on the driver's loop.
     package func watchBufferBudget(_ budget: ListenerBufferBudget, context: LoopContext) {
         QUICBufferSweep(driver: self, budget: budget).schedule(context)
@@ -35,7 +36,7 @@ private final class QUICBufferSweep {
         }
         let connections = driver.connections.filter { !$0.isClosed }
         let holdings = connections.map {
-            ListenerBufferAccount<ObjectIdentifier>.Holding(key: ObjectIdentifier($0), bytes: $0.bufferedBytes, progress: $0.releasedStreamBytes)
+            ListenerBufferAccount<ObjectIdentifier>.Holding(key: ObjectIdentifier($0), bytes: $0.bufferedBytes, drained: $0.drainedStreamBytes)
         }
         let closing = Set(account.sweep(holdings))
         driver.endpoint.isOverBufferLimit = account.budget.isExhausted

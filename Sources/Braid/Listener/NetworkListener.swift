@@ -122,14 +122,17 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// setting; this is Braid's, a bound on what peers can make a server hold however many
     /// connections they open. Measured on each server loop once a second. At the limit, new
     /// clients are refused (QUIC: CONNECTION_REFUSED, "server busy: buffer limit reached",
-    /// `NetworkError.serverBusy` on a Braid client; TLS and TCP: reset at once), and the
-    /// connections holding bytes that moved none of them for a second (a peer that grants no
-    /// credit or reads nothing) are closed, largest first, until the listener is back under
-    /// the limit; their handlers see `NetworkError.serverBusy` (QUIC: the peer gets NO_ERROR
-    /// with that reason). Connections that make progress are left alone: each is bounded on
-    /// its own (`QUIC.connectionSendBufferLimit(_:)`, `TCP.sendBufferLimit(_:)`). UDP and DTLS
-    /// listeners do not apply it (their connections queue whole datagrams, bounded per
-    /// connection). Set before `run`.
+    /// `NetworkError.serverBusy` on a Braid client; TLS and TCP: reset at once), and each loop
+    /// closes connections until its share of the excess is gone: first those holding bytes
+    /// that drained fewer than 64 KiB of them in the last second (written to the socket or
+    /// acknowledged by the peer, or read by the application; a peer that grants no credit,
+    /// reads nothing or trickles), largest first; after three seconds in a row at the limit,
+    /// the largest holders however fast they drain. Their handlers see
+    /// `NetworkError.serverBusy` (QUIC: the peer gets NO_ERROR with that reason). Each
+    /// connection is also bounded on its own (`QUIC.connectionSendBufferLimit(_:)`,
+    /// `TCP.sendBufferLimit(_:)`). UDP and DTLS listeners do not apply it (their connections
+    /// queue whole datagrams, bounded per connection). Must be positive: `run` throws
+    /// `NetworkError.invalidConfiguration` otherwise. Set before `run`.
     ///
     /// ```swift
     /// let listener = NetworkListener(port: 4433) {
@@ -169,7 +172,13 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                     "requiredInterfaceType, prohibitedInterfaceTypes, prohibitedInterfaces, expensivePathsProhibited and constrainedPathsProhibited on listeners (a listener takes requiredInterface; connections apply them all)")
             }
             let (endpoint, parameters) = try endpointToBind()
-            let budget = ListenerBufferBudget(limit: connectionBufferLimit)
+            let bufferLimit = connectionBufferLimit
+            // A limit of zero or less would refuse every client while looking like it runs.
+            guard bufferLimit > 0 else {
+                throw NetworkError.invalidConfiguration(
+                    "connectionBufferLimit is \(bufferLimit): it must be positive (the default is 256 MiB)")
+            }
+            let budget = ListenerBufferBudget(limit: bufferLimit)
             bufferBudget.withLock { $0 = budget }
             var start = ListenerStart(
                 parameters: parameters, address: try await bindAddress(endpoint), intake: intake,

@@ -87,7 +87,7 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
     }
 
     /// Measures this loop's connections against the listener's buffer budget every
-    /// `ListenerBufferBudget.sweepInterval` (progress: bytes the socket wrote or read), closing
+    /// `ListenerBufferBudget.sweepInterval` (drain: bytes the socket wrote, bytes the application read), closing
     /// those the budget picks while the listener is over its limit (`NetworkError.serverBusy`);
     /// ends with the listener's loop object. Call on the loop.
     func watchBufferBudget(_ context: LoopContext) {
@@ -99,14 +99,14 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
     private func sweepBufferBudget(_ context: LoopContext) {
         let holdings = live.map { key, core in
             let channel = core.byteStream
-            return ListenerBufferAccount<ObjectIdentifier>.Holding(key: key, bytes: channel.bufferedBytes, progress: channel.socketBytesMoved)
+            return ListenerBufferAccount<ObjectIdentifier>.Holding(key: key, bytes: channel.bufferedBytes, drained: channel.drainedBytes)
         }
         for key in account.sweep(holdings) {
             guard let core = live[key] else { continue }
             core.byteStream.fail(
                 NetworkError.serverBusy(
                     endpoint: core.endpointDescription,
-                    reason: "buffer limit reached: closed a connection whose buffered bytes made no progress"),
+                    reason: "buffer limit reached: closed a connection whose buffered bytes drained too slowly"),
                 context: context)
         }
         watchBufferBudget(context)

@@ -7,13 +7,22 @@ import Synchronization
 /// here (`ListenerBufferAccount`), so the figure is at most one sweep old and costs nothing on
 /// the packet path.
 ///
-/// At the limit, new connections are refused, and each loop closes its connections that hold
-/// bytes and moved none of them since its last sweep (a peer that grants no credit or does not
-/// read), largest first, until what they hold covers the excess. Connections that make
-/// progress are never closed for it: their senders are already bounded per connection.
+/// At the limit, new connections are refused, and each loop sheds its share of the excess (its
+/// part of `buffered`): first its connections that hold bytes and drained fewer than
+/// `minimumDrain` of them since its last sweep (a peer that grants no credit, reads nothing or
+/// trickles), largest first; once the listener has been at its limit for
+/// `sweepsBeforeClosingAnyHolder` sweeps in a row, its largest holders whatever they drain, so
+/// peers that drain slowly cannot keep every new client out.
 package final class ListenerBufferBudget: Sendable {
     /// How often each loop measures its connections.
     package static let sweepInterval: Duration = .seconds(1)
+    /// Bytes a connection must drain (written to its socket or acknowledged by its peer, or
+    /// read by the application) between two sweeps to count as making progress, unless it
+    /// drained all it held at the last sweep.
+    package static let minimumDrain = 64 * 1024
+    /// Sweeps in a row at the limit after which the largest holders are closed even if they
+    /// drain `minimumDrain`.
+    package static let sweepsBeforeClosingAnyHolder = 3
 
     package let limit: Int
     private let total = Atomic(0)
@@ -21,7 +30,11 @@ package final class ListenerBufferBudget: Sendable {
     private let closed = Atomic(0)
     private let refused = Atomic(0)
 
-    package init(limit: Int) { self.limit = max(limit, 0) }
+    /// `limit` must be positive (`NetworkListener` rejects anything else before it gets here).
+    package init(limit: Int) {
+        precondition(limit > 0, "a listener's buffer limit must be positive")
+        self.limit = limit
+    }
 
     /// Bytes buffered now, as of each loop's last sweep.
     package var buffered: Int { total.load(ordering: .relaxed) }
@@ -51,55 +64,94 @@ package final class ListenerBufferBudget: Sendable {
 
 /// One loop's share of a `ListenerBufferBudget`: its connections' figures at the last sweep.
 package struct ListenerBufferAccount<Key: Hashable> {
-    /// What a connection holds and how far it has moved bytes (any counter that grows while it
-    /// makes progress: bytes acknowledged, written or read).
+    /// What a connection holds, and how many bytes it has drained from what it holds so far:
+    /// written to its socket or acknowledged by its peer, and read by the application (never
+    /// bytes received from the peer, which a peer that never reads can trickle).
     package struct Holding {
         package var key: Key
         package var bytes: Int
-        package var progress: UInt64
+        package var drained: UInt64
 
-        package init(key: Key, bytes: Int, progress: UInt64) {
+        package init(key: Key, bytes: Int, drained: UInt64) {
             self.key = key
             self.bytes = bytes
-            self.progress = progress
+            self.drained = drained
         }
+    }
+
+    private struct Last {
+        var bytes: Int
+        var drained: UInt64
     }
 
     package let budget: ListenerBufferBudget
     private var published = 0
-    private var lastProgress: [Key: UInt64] = [:]
+    private var last: [Key: Last] = [:]
+    /// Connections picked already that have not ended yet: their bytes are on their way out.
+    private var picked: Set<Key> = []
+    /// Sweeps in a row that found the listener at its limit.
+    private var sweepsAtLimit = 0
 
     package init(budget: ListenerBufferBudget) { self.budget = budget }
 
     /// Takes this loop's connections as they are now and publishes their total; returns the
-    /// connections to close: while the listener is over its limit, those that hold bytes and
-    /// made no progress since the last sweep, largest first, until what they hold covers the
-    /// excess (or none is left).
+    /// connections to close while the listener is at its limit: enough to cover this loop's
+    /// share of what must go for the listener to get under it (the excess times this loop's
+    /// part of `buffered`, less what connections picked before and not yet ended hold). Stalled
+    /// ones first (holding bytes, having drained fewer than `minimumDrain` since the last sweep
+    /// and not all they held then), largest first; after `sweepsBeforeClosingAnyHolder` sweeps
+    /// in a row at the limit, any, largest first.
     package mutating func sweep(_ holdings: [Holding]) -> [Key] {
         var sum = 0
         for holding in holdings { sum += holding.bytes }
         budget.change(by: sum - published)
         published = sum
-        let previous = lastProgress
-        lastProgress = Dictionary(holdings.map { ($0.key, $0.progress) }, uniquingKeysWith: { first, _ in first })
-        var excess = budget.buffered - budget.limit
-        guard excess > 0 else { return [] }
-        let stalled = holdings.filter { holding in
-            holding.bytes > 0 && previous[holding.key].map { $0 == holding.progress } == true
-        }.sorted { $0.bytes > $1.bytes }
+        let previous = last
+        last = Dictionary(
+            holdings.map { ($0.key, Last(bytes: $0.bytes, drained: $0.drained)) }, uniquingKeysWith: { first, _ in first })
+        picked.formIntersection(last.keys)
+
+        let total = budget.buffered
+        guard total >= budget.limit, sum > 0 else {
+            sweepsAtLimit = total >= budget.limit ? sweepsAtLimit + 1 : 0
+            return []
+        }
+        sweepsAtLimit += 1
+        // Under the limit means below it: `isExhausted` refuses at it.
+        let excess = total - budget.limit + 1
+        let share = sum >= total ? excess : Int((Double(excess) * Double(sum) / Double(total)).rounded(.up))
+        var needed = share
+        for holding in holdings where picked.contains(holding.key) { needed -= holding.bytes }
+        guard needed > 0 else { return [] }
+
+        let candidates = holdings.filter { $0.bytes > 0 && !picked.contains($0.key) }.sorted { $0.bytes > $1.bytes }
         var closing: [Key] = []
-        for holding in stalled where excess > 0 {
+        func pick(_ holding: Holding) {
             closing.append(holding.key)
-            excess -= holding.bytes
+            picked.insert(holding.key)
+            needed -= holding.bytes
+        }
+        for holding in candidates where needed > 0 && Self.isStalled(holding, since: previous[holding.key]) { pick(holding) }
+        if needed > 0 && sweepsAtLimit >= ListenerBufferBudget.sweepsBeforeClosingAnyHolder {
+            for holding in candidates where needed > 0 && !picked.contains(holding.key) { pick(holding) }
         }
         budget.noteClosed(closing.count)
         return closing
+    }
+
+    /// Held bytes at the last sweep too, and drained fewer than `minimumDrain` of them since,
+    /// and not all of them. A connection first seen now is not known to be stalled.
+    private static func isStalled(_ holding: Holding, since last: Last?) -> Bool {
+        guard let last, last.bytes > 0 else { return false }
+        let drained = holding.drained &- last.drained
+        return drained < UInt64(min(ListenerBufferBudget.minimumDrain, last.bytes))
     }
 
     /// The loop stops serving: its connections no longer count.
     package mutating func withdraw() {
         budget.change(by: -published)
         published = 0
-        lastProgress.removeAll()
+        last.removeAll()
+        picked.removeAll()
     }
 }

@@ -62,6 +62,8 @@ package final class StreamInbox: Sendable {
         /// Unread bytes, in order.
         var segments = Deque<InboxWriter.Segment>()
         var available = 0
+        /// Bytes the application has taken so far.
+        var taken: UInt64 = 0
         /// Where `fill(from:)` copies bytes.
         var writer = InboxWriter(largestChunk: StreamInbox.largestOwnChunk)
         var finished = false
@@ -132,6 +134,7 @@ package final class StreamInbox: Sendable {
             creditedAhead -= credited
             unreturnedCredit += count - credited
             available -= count
+            taken &+= UInt64(count)
             // Caught up: the inbox's own writer lets its chunk go, so an HTTP/3 body whose bytes
             // are all read holds none. A TLS or TCP connection's writer keeps its one chunk:
             // letting it go at each catch-up cost a bulk TCP receiver 5% to 10% more CPU; so does
@@ -187,6 +190,9 @@ package final class StreamInbox: Sendable {
 
     /// Unread bytes now.
     package var available: Int { state.withLock { $0.available } }
+
+    /// Bytes the application has read so far (a listener's buffer limit measures drain by it).
+    package var bytesRead: UInt64 { state.withLock { $0.taken } }
 
     /// Receives waiting (cancelled ones included until they are reached).
     package var waitingReceives: Int { state.withLock { $0.waiters.count } }

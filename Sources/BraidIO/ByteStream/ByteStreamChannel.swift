@@ -113,10 +113,11 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         outbox.heldBytes + inbox.available + (layer.map { $0.bufferedInputCount + $0.pendingOutputCount } ?? 0)
     }
 
-    /// Bytes the socket has written and read so far: grows while the connection makes progress.
-    package var socketBytesMoved: UInt64 {
-        guard let counters = socket?.counters else { return 0 }
-        return counters.bytesSent &+ counters.bytesReceived
+    /// Bytes drained from what the connection holds so far: written to the socket, and read by
+    /// the application. Bytes received from the peer do not count: a peer that never reads
+    /// could otherwise trickle a byte now and then to look busy.
+    package var drainedBytes: UInt64 {
+        (socket?.counters.bytesSent ?? 0) &+ inbox.bytesRead
     }
 
     package var facts: ConnectionFacts {

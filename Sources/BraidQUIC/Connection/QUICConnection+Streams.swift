@@ -119,7 +119,7 @@ extension QUICConnection {
         change(&stream.send)
         let released = before - stream.send.unacknowledged
         guard released > 0 else { return }
-        releasedStreamBytes &+= UInt64(released)
+        drainedStreamBytes &+= UInt64(released)
         sendBudget.released(released)
         guard sendBudget.roundDue else { return }
         for waiter in sendBudget.takeRound() where streams[waiter.id] === waiter {
@@ -148,7 +148,10 @@ extension QUICConnection {
     package func installSink(_ sink: any QUICStreamSink, streamID: Int64) {
         guard let stream = streams[streamID] else { return }
         let held = stream.receive.buffered
-        if held > 0 { _ = stream.receive.read(max: held) { sink.receive($0) } }
+        if held > 0 {
+            _ = stream.receive.read(max: held) { sink.receive($0) }
+            drainedStreamBytes &+= UInt64(held)
+        }
         stream.sink = sink
         stream.sunkSinceRead += held
     }
@@ -192,6 +195,7 @@ extension QUICConnection {
         let before = stream.receive.buffered
         let early = stream.receive.read(max: maxBytes, body)
         let count = before - stream.receive.buffered
+        drainedStreamBytes &+= UInt64(count)
         if count > 0 && returnsCredit { returnCredit(stream: stream, bytes: count) }
         if count == 0, let code = stream.receive.resetCode {
             // The reset is the stream's last word for the reader.

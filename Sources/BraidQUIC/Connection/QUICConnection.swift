@@ -84,9 +84,11 @@ package final class QUICConnection {
     var pendingReopen: [StreamState] = []
     /// Stream bytes held across all streams, bounded by `connectionSendBufferLimit`.
     var sendBudget: SendBudget<StreamState>
-    /// Stream bytes acknowledged or discarded so far, all streams: grows while the peer takes
-    /// what is sent (a listener's buffer limit tells a stalled connection by it).
-    package internal(set) var releasedStreamBytes: UInt64 = 0
+    /// Stream bytes the engine let go of so far, all streams: sent bytes acknowledged or
+    /// discarded, and received bytes the owner read. Grows as fast as the peer takes what is
+    /// sent and the application reads (a listener's buffer limit tells a stalled connection by
+    /// it); bytes arriving from the peer do not count.
+    package internal(set) var drainedStreamBytes: UInt64 = 0
 
     // MARK: Datagrams (+Datagrams)
     /// Datagrams queued by `sendDatagram`, not yet in a packet.

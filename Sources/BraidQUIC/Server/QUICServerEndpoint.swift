@@ -481,8 +481,8 @@ package final class QUICServerEndpoint {
         return best
     }
 
-    /// Closes `connection`, which holds buffered bytes its peer does not take, because the
-    /// listener is over its buffer limit: as an eviction (NO_ERROR, `stalledAtBufferLimitReason`),
+    /// Closes `connection`, which the listener's buffer budget picked (it holds bytes that drain
+    /// too slowly) while the listener is over its buffer limit: as an eviction (NO_ERROR, `stalledAtBufferLimitReason`),
     /// written by the owner after `pollEvictedConnections()`.
     package func closeOverBufferLimit(_ connection: QUICConnection, now: QUICInstant) {
         guard let admission = admitted[ObjectIdentifier(connection)], !admission.isEvicted, !connection.isClosed else { return }
@@ -490,7 +490,7 @@ package final class QUICServerEndpoint {
     }
 
     /// Why a connection closed by `closeOverBufferLimit` was closed.
-    package static let stalledAtBufferLimitReason = "server busy: buffer limit reached, closed a connection whose buffered bytes made no progress"
+    package static let stalledAtBufferLimitReason = "server busy: buffer limit reached, closed a connection whose buffered bytes drained too slowly"
 
     private func evict(_ connection: QUICConnection, reason: String = "server busy: idle connection closed to make room", now: QUICInstant) {
         let key = ObjectIdentifier(connection)

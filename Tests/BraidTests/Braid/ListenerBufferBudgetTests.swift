@@ -28,6 +28,25 @@ import Testing
         return budget
     }
 
+    /// What a new TCP client gets echoed once the listener serves it: connections it did not
+    /// close can still grow back to the limit for a moment (their outboxes were filling), and a
+    /// client that arrives then is reset; it connects again once the listener is back under the
+    /// limit, until a generous deadline.
+    private func echoOnceServed(at endpoint: NWEndpoint, listener: NetworkListener<TCP>, limit: Int) async throws -> Data {
+        let deadline = ContinuousClock.now + .seconds(90)
+        while true {
+            let reader = NetworkConnection(to: endpoint) { TCP() }
+            defer { reader.cancel() }
+            do {
+                try await reader.send(Data("echo me".utf8))
+                return try await reader.receive(exactly: 7).content
+            } catch let error as NetworkError where ContinuousClock.now < deadline {
+                let budget = try await waitForBudget(listener) { $0.buffered < limit }
+                #expect(budget.refusedConnections >= 1, "reset while not refused: \(error)")
+            }
+        }
+    }
+
     /// Three QUIC clients ask for 32 MiB on each of twenty streams they never read (the
     /// listener's connections hold up to their 16 MiB send budget each, 48 MiB together); the listener's
     /// limit is 24 MiB, so it closes stalled connections until under it, and a client that
@@ -132,8 +151,9 @@ import Testing
         defer { for connection in hostile { connection.cancel() } }
         for _ in 0..<6 {
             let connection = NetworkConnection(to: endpoint) { TCP() }
-            try await connection.send(Data("flood".utf8))
             hostile.append(connection)
+            // Refused (reset) if the first ones already took the listener to its limit.
+            do { try await connection.send(Data("flood".utf8)) } catch is NetworkError {}
         }
         let budget = try await waitForBudget(listener) { $0.closedConnections >= 1 && $0.buffered <= limit }
         #expect(budget.closedConnections >= 1, "buffered \(budget.buffered), peak \(budget.peak)")
@@ -142,32 +162,150 @@ import Testing
         while outcomes.serverBusy < 1 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(outcomes.serverBusy >= 1)
 
-        let reader = NetworkConnection(to: endpoint) { TCP() }
-        defer { reader.cancel() }
-        try await reader.send(Data("echo me".utf8))
-        let (echoed, _) = try await reader.receive(exactly: 7)
-        #expect(echoed == Data("echo me".utf8))
+        #expect(try await echoOnceServed(at: endpoint, listener: listener, limit: limit) == Data("echo me".utf8))
         print("TCP buffer limit \(limit >> 20) MiB: budget peak \(budget.peak) bytes, now \(budget.buffered), closed \(budget.closedConnections), refused \(budget.refusedConnections)")
     }
 
+    /// A TCP peer that never reads but sends a byte every quarter second (so its connection
+    /// receives something between any two sweeps) holds what the listener's application sends
+    /// it; bytes received from the peer are no drain, so the listener closes it and serves a
+    /// new client after.
+    @Test func tcpListenerClosesATricklingPeerThatNeverReads() async throws {
+        // Well below what the connection comes to hold (its outbox, once the kernel's buffers,
+        // whose size varies, are full).
+        let limit = 32 << 10
+        let outcomes = Outcomes()
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TCP() }
+        listener.connectionBufferLimit = limit
+        let task = Task {
+            try await listener.run { connection in
+                do {
+                    let (request, _) = try await connection.receive(atLeast: 1, atMost: 65536)
+                    if request.first == UInt8(ascii: "e") {
+                        try await connection.send(request)
+                        return
+                    }
+                    // The connection's outbox fills up to its bound, over the limit.
+                    let chunk = Data(repeating: 0x5A, count: 16 << 10)
+                    for _ in 0..<4096 { try await connection.send(chunk) }
+                } catch let error as NetworkError {
+                    outcomes.add(error)
+                    throw error
+                }
+            }
+        }
+        defer { task.cancel() }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
+        let trickler = NetworkConnection(to: endpoint) { TCP() }
+        defer { trickler.cancel() }
+        try await trickler.send(Data("flood".utf8))
+        // The peer's pace, not a wait for an event: it ends when the listener closes it.
+        let trickling = Task {
+            while !Task.isCancelled {
+                try await trickler.send(Data([0x2E]))
+                try await Task.sleep(for: .milliseconds(250))
+            }
+        }
+        defer { trickling.cancel() }
+        let budget = try await waitForBudget(listener) { $0.closedConnections >= 1 && $0.buffered < limit }
+        #expect(budget.closedConnections >= 1, "buffered \(budget.buffered), peak \(budget.peak)")
+        #expect(budget.peak >= limit, "peak \(budget.peak) of \(limit)")
+        #expect(budget.buffered < limit, "buffered \(budget.buffered) of \(limit)")
+        let deadline = ContinuousClock.now + .seconds(60)
+        while outcomes.serverBusy < 1 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(outcomes.serverBusy >= 1)
+
+        #expect(try await echoOnceServed(at: endpoint, listener: listener, limit: limit) == Data("echo me".utf8))
+    }
+
+    /// A limit of zero or less would refuse every client: `run` rejects it.
+    @Test(arguments: [0, -1]) func aListenerRejectsALimitThatIsNotPositive(_ limit: Int) async throws {
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TCP() }
+        listener.connectionBufferLimit = limit
+        do {
+            try await listener.run { _ in }
+            Issue.record("run accepted connectionBufferLimit \(limit)")
+        } catch let error as NetworkError {
+            guard case .invalidConfiguration(let message) = error else {
+                Issue.record("expected invalidConfiguration, got \(error)")
+                return
+            }
+            #expect(message.contains("connectionBufferLimit"))
+        }
+    }
+
     /// The budget's own arithmetic: a loop's figure is the sum of its connections; only
-    /// connections that hold bytes and made no progress since the last sweep are picked, largest
-    /// first, and only as many as cover the excess.
+    /// connections that hold bytes and drained too few of them since the last sweep are picked,
+    /// largest first, and only as many as cover the excess.
     @Test func anAccountPicksTheLargestStalledHoldersCoveringTheExcess() {
         let budget = ListenerBufferBudget(limit: 100)
         var account = ListenerBufferAccount<Int>(budget: budget)
         typealias Holding = ListenerBufferAccount<Int>.Holding
         // First sweep: over the limit, but nothing is known to be stalled yet.
-        #expect(account.sweep([Holding(key: 1, bytes: 80, progress: 0), Holding(key: 2, bytes: 50, progress: 0), Holding(key: 3, bytes: 30, progress: 0)]).isEmpty)
+        #expect(account.sweep([Holding(key: 1, bytes: 80, drained: 0), Holding(key: 2, bytes: 50, drained: 0), Holding(key: 3, bytes: 30, drained: 0)]).isEmpty)
         #expect(budget.buffered == 160 && budget.isExhausted)
-        // Second: 1 moved bytes; 2 and 3 did not. The excess (60) needs 2 (50) and 3 (30).
-        #expect(account.sweep([Holding(key: 1, bytes: 80, progress: 5), Holding(key: 2, bytes: 50, progress: 0), Holding(key: 3, bytes: 30, progress: 0)]) == [2, 3])
+        // Second: 1 drained all it held (and was refilled); 2 and 3 drained nothing. Getting
+        // below the limit (61 bytes) needs 2 (50) and 3 (30).
+        #expect(account.sweep([Holding(key: 1, bytes: 80, drained: 80), Holding(key: 2, bytes: 50, drained: 0), Holding(key: 3, bytes: 30, drained: 0)]) == [2, 3])
         #expect(budget.closedConnections == 2)
         // Third: 2 and 3 are gone; under the limit, nobody is picked.
-        #expect(account.sweep([Holding(key: 1, bytes: 80, progress: 5)]).isEmpty)
+        #expect(account.sweep([Holding(key: 1, bytes: 80, drained: 160)]).isEmpty)
         #expect(budget.buffered == 80 && !budget.isExhausted)
         #expect(budget.peak == 160)
         account.withdraw()
         #expect(budget.buffered == 0)
+    }
+
+    /// A connection that drains a byte a sweep out of what it holds is stalled, though its
+    /// figure moves; one that drains `minimumDrain` is not.
+    @Test func anAccountTreatsATrickleAsStalled() {
+        let budget = ListenerBufferBudget(limit: 1 << 20)
+        var account = ListenerBufferAccount<Int>(budget: budget)
+        typealias Holding = ListenerBufferAccount<Int>.Holding
+        let minimum = UInt64(ListenerBufferBudget.minimumDrain)
+        #expect(account.sweep([Holding(key: 1, bytes: 800 << 10, drained: 0), Holding(key: 2, bytes: 400 << 10, drained: 0)]).isEmpty)
+        // 1 (the larger) drains a minimum; 2 a byte. Only 2 can go, and it covers the excess.
+        #expect(account.sweep([Holding(key: 1, bytes: 800 << 10, drained: minimum), Holding(key: 2, bytes: 400 << 10, drained: 1)]) == [2])
+    }
+
+    /// Connections that all drain fast but keep the listener at its limit: after
+    /// `sweepsBeforeClosingAnyHolder` sweeps in a row the largest go anyway, so new clients are
+    /// not refused for ever.
+    @Test func anAccountClosesTheLargestHoldersAfterSweepsAtTheLimit() {
+        let budget = ListenerBufferBudget(limit: 1 << 20)
+        var account = ListenerBufferAccount<Int>(budget: budget)
+        typealias Holding = ListenerBufferAccount<Int>.Holding
+        let step = UInt64(1 << 20)
+        var picked: [[Int]] = []
+        for sweep in 1...ListenerBufferBudget.sweepsBeforeClosingAnyHolder {
+            let drained = step * UInt64(sweep)
+            picked.append(account.sweep([Holding(key: 1, bytes: 700 << 10, drained: drained), Holding(key: 2, bytes: 500 << 10, drained: drained)]))
+        }
+        #expect(picked.dropLast().allSatisfy { $0.isEmpty })
+        #expect(picked.last == [1])
+        #expect(budget.closedConnections == 1)
+    }
+
+    /// Two loops over one budget each shed their share of the excess (their part of what is
+    /// buffered), not all of it: together they close about the excess, not twice it.
+    @Test func loopsSplitTheExcessBetweenThem() {
+        let budget = ListenerBufferBudget(limit: 100)
+        var first = ListenerBufferAccount<Int>(budget: budget)
+        var second = ListenerBufferAccount<Int>(budget: budget)
+        typealias Holding = ListenerBufferAccount<Int>.Holding
+        let firstHoldings = (0..<10).map { Holding(key: $0, bytes: 12, drained: 0) }
+        let secondHoldings = (10..<20).map { Holding(key: $0, bytes: 12, drained: 0) }
+        #expect(first.sweep(firstHoldings).isEmpty)
+        #expect(second.sweep(secondHoldings).isEmpty)
+        // 240 buffered, 141 to go; each loop holds half.
+        let closing = first.sweep(firstHoldings) + second.sweep(secondHoldings)
+        let shed = closing.count * 12
+        #expect(shed >= 141 && shed < 141 + 2 * 12, "shed \(shed) bytes")
+        // Picked connections not ended yet are not picked again, nor more for them.
+        #expect(first.sweep(firstHoldings).isEmpty)
     }
 }
