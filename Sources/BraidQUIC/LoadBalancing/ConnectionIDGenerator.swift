@@ -38,12 +38,15 @@ package final class ConnectionIDGenerator {
     /// server send Retry packets (one spoofed Initial each), so Retry must not spend the finite
     /// nonce space that the loop's connections need; a Retry ID only lives until the client's
     /// next Initial, so the small chance that its random nonce meets a counter nonce later
-    /// costs at most one handshake attempt.
-    package func nextForRetry() -> ConnectionID {
+    /// costs at most one handshake attempt; `isInUse` keeps it off a live connection's ID.
+    package func nextForRetry(avoiding isInUse: (ConnectionID) -> Bool = { _ in false }) -> ConnectionID {
         guard case .quicLB(let configuration) = format, configuration.key != nil, let codec else { return next() }
         var random = [UInt8](repeating: 0, count: configuration.nonceLength - 1)
-        fillRandom(&random)
-        return ConnectionID(bytes: codec.encode(nonce: [loopTag] + random, trailing: [loopTag]))
+        while true {
+            fillRandom(&random)
+            let id = ConnectionID(bytes: codec.encode(nonce: [loopTag] + random, trailing: [loopTag]))
+            if !isInUse(id) { return id }
+        }
     }
 
     private func nextBytes() -> [UInt8] {
