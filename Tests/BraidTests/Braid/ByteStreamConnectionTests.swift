@@ -222,12 +222,14 @@ import BraidCore
     /// out) or with the error a lost close_notify gives.
     @Test(.timeLimit(.minutes(3))) func cancellingMidTransferEndsBothSides() async throws {
         let serverEnd = Locked<Result<Int, NetworkError>?>(nil)
+        let receivedSoFar = Locked(0)
         let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
             var received = 0
             do {
                 while true {
                     let (content, metadata) = try await connection.receive(atLeast: 1, atMost: 1 << 20)
                     received += content.count
+                    receivedSoFar.withLock { $0 = received }
                     if metadata.isEndOfStream { break }
                 }
                 serverEnd.withLock { $0 = .success(received) }
@@ -242,14 +244,18 @@ import BraidCore
             let chunk = Data(repeating: 1, count: 1 << 20)
             while true { try await connection.send(chunk) }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        // Mid-transfer: once the server has received some of the bytes.
+        let transferring = ContinuousClock.now + .seconds(60)
+        while receivedSoFar.withLock({ $0 }) == 0 && ContinuousClock.now < transferring {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(receivedSoFar.withLock { $0 } > 0, "the transfer never started")
         connection.cancel()
         await #expect(throws: NetworkError.cancelled) { try await sender.value }
         #expect(connection.state == .cancelled)
-        var waited = 0
-        while serverEnd.withLock({ $0 }) == nil && waited < 100 {
+        let ended = ContinuousClock.now + .seconds(60)
+        while serverEnd.withLock({ $0 }) == nil && ContinuousClock.now < ended {
             try await Task.sleep(for: .milliseconds(50))
-            waited += 1
         }
         switch try #require(serverEnd.withLock { $0 }) {
         case .success(let received): #expect(received > 0)

@@ -122,6 +122,9 @@ import Testing
     @Test func tcpListenerClosesStalledHoldersToStayWithinItsLimit() async throws {
         let limit = 1 << 20
         let outcomes = Outcomes()
+        // The six start sending together, so that they all hold bytes (the first alone would
+        // take the listener to its limit and have the others refused).
+        let arrived = Locked(0)
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TCP() }
         listener.connectionBufferLimit = limit
         let task = Task {
@@ -131,6 +134,11 @@ import Testing
                     if request.first == UInt8(ascii: "e") {
                         try await connection.send(request)
                         return
+                    }
+                    arrived.withLock { $0 += 1 }
+                    let together = ContinuousClock.now + .seconds(60)
+                    while arrived.withLock({ $0 }) < 6 && ContinuousClock.now < together {
+                        try await Task.sleep(for: .milliseconds(10))
                     }
                     // Small sends queue in the connection's outbox up to its bound (1 MiB).
                     let chunk = Data(repeating: 0x5A, count: 16 << 10)
