@@ -8,7 +8,7 @@
 /// - `.quicLB`: 1 + server ID + nonce + 1 bytes (the tag last, after the QUIC-LB part, which
 ///   balancers ignore). In clear the nonce is random; encrypted, it is the tag then a counter
 ///   that starts at a random value (the draft forbids reusing a nonce under one key), so a
-///   loop issues 2^(8 × (nonce − 1)) IDs before it runs out; after that it issues unroutable
+///   loop issues 256^(nonce − 1) IDs before it runs out; after that it issues unroutable
 ///   IDs (config rotation 7, random bytes), which balancers route by address, until it is given
 ///   a new configuration.
 /// - `.katran`: 16 bytes: 2 version bits and the server ID (16 bits from bit 2 in version 1;
