@@ -46,6 +46,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("qlog-dir"), help: "Write a qlog file per connection into this directory.") var qlogDirectory: String?
     @Option(help: "Event loops (cores) serving connections.") var loops = 1
     @OptionGroup var batching: BatchingFlags
+    @OptionGroup(title: "Behind a QUIC load balancer") var fleet: FleetFlags
     @Flag(help: "One JSON line per finished connection.") var json = false
     @Option(name: .customLong("requests-per-connection"), help: "HTTP/3: shut a connection down gracefully (GOAWAY) once it has taken this many requests.")
     var requestsPerConnection: Int?
@@ -67,6 +68,7 @@ struct Serve: AsyncParsableCommand {
                 throw ValidationError("--stack \(stack) carries datagrams only: it serves echo (perf needs a byte stream)")
             }
             guard !retry, qlogDirectory == nil, loops == 1 else { throw ValidationError("--retry, --qlog-dir and --loops are QUIC's") }
+            guard fleet.isDefault else { throw ValidationError("--cid-format and --fleet-keys are QUIC's") }
         }
         if applications.contains("h3") {
             guard applications == ["h3"] else { throw ValidationError("--alpn h3 serves HTTP/3 alone; perf and echo need another server") }
@@ -108,7 +110,11 @@ struct Serve: AsyncParsableCommand {
             .qlogDirectory(qlogDirectory)
             .serverLoops(loops)
             .batching(batching.options)
-        let listener = NetworkListener(for: .hostPort(host: NWEndpoint.Host(host), port: port)) { stack }
+            .connectionIDFormat(fleet.connectionIDFormat.format)
+        let fleetKeys = try fleet.loadKeys()
+        let configured = fleetKeys.map { stack.fleetKeys($0) } ?? stack
+        let listener = NetworkListener(for: .hostPort(host: NWEndpoint.Host(host), port: port)) { configured }
+        let reloading = fleetKeys.map(FleetKeyReloader.init)
         listener.newConnectionLimit = connectionLimit
         let json = json
         let fileServer = applications == ["h3"] ? HTTP3FileServer(root: root) : nil
@@ -138,6 +144,7 @@ struct Serve: AsyncParsableCommand {
             if state.isFinal { break }
         }
         try await serving.value
+        reloading?.stop()
         ShutdownSignals.finish()
     }
 

@@ -120,3 +120,16 @@ func articleExample_jumbo() -> NetworkConnection<QUIC> {
     }
     return bulk
 }
+
+// MARK: RunningAFleet.md
+
+func articleExample_fleetListener() throws -> NetworkListener<QUIC> {
+    let keys = try QUIC.FleetKeys(contentsOfFile: "/etc/braid/quic-keys", overlap: .seconds(3600))
+    let listener = NetworkListener(port: 4433) {
+        QUIC(alpn: ["h3"])
+            .identity(certificateChainFile: "server.pem", privateKeyFile: "server-key.pem")
+            .connectionIDFormat(.quicLB(configRotation: 0, serverID: Data([0x0a, 0x01]), nonceLength: 8))
+            .fleetKeys(keys)
+    }
+    return listener
+}
