@@ -16,8 +16,8 @@ import Foundation
 /// browser.start(queue: .main)
 /// ```
 ///
-/// Braid browses with its own multicast DNS querier (RFC 6762, in the process; see the README's
-/// discovery section), in the `local.` domain only. Each result's endpoint is a `.service`
+/// Braid browses with its own multicast DNS querier (RFC 6762, in the process; see the
+/// "Local-network discovery" article), in the `local.` domain only. Each result's endpoint is a `.service`
 /// endpoint a connection resolves by itself.
 public final class NWBrowser: Sendable, CustomDebugStringConvertible {
     /// What to browse for.

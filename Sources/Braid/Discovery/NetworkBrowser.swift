@@ -12,8 +12,8 @@ import BraidDiscoveryIO
 /// }
 /// ```
 ///
-/// Braid browses with its own multicast DNS querier in the process (see the README's discovery
-/// section), in the `local.` domain. The parameters' interface rules (a required interface or
+/// Braid browses with its own multicast DNS querier in the process (see the "Local-network
+/// discovery" article), in the `local.` domain. The parameters' interface rules (a required interface or
 /// type, prohibited ones) filter the results.
 public final class NetworkBrowser<Provider: BrowserProvider>: Sendable {
     /// What `run`'s handler returns: browse on, or stop and return a value.
