@@ -176,6 +176,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         if let layer {
             // Weakly: the channel owns the layer, and a strong reference back would keep both.
             let channel = LoopBound(WeakByteStreamChannel(self), on: context.loop)
+            layer.eventLoop = context.loop
             layer.requestProcessing = {
                 channel.loop.execute { context in channel.value.channel?.layerRequestedProcessing(context) }
             }
