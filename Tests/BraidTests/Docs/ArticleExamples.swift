@@ -120,3 +120,13 @@ func articleExample_jumbo() -> NetworkConnection<QUIC> {
     }
     return bulk
 }
+
+// MARK: Metrics.md
+
+func articleExample_metricsLabel() -> NetworkListener<QUIC> {
+    let listener = NetworkListener(port: 4433) {
+        QUIC(alpn: ["echo"]).identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    }
+    listener.metricsLabel = "echo"
+    return listener
+}
