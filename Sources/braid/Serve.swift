@@ -1,7 +1,9 @@
 import ArgumentParser
 import Braid
 import BraidPerf
+import BraidServiceLifecycle
 import Foundation
+import ServiceLifecycle
 
 /// `braid serve`: a server for the perf and echo applications over QUIC or another stack.
 struct Serve: AsyncParsableCommand {
@@ -119,54 +121,54 @@ struct Serve: AsyncParsableCommand {
         let json = json
         let fileServer = applications == ["h3"] ? HTTP3FileServer(root: root) : nil
         let requestsPerConnection = requestsPerConnection
-        let serving = Task {
-            if let fileServer {
+        // The group's graceful shutdown cancels the listener's run, which is the listener's
+        // graceful shutdown: it stops accepting, closes every connection with code 0 (HTTP/3:
+        // GOAWAY, the requests taken finish, then H3_NO_ERROR), and returns once the closes are
+        // on the socket.
+        let service: any Service
+        if let fileServer {
+            service = ServeLifecycle.service {
                 try await listener.runHTTP3(requestsPerConnection: requestsPerConnection, fileServer.handle)
-                return
             }
-            try await listener.run { connection in
+        } else {
+            service = NetworkListenerService(listener) { connection in
                 let report = await ApplicationServer.serve(connection)
                 if json, let report { printJSON(report) }
             }
         }
-        // Cancelling `run` is the listener's graceful shutdown: it stops accepting, closes every
-        // connection with code 0 (HTTP/3: GOAWAY, the requests taken finish, then H3_NO_ERROR),
-        // and returns once the closes are on the socket.
-        try ShutdownSignals.install(gracePeriod: .seconds(10)) { signal in
-            FileHandle.standardError.write(Data("braid: \(ShutdownSignals.name(signal)): closing every connection (again: exit at once)\n".utf8))
-            serving.cancel()
-        }
-        for await state in listener.states {
-            if state == .ready {
-                FileHandle.standardOutput.write(Data("listening \(listener.port!)\n".utf8))
+        let announcer = Task { () -> String? in
+            for await state in listener.states {
+                if state == .ready {
+                    FileHandle.standardOutput.write(Data("listening \(listener.port!)\n".utf8))
+                }
+                if case .failed(let error) = state { return "\(error)" }
+                if state.isFinal { break }
             }
-            if case .failed(let error) = state { throw CommandFailure("cannot listen on \(host):\(port): \(error)") }
-            if state.isFinal { break }
+            return nil
         }
-        try await serving.value
+        do {
+            try await ServeLifecycle.run(service)
+        } catch {
+            if let failure = await announcer.value { throw CommandFailure("cannot listen on \(host):\(port): \(failure)") }
+            throw error
+        }
         reloading?.stop()
-        ShutdownSignals.finish()
     }
 
     /// `run` for the stacks other than QUIC: the same output and shutdown.
     private func runOtherStack() async throws {
         let json = json, stack = stack, host = host, port = port.rawValue, applications = applications
         let identity = cert.flatMap { cert in key.map { ServerIdentity(certificateChainFile: cert, privateKeyFile: $0) } }
-        let serving = Task {
+        let service = ServeLifecycle.service {
             try await ApplicationServer.run(
                 stack: stack, host: host, port: port, applications: applications, identity: identity,
                 listening: { FileHandle.standardOutput.write(Data("listening \($0)\n".utf8)) },
                 report: { if json { printJSON($0) } })
         }
-        try ShutdownSignals.install(gracePeriod: .seconds(10)) { signal in
-            FileHandle.standardError.write(Data("braid: \(ShutdownSignals.name(signal)): closing every connection (again: exit at once)\n".utf8))
-            serving.cancel()
-        }
         do {
-            try await serving.value
+            try await ServeLifecycle.run(service)
         } catch {
             throw CommandFailure("cannot serve \(stack) on \(host):\(port): \(error)")
         }
-        ShutdownSignals.finish()
     }
 }

@@ -305,3 +305,12 @@ func articleExample_pinnedClient(loadPinnedKey: () -> Data) -> NWConnection {
     let connection = NWConnection(host: "localhost", port: 4443, using: NWParameters(tls: tls))
     return connection
 }
+// MARK: Metrics.md
+
+func articleExample_metricsLabel() -> NetworkListener<QUIC> {
+    let listener = NetworkListener(port: 4433) {
+        QUIC(alpn: ["echo"]).identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    }
+    listener.metricsLabel = "echo"
+    return listener
+}

@@ -1388,3 +1388,12 @@ func docExample_NWEndpoint_service() {
     let table: NWEndpoint = .service(name: "Table 7", type: "_game._tcp", domain: "local.", interface: nil)
     _ = table
 }
+
+/// Sources/Braid/Listener/NetworkListener.swift (metricsLabel)
+func docExample_NetworkListener_metricsLabel() -> NetworkListener<TLS> {
+    let listener = NetworkListener(port: 4433) {
+        TLS { TCP() }.identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    }
+    listener.metricsLabel = "api"
+    return listener
+}
