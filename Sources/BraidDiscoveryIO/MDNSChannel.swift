@@ -18,6 +18,18 @@ package final class MDNSChannel: LoopHandler {
     struct Advertising {
         var engine: MDNSResponder
         let onEvent: @Sendable (MDNSResponder.Event) -> Void
+        /// Whether it runs on an interface (by index and name); nil: on every one.
+        let allows: (@Sendable (Int32, String) -> Bool)?
+        /// The interfaces `allows` took, asked again at each scan of the interfaces (not for
+        /// each message: the answer may read files).
+        var allowed: Set<Int32> = []
+
+        func runs(on interface: MDNSInterface) -> Bool { allows == nil || allowed.contains(interface.index) }
+
+        mutating func ask(_ interfaces: [MDNSInterface]) {
+            guard let allows else { return }
+            allowed = Set(interfaces.filter { allows($0.index, $0.name) }.map(\.index))
+        }
     }
 
     /// How often the interfaces are read again while anything browses or advertises, so links
@@ -33,10 +45,14 @@ package final class MDNSChannel: LoopHandler {
     var browsers: [UInt64: Browsing] = [:]
     var responders: [UInt64: Advertising] = [:]
 
-    init(sockets: [MDNSSocket], interfaces: [MDNSInterface], origin: MonotonicInstant) {
+    /// The TTLs of the records the responders publish.
+    let recordTTLs: MDNSResponder.RecordTTLs
+
+    init(sockets: [MDNSSocket], interfaces: [MDNSInterface], origin: MonotonicInstant, recordTTLs: MDNSResponder.RecordTTLs = .standard) {
         self.sockets = sockets
         self.interfaces = interfaces
         self.origin = origin
+        self.recordTTLs = recordTTLs
     }
 
     func start(_ context: LoopContext) throws {
@@ -53,16 +69,22 @@ package final class MDNSChannel: LoopHandler {
 
     func removeBrowser(_ id: UInt64) { browsers[id] = nil }
 
-    func addResponder(_ id: UInt64, service description: MDNSServiceDescription, onEvent: @escaping @Sendable (MDNSResponder.Event) -> Void, _ context: LoopContext) {
+    func addResponder(
+        _ id: UInt64, service description: MDNSServiceDescription, allows: (@Sendable (Int32, String) -> Bool)?,
+        onEvent: @escaping @Sendable (MDNSResponder.Event) -> Void, _ context: LoopContext
+    ) {
         var description = description
-        description.addresses = interfaces.flatMap(\.records)
-        responders[id] = Advertising(engine: MDNSResponder(service: description, now: now(context)), onEvent: onEvent)
+        // The addresses of the interfaces it runs on; each interface's messages carry its own.
+        let allowed = Set(interfaces.filter { allows?($0.index, $0.name) ?? true }.map(\.index))
+        description.addresses = interfaces.filter { allowed.contains($0.index) }.flatMap(\.records)
+        let engine = MDNSResponder(service: description, now: now(context), ttls: recordTTLs)
+        responders[id] = Advertising(engine: engine, onEvent: onEvent, allows: allows, allowed: allowed)
         service(context)
     }
 
     func removeResponder(_ id: UInt64, _ context: LoopContext) {
         guard var advertising = responders.removeValue(forKey: id) else { return }
-        if let goodbye = advertising.engine.goodbye() { multicast(goodbye) }
+        if let goodbye = advertising.engine.goodbye() { send(goodbye, of: advertising, on: nil) }
         service(context)
     }
 
@@ -102,12 +124,16 @@ package final class MDNSChannel: LoopHandler {
         for id in browsers.keys {
             browsers[id]!.engine.receive(message, interface: received.interface, now: at, fromPort: received.sourcePort)
         }
+        let arrival = interfaces.first { $0.index == received.interface }
         for id in responders.keys {
-            for outgoing in responders[id]!.engine.receive(message, now: at, fromPort: received.sourcePort) {
+            // A responder hears only the interfaces it runs on.
+            guard let arrival, responders[id]!.runs(on: arrival) else { continue }
+            for outgoing in responders[id]!.engine.receive(message, now: at, from: source, interface: received.interface) {
                 if outgoing.unicastToSender {
-                    socket.send(outgoing.message.serialized(), to: received.source)
+                    guard let answer = responders[id]!.engine.addressed(outgoing.message, to: arrival.records) else { continue }
+                    socket.send(answer.serialized(), to: received.source)
                 } else {
-                    multicast(outgoing.message)
+                    send(outgoing.message, of: responders[id]!, on: outgoing.interface)
                 }
             }
         }
@@ -119,6 +145,8 @@ package final class MDNSChannel: LoopHandler {
 
     package func close(_ context: LoopContext) {
         for id in Array(responders.keys) { removeResponder(id, context) }
+        browsers = [:]
+        context.setTimer(timer, at: nil)
         for token in tokens { context.deregister(token) }
         tokens = []
     }
@@ -142,7 +170,10 @@ package final class MDNSChannel: LoopHandler {
             next = min(next ?? deadline, deadline)
         }
         for id in responders.keys {
-            for message in responders[id]!.engine.poll(now: at) { multicast(message) }
+            // (A legacy query is answered at once, so nothing polled goes to one sender.)
+            for outgoing in responders[id]!.engine.pollOutgoing(now: at) where !outgoing.unicastToSender {
+                send(outgoing.message, of: responders[id]!, on: outgoing.interface)
+            }
             for event in responders[id]!.engine.takeEvents() { responders[id]!.onEvent(event) }
             if let deadline = responders[id]!.engine.nextDeadline { next = min(next ?? deadline, deadline) }
         }
@@ -164,6 +195,19 @@ package final class MDNSChannel: LoopHandler {
             }
         }
         interfaces = current
+        for id in responders.keys { responders[id]!.ask(current) }
+    }
+
+    /// Multicasts a responder's message on `interface` (nil: every interface it runs on), each
+    /// copy with that interface's addresses alone.
+    func send(_ message: DNSMessage, of advertising: Advertising, on interface: Int32?) {
+        for socket in sockets {
+            for candidate in interfaces where socket.joined.contains(candidate.index) && (interface == nil || candidate.index == interface)
+                && advertising.runs(on: candidate) {
+                guard let copy = advertising.engine.addressed(message, to: candidate.records) else { continue }
+                socket.sendToGroup(copy.serialized(), interface: candidate.index)
+            }
+        }
     }
 
     func multicast(_ message: DNSMessage) {

@@ -45,6 +45,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// While `runHTTP3` runs: counts the serving tasks it keeps by connection (tests check
     /// that each goes when its connection ends). Nil otherwise, so it keeps nothing alive.
     let servingTaskCounter = Locked<(@Sendable () -> Int)?>(nil)
+    /// The DNS-SD service to advertise, its handler and advertiser (`NetworkListener+Service`).
+    let serviceState = Locked(ListenerServiceState())
     private static var logger: Logger { BraidLog.logger(label: "braid.listener") }
 
     /// A listener on `endpoint` (a name resolves to its first address; nil: every address, port
@@ -171,6 +173,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 throw NetworkError.unsupported(
                     "requiredInterfaceType, prohibitedInterfaceTypes, prohibitedInterfaces, expensivePathsProhibited and constrainedPathsProhibited on listeners (a listener takes requiredInterface; connections apply them all)")
             }
+            try checkService()
             let (endpoint, parameters) = try endpointToBind()
             let bufferLimit = connectionBufferLimit
             // A limit of zero or less would refuse every client while looking like it runs.
@@ -198,6 +201,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             throw error
         }
         broadcast.update(.ready)
+        if let port = boundPort.withLock({ $0 }) { startAdvertising(port: port.rawValue, intake: intake) }
         await withDiscardingTaskGroup { tasks in
             // Ends when the calling task is cancelled (after any connection admitted before).
             for await connection in intake.connections {
@@ -213,8 +217,13 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             }
             tasks.cancelAll()
         }
+        stopAdvertising()
         self.group.withLock { $0 = nil }
         await group.close()
+        if let failure = serviceState.withLock({ $0.failure }) {
+            broadcast.update(.failed(failure))
+            throw failure
+        }
         broadcast.update(.cancelled)
     }
 
