@@ -9,27 +9,40 @@ import Glibc
 /// local link are handed to every engine, and what the engines return is sent at once, on each
 /// interface (or to the querier, for a legacy unicast answer).
 package final class MDNSChannel: LoopHandler {
-    struct Browsing {
-        var engine: MDNSBrowser
-        var last: [MDNSBrowseResult]
-        let onChange: @Sendable ([MDNSBrowseResult]) -> Void
-    }
-
-    struct Advertising {
-        var engine: MDNSResponder
-        let onEvent: @Sendable (MDNSResponder.Event) -> Void
+    /// Which interfaces a browser or responder runs on.
+    struct InterfaceChoice {
         /// Whether it runs on an interface (by index and name); nil: on every one.
         let allows: (@Sendable (Int32, String) -> Bool)?
         /// The interfaces `allows` took, asked again at each scan of the interfaces (not for
         /// each message: the answer may read files).
         var allowed: Set<Int32> = []
 
-        func runs(on interface: MDNSInterface) -> Bool { allows == nil || allowed.contains(interface.index) }
+        init(_ allows: (@Sendable (Int32, String) -> Bool)?, among interfaces: [MDNSInterface]) {
+            self.allows = allows
+            ask(interfaces)
+        }
+
+        func includes(_ interface: MDNSInterface) -> Bool { allows == nil || allowed.contains(interface.index) }
 
         mutating func ask(_ interfaces: [MDNSInterface]) {
             guard let allows else { return }
             allowed = Set(interfaces.filter { allows($0.index, $0.name) }.map(\.index))
         }
+    }
+
+    struct Browsing {
+        var engine: MDNSBrowser
+        var last: [MDNSBrowseResult]
+        let onChange: @Sendable ([MDNSBrowseResult]) -> Void
+        var interfaces: InterfaceChoice
+    }
+
+    struct Advertising {
+        var engine: MDNSResponder
+        let onEvent: @Sendable (MDNSResponder.Event) -> Void
+        var interfaces: InterfaceChoice
+
+        func runs(on interface: MDNSInterface) -> Bool { interfaces.includes(interface) }
     }
 
     /// How often the interfaces are read again while anything browses or advertises, so links
@@ -62,8 +75,13 @@ package final class MDNSChannel: LoopHandler {
 
     func now(_ context: LoopContext) -> Duration { context.now - origin }
 
-    func addBrowser(_ id: UInt64, type: DNSName, onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void, _ context: LoopContext) {
-        browsers[id] = Browsing(engine: MDNSBrowser(serviceType: type, now: now(context)), last: [], onChange: onChange)
+    func addBrowser(
+        _ id: UInt64, type: DNSName, allows: (@Sendable (Int32, String) -> Bool)?,
+        onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void, _ context: LoopContext
+    ) {
+        browsers[id] = Browsing(
+            engine: MDNSBrowser(serviceType: type, now: now(context)), last: [], onChange: onChange,
+            interfaces: InterfaceChoice(allows, among: interfaces))
         service(context)
     }
 
@@ -75,10 +93,10 @@ package final class MDNSChannel: LoopHandler {
     ) {
         var description = description
         // The addresses of the interfaces it runs on; each interface's messages carry its own.
-        let allowed = Set(interfaces.filter { allows?($0.index, $0.name) ?? true }.map(\.index))
-        description.addresses = interfaces.filter { allowed.contains($0.index) }.flatMap(\.records)
+        let choice = InterfaceChoice(allows, among: interfaces)
+        description.addresses = interfaces.filter(choice.includes).flatMap(\.records)
         let engine = MDNSResponder(service: description, now: now(context), ttls: recordTTLs)
-        responders[id] = Advertising(engine: engine, onEvent: onEvent, allows: allows, allowed: allowed)
+        responders[id] = Advertising(engine: engine, onEvent: onEvent, interfaces: choice)
         service(context)
     }
 
@@ -121,10 +139,12 @@ package final class MDNSChannel: LoopHandler {
         let subnets = interfaces.first { $0.index == received.interface }?.subnets ?? []
         guard source.admits(message, arrivingOn: subnets) else { return }
         let at = now(context)
+        let arrival = interfaces.first { $0.index == received.interface }
         for id in browsers.keys {
+            // A browser hears only the interfaces it runs on.
+            if let arrival, !browsers[id]!.interfaces.includes(arrival) { continue }
             browsers[id]!.engine.receive(message, interface: received.interface, now: at, fromPort: received.sourcePort)
         }
-        let arrival = interfaces.first { $0.index == received.interface }
         for id in responders.keys {
             // A responder hears only the interfaces it runs on.
             guard let arrival, responders[id]!.runs(on: arrival) else { continue }
@@ -160,7 +180,7 @@ package final class MDNSChannel: LoopHandler {
         }
         var next: Duration?
         for id in browsers.keys {
-            for query in browsers[id]!.engine.poll(now: at) { multicast(query) }
+            for query in browsers[id]!.engine.poll(now: at) { multicast(query, on: browsers[id]!.interfaces) }
             let results = browsers[id]!.engine.results()
             if results != browsers[id]!.last {
                 browsers[id]!.last = results
@@ -195,7 +215,8 @@ package final class MDNSChannel: LoopHandler {
             }
         }
         interfaces = current
-        for id in responders.keys { responders[id]!.ask(current) }
+        for id in responders.keys { responders[id]!.interfaces.ask(current) }
+        for id in browsers.keys { browsers[id]!.interfaces.ask(current) }
     }
 
     /// Multicasts a responder's message on `interface` (nil: every interface it runs on), each
@@ -210,10 +231,11 @@ package final class MDNSChannel: LoopHandler {
         }
     }
 
-    func multicast(_ message: DNSMessage) {
+    /// Multicasts `message` on every interface `choice` includes.
+    func multicast(_ message: DNSMessage, on choice: InterfaceChoice) {
         let bytes = message.serialized()
         for socket in sockets {
-            for interface in interfaces where socket.joined.contains(interface.index) {
+            for interface in interfaces where socket.joined.contains(interface.index) && choice.includes(interface) {
                 socket.sendToGroup(bytes, interface: interface.index)
             }
         }

@@ -77,10 +77,15 @@ package final class MDNSDiscovery: Sendable {
     }
 
     /// Starts browsing for `type`; `onChange` gets every new list of results, on the loop.
-    package func browse(type: DNSName, onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void) -> UInt64 {
+    /// With `interfaces`, it queries and listens only on the interfaces that returns true for
+    /// (by index and name, asked on the loop).
+    package func browse(
+        type: DNSName, interfaces: (@Sendable (Int32, String) -> Bool)? = nil,
+        onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void
+    ) -> UInt64 {
         let id = ids.add(1, ordering: .relaxed).oldValue
         let bound = channel
-        loop.execute { context in bound.value.addBrowser(id, type: type, onChange: onChange, context) }
+        loop.execute { context in bound.value.addBrowser(id, type: type, allows: interfaces, onChange: onChange, context) }
         return id
     }
 

@@ -81,10 +81,7 @@ final class ServiceAdvertiser: Sendable {
         }
         let typeText = service.type.trimmingCharacters(in: CharacterSet(charactersIn: "."))
         let noAutoRename = service.noAutoRename
-        let filter = filter
-        let allows: @Sendable (Int32, String) -> Bool = { filter.allows(index: $0, name: $1) }
-        let interfaces = filter.isEmpty ? nil : allows
-        let id = discovery.advertise(description, interfaces: interfaces) { [weak self] event in
+        let id = discovery.advertise(description, interfaces: filter.interfaces) { [weak self] event in
             guard let self, self.state.withLock({ $0.generation == generation && !$0.stopped }) else { return }
             if case .renamed = event, noAutoRename {
                 self.stop()

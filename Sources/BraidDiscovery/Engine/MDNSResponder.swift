@@ -10,6 +10,12 @@
 /// unique ones at once, leaving out what the query already knows, RFC 6762 §7.1), defends its
 /// names, and says goodbye (TTL 0) when asked. Responses are multicast, except to legacy unicast
 /// queries (not from port 5353), which get a unicast answer with the query's ID (RFC 6762 §6.7).
+/// An answer goes out on the interface its query came on (`pollOutgoing`'s and `receive`'s
+/// `Outgoing.interface`); a query with the TC bit is answered once its known-answer parts from
+/// the same querier are in, 400–500 ms later (RFC 6762 §7.2; bounded: `maximumWaitingQueries`,
+/// `maximumWaitingKnownAnswers`, `maximumKnownAnswerParts`). `addressed(_:to:)` gives the copy of
+/// a message for one interface, with that interface's addresses alone (RFC 6762 §6.2); a probe
+/// of its own heard back on another interface carries fewer addresses and is not a rival.
 public struct MDNSResponder: Sendable {
     /// TTLs of RFC 6762 §10: host-related records 120 s, the others 75 minutes.
     public static let hostRecordTTL: UInt32 = 120
