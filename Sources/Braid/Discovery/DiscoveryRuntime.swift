@@ -1,6 +1,7 @@
 import BraidCore
 import BraidDiscovery
 import BraidDiscoveryIO
+import BraidIO
 import Foundation
 
 /// Where browsers, advertised listeners and `.service` connections get multicast DNS from: the
@@ -9,12 +10,19 @@ import Foundation
 enum DiscoveryRuntime {
     /// The process's multicast DNS, opening its sockets on first use.
     static func discovery() throws -> MDNSDiscovery {
+        // A discovery attached to the loop the work runs on (a test's host in a namespace).
+        if let loop = NetworkEnvironment.current?.loop ?? establishmentLoop, let attached = MDNSDiscovery.attached(to: loop) {
+            return attached
+        }
         do {
             return try MDNSDiscovery.shared(on: LoopPool.loop())
         } catch {
             throw NetworkError.system(call: "multicast DNS socket (\(error))", errno: 0)
         }
     }
+
+    /// The loop of the connection whose `.service` endpoint is being resolved.
+    @TaskLocal static var establishmentLoop: EventLoop?
 
     /// `_type._tcp` (or `._udp`) in `domain` as a DNS name; only multicast DNS's `local.` domain
     /// is served (wide-area DNS-SD is not).

@@ -123,7 +123,7 @@ public final class NWBrowser: Sendable, CustomDebugStringConvertible {
         }
         let includeTXT = if case .bonjourWithTXTRecord = descriptor { true } else { false }
         let filter = BrowseFilter(parameters: parameters)
-        let id = discovery.browse(type: type) { [weak self] results in
+        let id = discovery.browse(type: type, interfaces: filter.interfaces) { [weak self] results in
             self?.deliver(Set(results.filter(filter.allows).map { Result($0, includeTXT: includeTXT) }))
         }
         let cancelled = shared.withLock { shared -> Bool in

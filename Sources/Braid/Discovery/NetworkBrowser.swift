@@ -69,7 +69,7 @@ public final class NetworkBrowser<Provider: BrowserProvider>: Sendable {
             // No empty list before the first result: a handler may take the first element of
             // any list it gets.
             let heardAny = Locked(false)
-            let id = discovery.browse(type: type) { results in
+            let id = discovery.browse(type: type, interfaces: filter.interfaces) { results in
                 let endpoints = results.filter(filter.allows).map {
                     Provider.endpoint(for: NWBrowser.Result($0, includeTXT: request.includeTXTRecord))
                 }

@@ -33,6 +33,12 @@ final class InboundIntake<ApplicationProtocol: NetworkProtocol>: Sendable {
         }
     }
 
+    /// Ends `connections` (as cancellation does): a listener that fails while running (its
+    /// advertised name taken, say) stops this way.
+    func finish() {
+        continuation.finish()
+    }
+
     /// Closes the intake when the consumer of `connections` is cancelled, before the stream
     /// ends, then calls `closed`. Set once `run` has started: the stream then holds the intake
     /// until `run`'s cancellation calls the closure, which drops it again.

@@ -46,6 +46,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// While `runHTTP3` runs: counts the serving tasks it keeps by connection (tests check
     /// that each goes when its connection ends). Nil otherwise, so it keeps nothing alive.
     let servingTaskCounter = Locked<(@Sendable () -> Int)?>(nil)
+    /// The DNS-SD service to advertise, its handler and advertiser (`NetworkListener+Service`).
+    let serviceState = Locked(ListenerServiceState())
     private static var logger: Logger { BraidLog.logger(label: "braid.listener") }
 
     /// A listener on `endpoint` (a name resolves to its first address; nil: every address, port
@@ -195,6 +197,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 throw NetworkError.unsupported(
                     "requiredInterfaceType, prohibitedInterfaceTypes, prohibitedInterfaces, expensivePathsProhibited and constrainedPathsProhibited on listeners (a listener takes requiredInterface; connections apply them all)")
             }
+            try checkService()
             let (endpoint, parameters) = try endpointToBind()
             let bufferLimit = connectionBufferLimit
             // A limit of zero or less would refuse every client while looking like it runs.
@@ -223,6 +226,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         }
         broadcast.update(.ready)
         let sweeper = listenerMetrics.map { metrics in Task { await metrics.watch(group, budget: budget) } }
+        if let port = boundPort.withLock({ $0 }) { startAdvertising(port: port.rawValue, intake: intake) }
         await withDiscardingTaskGroup { tasks in
             // Ends when the calling task is cancelled (after any connection admitted before).
             for await connection in intake.connections {
@@ -240,6 +244,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             }
             tasks.cancelAll()
         }
+        stopAdvertising()
         if let sweeper {
             // Its last reading, before the group closes.
             sweeper.cancel()
@@ -248,6 +253,10 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         self.group.withLock { $0 = nil }
         await group.close()
         listenerMetrics?.stopped()
+        if let failure = serviceState.withLock({ $0.failure }) {
+            broadcast.update(.failed(failure))
+            throw failure
+        }
         broadcast.update(.cancelled)
     }
 

@@ -106,6 +106,16 @@ func articleExample_interfaceMarks() {
     NetworkInterfacePolicy.constrainedInterfaces.insert("wlan1")
 }
 
+func articleExample_bonjourListener() async throws {
+    let listener = try NetworkListener(for: .bonjour(name: "Table 7", type: "_game._tcp", txtRecord: NWTXTRecord(["players": "4"]))) {
+        TLS().identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    }
+    listener.onServiceRegistrationUpdate { _, change in
+        if case .add(let endpoint) = change { print("advertised as", endpoint) }
+    }
+    try await listener.run { connection in print("a player joined from", connection.endpoint) }
+}
+
 // MARK: PerformanceAndTuning.md
 
 func articleExample_unbatched() -> NetworkConnection<UDP> {
