@@ -30,12 +30,6 @@ extension DTLS {
     /// for servers; asking for client certificates needs the authorities that sign them.
     func serverConfiguration() throws -> TLSServerConfiguration {
         try validateHandshakeTimeout()
-        // A listener's handshake does not wait for a verdict: refusing beats a check the
-        // application thinks it made.
-        if peerVerifier != nil {
-            throw NetworkError.unsupported(
-                "verify blocks on DTLS listeners (client certificates are checked against .trust(_:) with .peerAuthentication(_:))")
-        }
         var configuration: TLSServerConfiguration
         if let identityMaterial {
             configuration = TLSServerConfiguration(alpn: alpn, identity: identityMaterial)
@@ -50,7 +44,12 @@ extension DTLS {
         case .optional: configuration.peerAuthentication = .optional
         case .required: configuration.peerAuthentication = .required
         }
-        if configuration.peerAuthentication != .none {
+        if peerVerifier != nil {
+            // The application judges every client's certificate, so every client must show one;
+            // its check replaces the authorities'.
+            configuration.peerAuthentication = .required
+            configuration.callerVerifiesPeer = true
+        } else if configuration.peerAuthentication != .none {
             guard case .certificateAuthorityFile(let file) = verification.trustRoots else {
                 throw NetworkError.invalidConfiguration(
                     "a DTLS listener asks for client certificates by default (peerAuthentication .required, as Apple's): add .trust(.certificateAuthorities(file:)) naming the authorities that sign them, or .peerAuthentication(.none)")
@@ -63,14 +62,7 @@ extension DTLS {
 
 extension DTLS {
     fileprivate func validateHandshakeTimeout() throws {
-        guard handshakeTimeout > .zero else {
-            throw NetworkError.invalidConfiguration("DTLS handshakeTimeout must be positive; got \(handshakeTimeout)")
-        }
-        // Past a day it is no bound at all, and the deadline arithmetic below would overflow
-        // for absurd values (Duration.seconds(Int64.max)).
-        guard handshakeTimeout <= .seconds(86_400) else {
-            throw NetworkError.invalidConfiguration("DTLS handshakeTimeout must be at most a day; got \(handshakeTimeout)")
-        }
+        try validateTLSHandshakeTimeout(handshakeTimeout, of: "DTLS")
     }
 }
 

@@ -45,11 +45,6 @@ extension TLS {
     /// The engine configuration of a listener over this stack.
     func serverConfiguration() throws -> TLSServerConfiguration {
         try validateVersions()
-        // A listener's handshake does not wait for a verdict yet: refusing beats a check the
-        // application thinks it made.
-        if peerVerifier != nil {
-            throw NetworkError.unsupported("verify blocks on TLS listeners (client certificates are checked against .trust(_:) with .peerAuthentication(_:))")
-        }
         var configuration: TLSServerConfiguration
         if let identityMaterial {
             configuration = TLSServerConfiguration(alpn: alpn, identity: identityMaterial)
@@ -64,7 +59,13 @@ extension TLS {
         case .optional: configuration.peerAuthentication = .optional
         case .required: configuration.peerAuthentication = .required
         }
-        if peerAuthentication != .none {
+        if peerVerifier != nil {
+            // The application judges every client's certificate, so every client must show one
+            // (its check replaces the authorities'), and none resumes: a resumed client shows no
+            // certificate, and its early data would arrive before any verdict.
+            configuration.peerAuthentication = .required
+            configuration.callerVerifiesPeer = true
+        } else if peerAuthentication != .none {
             // Client certificates are verified against named authorities only: a listener
             // that asks for them without saying whom it trusts would accept any.
             guard case .certificateAuthorityFile(let file) = verification.trustRoots else {
@@ -75,16 +76,29 @@ extension TLS {
         }
         configuration.minimumVersion = minimumVersion.engineVersion
         configuration.maximumVersion = maximumVersion.engineVersion
-        configuration.sessionTicketsEnabled = ticketsEnabled
-        configuration.earlyDataEnabled = earlyDataEnabled
+        configuration.sessionTicketsEnabled = ticketsEnabled && peerVerifier == nil
+        configuration.earlyDataEnabled = earlyDataEnabled && peerVerifier == nil
         configuration.cipherSuites = cipherSuites.map(\.rawValue)
         return configuration
     }
 
     private func validateVersions() throws {
+        try validateTLSHandshakeTimeout(handshakeTimeout, of: "TLS")
         guard minimumVersion <= maximumVersion else {
             throw NetworkError.invalidConfiguration("TLS minimumVersion \(minimumVersion) is above maximumVersion \(maximumVersion)")
         }
+    }
+}
+
+/// TLS's and DTLS's handshake timeout (`stack` names which in the error): positive, and at
+/// most a day, past which it bounds nothing (and absurd values, `.seconds(Int64.max)`, would
+/// overflow a deadline).
+func validateTLSHandshakeTimeout(_ timeout: Duration, of stack: String) throws {
+    guard timeout > .zero else {
+        throw NetworkError.invalidConfiguration("\(stack) handshakeTimeout must be positive; got \(timeout)")
+    }
+    guard timeout <= .seconds(86_400) else {
+        throw NetworkError.invalidConfiguration("\(stack) handshakeTimeout must be at most a day; got \(timeout)")
     }
 }
 

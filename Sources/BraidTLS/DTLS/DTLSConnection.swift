@@ -64,6 +64,8 @@ public final class DTLSConnection {
     /// Server: the ALPN list from the client's hello, for `alpnMismatch` (nil: it sent none).
     var clientOfferedALPN: [String]?
 
+    /// Datagrams `receiveDatagram` refused because `inboxLimit` already waited.
+    public internal(set) var droppedInboundDatagramCount = 0
     /// The peer sent close_notify.
     public internal(set) var peerClosed = false
     /// We queued close_notify.
@@ -72,6 +74,11 @@ public final class DTLSConnection {
     public var isHandshakeComplete: Bool { if case .established = state { true } else { false } }
     /// The ALPN protocol agreed on (nil: none), once known.
     public internal(set) var negotiatedALPN: String?
+    /// The caller, not the engine, judges the peer's certificate (its client's or server's
+    /// configuration says so): the handshake stops at `.peerAwaitingVerdict`.
+    var callerVerifiesPeer: Bool {
+        clientContext?.configuration.callerVerifiesPeer ?? serverContext?.configuration.callerVerifiesPeer ?? false
+    }
     /// The error that ended the connection, if one did.
     public var failure: TLSError? { if case .failed(let error) = state { error } else { nil } }
 

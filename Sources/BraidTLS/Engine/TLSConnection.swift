@@ -100,6 +100,11 @@ public final class TLSConnection {
     public internal(set) var isResumed = false
     /// Client: the server accepted our 0-RTT data. Server: we accepted the client's.
     public internal(set) var earlyDataAccepted = false
+    /// The caller, not the engine, judges the peer's certificate (its client's or server's
+    /// configuration says so): the handshake stops at `.peerAwaitingVerdict`.
+    var callerVerifiesPeer: Bool {
+        clientContext?.configuration.callerVerifiesPeer ?? serverContext?.configuration.callerVerifiesPeer ?? false
+    }
     /// The error that ended the connection, if one did.
     public var failure: TLSError? { if case .failed(let error) = state { error } else { nil } }
 
