@@ -26,54 +26,31 @@ extension TLS {
     /// The engine configuration of a client over this stack.
     func clientConfiguration() throws -> TLSClientConfiguration {
         try validateVersions()
-        var configuration = TLSClientConfiguration(alpn: alpn)
-        configuration.verification = verification
-        if case .system = verification.trustRoots, let file = Self.systemTrustForTesting.withLock({ $0 }) {
-            configuration.verification.trustRoots = .certificateAuthorityFile(file)
-        }
-        configuration.certificateChainFile = certificateChainFile
-        configuration.privateKeyFile = privateKeyFile
-        configuration.identityMaterial = identityMaterial
+        var configuration = TLSStackSecurity.clientConfiguration(
+            alpn: alpn, verification: verification, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile,
+            identityMaterial: identityMaterial, verifier: peerVerifier)
         configuration.cipherSuites = cipherSuites.map(\.rawValue)
         configuration.minimumVersion = minimumVersion.engineVersion
         configuration.maximumVersion = maximumVersion.engineVersion
         configuration.sessionTicketsEnabled = ticketsEnabled
-        configuration.callerVerifiesPeer = peerVerifier != nil
         return configuration
     }
 
-    /// The engine configuration of a listener over this stack.
+    /// The engine configuration of a listener over this stack. With a verify block no client
+    /// resumes: a resumed client shows no certificate, and its early data would arrive before
+    /// any verdict.
     func serverConfiguration() throws -> TLSServerConfiguration {
         try validateVersions()
-        var configuration: TLSServerConfiguration
-        if let identityMaterial {
-            configuration = TLSServerConfiguration(alpn: alpn, identity: identityMaterial)
-        } else if let certificateChainFile, let privateKeyFile {
-            configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
-        } else {
-            throw NetworkError.invalidConfiguration(
-                "a TLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:) (classic API: sec_protocol_options_set_local_identity)")
+        let mode: TLSPeerAuthentication = switch peerAuthentication {
+        case .none: .none
+        case .optional: .optional
+        case .required: .required
         }
-        switch peerAuthentication {
-        case .none: configuration.peerAuthentication = .none
-        case .optional: configuration.peerAuthentication = .optional
-        case .required: configuration.peerAuthentication = .required
-        }
-        if peerVerifier != nil {
-            // The application judges every client's certificate, so every client must show one
-            // (its check replaces the authorities'), and none resumes: a resumed client shows no
-            // certificate, and its early data would arrive before any verdict.
-            configuration.peerAuthentication = .required
-            configuration.callerVerifiesPeer = true
-        } else if peerAuthentication != .none {
-            // Client certificates are verified against named authorities only: a listener
-            // that asks for them without saying whom it trusts would accept any.
-            guard case .certificateAuthorityFile(let file) = verification.trustRoots else {
-                throw NetworkError.invalidConfiguration(
-                    "a TLS listener that asks for client certificates must name the authorities that sign them: add .trust(.certificateAuthorities(file:))")
-            }
-            configuration.clientCertificateAuthorityFile = file
-        }
+        var configuration = try TLSStackSecurity.serverConfiguration(
+            stack: "TLS", alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile,
+            identityMaterial: identityMaterial, peerAuthentication: mode, verification: verification, verifier: peerVerifier,
+            missingAuthorities:
+                "a TLS listener that asks for client certificates must name the authorities that sign them: add .trust(.certificateAuthorities(file:))")
         configuration.minimumVersion = minimumVersion.engineVersion
         configuration.maximumVersion = maximumVersion.engineVersion
         configuration.sessionTicketsEnabled = ticketsEnabled && peerVerifier == nil
@@ -83,36 +60,19 @@ extension TLS {
     }
 
     private func validateVersions() throws {
-        try validateTLSHandshakeTimeout(handshakeTimeout, of: "TLS")
+        try TLSStackSecurity.validateHandshakeTimeout(handshakeTimeout, of: "TLS")
         guard minimumVersion <= maximumVersion else {
             throw NetworkError.invalidConfiguration("TLS minimumVersion \(minimumVersion) is above maximumVersion \(maximumVersion)")
         }
     }
 }
 
-/// TLS's and DTLS's handshake timeout (`stack` names which in the error): positive, and at
-/// most a day, past which it bounds nothing (and absurd values, `.seconds(Int64.max)`, would
-/// overflow a deadline).
-func validateTLSHandshakeTimeout(_ timeout: Duration, of stack: String) throws {
-    guard timeout > .zero else {
-        throw NetworkError.invalidConfiguration("\(stack) handshakeTimeout must be positive; got \(timeout)")
-    }
-    guard timeout <= .seconds(86_400) else {
-        throw NetworkError.invalidConfiguration("\(stack) handshakeTimeout must be at most a day; got \(timeout)")
-    }
-}
-
-/// Client TLS contexts are costly (parsing the trust store, loading credentials): one per
-/// distinct configuration, shared by every connection that uses it.
+/// The process's TLS client contexts, one per distinct configuration.
 enum TLSClientContexts {
-    private static let cache = Locked<[TLSClientConfiguration: TLSClientContext]>([:])
+    private static let cache = TLSClientContextCache { try TLSClientContext(configuration: $0) }
 
     static func context(for tls: TLS) throws -> TLSClientContext {
-        let configuration = try tls.clientConfiguration()
-        if let existing = cache.withLock({ $0[configuration] }) { return existing }
-        let made = try TLSClientContext(configuration: configuration)
-        cache.withLock { $0[configuration] = made }
-        return made
+        try cache.context(for: try tls.clientConfiguration())
     }
 }
 

@@ -163,9 +163,5 @@ public final class DTLSConnection {
     }
 
     /// The peer's certificate chain, leaf first, DER-encoded (empty: none presented).
-    public var peerCertificateChain: [[UInt8]] {
-        var count: UInt32 = 0
-        guard let chain = gnutls_certificate_get_peers(session, &count) else { return [] }
-        return (0..<Int(count)).map { Array(UnsafeBufferPointer(start: chain[$0].data, count: Int(chain[$0].size))) }
-    }
+    public var peerCertificateChain: [[UInt8]] { TLSSessionSetup.peerCertificateChain(of: session) }
 }

@@ -63,8 +63,14 @@ import Synchronization
             try await listener.run { connection in
                 do {
                     for try await (content, _) in connection.messages { try await connection.send(content) }
-                } catch let error as NetworkError {
-                    ended.append(error)
+                } catch {}
+                // The connection's end, however its messages ended.
+                for await state in connection.states {
+                    if case .failed(let error) = state {
+                        ended.append(error)
+                        break
+                    }
+                    if state == .cancelled { break }
                 }
             }
         }
@@ -214,7 +220,7 @@ import Synchronization
                 try await Task.sleep(for: .milliseconds(20))
             }
         }
-        #expect(serverError.map { NWError($0) } == .tls(-9808), "\(String(describing: serverError))")
+        #expect(serverError.map { NWError($0) } == .tls(-9808), "\(String(describing: serverError)); ended: \(ended.values)")
         #expect(asked.values.count == 2)
     }
 
