@@ -127,7 +127,7 @@ let package = Package(
         .target(name: "BraidWebSocket", dependencies: ["CBraid"], path: "Sources/BraidWebSocket"),
         // WebSocket on the datapath: the engine as a layer a byte-stream channel runs, over TLS's
         // layer or over plain TCP.
-        .target(name: "BraidWebSocketIO", dependencies: ["BraidIO", "BraidWebSocket"], path: "Sources/BraidWebSocketIO"),
+        .target(name: "BraidWebSocketIO", dependencies: ["BraidCore", "BraidIO", "BraidWebSocket"], path: "Sources/BraidWebSocketIO"),
         // The sans-IO mDNS/DNS-SD engine (RFC 1035 wire format, RFC 6762, RFC 6763): messages
         // in, messages and deadlines out. No dependencies, so the fuzz harness compiles it with
         // swiftc alone.

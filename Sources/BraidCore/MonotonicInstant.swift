@@ -21,10 +21,14 @@ public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConv
 }
 
 extension Duration {
-    /// Whole nanoseconds, clamped to zero for negative durations.
+    /// Whole nanoseconds, clamped to zero for negative durations and to `UInt64.max` for
+    /// durations longer than that (about 584 years), which would otherwise overflow.
     @inlinable package var nanosecondsClamped: UInt64 {
         let (seconds, attoseconds) = components
         if seconds < 0 { return 0 }
-        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return .max }
+        let (total, carried) = whole.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
+        return carried ? .max : total
     }
 }

@@ -36,7 +36,7 @@ package final class DTLSLayer: DatagramLayer {
         _ = try process { _ in }
     }
 
-    package func receive(_ datagram: UnsafeRawBufferPointer) {
+    package func receive(_ datagram: UnsafeRawBufferPointer) -> Bool {
         engine.receiveDatagram(datagram)
     }
 
@@ -49,7 +49,7 @@ package final class DTLSLayer: DatagramLayer {
             judgement.ask(
                 about: TLSPeerFacts(
                     certificateChain: engine.peerCertificateChain, serverName: engine.serverName,
-                    negotiatedALPN: engine.negotiatedALPN, negotiatedVersion: nil))
+                    negotiatedALPN: engine.negotiatedALPN, negotiatedVersion: nil, peerIsClient: engine.role == .server))
         }
         return engine.isHandshakeComplete
     }
@@ -68,4 +68,10 @@ package final class DTLSLayer: DatagramLayer {
     package func close() { engine.close() }
 
     package var negotiatedALPN: String? { engine.negotiatedALPN }
+
+    /// DTLS 1.2's version is not TLS's minor number: left out.
+    package var securityFacts: SecurityFacts? {
+        SecurityFacts(
+            version: nil, serverName: engine.serverName.isEmpty ? nil : engine.serverName, peerCertificates: engine.peerCertificateChain)
+    }
 }

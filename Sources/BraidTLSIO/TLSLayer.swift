@@ -64,7 +64,7 @@ package final class TLSLayer: ByteStreamLayer {
                 judgement.ask(
                     about: TLSPeerFacts(
                         certificateChain: connection.peerCertificateChain, serverName: connection.serverName,
-                        negotiatedALPN: connection.negotiatedALPN, negotiatedVersion: connection.negotiatedVersion))
+                        negotiatedALPN: connection.negotiatedALPN, negotiatedVersion: connection.negotiatedVersion, peerIsClient: connection.role == .server))
             case .peerClosed: events.insert(.peerFinished)
             case .sessionTicket(let ticket): ticketReceived?(ticket)
             case .earlyDataRejected: break

@@ -9,8 +9,11 @@ package typealias TLSPeerJudge = @Sendable (_ peer: TLSPeerFacts, _ decide: @esc
 package struct TLSPeerFacts: Sendable {
     /// The peer's certificates, leaf first, DER.
     package var certificateChain: [[UInt8]]
-    /// The name this client asked for (SNI, and the name the certificate should carry).
+    /// The name this client asked for (SNI, and the name the certificate should carry); empty
+    /// when a server judges its client.
     package var serverName: String
     package var negotiatedALPN: String?
     package var negotiatedVersion: TLSVersion?
+    /// A server judges its client (whose certificate carries no name to check).
+    package var peerIsClient = false
 }

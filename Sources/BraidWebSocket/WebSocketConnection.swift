@@ -37,6 +37,9 @@ package final class WebSocketConnection {
         /// permessage-deflate (RFC 7692): a client offers it with these settings, a server
         /// accepts an offer with them. Nil: off (nothing offered, offers declined).
         package var deflate: WebSocketDeflateNegotiation.Settings?
+        /// Server: the application answers each valid request (`Event.requestReceived`, then
+        /// `respond(with:)`) instead of `subprotocols` choosing.
+        package var applicationAnswersRequests = false
 
         package init(role: Role) { self.role = role }
     }
@@ -45,6 +48,8 @@ package final class WebSocketConnection {
     package enum Event: Equatable {
         /// The handshake completed (at once with `skipHandshake`).
         case opened(subprotocol: String?)
+        /// Server answering requests itself: a valid upgrade request waits for `respond(with:)`.
+        case requestReceived(WebSocketClientRequest)
         /// A whole message, or a control frame: text, binary, ping (unless answered), pong, or
         /// close (its raw payload: code and reason). Nothing is reported after a close.
         case message(WebSocketOpcode, [UInt8])
@@ -59,6 +64,10 @@ package final class WebSocketConnection {
     // Handshake.
     private var head: HTTPUpgradeHeadBuffer
     private var clientKey = ""
+    /// Server: the request the application has yet to answer.
+    private var pendingRequest: HTTPUpgradeHead?
+    /// Server: a request waits for the application's answer (`respond(with:)`).
+    package var awaitsAnswer: Bool { pendingRequest != nil }
     package private(set) var isOpen = false
     package private(set) var subprotocol: String?
     /// permessage-deflate as agreed in the upgrade (nil: messages travel uncompressed).
@@ -173,11 +182,13 @@ package final class WebSocketConnection {
         if let failed { throw failed }
         do {
             var rest = bytes
+            if pendingRequest != nil { return try refuseEarlyBytes(rest) }
             if !isOpen {
                 let (taken, found) = try takeHead(bytes)
                 rest = UnsafeRawBufferPointer(rebasing: bytes[taken...])
                 guard let found else { return }
                 try handshake(found)
+                if pendingRequest != nil { return try refuseEarlyBytes(rest) }
             }
             guard !closeReceived, !rest.isEmpty else { return }
             try parser.parse(rest) { (piece) throws(WebSocketError) in try self.handle(piece) }
@@ -208,6 +219,13 @@ package final class WebSocketConnection {
             let answer = try WebSocketHandshake.validateResponse(found, key: clientKey, offered: configuration.subprotocols, deflate: configuration.deflate)
             if answer.deflate != nil { extensionsHeader = found.value("sec-websocket-extensions") }
             try open(subprotocol: answer.subprotocol, deflate: answer.deflate)
+        case .server where configuration.applicationAnswersRequests:
+            if let refusal = WebSocketHandshake.refusal(of: found) {
+                queue(refusal.response)
+                if let failure = refusal.failure { throw failure }
+            }
+            pendingRequest = found
+            events.append(.requestReceived(WebSocketClientRequest(subprotocols: WebSocketHandshake.offeredSubprotocols(found), headers: found.fields)))
         case .server:
             let decision = WebSocketHandshake.answer(
                 found, supported: configuration.subprotocols, additionalHeaders: configuration.additionalHeaders, deflate: configuration.deflate)
@@ -215,6 +233,48 @@ package final class WebSocketConnection {
             if let failure = decision.failure { throw failure }
             extensionsHeader = decision.deflate?.responseValue
             try open(subprotocol: decision.subprotocol, deflate: decision.deflate)
+        }
+    }
+
+    /// A client sends nothing after its request before the server's response (RFC 6455 §4.1).
+    private func refuseEarlyBytes(_ bytes: UnsafeRawBufferPointer) throws(WebSocketError) {
+        guard !bytes.isEmpty else { return }
+        pendingRequest = nil
+        let refusal = WebSocketHandshake.refuse("400 Bad Request", "the client sent bytes before the server answered its upgrade request")
+        queue(refusal.response)
+        throw refusal.failure ?? WebSocketError.handshakeFailed("early bytes")
+    }
+
+    /// Server: the application's answer to the request it was shown (`requestReceived`): the
+    /// 101 response with its subprotocol and header fields (besides the configuration's), or a
+    /// 403 refusal, which fails the connection. A subprotocol the client did not offer is
+    /// answered with 500 and fails it too. Does nothing without a request waiting.
+    package func respond(with answer: WebSocketRequestAnswer) throws(WebSocketError) {
+        if let failed { throw failed }
+        guard let request = pendingRequest else { return }
+        pendingRequest = nil
+        do throws(WebSocketError) {
+            let headers = answer.additionalHeaders.map { "\($0.name): \($0.value)\r\n" }.joined()
+            guard answer.accepted else {
+                let refusal = WebSocketHandshake.refuse("403 Forbidden", "the server's application refused the upgrade request", extra: headers)
+                queue(refusal.response)
+                throw refusal.failure ?? WebSocketError.handshakeFailed("refused")
+            }
+            if let chosen = answer.subprotocol, !WebSocketHandshake.offeredSubprotocols(request).contains(chosen) {
+                let refusal = WebSocketHandshake.refuse(
+                    "500 Internal Server Error", "the server's application chose subprotocol \(chosen), which the client did not offer")
+                queue(refusal.response)
+                throw refusal.failure ?? WebSocketError.handshakeFailed("subprotocol")
+            }
+            let decision = WebSocketHandshake.accept(
+                request, subprotocol: answer.subprotocol, additionalHeaders: configuration.additionalHeaders + answer.additionalHeaders,
+                deflate: configuration.deflate)
+            queue(decision.response)
+            extensionsHeader = decision.deflate?.responseValue
+            try open(subprotocol: decision.subprotocol, deflate: decision.deflate)
+        } catch {
+            failed = error
+            throw error
         }
     }
 

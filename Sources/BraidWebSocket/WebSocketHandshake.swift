@@ -76,10 +76,14 @@ package enum WebSocketHandshake {
         _ head: HTTPUpgradeHead, supported: [String], additionalHeaders: [(name: String, value: String)],
         deflate: WebSocketDeflateNegotiation.Settings? = nil
     ) -> ServerDecision {
-        func refuse(_ status: String, _ reason: String, extra: String = "") -> ServerDecision {
-            let body = "HTTP/1.1 \(status)\r\nConnection: close\r\nContent-Length: 0\r\n\(extra)\r\n"
-            return ServerDecision(response: Array(body.utf8), subprotocol: nil, deflate: nil, failure: .handshakeFailed(reason))
-        }
+        if let refusal = refusal(of: head) { return refusal }
+        let chosen = offeredSubprotocols(head).first { supported.contains($0) }
+        return accept(head, subprotocol: chosen, additionalHeaders: additionalHeaders, deflate: deflate)
+    }
+
+    /// An error response and its failure when `head` is not a WebSocket upgrade request Braid
+    /// serves; nil when it is.
+    package static func refusal(of head: HTTPUpgradeHead) -> ServerDecision? {
         let request = head.startLine.split(separator: " ")
         guard request.count == 3, request[0] == "GET", request[2].hasPrefix("HTTP/1.") else {
             return refuse("400 Bad Request", "the request line is not GET ... HTTP/1.1")
@@ -94,8 +98,28 @@ package enum WebSocketHandshake {
         guard let key = head.value("sec-websocket-key"), Data(base64Encoded: key)?.count == 16 else {
             return refuse("400 Bad Request", "the request's Sec-WebSocket-Key is not 16 bytes in base64")
         }
-        let offered = (head.value("sec-websocket-protocol") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-        let chosen = offered.first { supported.contains($0) }
+        return nil
+    }
+
+    /// An error response with `status`, failing the connection with `reason`.
+    package static func refuse(_ status: String, _ reason: String, extra: String = "") -> ServerDecision {
+        let body = "HTTP/1.1 \(status)\r\nConnection: close\r\nContent-Length: 0\r\n\(extra)\r\n"
+        return ServerDecision(response: Array(body.utf8), subprotocol: nil, deflate: nil, failure: .handshakeFailed(reason))
+    }
+
+    /// The subprotocols a request offers, in its order (`Sec-WebSocket-Protocol`).
+    package static func offeredSubprotocols(_ head: HTTPUpgradeHead) -> [String] {
+        (head.value("sec-websocket-protocol") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+    }
+
+    /// The 101 response to a request `refusal(of:)` passed, with `subprotocol` (which the
+    /// request offers, or nil) and permessage-deflate when both ends want it.
+    package static func accept(
+        _ head: HTTPUpgradeHead, subprotocol chosen: String?, additionalHeaders: [(name: String, value: String)],
+        deflate: WebSocketDeflateNegotiation.Settings?
+    ) -> ServerDecision {
+        let key = head.value("sec-websocket-key") ?? ""
         var text = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         text += "Sec-WebSocket-Accept: \(acceptValue(forKey: key))\r\n"
         if let chosen { text += "Sec-WebSocket-Protocol: \(chosen)\r\n" }

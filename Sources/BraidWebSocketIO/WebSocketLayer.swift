@@ -30,17 +30,42 @@ package final class WebSocketLayer: ByteStreamLayer {
     private var recordHeader: [UInt8] = []
     private var recordRemaining = 0
 
+    /// A server's application answering upgrade requests (an engine configured with
+    /// `applicationAnswersRequests`): called on the loop with each request; its answer may come
+    /// from any thread, later, and only the first counts. Until then the channel reads nothing.
+    package var requestAnswerer: (@Sendable (WebSocketClientRequest, @escaping @Sendable (WebSocketRequestAnswer) -> Void) -> Void)?
+    /// The answer, from whichever thread gave it, until the loop hands it to the engine.
+    private let answer = WebSocketPendingAnswer()
+    private var wake: (@Sendable () -> Void)?
+
     package init(engine: WebSocketConnection, over inner: any ByteStreamLayer) {
         self.engine = engine
         self.inner = inner
         engine.start()
     }
 
-    /// Handed to the layer below: what it waits on (a TLS verify block's verdict) is what
-    /// this layer waits on too.
+    /// Also handed to the layer below: what it waits on (a TLS verify block's verdict) is
+    /// what this layer waits on too.
     package var requestProcessing: (@Sendable () -> Void)? {
-        get { inner.requestProcessing }
-        set { inner.requestProcessing = newValue }
+        get { wake }
+        set {
+            wake = newValue
+            inner.requestProcessing = newValue
+        }
+    }
+
+    /// Shows the application the request; its answer wakes the channel.
+    private func ask(about request: WebSocketClientRequest) {
+        let answer = answer, wake = wake
+        guard let requestAnswerer else {
+            // An engine that waits for an answer nobody gives refuses rather than hangs.
+            answer.give(WebSocketRequestAnswer(accepted: false, subprotocol: nil, additionalHeaders: []))
+            wake?()
+            return
+        }
+        requestAnswerer(request) { given in
+            if answer.give(given) { wake?() }
+        }
     }
 
     // MARK: From below
@@ -53,6 +78,16 @@ package final class WebSocketLayer: ByteStreamLayer {
 
     package func process(deliver: (UnsafeRawBufferPointer) -> Void) throws -> ByteStreamLayerEvents {
         if let deferredFailure { throw deferredFailure }
+        if engine.awaitsAnswer {
+            guard let given = answer.given else { return .awaitingDecision }
+            do {
+                try engine.respond(with: given)
+            } catch {
+                // The refusal's response goes out before the connection ends.
+                try? pushToInner()
+                throw error
+            }
+        }
         var failure: WebSocketError?
         let below = try inner.process { bytes in
             guard failure == nil else { return }
@@ -64,6 +99,8 @@ package final class WebSocketLayer: ByteStreamLayer {
             switch event {
             case .opened:
                 break
+            case .requestReceived(let request):
+                ask(about: request)
             case .message(let opcode, let payload):
                 guard !peerClosed else { continue }
                 Self.deliverRecord(type: opcode.rawValue, payload, to: deliver)
@@ -78,7 +115,7 @@ package final class WebSocketLayer: ByteStreamLayer {
             events.insert(.becameReady)
         }
         if below.contains(.peerFinished) { events.insert(.peerFinished) }
-        if below.contains(.awaitingDecision) { events.insert(.awaitingDecision) }
+        if below.contains(.awaitingDecision) || engine.awaitsAnswer { events.insert(.awaitingDecision) }
         try pushToInner()
         if let failure { throw failure }
         return events

@@ -37,6 +37,7 @@ extension DTLS: StackBinding {
         if listener.unixPath != nil { throw NetworkError.unsupported("DTLS listeners on Unix-domain sockets") }
         let context = try DTLSServerContext(configuration: try serverConfiguration())
         let stack = listener.stack, intake = listener.intake, mtu = maximumDatagramSize, handshakeTimeout = handshakeTimeout
+        let judge = peerVerifier?.judge
         let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
         return try await UDPServerGroup.start(
             loops: listener.loops(udp.serverLoops), bindTo: listener.address, batching: udp.batching,
@@ -60,7 +61,9 @@ extension DTLS: StackBinding {
                 let admitted = intake.admit {
                     let core = ConnectionCore(datagramsOn: loopContext.loop, endpointDescription: peer.description)
                     core.whenEnded = { admission.release() }
-                    core.datagram.layer = DTLSLayer(engine, handshakeTimeout: handshakeTimeout)
+                    let layer = DTLSLayer(engine, handshakeTimeout: handshakeTimeout)
+                    layer.peerJudge = judge
+                    core.datagram.layer = layer
                     core.shared.states.update(.preparing)
                     return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: loopContext.loop), shared: core.shared)
                 }

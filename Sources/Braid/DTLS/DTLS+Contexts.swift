@@ -12,16 +12,9 @@ extension DTLS {
             throw NetworkError.unsupported(
                 "DTLS peerAuthentication other than .none on a client (a Braid client always verifies the server's certificate)")
         }
-        var configuration = TLSClientConfiguration(alpn: alpn)
-        configuration.verification = verification
-        if case .system = verification.trustRoots, let file = TLS.systemTrustForTesting.withLock({ $0 }) {
-            configuration.verification.trustRoots = .certificateAuthorityFile(file)
-        }
-        configuration.certificateChainFile = certificateChainFile
-        configuration.privateKeyFile = privateKeyFile
-        configuration.identityMaterial = identityMaterial
-        configuration.callerVerifiesPeer = peerVerifier != nil
-        return configuration
+        return TLSStackSecurity.clientConfiguration(
+            alpn: alpn, verification: verification, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile,
+            identityMaterial: identityMaterial, verifier: peerVerifier)
     }
 }
 
@@ -30,60 +23,30 @@ extension DTLS {
     /// for servers; asking for client certificates needs the authorities that sign them.
     func serverConfiguration() throws -> TLSServerConfiguration {
         try validateHandshakeTimeout()
-        // A listener's handshake does not wait for a verdict: refusing beats a check the
-        // application thinks it made.
-        if peerVerifier != nil {
-            throw NetworkError.unsupported(
-                "verify blocks on DTLS listeners (client certificates are checked against .trust(_:) with .peerAuthentication(_:))")
+        let mode: TLSPeerAuthentication = switch peerAuthentication ?? .required {
+        case .none: .none
+        case .optional: .optional
+        case .required: .required
         }
-        var configuration: TLSServerConfiguration
-        if let identityMaterial {
-            configuration = TLSServerConfiguration(alpn: alpn, identity: identityMaterial)
-        } else if let certificateChainFile, let privateKeyFile {
-            configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
-        } else {
-            throw NetworkError.invalidConfiguration(
-                "a DTLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:) (classic API: sec_protocol_options_set_local_identity)")
-        }
-        switch peerAuthentication ?? .required {
-        case .none: configuration.peerAuthentication = .none
-        case .optional: configuration.peerAuthentication = .optional
-        case .required: configuration.peerAuthentication = .required
-        }
-        if configuration.peerAuthentication != .none {
-            guard case .certificateAuthorityFile(let file) = verification.trustRoots else {
-                throw NetworkError.invalidConfiguration(
-                    "a DTLS listener asks for client certificates by default (peerAuthentication .required, as Apple's): add .trust(.certificateAuthorities(file:)) naming the authorities that sign them, or .peerAuthentication(.none)")
-            }
-            configuration.clientCertificateAuthorityFile = file
-        }
-        return configuration
+        return try TLSStackSecurity.serverConfiguration(
+            stack: "DTLS", alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile,
+            identityMaterial: identityMaterial, peerAuthentication: mode, verification: verification, verifier: peerVerifier,
+            missingAuthorities:
+                "a DTLS listener asks for client certificates by default (peerAuthentication .required, as Apple's): add .trust(.certificateAuthorities(file:)) naming the authorities that sign them, or .peerAuthentication(.none)")
     }
 }
 
 extension DTLS {
     fileprivate func validateHandshakeTimeout() throws {
-        guard handshakeTimeout > .zero else {
-            throw NetworkError.invalidConfiguration("DTLS handshakeTimeout must be positive; got \(handshakeTimeout)")
-        }
-        // Past a day it is no bound at all, and the deadline arithmetic below would overflow
-        // for absurd values (Duration.seconds(Int64.max)).
-        guard handshakeTimeout <= .seconds(86_400) else {
-            throw NetworkError.invalidConfiguration("DTLS handshakeTimeout must be at most a day; got \(handshakeTimeout)")
-        }
+        try TLSStackSecurity.validateHandshakeTimeout(handshakeTimeout, of: "DTLS")
     }
 }
 
-/// Client DTLS contexts are costly (parsing the trust store, loading credentials): one per
-/// distinct configuration, shared by every connection that uses it.
+/// The process's DTLS client contexts, one per distinct configuration.
 enum DTLSClientContexts {
-    private static let cache = Locked<[TLSClientConfiguration: DTLSClientContext]>([:])
+    private static let cache = TLSClientContextCache { try DTLSClientContext(configuration: $0) }
 
     static func context(for dtls: DTLS) throws -> DTLSClientContext {
-        let configuration = try dtls.clientConfiguration()
-        if let existing = cache.withLock({ $0[configuration] }) { return existing }
-        let made = try DTLSClientContext(configuration: configuration)
-        cache.withLock { $0[configuration] = made }
-        return made
+        try cache.context(for: try dtls.clientConfiguration())
     }
 }

@@ -1,3 +1,4 @@
+import BraidIO
 import BraidTLS
 
 /// DTLS 1.2 over UDP (RFC 6347): TLS's security for datagrams. Each send is one message in one
@@ -58,6 +59,13 @@ public struct DTLS: NetworkProtocol {
     /// Braid: how long the handshake may take, lost flights sent again and a verify block's
     /// wait included (default 60 s), before the connection fails with `NetworkError.noResponse`.
     public private(set) var handshakeTimeout: Duration = .seconds(60)
+
+    /// Braid: the most messages a connection keeps unread; past it the oldest are dropped
+    /// (counted in `NetworkConnection.droppedDatagramCount`).
+    public static let unreadMessageLimit = DatagramChannel.inboxBacklog
+    /// Braid: the most datagrams a connection keeps while its handshake waits for a verify
+    /// block's verdict; past it they are dropped (and counted) until the verdict comes.
+    public static let verdictQueueLimit = DTLSConnection.inboxLimit
 
     /// DTLS over default UDP options.
     public init() {}

@@ -52,4 +52,28 @@ extension NetworkConnection where ApplicationProtocol == DTLS {
     public var messages: NetworkMessages<(content: Data, metadata: UDP.Metadata)> {
         NetworkMessages(makingSource: { [self] in datagramSource() })
     }
+
+    /// The application protocol both ends agreed on (ALPN), once ready; nil if none was. On a
+    /// listener's connection: the protocol of `DTLS.alpn(_:)` chosen for the client's offer.
+    ///
+    /// ```swift
+    /// if sensor.negotiatedALPN == "coap" { try await sensor.send(Data("GET /temp".utf8)) }
+    /// ```
+    public var negotiatedALPN: String? { shared.snapshot.withLock { $0.negotiatedALPN } }
+
+    /// Braid: datagrams from the peer this connection dropped so far, rather than the path:
+    /// those beyond `DTLS.unreadMessageLimit` when the application stops reading (the oldest
+    /// go), and those beyond `DTLS.verdictQueueLimit` that arrive while the handshake waits
+    /// for a verify block's verdict. DTLS, like UDP, does not recover them; a count that grows
+    /// says the application reads too slowly or judges too slowly.
+    ///
+    /// ```swift
+    /// if await sensor.droppedDatagramCount > 0 { print("reading too slowly") }
+    /// ```
+    public var droppedDatagramCount: Int {
+        get async {
+            let core = core
+            return (try? await loop.submit { _ in core.value.datagram.droppedDatagrams }) ?? 0
+        }
+    }
 }

@@ -130,8 +130,10 @@ public enum NetworkError: Error, Sendable, Hashable, CustomStringConvertible, Lo
             "Looking up \"\(host)\" failed: \(message). Check the resolver configuration (/etc/resolv.conf) and connectivity."
         case .noResponse(let endpoint, let timeout):
             "No response from \(endpoint) within \(timeout): check the address and port and that a server listens there (QUIC: UDP, TLS and TCP: TCP), or raise the timeout."
+        case .certificateRejected(.rejected):
+            "The peer's TLS certificate was refused by the application's own check (its verify block answered false): the peer is not the one that check expects, or the check needs updating."
         case .certificateRejected(let problem):
-            "The peer's TLS certificate was rejected: \(problem). Trust its CA (QUIC.trust(.certificateAuthorities(file:)) or the system store), connect with the name in the certificate, or update the pins."
+            "The peer's TLS certificate was rejected: \(problem). Trust its CA (trust(.certificateAuthorities(file:)) on the QUIC, TLS or DTLS stack, or the system store), connect with the name in the certificate, or update the pins."
         case .handshakeRejectedByPeer(let alert):
             "The peer aborted the TLS handshake with alert \(alert) (\(tlsAlertName(alert)))\(Self.alertAdvice(alert))."
         case .alpnMismatch(let offered):

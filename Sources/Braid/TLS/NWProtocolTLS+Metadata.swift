@@ -49,7 +49,7 @@ public final class sec_protocol_metadata: @unchecked Sendable {
     /// What a verify block is told of the handshake.
     convenience init(peer: TLSPeerFacts) {
         self.init(
-            negotiatedProtocol: peer.negotiatedALPN, serverName: peer.serverName,
+            negotiatedProtocol: peer.negotiatedALPN, serverName: peer.serverName.isEmpty ? nil : peer.serverName,
             negotiatedVersion: peer.negotiatedVersion.map(TLSProtocolVersion.init), peerCertificates: peer.certificateChain)
     }
 

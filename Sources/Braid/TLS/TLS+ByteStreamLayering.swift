@@ -36,6 +36,11 @@ extension TLS: ByteStreamLayering {
     /// engine over it per accepted connection.
     func serverLayers() throws -> @Sendable () throws -> any ByteStreamLayer {
         let context = try TLSServerContexts.make(for: self)
-        return { TLSLayer(try TLSConnection.server(context: context)) }
+        let judge = peerVerifier?.judge
+        return {
+            let layer = TLSLayer(try TLSConnection.server(context: context))
+            layer.peerJudge = judge
+            return layer
+        }
     }
 }

@@ -26,79 +26,53 @@ extension TLS {
     /// The engine configuration of a client over this stack.
     func clientConfiguration() throws -> TLSClientConfiguration {
         try validateVersions()
-        var configuration = TLSClientConfiguration(alpn: alpn)
-        configuration.verification = verification
-        if case .system = verification.trustRoots, let file = Self.systemTrustForTesting.withLock({ $0 }) {
-            configuration.verification.trustRoots = .certificateAuthorityFile(file)
-        }
-        configuration.certificateChainFile = certificateChainFile
-        configuration.privateKeyFile = privateKeyFile
-        configuration.identityMaterial = identityMaterial
+        var configuration = TLSStackSecurity.clientConfiguration(
+            alpn: alpn, verification: verification, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile,
+            identityMaterial: identityMaterial, verifier: peerVerifier)
         configuration.cipherSuites = cipherSuites.map(\.rawValue)
         configuration.minimumVersion = minimumVersion.engineVersion
         configuration.maximumVersion = maximumVersion.engineVersion
         configuration.sessionTicketsEnabled = ticketsEnabled
-        configuration.callerVerifiesPeer = peerVerifier != nil
         return configuration
     }
 
-    /// The engine configuration of a listener over this stack.
+    /// The engine configuration of a listener over this stack. With a verify block no client
+    /// resumes: a resumed client shows no certificate, and its early data would arrive before
+    /// any verdict.
     func serverConfiguration() throws -> TLSServerConfiguration {
         try validateVersions()
-        // A listener's handshake does not wait for a verdict yet: refusing beats a check the
-        // application thinks it made.
-        if peerVerifier != nil {
-            throw NetworkError.unsupported("verify blocks on TLS listeners (client certificates are checked against .trust(_:) with .peerAuthentication(_:))")
+        let mode: TLSPeerAuthentication = switch peerAuthentication {
+        case .none: .none
+        case .optional: .optional
+        case .required: .required
         }
-        var configuration: TLSServerConfiguration
-        if let identityMaterial {
-            configuration = TLSServerConfiguration(alpn: alpn, identity: identityMaterial)
-        } else if let certificateChainFile, let privateKeyFile {
-            configuration = TLSServerConfiguration(alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile)
-        } else {
-            throw NetworkError.invalidConfiguration(
-                "a TLS listener needs a certificate: add .identity(certificateChainFile:privateKeyFile:) (classic API: sec_protocol_options_set_local_identity)")
-        }
-        switch peerAuthentication {
-        case .none: configuration.peerAuthentication = .none
-        case .optional: configuration.peerAuthentication = .optional
-        case .required: configuration.peerAuthentication = .required
-        }
-        if peerAuthentication != .none {
-            // Client certificates are verified against named authorities only: a listener
-            // that asks for them without saying whom it trusts would accept any.
-            guard case .certificateAuthorityFile(let file) = verification.trustRoots else {
-                throw NetworkError.invalidConfiguration(
-                    "a TLS listener that asks for client certificates must name the authorities that sign them: add .trust(.certificateAuthorities(file:))")
-            }
-            configuration.clientCertificateAuthorityFile = file
-        }
+        var configuration = try TLSStackSecurity.serverConfiguration(
+            stack: "TLS", alpn: alpn, certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile,
+            identityMaterial: identityMaterial, peerAuthentication: mode, verification: verification, verifier: peerVerifier,
+            missingAuthorities:
+                "a TLS listener that asks for client certificates must name the authorities that sign them: add .trust(.certificateAuthorities(file:))")
         configuration.minimumVersion = minimumVersion.engineVersion
         configuration.maximumVersion = maximumVersion.engineVersion
-        configuration.sessionTicketsEnabled = ticketsEnabled
-        configuration.earlyDataEnabled = earlyDataEnabled
+        configuration.sessionTicketsEnabled = ticketsEnabled && peerVerifier == nil
+        configuration.earlyDataEnabled = earlyDataEnabled && peerVerifier == nil
         configuration.cipherSuites = cipherSuites.map(\.rawValue)
         return configuration
     }
 
     private func validateVersions() throws {
+        try TLSStackSecurity.validateHandshakeTimeout(handshakeTimeout, of: "TLS")
         guard minimumVersion <= maximumVersion else {
             throw NetworkError.invalidConfiguration("TLS minimumVersion \(minimumVersion) is above maximumVersion \(maximumVersion)")
         }
     }
 }
 
-/// Client TLS contexts are costly (parsing the trust store, loading credentials): one per
-/// distinct configuration, shared by every connection that uses it.
+/// The process's TLS client contexts, one per distinct configuration.
 enum TLSClientContexts {
-    private static let cache = Locked<[TLSClientConfiguration: TLSClientContext]>([:])
+    private static let cache = TLSClientContextCache { try TLSClientContext(configuration: $0) }
 
     static func context(for tls: TLS) throws -> TLSClientContext {
-        let configuration = try tls.clientConfiguration()
-        if let existing = cache.withLock({ $0[configuration] }) { return existing }
-        let made = try TLSClientContext(configuration: configuration)
-        cache.withLock { $0[configuration] = made }
-        return made
+        try cache.context(for: try tls.clientConfiguration())
     }
 }
 

@@ -149,7 +149,8 @@ public struct TLS: NetworkProtocol {
     /// by an attacker: send only requests that are safe to repeat.
     public func earlyDataEnabled(_ enabled: Bool) -> TLS { with { $0.earlyDataEnabled = enabled } }
 
-    /// Braid: how long the TLS handshake may take once TCP is connected (default 10 s).
+    /// Braid: how long the TLS handshake may take once TCP is connected (default 10 s; zero,
+    /// negative or more than a day is refused as an invalid configuration).
     public func handshakeTimeout(_ timeout: Duration) -> TLS { with { $0.handshakeTimeout = timeout } }
 
     /// Keep resumption tickets here, so the next connection to the same server resumes.

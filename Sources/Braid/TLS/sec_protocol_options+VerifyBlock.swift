@@ -11,14 +11,16 @@ public typealias sec_protocol_verify_t = @Sendable (
     _ metadata: sec_protocol_metadata_t, _ trust_ref: sec_trust_t, _ complete: @escaping sec_protocol_verify_complete_t
 ) -> Void
 
-/// Replaces Braid's check of the server's certificate with `verify_block`, called on
+/// Replaces Braid's check of the peer's certificate with `verify_block`, called on
 /// `verify_block_queue` once the handshake is done; the connection becomes ready only when it
-/// accepts, and fails with `.tls(-9808)` (errSSLBadCert, the server gets a bad_certificate
-/// alert) when it refuses. A block that never answers meets the TLS handshake timeout.
+/// accepts, and fails with `.tls(-9808)` (errSSLBadCert, the peer gets a bad_certificate
+/// alert) when it refuses. A block that never answers meets the handshake timeout.
 /// Connections with a block do not resume sessions (so every connection is judged, and
-/// `.idempotent` content waits for the handshake), and verify blocks run on TLS and DTLS
-/// clients only: TLS and DTLS listeners and QUIC fail with `.posix(.EOPNOTSUPP)`. A DTLS
-/// client's block answers within the DTLS handshake's 60 s.
+/// `.idempotent` content waits for the handshake). On a TLS or DTLS listener the block judges
+/// each client's certificate (under the client policy, without a name), and the listener
+/// requires one of every client; a client refused there completes its handshake first and
+/// then hears the alert. QUIC fails with
+/// `.posix(.EOPNOTSUPP)`. A DTLS block answers within the DTLS handshake's 60 s.
 ///
 /// ```swift
 /// let tls = NWProtocolTLS.Options()
@@ -36,14 +38,16 @@ public func sec_protocol_options_set_verify_block(
 
 extension TLSPeerVerifier {
     /// A verifier that runs a classic verify block on its queue, with the peer as a
-    /// `SecTrust` under the TLS server policy for the name connected to.
+    /// `SecTrust` under the TLS server policy for the name connected to (a listener's: the
+    /// client policy, without a name).
     static func calling(_ block: @escaping sec_protocol_verify_t, on queue: DispatchQueue) -> TLSPeerVerifier {
         TLSPeerVerifier { peer, decide in
             let metadata = sec_protocol_metadata_t(peer: peer)
             let certificates = peer.certificateChain.compactMap(SecCertificate.init(der:))
             var trust: SecTrust?
             _ = SecTrustCreateWithCertificates(
-                certificates as CFArray, SecPolicyCreateSSL(true, peer.serverName as CFString), &trust)
+                certificates as CFArray,
+                peer.peerIsClient ? SecPolicyCreateSSL(false, nil) : SecPolicyCreateSSL(true, peer.serverName as CFString), &trust)
             guard let trust, let wrapped = sec_trust_create(trust), certificates.count == peer.certificateChain.count else {
                 decide(false)
                 return

@@ -61,7 +61,15 @@ final class DatagramClassicTransfer<Stack: NetworkProtocol>: ClassicTransfer {
         if part?.batchDepth.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { connection.postDatagramDrain() }
     }
 
-    func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? { nil }
+    /// A DTLS connection's TLS metadata (`NWProtocolTLS.definition`, as on Apple's
+    /// platforms), once ready; UDP has none of its own.
+    func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
+        guard definition == NWProtocolTLS.definition, Stack.self == DTLS.self else { return nil }
+        let (alpn, security) = connection.shared.snapshot.withLock { ($0.negotiatedALPN, $0.security) }
+        return NWProtocolTLS.Metadata(
+            negotiatedProtocol: alpn, serverName: security?.serverName, negotiatedVersion: nil,
+            peerCertificates: security?.peerCertificates ?? [])
+    }
 
     func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }
     func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onViabilityUpdate { _, viable in handler(viable) } }

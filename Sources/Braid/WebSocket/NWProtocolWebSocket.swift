@@ -1,4 +1,5 @@
 import BraidCore
+import Dispatch
 
 /// WebSocket in the classic API's stacks and the names both APIs share: `Opcode`,
 /// `CloseCode`, `Options` (inserted into `NWParameters.defaultProtocolStack.applicationProtocols`),
@@ -132,6 +133,7 @@ public enum NWProtocolWebSocket {
             var subprotocols: [String] = []
             var additionalHeaders: [(name: String, value: String)] = []
             var perMessageDeflate: PerMessageDeflate?
+            var requestHandler: WebSocketRequestHandler?
         }
         private let values = Locked(Values())
 
@@ -176,6 +178,25 @@ public enum NWProtocolWebSocket {
             values.withLock { $0.subprotocols += subprotocols }
         }
 
+        /// A listener answers each client's upgrade request with `handler`, called on `queue`
+        /// with the subprotocols the client offers (in its order) and the request's header
+        /// fields: accept with a subprotocol among them (or none) and header fields for the
+        /// response, or reject. The connection becomes ready once it accepts.
+        ///
+        /// ```swift
+        /// let options = NWProtocolWebSocket.Options()
+        /// options.setClientRequestHandler(DispatchQueue(label: "upgrades")) { subprotocols, _ in
+        ///     let chosen = subprotocols.first { $0.hasPrefix("chat.") }
+        ///     return NWProtocolWebSocket.Response(status: chosen == nil ? .reject : .accept, subprotocol: chosen, additionalHeaders: nil)
+        /// }
+        /// ```
+        public func setClientRequestHandler(
+            _ queue: DispatchQueue, handler: @escaping @Sendable ([String], [(name: String, value: String)]) -> NWProtocolWebSocket.Response
+        ) {
+            let handler = WebSocketRequestHandler.calling(handler, on: queue)
+            values.withLock { $0.requestHandler = handler }
+        }
+
         override func copy() -> NWProtocolOptions {
             let copy = Options()
             let current = values.withLock { $0 }
@@ -195,6 +216,7 @@ public enum NWProtocolWebSocket {
             socket = socket.autoReplyPing(current.autoReplyPing).skipHandshake(current.skipHandshake)
                 .maximumMessageSize(current.maximumMessageSize).subprotocols(current.subprotocols)
                 .additionalHeaders(current.additionalHeaders).perMessageDeflate(current.perMessageDeflate)
+                .answeringRequests(with: current.requestHandler)
             return socket
         }
     }

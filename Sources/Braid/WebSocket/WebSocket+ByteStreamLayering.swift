@@ -28,9 +28,12 @@ struct WebSocketLayering: ByteStreamLayering {
     func serverLayers() throws -> @Sendable () throws -> any ByteStreamLayer {
         let innerLayers = try tls?.serverLayers()
         let configuration = socket.configuration(role: .server)
+        let answerer = socket.requestHandler?.answer
         return {
             let inner: any ByteStreamLayer = try innerLayers?() ?? PlainByteStreamLayer()
-            return WebSocketLayer(engine: WebSocketConnection(configuration: configuration), over: inner)
+            let layer = WebSocketLayer(engine: WebSocketConnection(configuration: configuration), over: inner)
+            layer.requestAnswerer = answerer
+            return layer
         }
     }
 

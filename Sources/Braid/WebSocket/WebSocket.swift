@@ -59,6 +59,8 @@ public struct WebSocket: NetworkProtocol {
     public private(set) var additionalHeaders: [(name: String, value: String)] = []
     /// permessage-deflate's settings (nil, the default: messages travel uncompressed).
     public private(set) var perMessageDeflate: NWProtocolWebSocket.PerMessageDeflate?
+    /// A listener's application answering upgrade requests itself (nil: `subprotocols` choose).
+    private(set) var requestHandler: WebSocketRequestHandler?
 
     /// WebSocket over the stack the builder returns: `WebSocket { TLS() }` for `wss`,
     /// `WebSocket { TCP() }` for `ws`.
@@ -106,6 +108,27 @@ public struct WebSocket: NetworkProtocol {
     /// ```
     public func perMessageDeflate(_ deflate: NWProtocolWebSocket.PerMessageDeflate?) -> WebSocket { with { $0.perMessageDeflate = deflate } }
 
+    /// Braid: a listener answers each upgrade request with `handler`'s response, given the
+    /// subprotocols the client offers (in its order) and the request's header fields: it may
+    /// choose a subprotocol among the client's, add header fields, or reject the request (403;
+    /// the connection fails). The connection becomes ready once it accepts; the handshake
+    /// timeout covers the wait. Replaces `subprotocols(_:)`'s choice.
+    /// The classic API's `NWProtocolWebSocket.Options.setClientRequestHandler(_:handler:)`.
+    ///
+    /// ```swift
+    /// let stack = WebSocket { TCP() }.clientRequestHandler { offered, _ in
+    ///     NWProtocolWebSocket.Response(status: .accept, subprotocol: offered.contains("chat.v2") ? "chat.v2" : nil, additionalHeaders: nil)
+    /// }
+    /// ```
+    public func clientRequestHandler(
+        _ handler: @escaping @Sendable (_ subprotocols: [String], _ additionalHeaders: [(name: String, value: String)]) async -> NWProtocolWebSocket.Response
+    ) -> WebSocket {
+        with { $0.requestHandler = .awaiting(handler) }
+    }
+
+    /// A listener answers upgrade requests through `handler`.
+    func answeringRequests(with handler: WebSocketRequestHandler?) -> WebSocket { with { $0.requestHandler = handler } }
+
     /// The engine's configuration for one connection.
     func configuration(role: WebSocketConnection.Role) -> WebSocketConnection.Configuration {
         var configuration = WebSocketConnection.Configuration(role: role)
@@ -115,6 +138,7 @@ public struct WebSocket: NetworkProtocol {
         configuration.maximumMessageSize = maximumMessageSize
         configuration.additionalHeaders = additionalHeaders
         configuration.deflate = perMessageDeflate?.settings
+        configuration.applicationAnswersRequests = role == .server && requestHandler != nil
         return configuration
     }
 }

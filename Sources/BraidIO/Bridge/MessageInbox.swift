@@ -14,6 +14,8 @@ package final class MessageInbox<Element: Sendable>: Sendable {
         var queue = Deque<Element>()
         var readers: [Completion<Void>] = []
         var finished = false
+        /// Datagrams dropped beyond the backlog.
+        var dropped = 0
     }
 
     /// Unread datagrams beyond this many are dropped, oldest first (they are unreliable
@@ -27,6 +29,9 @@ package final class MessageInbox<Element: Sendable>: Sendable {
 
     /// Datagrams queued and not yet taken by a reader.
     package var count: Int { state.withLock { $0.queue.count } }
+
+    /// Datagrams dropped so far because `backlog` were unread.
+    package var droppedCount: Int { state.withLock { $0.dropped } }
 
     /// Loop: one datagram arrived. Specialized here for the element types of the channels in
     /// other modules (QUIC's `Data`, UDP's `ReceivedDatagram`): a generic call per datagram from
@@ -45,7 +50,10 @@ package final class MessageInbox<Element: Sendable>: Sendable {
             guard !state.finished else { return [] }
             state.queue.append(contentsOf: datagrams)
             let excess = state.queue.count - backlog
-            if excess > 0 { state.queue.removeFirst(excess) }
+            if excess > 0 {
+                state.queue.removeFirst(excess)
+                state.dropped += excess
+            }
             defer { state.readers.removeAll() }
             return state.readers
         }
@@ -113,7 +121,10 @@ package final class MessageInbox<Element: Sendable>: Sendable {
         guard !datagrams.isEmpty else { return }
         let readers = state.withLock { state -> [Completion<Void>] in
             state.queue.insert(contentsOf: datagrams, at: 0)
-            while state.queue.count > backlog { state.queue.removeFirst() }
+            while state.queue.count > backlog {
+                state.queue.removeFirst()
+                state.dropped += 1
+            }
             defer { state.readers.removeAll() }
             return state.readers
         }

@@ -1,6 +1,7 @@
 import BraidCore
 import DequeModule
 import Foundation
+import Logging
 
 /// One received UDP datagram, whole, with where it came from, where it arrived and its ECN mark.
 package struct ReceivedDatagram: Sendable {
@@ -93,7 +94,10 @@ package final class DatagramChannel: ConnectionChannel {
     }
 
     package var facts: ConnectionFacts {
-        ConnectionFacts(localAddress: localAddress, remoteAddress: remoteAddress, unixPath: unixPath)
+        var facts = ConnectionFacts(
+            negotiatedALPN: layer?.negotiatedALPN, localAddress: localAddress, remoteAddress: remoteAddress, unixPath: unixPath)
+        facts.security = layer?.securityFacts
+        return facts
     }
     /// A Unix-domain client's socket file (its addresses are then stand-ins).
     private var unixPath: String?
@@ -187,9 +191,15 @@ package final class DatagramChannel: ConnectionChannel {
             // The layer decrypts at `deliverArrivals`, once per socket read.
             let first = !layerHasArrivals
             if first { lastActivity = context.now }
-            layer.receive(bytes)
-            layerHasArrivals = true
             layerMetadata = metadata
+            if !layer.receive(bytes) {
+                // More of one socket read than the layer holds: it takes what it has first
+                // (UDP's own loss is the sender's business, not a queue's between two loops).
+                runLayer(context)
+                if finalError != nil { return false }
+                if !layer.receive(bytes) { countLayerDrop() }
+            }
+            layerHasArrivals = true
             layerContext = context
             return first
         }
@@ -212,6 +222,25 @@ package final class DatagramChannel: ConnectionChannel {
         inbox.deliver(contentsOf: arrivals)
         arrivals.removeAll(keepingCapacity: true)
     }
+
+    /// Datagrams from the peer the layer could not take even after running (a DTLS engine
+    /// waiting for the application's verdict holds `DTLSConnection.inboxLimit`).
+    package private(set) var layerDroppedDatagrams = 0
+
+    /// Datagrams from the peer dropped on the way up: the layer's, and the inbox's beyond its
+    /// backlog (an application not reading).
+    package var droppedDatagrams: Int { layerDroppedDatagrams + inbox.droppedCount }
+
+    private func countLayerDrop() {
+        layerDroppedDatagrams += 1
+        // Once per connection, then every 1,024th: a flood must not flood the log too.
+        if layerDroppedDatagrams == 1 || layerDroppedDatagrams.isMultiple(of: 1024) {
+            Self.logger.notice(
+                "dropped \(layerDroppedDatagrams) datagram(s) from \(remoteAddress.map { "\($0)" } ?? "the peer") that the connection's security layer could not queue (it waits for the application's verdict on the peer)")
+        }
+    }
+
+    private static var logger: Logger { BraidLog.logger(label: "braid.datagram") }
 
     /// The layer was given datagrams since it last ran.
     private var layerHasArrivals = false

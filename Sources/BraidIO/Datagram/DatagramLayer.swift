@@ -9,8 +9,10 @@ package protocol DatagramLayer: AnyObject {
     /// The channel has a socket: the layer may queue its first datagrams (a ClientHello).
     func start() throws
 
-    /// A datagram from the peer, for the next `process` (a full layer drops it).
-    func receive(_ datagram: UnsafeRawBufferPointer)
+    /// A datagram from the peer, for the next `process`. False: the layer is full and did not
+    /// take it (the channel runs `process` and offers it again, and counts it dropped if the
+    /// layer still cannot take it).
+    func receive(_ datagram: UnsafeRawBufferPointer) -> Bool
 
     /// The channel's way back for a layer waiting on a decision made off the loop (an
     /// application's verdict on the peer's certificate): calling it, from any thread, has the
@@ -44,4 +46,8 @@ package protocol DatagramLayer: AnyObject {
 
     /// The application protocol agreed (ALPN), once ready.
     var negotiatedALPN: String? { get }
+
+    /// What the layer's handshake agreed and showed of the peer (its certificates), once
+    /// ready; nil for a layer without one.
+    var securityFacts: SecurityFacts? { get }
 }

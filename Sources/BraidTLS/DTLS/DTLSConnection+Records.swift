@@ -3,10 +3,15 @@ import CBraid
 /// Datagrams in and out: the handshake, messages, close_notify and failures.
 extension DTLSConnection {
     /// Queues a datagram from the peer for the next `process`. Returns false, dropping it, when
-    /// `inboxLimit` datagrams already wait (the peer retransmits what matters).
+    /// `inboxLimit` datagrams already wait (counted in `droppedInboundDatagramCount`; the peer
+    /// retransmits what matters): call `process` and offer it again to lose nothing.
     @discardableResult
     public func receiveDatagram(_ datagram: UnsafeRawBufferPointer) -> Bool {
-        guard inbox.count < Self.inboxLimit, !datagram.isEmpty else { return false }
+        guard !datagram.isEmpty else { return false }
+        guard inbox.count < Self.inboxLimit else {
+            droppedInboundDatagramCount += 1
+            return false
+        }
         inbox.append(Array(datagram))
         return true
     }
@@ -62,7 +67,7 @@ extension DTLSConnection {
 
     private func completeHandshake(events: inout [TLSEvent]) {
         negotiatedALPN = BraidTLS.negotiatedALPN(session)
-        if clientContext?.configuration.callerVerifiesPeer == true {
+        if callerVerifiesPeer {
             state = .awaitingVerdict
             events.append(.peerAwaitingVerdict)
         } else {

@@ -4,12 +4,9 @@ import Glibc
 /// The GnuTLS session: datagram transport, priorities, SNI, ALPN and certificate checks.
 extension DTLSConnection {
     func configureSession(mtu: Int) throws(TLSError) {
-        let priority = clientContext?.priority ?? serverContext!.priority
-        var rc = priority.set(on: session)
-        guard rc == 0 else { throw .internalError(function: "gnutls_priority_set", code: rc) }
-        let credentials = clientContext?.credentials ?? serverContext!.credentials
-        rc = gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials.handle))
-        guard rc == 0 else { throw .internalError(function: "gnutls_credentials_set", code: rc) }
+        try TLSSessionSetup.attach(
+            priority: clientContext?.priority ?? serverContext!.priority, credentials: clientContext?.credentials ?? serverContext!.credentials,
+            to: session)
         self.mtu = mtu
         installDatagramTransport()
         if role == .client { try configureClient() } else { try configureServer() }
@@ -49,18 +46,8 @@ extension DTLSConnection {
     }
 
     private func configureClient() throws(TLSError) {
-        let configuration = clientContext!.configuration
-        var rc: Int32
-        if !serverName.isEmpty && !isIPLiteral(serverName) {
-            rc = gnutls_server_name_set(session, GNUTLS_NAME_DNS, serverName, serverName.utf8.count)
-            guard rc == 0 else { throw .configuration("server name \(serverName): \(gnutlsErrorString(rc))") }
-        }
-        if !configuration.alpn.isEmpty {
-            rc = withALPNDatums(configuration.alpn) {
-                gnutls_alpn_set_protocols(session, $0, UInt32($1), GNUTLS_ALPN_MANDATORY.rawValue)
-            }
-            guard rc == 0 else { throw .configuration("ALPN \(configuration.alpn): \(gnutlsErrorString(rc))") }
-        }
+        try TLSSessionSetup.requestServerName(serverName, on: session)
+        try TLSSessionSetup.setALPN(clientContext!.configuration.alpn, role: .client, on: session)
         gnutls_session_set_verify_function(session) { session in
             DTLSConnection.from(gnutls_session_get_ptr(session)).verifyPeer()
         }
@@ -68,19 +55,8 @@ extension DTLSConnection {
 
     private func configureServer() throws(TLSError) {
         let configuration = serverContext!.configuration
-        if !configuration.alpn.isEmpty {
-            let rc = withALPNDatums(configuration.alpn) {
-                gnutls_alpn_set_protocols(
-                    session, $0, UInt32($1), GNUTLS_ALPN_MANDATORY.rawValue | GNUTLS_ALPN_SERVER_PRECEDENCE.rawValue)
-            }
-            guard rc == 0 else { throw .configuration("ALPN \(configuration.alpn): \(gnutlsErrorString(rc))") }
-        }
-        switch configuration.peerAuthentication {
-        case .none: break
-        case .optional: gnutls_certificate_server_set_request(session, GNUTLS_CERT_REQUEST)
-        case .required: gnutls_certificate_server_set_request(session, GNUTLS_CERT_REQUIRE)
-        }
-        if configuration.peerAuthentication != .none {
+        try TLSSessionSetup.setALPN(configuration.alpn, role: .server, on: session)
+        if TLSSessionSetup.requestClientCertificate(configuration.peerAuthentication, on: session) {
             gnutls_session_set_verify_function(session) { session in
                 DTLSConnection.from(gnutls_session_get_ptr(session)).verifyPeer()
             }
@@ -104,21 +80,12 @@ extension DTLSConnection {
     }
 
     /// Runs inside GnuTLS's verify callback: 0 accepts, GNUTLS_E_CERTIFICATE_ERROR rejects.
+    /// The same checks as TLS's (`TLSSessionSetup.certificateProblem`).
     func verifyPeer() -> Int32 {
-        if let problem = peerCertificateProblem() {
-            certificateProblem = problem
-            return GNUTLS_E_CERTIFICATE_ERROR
-        }
-        return 0
-    }
-
-    /// The same checks as TLS: a client checks the server's chain, name and pins; a server
-    /// checks a presented client certificate against its client CAs.
-    private func peerCertificateProblem() -> CertificateProblem? {
-        if let clientContext {
-            if clientContext.configuration.callerVerifiesPeer { return nil }
-            return verifyPeerCertificate(of: session, verification: clientContext.configuration.verification, hostname: serverName)
-        }
-        return verifyClientCertificate(of: session, configuration: serverContext!.configuration)
+        let problem = TLSSessionSetup.certificateProblem(
+            of: session, client: clientContext?.configuration, server: serverContext?.configuration, serverName: serverName)
+        guard let problem else { return 0 }
+        certificateProblem = problem
+        return GNUTLS_E_CERTIFICATE_ERROR
     }
 }

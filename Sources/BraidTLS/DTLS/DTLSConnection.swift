@@ -64,6 +64,8 @@ public final class DTLSConnection {
     /// Server: the ALPN list from the client's hello, for `alpnMismatch` (nil: it sent none).
     var clientOfferedALPN: [String]?
 
+    /// Datagrams `receiveDatagram` refused because `inboxLimit` already waited.
+    public internal(set) var droppedInboundDatagramCount = 0
     /// The peer sent close_notify.
     public internal(set) var peerClosed = false
     /// We queued close_notify.
@@ -72,6 +74,11 @@ public final class DTLSConnection {
     public var isHandshakeComplete: Bool { if case .established = state { true } else { false } }
     /// The ALPN protocol agreed on (nil: none), once known.
     public internal(set) var negotiatedALPN: String?
+    /// The caller, not the engine, judges the peer's certificate (its client's or server's
+    /// configuration says so): the handshake stops at `.peerAwaitingVerdict`.
+    var callerVerifiesPeer: Bool {
+        clientContext?.configuration.callerVerifiesPeer ?? serverContext?.configuration.callerVerifiesPeer ?? false
+    }
     /// The error that ended the connection, if one did.
     public var failure: TLSError? { if case .failed(let error) = state { error } else { nil } }
 
@@ -156,9 +163,5 @@ public final class DTLSConnection {
     }
 
     /// The peer's certificate chain, leaf first, DER-encoded (empty: none presented).
-    public var peerCertificateChain: [[UInt8]] {
-        var count: UInt32 = 0
-        guard let chain = gnutls_certificate_get_peers(session, &count) else { return [] }
-        return (0..<Int(count)).map { Array(UnsafeBufferPointer(start: chain[$0].data, count: Int(chain[$0].size))) }
-    }
+    public var peerCertificateChain: [[UInt8]] { TLSSessionSetup.peerCertificateChain(of: session) }
 }

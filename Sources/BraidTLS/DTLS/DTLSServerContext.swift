@@ -21,6 +21,7 @@ public final class DTLSServerContext: Sendable {
         if configuration.peerAuthentication == .none, configuration.clientCertificateAuthorityFile != nil {
             throw .configuration("clientCertificateAuthorityFile is set but peerAuthentication is .none")
         }
+        try configuration.validateCallerVerification(resumes: false)
         priority = try TLSPriority(dtlsPriority)
         self.configuration = configuration
         credentials = try TLSCredentials.server(

@@ -101,7 +101,7 @@ extension TLSConnection {
         negotiatedVersion = TLSVersion(gnutls_protocol_get_version(session))
         isResumed = gnutls_session_is_resumed(session) != 0
         earlyDataAccepted = gnutls_session_get_flags(session) & GNUTLS_SFLAGS_EARLY_DATA.rawValue != 0
-        if clientContext?.configuration.callerVerifiesPeer == true {
+        if callerVerifiesPeer {
             state = .awaitingVerdict
             events.append(.peerAwaitingVerdict)
         } else {

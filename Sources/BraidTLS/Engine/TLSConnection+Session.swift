@@ -6,12 +6,9 @@ import Glibc
 extension TLSConnection {
     func configureSession() throws(TLSError) {
         // The context's parsed priorities, shared (see `TLSPriority` for why that is safe).
-        let priority = clientContext?.priority ?? serverContext!.priority
-        var rc = priority.set(on: session)
-        guard rc == 0 else { throw .internalError(function: "gnutls_priority_set", code: rc) }
-        let credentials = clientContext?.credentials ?? serverContext!.credentials
-        rc = gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, UnsafeMutableRawPointer(credentials.handle))
-        guard rc == 0 else { throw .internalError(function: "gnutls_credentials_set", code: rc) }
+        try TLSSessionSetup.attach(
+            priority: clientContext?.priority ?? serverContext!.priority, credentials: clientContext?.credentials ?? serverContext!.credentials,
+            to: session)
         // GNUTLS_INDEFINITE_TIMEOUT ((unsigned)-2, a macro Swift cannot import): the driver owns
         // handshake timeouts; GnuTLS must not fail a slow handshake on its own clock.
         gnutls_handshake_set_timeout(session, UInt32.max - 1)
@@ -44,19 +41,8 @@ extension TLSConnection {
     }
 
     private func configureClient() throws(TLSError) {
-        let configuration = clientContext!.configuration
-        var rc: Int32
-        if !serverName.isEmpty && !isIPLiteral(serverName) {
-            rc = gnutls_server_name_set(session, GNUTLS_NAME_DNS, serverName, serverName.utf8.count)
-            guard rc == 0 else { throw .configuration("server name \(serverName): \(gnutlsErrorString(rc))") }
-        }
-        if !configuration.alpn.isEmpty {
-            // Mandatory: a server answering with a protocol we did not offer fails the handshake.
-            rc = withALPNDatums(configuration.alpn) {
-                gnutls_alpn_set_protocols(session, $0, UInt32($1), GNUTLS_ALPN_MANDATORY.rawValue)
-            }
-            guard rc == 0 else { throw .configuration("ALPN \(configuration.alpn): \(gnutlsErrorString(rc))") }
-        }
+        try TLSSessionSetup.requestServerName(serverName, on: session)
+        try TLSSessionSetup.setALPN(clientContext!.configuration.alpn, role: .client, on: session)
         gnutls_session_set_verify_function(session) { session in
             TLSConnection.from(gnutls_session_get_ptr(session)).verifyPeer()
         }
@@ -83,13 +69,7 @@ extension TLSConnection {
         let context = serverContext!
         let configuration = context.configuration
         var rc: Int32
-        if !configuration.alpn.isEmpty {
-            rc = withALPNDatums(configuration.alpn) {
-                gnutls_alpn_set_protocols(
-                    session, $0, UInt32($1), GNUTLS_ALPN_MANDATORY.rawValue | GNUTLS_ALPN_SERVER_PRECEDENCE.rawValue)
-            }
-            guard rc == 0 else { throw .configuration("ALPN \(configuration.alpn): \(gnutlsErrorString(rc))") }
-        }
+        try TLSSessionSetup.setALPN(configuration.alpn, role: .server, on: session)
         if let ticketKey = context.ticketKey {
             rc = gnutls_session_ticket_enable_server(session, ticketKey.datum)
             guard rc == 0 else { throw .internalError(function: "gnutls_session_ticket_enable_server", code: rc) }
@@ -99,12 +79,7 @@ extension TLSConnection {
             rc = gnutls_record_set_max_early_data_size(session, configuration.maxEarlyDataSize)
             guard rc == 0 else { throw .internalError(function: "gnutls_record_set_max_early_data_size", code: rc) }
         }
-        switch configuration.peerAuthentication {
-        case .none: break
-        case .optional: gnutls_certificate_server_set_request(session, GNUTLS_CERT_REQUEST)
-        case .required: gnutls_certificate_server_set_request(session, GNUTLS_CERT_REQUIRE)
-        }
-        if configuration.peerAuthentication != .none {
+        if TLSSessionSetup.requestClientCertificate(configuration.peerAuthentication, on: session) {
             gnutls_session_set_verify_function(session) { session in
                 TLSConnection.from(gnutls_session_get_ptr(session)).verifyPeer()
             }
@@ -122,23 +97,14 @@ extension TLSConnection {
     }
 
     /// Runs inside GnuTLS's verify callback: 0 accepts, GNUTLS_E_CERTIFICATE_ERROR rejects.
+    /// The client checks the server as QUIC does; a server checks a presented client
+    /// certificate against its client CAs (`TLSSessionSetup.certificateProblem`).
     func verifyPeer() -> Int32 {
-        if let problem = peerCertificateProblem() {
-            certificateProblem = problem
-            return GNUTLS_E_CERTIFICATE_ERROR
-        }
-        return 0
-    }
-
-    /// The client checks the server as QUIC does; a server checks a presented client certificate
-    /// against its client CAs (no name), or accepts its absence when authentication is optional.
-    private func peerCertificateProblem() -> CertificateProblem? {
-        if let clientContext {
-            // The caller judges the chain after the handshake (`.peerAwaitingVerdict`).
-            if clientContext.configuration.callerVerifiesPeer { return nil }
-            return verifyPeerCertificate(of: session, verification: clientContext.configuration.verification, hostname: serverName)
-        }
-        return verifyClientCertificate(of: session, configuration: serverContext!.configuration)
+        let problem = TLSSessionSetup.certificateProblem(
+            of: session, client: clientContext?.configuration, server: serverContext?.configuration, serverName: serverName)
+        guard let problem else { return 0 }
+        certificateProblem = problem
+        return GNUTLS_E_CERTIFICATE_ERROR
     }
 
     /// Remembers what a ClientHello offers (ALPN, versions), to name a mismatch precisely.

@@ -100,6 +100,11 @@ public final class TLSConnection {
     public internal(set) var isResumed = false
     /// Client: the server accepted our 0-RTT data. Server: we accepted the client's.
     public internal(set) var earlyDataAccepted = false
+    /// The caller, not the engine, judges the peer's certificate (its client's or server's
+    /// configuration says so): the handshake stops at `.peerAwaitingVerdict`.
+    var callerVerifiesPeer: Bool {
+        clientContext?.configuration.callerVerifiesPeer ?? serverContext?.configuration.callerVerifiesPeer ?? false
+    }
     /// The error that ended the connection, if one did.
     public var failure: TLSError? { if case .failed(let error) = state { error } else { nil } }
 
@@ -167,9 +172,5 @@ public final class TLSConnection {
     }
 
     /// The peer's certificate chain, leaf first, DER-encoded (empty: none presented).
-    public var peerCertificateChain: [[UInt8]] {
-        var count: UInt32 = 0
-        guard let chain = gnutls_certificate_get_peers(session, &count) else { return [] }
-        return (0..<Int(count)).map { Array(UnsafeBufferPointer(start: chain[$0].data, count: Int(chain[$0].size))) }
-    }
+    public var peerCertificateChain: [[UInt8]] { TLSSessionSetup.peerCertificateChain(of: session) }
 }

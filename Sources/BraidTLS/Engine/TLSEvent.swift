@@ -3,9 +3,9 @@ public enum TLSEvent: Sendable, Hashable {
     /// The handshake finished: `negotiatedALPN`, `negotiatedVersion`, `isResumed` and
     /// `earlyDataAccepted` are final, and `send` may be called.
     case handshakeCompleted
-    /// Client with `callerVerifiesPeer`: the handshake is done but for the caller's verdict on
-    /// `peerCertificateChain`; `process` moves nothing until `acceptPeer()` (then
-    /// `.handshakeCompleted` follows) or `rejectPeer()`.
+    /// `callerVerifiesPeer` (in a client's or a server's configuration): the handshake is done
+    /// but for the caller's verdict on `peerCertificateChain`; `process` moves nothing until
+    /// `acceptPeer()` (then `.handshakeCompleted` follows) or `rejectPeer()`.
     case peerAwaitingVerdict
     /// Client: the server rejected our 0-RTT data (`byteCount` bytes). None of it reached the
     /// application; send it again with `send`, or call `resendRejectedEarlyData()`.

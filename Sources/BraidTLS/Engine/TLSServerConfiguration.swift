@@ -38,6 +38,11 @@ public struct TLSServerConfiguration: Sendable, Hashable {
     public var earlyDataEnabled = false
     /// Most 0-RTT bytes a client may send (advertised in our tickets).
     public var maxEarlyDataSize = 16384
+    /// The caller judges the client's certificate instead of `clientCertificateAuthorityFile`:
+    /// a full handshake stops at `TLSEvent.peerAwaitingVerdict` until `acceptPeer()` or
+    /// `rejectPeer()`, and no application data moves before. Needs `peerAuthentication`
+    /// `.required`, and neither tickets nor early data (a resumed client shows no certificate).
+    package var callerVerifiesPeer = false
 
     public init(alpn: [String] = [], certificateChainFile: String, privateKeyFile: String) {
         self.alpn = alpn
@@ -49,5 +54,20 @@ public struct TLSServerConfiguration: Sendable, Hashable {
     package init(alpn: [String] = [], identity: TLSIdentityMaterial) {
         self.init(alpn: alpn, certificateChainFile: "", privateKeyFile: "")
         identityMaterial = identity
+    }
+}
+
+extension TLSServerConfiguration {
+    /// Refuses a `callerVerifiesPeer` the engine could not honour: without a required
+    /// certificate there may be nothing to judge, and a resumed or 0-RTT client would move data
+    /// before any verdict (`resumes`: the protocol resumes sessions, TLS but not Braid's DTLS).
+    func validateCallerVerification(resumes: Bool) throws(TLSError) {
+        guard callerVerifiesPeer else { return }
+        guard peerAuthentication == .required else {
+            throw .configuration("callerVerifiesPeer needs peerAuthentication .required (the caller judges the client's certificate)")
+        }
+        if resumes && (sessionTicketsEnabled || earlyDataEnabled) {
+            throw .configuration("callerVerifiesPeer needs session tickets and early data off (a resumed client is not judged again)")
+        }
     }
 }

@@ -26,6 +26,7 @@ public final class TLSServerContext: Sendable {
         if configuration.peerAuthentication == .none, configuration.clientCertificateAuthorityFile != nil {
             throw .configuration("clientCertificateAuthorityFile is set but peerAuthentication is .none")
         }
+        try configuration.validateCallerVerification(resumes: true)
         self.configuration = configuration
         credentials = try TLSCredentials.server(
             certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile,

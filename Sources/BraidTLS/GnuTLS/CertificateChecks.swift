@@ -30,6 +30,8 @@ package func verifyClientCertificate(of session: gnutls_session_t, configuration
     if gnutls_certificate_get_peers(session, &count) == nil || count == 0 {
         return configuration.peerAuthentication == .required ? .missing : nil
     }
+    // The caller judges the chain after the handshake (`.peerAwaitingVerdict`).
+    if configuration.callerVerifiesPeer { return nil }
     var verification = TLSCertificateVerification()
     if let file = configuration.clientCertificateAuthorityFile {
         verification.trustRoots = .certificateAuthorityFile(file)

@@ -65,6 +65,7 @@ enum WebSocketFuzzInput {
             while let event = engine.pollEvent() {
                 switch event {
                 case .opened: outcome.opened = true
+                case .requestReceived: preconditionFailure("a request waiting for the application, which this configuration does not ask for")
                 case .message(let opcode, let payload):
                     if opcode.isControl {
                         precondition(payload.count <= 125, "a control message over 125 bytes")

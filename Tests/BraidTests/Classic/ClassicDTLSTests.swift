@@ -7,7 +7,8 @@ import BraidCore
 
 /// DTLS in the classic dialect: `NWListener` over `NWParameters(dtls:)` presenting a local
 /// identity from a PKCS #12 file, classic and new-API clients and listeners in every pairing,
-/// and verify blocks on classic DTLS clients (accept, refuse, pin by public key).
+/// and verify blocks on classic DTLS clients (accept, refuse, pin by public key; listeners'
+/// blocks are in `ListenerVerifyBlockTests`).
 @Suite(.timeLimit(.minutes(3))) struct ClassicDTLSTests {
     /// Classic DTLS options presenting server.p12's identity.
     private func listenerOptions() throws -> NWProtocolTLS.Options {
@@ -275,22 +276,5 @@ import BraidCore
         } catch NetworkError.noResponse(_, let timeout) {
             #expect(timeout == .seconds(30))
         }
-    }
-
-    /// A verify block on a DTLS listener is refused, not skipped.
-    @Test func aVerifyBlockOnADTLSListenerIsRefused() async throws {
-        let options = try listenerOptions()
-        sec_protocol_options_set_verify_block(options.securityProtocolOptions, { _, _, complete in complete(false) }, DispatchQueue(label: "verify"))
-        let listener = try NWListener(using: NWParameters(dtls: options))
-        let (states, continuation) = AsyncStream<NWListener.State>.makeStream()
-        listener.stateUpdateHandler = { continuation.yield($0) }
-        listener.newConnectionHandler = { $0.cancel() }
-        listener.start(queue: DispatchQueue(label: "listener"))
-        defer { listener.cancel() }
-        let failure = try await withDeadline(.seconds(60)) {
-            for await state in states { if case .failed(let error) = state { return error } }
-            return nil
-        }
-        #expect(failure == .posix(.EOPNOTSUPP))
     }
 }

@@ -100,25 +100,6 @@ import BraidIO
         try await anchoredStates.wait(for: "ready") { $0 == .ready }
     }
 
-    /// A verify block on a TLS listener is refused, not skipped: the listener fails instead of
-    /// accepting clients the application meant to judge.
-    @Test func aVerifyBlockOnAListenerIsRefused() async throws {
-        let options = NWProtocolTLS.Options()
-        sec_protocol_options_set_local_identity(options.securityProtocolOptions, try #require(sec_identity_create(try LocalIdentityTests.identity("server"))))
-        sec_protocol_options_set_verify_block(options.securityProtocolOptions, { _, _, complete in complete(false) }, DispatchQueue(label: "verify"))
-        let listener = try NWListener(using: NWParameters(tls: options))
-        let (states, continuation) = AsyncStream<NWListener.State>.makeStream()
-        listener.stateUpdateHandler = { continuation.yield($0) }
-        listener.newConnectionHandler = { $0.cancel() }
-        listener.start(queue: DispatchQueue(label: "listener"))
-        defer { listener.cancel() }
-        let failure = try await withDeadline(.seconds(60)) {
-            for await state in states { if case .failed(let error) = state { return error } }
-            return nil
-        }
-        #expect(failure == .posix(.EOPNOTSUPP))
-    }
-
     /// The block decides on its own time: until it answers the connection is not ready and
     /// nothing the server sent at once reaches a receive, though its bytes have reached this
     /// end; then both happen.

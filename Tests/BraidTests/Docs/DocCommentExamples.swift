@@ -1426,4 +1426,34 @@ func docExample_NetworkListener_initForStack() throws {
 func docExample_NetworkListener_onServiceRegistrationUpdate() throws {
     let listener = try NetworkListener(for: .bonjour(type: "_game._tcp")) { TCP() }
     listener.onServiceRegistrationUpdate { _, change in print(change) }
+/// Sources/Braid/WebSocket/NWProtocolWebSocket+Response.swift, WebSocket.swift and
+/// NWProtocolWebSocket.swift (a listener's answer to upgrade requests)
+func docExample_NWProtocolWebSocket_Response() -> NWProtocolWebSocket.Response {
+    let response = NWProtocolWebSocket.Response(status: .accept, subprotocol: "chat.v2", additionalHeaders: nil)
+    return response
+}
+
+func docExample_WebSocket_clientRequestHandler() -> WebSocket {
+    let stack = WebSocket { TCP() }.clientRequestHandler { offered, _ in
+        NWProtocolWebSocket.Response(status: .accept, subprotocol: offered.contains("chat.v2") ? "chat.v2" : nil, additionalHeaders: nil)
+    }
+    return stack
+}
+
+func docExample_NWProtocolWebSocket_Options_setClientRequestHandler() -> NWProtocolWebSocket.Options {
+    let options = NWProtocolWebSocket.Options()
+    options.setClientRequestHandler(DispatchQueue(label: "upgrades")) { subprotocols, _ in
+        let chosen = subprotocols.first { $0.hasPrefix("chat.") }
+        return NWProtocolWebSocket.Response(status: chosen == nil ? .reject : .accept, subprotocol: chosen, additionalHeaders: nil)
+    }
+    return options
+}
+
+/// Sources/Braid/DTLS/DTLSConnectionAPI.swift (negotiatedALPN, droppedDatagramCount)
+func docExample_DTLS_negotiatedALPN(_ sensor: NetworkConnection<DTLS>) async throws {
+    if sensor.negotiatedALPN == "coap" { try await sensor.send(Data("GET /temp".utf8)) }
+}
+
+func docExample_DTLS_droppedDatagramCount(_ sensor: NetworkConnection<DTLS>) async {
+    if await sensor.droppedDatagramCount > 0 { print("reading too slowly") }
 }
