@@ -1388,3 +1388,12 @@ func docExample_NWEndpoint_service() {
     let table: NWEndpoint = .service(name: "Table 7", type: "_game._tcp", domain: "local.", interface: nil)
     _ = table
 }
+
+/// Sources/Braid/TCP/TCP.swift
+func docExample_TCP_newConnectionLimitPerAddress() -> NetworkListener<TLS> {
+    let listener = NetworkListener(port: 8443) {
+        TLS { TCP().newConnectionLimitPerAddress(50) }
+            .identity(certificateChainFile: "server.pem", privateKeyFile: "server-key.pem")
+    }
+    return listener
+}
