@@ -38,6 +38,7 @@ private final class QUICBufferSweep {
         let holdings = connections.map {
             ListenerBufferAccount<ObjectIdentifier>.Holding(key: ObjectIdentifier($0), bytes: $0.bufferedBytes, drained: $0.drainedStreamBytes)
         }
+        driver.noteHeldBytes(holdings.reduce(0) { $0 + $1.bytes })
         let closing = Set(account.sweep(holdings))
         driver.endpoint.isOverBufferLimit = account.budget.isExhausted
         if !closing.isEmpty {

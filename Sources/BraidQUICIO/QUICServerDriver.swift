@@ -181,6 +181,10 @@ package final class QUICServerDriver: LoopHandler {
     /// Whether the driver still serves (false once closed).
     package var isServing: Bool { !isClosed }
 
+    /// The bytes this loop's connections hold, as the buffer sweep measured them: gives the heap
+    /// back once they fell far below their peak (`HeapTrimPolicy`).
+    package func noteHeldBytes(_ bytes: Int) { heapTrim.heldBytesChanged(to: bytes) }
+
     /// Idle connections the endpoint closed to make room are written like any it was given.
     private func markEvicted() {
         for connection in endpoint.pollEvictedConnections() {

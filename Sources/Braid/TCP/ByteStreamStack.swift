@@ -51,7 +51,7 @@ struct ByteStreamStack {
             throw NetworkError.invalidConfiguration(
                 "requiredInterface and multipathServiceType on a Unix-domain listener (\(path)): remove them")
         }
-        let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
+        let admission = ConnectionAdmission(limit: listener.newConnectionLimit, perAddressLimit: tcp.newConnectionLimitPerAddress)
         let stack = listener.stack, intake = listener.intake, maximumMessageSize = listener.maximumMessageSize
         let handshakeTimeout = handshakeTimeout
         return try await TCPServerGroup.start(

@@ -52,6 +52,19 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
             socket.abort()
             return
         }
+        // Unix-domain clients have no address to count by.
+        let address = socket.unixPath == nil ? socket.remoteAddress.clientKey : nil
+        if let address, !admission.admit(address: address) {
+            // A reset, as for a full listener: one address must not take every place.
+            admission.release()
+            socket.abort()
+            return
+        }
+        let admission = admission
+        let release = {
+            admission.release()
+            if let address { admission.release(address: address) }
+        }
         // A Unix-domain client has no name of its own: its connection is known by the socket file.
         let peer = socket.unixPath.map { NWEndpoint.unix(path: $0) } ?? NWEndpoint(socket.remoteAddress)
         let layer: (any ByteStreamLayer)?
@@ -60,17 +73,16 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
         } catch {
             Self.logger.warning("cannot start the connection's layer (TLS session) for \(peer): \(error)")
             socket.abort()
-            admission.release()
+            release()
             return
         }
-        let admission = admission
         let admitted = intake.admit {
             let core = ConnectionCore(
                 byteStreamOn: context.loop, endpointDescription: peer.description, tcp: tcp, handshakeTimeout: handshakeTimeout,
                 maximumMessageSize: maximumMessageSize)
             let key = ObjectIdentifier(core)
             core.whenEnded = { [weak self] in
-                admission.release()
+                release()
                 self?.live[key] = nil
             }
             live[key] = core
@@ -82,7 +94,7 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
         if admitted == nil {
             // Accepted from the backlog before the listening socket closed.
             socket.abort()
-            admission.release()
+            release()
         }
     }
 
@@ -101,6 +113,7 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
             let channel = core.byteStream
             return ListenerBufferAccount<ObjectIdentifier>.Holding(key: key, bytes: channel.bufferedBytes, drained: channel.drainedBytes)
         }
+        heapTrim.heldBytesChanged(to: holdings.reduce(0) { $0 + $1.bytes })
         for key in account.sweep(holdings) {
             guard let core = live[key] else { continue }
             core.byteStream.fail(

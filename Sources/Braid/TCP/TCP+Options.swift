@@ -8,6 +8,9 @@ extension TCP {
             throw NetworkError.invalidConfiguration("TCP receive and send buffer limits must be at least 1 byte")
         }
         if serverLoops < 1 { throw NetworkError.invalidConfiguration("a listener needs at least 1 server loop") }
+        if newConnectionLimitPerAddress < 0 {
+            throw NetworkError.invalidConfiguration("newConnectionLimitPerAddress must be 0 (no limit) or more")
+        }
         if let keepalive, keepalive.idleTimeInSeconds == 0 || keepalive.count == 0 || keepalive.intervalInSeconds == 0 {
             throw NetworkError.invalidConfiguration("TCP keepalive idle time, count and interval must each be at least 1")
         }

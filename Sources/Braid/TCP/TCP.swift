@@ -38,6 +38,9 @@ public struct TCP: NetworkProtocol, Hashable {
     public private(set) var sendBufferLimit = 1 << 20
     /// Listener: how many event loops (cores) accept and serve connections (default 1).
     public private(set) var serverLoops = 1
+    /// Listener: most connections from one IP address (0: no limit); see
+    /// `newConnectionLimitPerAddress(_:)`.
+    public private(set) var newConnectionLimitPerAddress = 1_000
 
     /// TCP over default IP options.
     public init() {}
@@ -72,6 +75,19 @@ public struct TCP: NetworkProtocol, Hashable {
     /// Listener: accept and serve connections on this many event loops (one listening socket
     /// each, SO_REUSEPORT; default 1, at most one per core).
     public func serverLoops(_ count: Int) -> TCP { with { $0.serverLoops = count } }
+
+    /// Listener: most connections from one IP address, any port, IPv6 by /64 prefix (default
+    /// 1,000; 0: no limit), so one address cannot take every place of `newConnectionLimit`.
+    /// Further connections from that address are reset as soon as they are accepted, as when
+    /// the listener is full. Applies to TLS listeners through their TCP options.
+    ///
+    /// ```swift
+    /// let listener = NetworkListener(port: 8443) {
+    ///     TLS { TCP().newConnectionLimitPerAddress(50) }
+    ///         .identity(certificateChainFile: "server.pem", privateKeyFile: "server-key.pem")
+    /// }
+    /// ```
+    public func newConnectionLimitPerAddress(_ count: Int) -> TCP { with { $0.newConnectionLimitPerAddress = count } }
 }
 
 extension TCP: ModifiedCopy {}

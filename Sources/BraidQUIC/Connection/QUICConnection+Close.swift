@@ -152,6 +152,8 @@ extension QUICConnection {
         case NGTCP2_ERR_AEAD_LIMIT_REACHED: "too many packets failed authentication (AEAD limit)"
         case NGTCP2_ERR_NO_VIABLE_PATH: "no usable network path"
         case NGTCP2_ERR_PROTO: "the peer violated the protocol"
+        // At 0.12.1 ngtcp2 returns this only for a stream's 1,000th gap of out-of-order data.
+        case NGTCP2_ERR_INTERNAL: "the peer fragmented a stream into too many out-of-order pieces"
         default: ngtcp2ErrorName(rc)
         }
     }

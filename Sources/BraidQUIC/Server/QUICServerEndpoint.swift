@@ -397,20 +397,8 @@ package final class QUICServerEndpoint {
         if terminated { forget(connection) }
     }
 
-    /// What `maxConnectionsPerAddress` counts by: the IP address without the port; for IPv6,
-    /// its /64 prefix (one subscriber's network, whose 2^64 addresses cost an attacker nothing),
-    /// except IPv4-mapped addresses (a dual-stack socket's IPv4 clients), kept whole.
-    static func clientKey(_ address: SocketAddress) -> SocketAddress {
-        var key = address.withPort(0)
-        guard key.isIPv6 else { return key }
-        key.storage.sin6_flowinfo = 0
-        key.storage.sin6_scope_id = 0
-        withUnsafeMutableBytes(of: &key.storage.sin6_addr) { bytes in
-            let mapped = bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
-            if !mapped { for index in 8..<16 { bytes[index] = 0 } }
-        }
-        return key
-    }
+    /// What `maxConnectionsPerAddress` counts by (`SocketAddress.clientKey`).
+    static func clientKey(_ address: SocketAddress) -> SocketAddress { address.clientKey }
 
     private func admit(_ connection: QUICConnection, address: SocketAddress, addressProven: Bool) {
         admitted[ObjectIdentifier(connection)] = Admission(connection: connection, address: address, countsForAddress: addressProven)

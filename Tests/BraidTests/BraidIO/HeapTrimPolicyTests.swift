@@ -24,4 +24,23 @@ import BraidIO
         }
         #expect(small.trims == 0)
     }
+
+    /// A few connections holding much (a peer that grants no credit): the held bytes trigger a
+    /// trim once they fall to half their peak and by at least `minimumBytesDrop`.
+    @Test func trimsWhenHeldBytesHalve() {
+        var policy = HeapTrimPolicy()
+        let held = 5 * (16 << 20)
+        for bytes in stride(from: 0, through: held, by: 1 << 20) { policy.heldBytesChanged(to: bytes) }
+        policy.heldBytesChanged(to: held / 2 + 1)
+        #expect(policy.trims == 0, "above half the peak: no trim")
+        policy.heldBytesChanged(to: 0)
+        #expect(policy.trims == 1)
+        // Small amounts coming and going never trim.
+        var small = HeapTrimPolicy()
+        for _ in 0..<10 {
+            small.heldBytesChanged(to: HeapTrimPolicy.minimumBytesDrop - 1)
+            small.heldBytesChanged(to: 0)
+        }
+        #expect(small.trims == 0)
+    }
 }

@@ -1457,3 +1457,11 @@ func docExample_DTLS_negotiatedALPN(_ sensor: NetworkConnection<DTLS>) async thr
 func docExample_DTLS_droppedDatagramCount(_ sensor: NetworkConnection<DTLS>) async {
     if await sensor.droppedDatagramCount > 0 { print("reading too slowly") }
 }
+/// Sources/Braid/TCP/TCP.swift
+func docExample_TCP_newConnectionLimitPerAddress() -> NetworkListener<TLS> {
+    let listener = NetworkListener(port: 8443) {
+        TLS { TCP().newConnectionLimitPerAddress(50) }
+            .identity(certificateChainFile: "server.pem", privateKeyFile: "server-key.pem")
+    }
+    return listener
+}

@@ -10,6 +10,13 @@ has an uppercase letter), ``missing-path`` (no :path), ``qpack-garbage`` (a HEAD
 field section is not valid QPACK), ``encoder-stream-garbage`` (an invalid instruction on the
 QPACK encoder stream), ``body-past-content-length`` (content-length 5, then 10 body bytes).
 
+Client floods (``--count N``), each reporting ``resets`` (RESET_STREAM codes seen, by code),
+``closed`` and ``alive`` (whether the connection was still open at the end):
+``field-section-flood`` (N requests, each a header section of 256 KiB of literal fields),
+``qpack-insert-flood`` (N inserts of 100-byte entries on the QPACK encoder stream, within the
+table capacity the server allows, so each evicts older ones) and ``qpack-oversized-insert``
+(one entry larger than that capacity: QPACK_ENCODER_STREAM_ERROR).
+
 Server modes (the answer to every request): ``uppercase-field``, ``missing-status``,
 ``qpack-garbage``, ``encoder-stream-garbage``, ``body-past-content-length``. The server prints
 ``listening <port>`` first, then one JSON line per connection that ended.
@@ -142,6 +149,99 @@ async def run_client(args: argparse.Namespace) -> int:
     return 0
 
 
+def qpack_integer(value: int, prefix_bits: int, first: int) -> bytes:
+    """An RFC 7541 integer with an N-bit prefix; `first` holds the bits above the prefix."""
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first | value])
+    out = bytearray([first | limit])
+    value -= limit
+    while value >= 128:
+        out.append(value % 128 + 128)
+        value //= 128
+    out.append(value)
+    return bytes(out)
+
+
+def literal_field(name: bytes, value: bytes) -> bytes:
+    """A literal field line with a literal name, no Huffman (RFC 9204 section 4.5.6)."""
+    return qpack_integer(len(name), 3, 0x20) + name + qpack_integer(len(value), 7, 0x00) + value
+
+
+class _IgnoringDecoderStream:
+    """aioquic's QPACK encoder, deaf to the peer's decoder stream."""
+
+    def __init__(self, encoder) -> None:
+        self._encoder = encoder
+
+    def feed_decoder(self, data: bytes) -> None:
+        pass
+
+    def __getattr__(self, name: str):
+        return getattr(self._encoder, name)
+
+
+async def run_flood_client(args: argparse.Namespace) -> int:
+    configuration = QuicConfiguration(alpn_protocols=H3_ALPN, is_client=True, server_name=args.sni or args.host)
+    if args.ca:
+        configuration.load_verify_locations(args.ca)
+    resets: dict[int, int] = {}
+    async with connect(args.host, args.port, configuration=configuration, create_protocol=HostileClient) as client:
+        quic = client._quic
+        original = client.quic_event_received
+
+        def note(event: QuicEvent) -> None:
+            if isinstance(event, StreamReset):
+                resets[event.error_code] = resets.get(event.error_code, 0) + 1
+            original(event)
+
+        client.quic_event_received = note  # type: ignore[method-assign]
+        authority = f"{args.sni or args.host}:{args.port}".encode()
+        if args.mode == "field-section-flood":
+            pseudo = [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", authority), (b":path", b"/")]
+            section = b"\x00\x00" + b"".join(literal_field(name, value) for name, value in pseudo)
+            section += b"".join(literal_field(b"x-flood-%d" % index, b"v" * 500) for index in range(512))
+            for _ in range(args.count):
+                stream_id = quic.get_next_available_stream_id()
+                quic.send_stream_data(stream_id, encode_frame(FrameType.HEADERS, section), end_stream=True)
+                client.transmit()
+                await asyncio.sleep(0.01)
+        else:
+            encoder = client.h3._local_encoder_stream_id
+            capacity = 4096
+            # The server acknowledges these inserts on its decoder stream; aioquic's own encoder
+            # made none of them and would close the connection over it.
+            client.h3._encoder = _IgnoringDecoderStream(client.h3._encoder)
+            if args.mode == "qpack-oversized-insert":
+                instructions = qpack_integer(capacity, 5, 0x20) + qpack_integer(6, 5, 0x40) + b"x-huge" + qpack_integer(capacity, 7, 0) + b"v" * capacity
+                quic.send_stream_data(encoder, instructions)
+            else:
+                quic.send_stream_data(encoder, qpack_integer(capacity, 5, 0x20))
+                for index in range(args.count):
+                    name = b"x-flood-%08d" % index
+                    quic.send_stream_data(encoder, qpack_integer(len(name), 5, 0x40) + name + qpack_integer(100 - len(name), 7, 0) + b"v" * (100 - len(name)))
+                    if index % 256 == 255:
+                        client.transmit()
+                        await asyncio.sleep(0.001)
+            client.transmit()
+        # Until the server's answers are in: every flood request ended, the encoder stream's bytes
+        # acknowledged, or the connection closed.
+        deadline = asyncio.get_running_loop().time() + args.timeout
+        while asyncio.get_running_loop().time() < deadline and client.observed.closed is None:
+            if args.mode == "field-section-flood" and sum(resets.values()) >= args.count:
+                break
+            if args.mode == "qpack-insert-flood" and not quic._streams[client.h3._local_encoder_stream_id].sender.buffer_is_empty:
+                pass
+            elif args.mode == "qpack-insert-flood":
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
+        report = {"resets": {str(code): count for code, count in resets.items()}, "closed": client.observed.closed,
+                  "alive": client.observed.closed is None}
+        print(json.dumps(report), flush=True)
+    return 0
+
+
 class HostileServer(QuicConnectionProtocol):
     mode = ""
 
@@ -196,6 +296,7 @@ def main(argv: list) -> int:
     client.add_argument("--ca")
     client.add_argument("--sni")
     client.add_argument("--timeout", type=float, default=10)
+    client.add_argument("--count", type=int, default=20)
     server = sub.add_parser("server")
     server.add_argument("--mode", required=True)
     server.add_argument("--host", default="127.0.0.1")
@@ -203,6 +304,8 @@ def main(argv: list) -> int:
     server.add_argument("--cert", required=True)
     server.add_argument("--key", required=True)
     args = parser.parse_args(argv)
+    if args.role == "client" and args.mode in ("field-section-flood", "qpack-insert-flood", "qpack-oversized-insert"):
+        return asyncio.run(run_flood_client(args))
     return asyncio.run(run_client(args) if args.role == "client" else run_server(args))
 
 
