@@ -1426,6 +1426,8 @@ func docExample_NetworkListener_initForStack() throws {
 func docExample_NetworkListener_onServiceRegistrationUpdate() throws {
     let listener = try NetworkListener(for: .bonjour(type: "_game._tcp")) { TCP() }
     listener.onServiceRegistrationUpdate { _, change in print(change) }
+}
+
 /// Sources/Braid/WebSocket/NWProtocolWebSocket+Response.swift, WebSocket.swift and
 /// NWProtocolWebSocket.swift (a listener's answer to upgrade requests)
 func docExample_NWProtocolWebSocket_Response() -> NWProtocolWebSocket.Response {
@@ -1457,6 +1459,7 @@ func docExample_DTLS_negotiatedALPN(_ sensor: NetworkConnection<DTLS>) async thr
 func docExample_DTLS_droppedDatagramCount(_ sensor: NetworkConnection<DTLS>) async {
     if await sensor.droppedDatagramCount > 0 { print("reading too slowly") }
 }
+
 /// Sources/Braid/TCP/TCP.swift
 func docExample_TCP_newConnectionLimitPerAddress() -> NetworkListener<TLS> {
     let listener = NetworkListener(port: 8443) {
