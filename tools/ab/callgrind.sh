@@ -4,6 +4,7 @@
 # a change of a few percent in per-message cost shows on a busy machine.
 #
 #   tools/ab/callgrind.sh /tmp/A /tmp/B [workload] [rounds]
+#   tools/ab/callgrind.sh /tmp/A - [workload]      (one build's counts alone)
 #
 # Workloads (both ends run under callgrind, each in its own process):
 #   udp              `udp-client` -> `udp-server` (NetworkConnection { UDP() }): N datagrams of
@@ -49,8 +50,9 @@ trap cleanup EXIT
 [ -n "${KEEP:-}" ] && mkdir -p "$KEEP"
 cc -shared -fPIC -O2 -o "$out/sigsuspend.so" "$here/tools/ab/valgrind-sigsuspend.c"
 objcopy --strip-debug "$a" "$out/A.bin"
-objcopy --strip-debug "$b" "$out/B.bin"
-a=$out/A.bin b=$out/B.bin
+[ "$b" = - ] || objcopy --strip-debug "$b" "$out/B.bin"
+a=$out/A.bin
+[ "$b" = - ] || b=$out/B.bin
 
 grind() { # output-file command...
   local file=$1; shift
@@ -135,6 +137,10 @@ PY
 }
 
 echo "callgrind, $workload: N=$n and 2N messages of $size bytes$([ "$workload" = udp ] && echo ", batch $batch, $rate Mbit/s")"
+if [ "$b" = - ]; then
+  run A "$a"
+  exit 0
+fi
 for round in $(seq 1 "$rounds"); do
   if [ $((round % 2)) = 1 ]; then run A "$a"; run B "$b"; else run B "$b"; run A "$a"; fi
 done
