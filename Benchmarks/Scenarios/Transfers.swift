@@ -167,11 +167,11 @@ enum Syscalls {
             // finds the other side running costs neither; one that must wake it, a futex call
             // and a switch or two.
             let waits = udp.waitsPerThousandMessages
-            bench.results.record(scenario, name, "client switches per 1,000 msgs", waits.clientSwitches, "switches")
-            bench.results.record(scenario, name, "server switches per 1,000 msgs", waits.serverSwitches, "switches")
+            bench.results.record(scenario, name, "client switches/1k msgs", waits.clientSwitches, "switches")
+            bench.results.record(scenario, name, "server switches/1k msgs", waits.serverSwitches, "switches")
             if let client = waits.clientFutex, let server = waits.serverFutex {
-                bench.results.record(scenario, name, "client futex per 1,000 msgs (perf)", client, "calls")
-                bench.results.record(scenario, name, "server futex per 1,000 msgs (perf)", server, "calls")
+                bench.results.record(scenario, name, "client futex/1k msgs (perf)", client, "calls")
+                bench.results.record(scenario, name, "server futex/1k msgs (perf)", server, "calls")
             }
         }
     }
