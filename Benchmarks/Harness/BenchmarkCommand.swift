@@ -137,7 +137,10 @@ struct Bench: Sendable {
 /// Syscall tracepoint counts from `perf stat -x,`.
 enum PerfStat {
     static let calls = ["sendmsg", "sendmmsg", "recvmsg", "recvmmsg", "sendto", "recvfrom", "write", "read"]
-    static var events: String { calls.map { "syscalls:sys_enter_\($0)" }.joined(separator: ",") }
+    /// Counted beside the socket calls: futex, the calls threads make to wait for and wake one
+    /// another (a hand-off between the loop and the application's tasks that sleeps or wakes).
+    static let waits = ["futex"]
+    static var events: String { (calls + waits).map { "syscalls:sys_enter_\($0)" }.joined(separator: ",") }
 
     /// Whether `perf stat` can count syscall tracepoints here.
     static let available: Bool = {

@@ -132,6 +132,15 @@ struct UDPTransfer {
     var serverSyscalls: Int
     var perfClientSyscalls: Int?
     var perfServerSyscalls: Int?
+    /// Datagrams each end sent or received (the client's `--payload`-byte datagrams).
+    var messagesSent: Double
+    var messagesReceived: Double
+    /// Context switches of each process, all threads (from `wait4`).
+    var clientSwitches: Int
+    var serverSwitches: Int
+    /// futex calls of each process (`perf stat`), when counted.
+    var perfClientFutex: Int?
+    var perfServerFutex: Int?
 
     static let calls = ["sendmsg", "sendmmsg", "recvmsg", "recvmmsg"]
 
@@ -156,7 +165,20 @@ struct UDPTransfer {
             clientCPU: run.clientExit.cpuSeconds, serverCPU: run.serverExit.cpuSeconds,
             clientSyscalls: sum(run.client), serverSyscalls: sum(run.server),
             perfClientSyscalls: run.perf.map { perf in calls.reduce(0) { $0 + (perf.client[$1] ?? 0) } },
-            perfServerSyscalls: run.perf.map { perf in calls.reduce(0) { $0 + (perf.server[$1] ?? 0) } })
+            perfServerSyscalls: run.perf.map { perf in calls.reduce(0) { $0 + (perf.server[$1] ?? 0) } },
+            messagesSent: Double(run.client["bytes"] as? Int ?? bytes) / Double(payload),
+            messagesReceived: Double(run.server["messages"] as? Int ?? 0),
+            clientSwitches: run.clientExit.contextSwitches, serverSwitches: run.serverExit.contextSwitches,
+            perfClientFutex: run.perf?.client["futex"], perfServerFutex: run.perf?.server["futex"])
+    }
+
+    /// Each end's context switches and futex calls per 1,000 datagrams it sent or received.
+    var waitsPerThousandMessages: (clientSwitches: Double, serverSwitches: Double, clientFutex: Double?, serverFutex: Double?) {
+        let sent = max(messagesSent, 1) / 1000, received = max(messagesReceived, 1) / 1000
+        return (
+            Double(clientSwitches) / sent, Double(serverSwitches) / received,
+            perfClientFutex.map { Double($0) / sent }, perfServerFutex.map { Double($0) / received }
+        )
     }
 
     /// Each end per byte it handled, as the raw UDP rows.

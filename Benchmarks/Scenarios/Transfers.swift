@@ -163,6 +163,16 @@ enum Syscalls {
                 bench.results.record(scenario, name, "client syscalls per MB (perf)", Double(client) / sent, "calls/MB")
                 bench.results.record(scenario, name, "server syscalls per MB (perf)", Double(server) / received, "calls/MB")
             }
+            // The hand-offs between the loop and the application's tasks: a hand-off that
+            // finds the other side running costs neither; one that must wake it, a futex call
+            // and a switch or two.
+            let waits = udp.waitsPerThousandMessages
+            bench.results.record(scenario, name, "client switches/1k msgs", waits.clientSwitches, "switches")
+            bench.results.record(scenario, name, "server switches/1k msgs", waits.serverSwitches, "switches")
+            if let client = waits.clientFutex, let server = waits.serverFutex {
+                bench.results.record(scenario, name, "client futex/1k msgs (perf)", client, "calls")
+                bench.results.record(scenario, name, "server futex/1k msgs (perf)", server, "calls")
+            }
         }
     }
 

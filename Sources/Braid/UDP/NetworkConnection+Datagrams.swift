@@ -108,9 +108,8 @@ extension NetworkConnection {
             return .init(receive: { throw NetworkError.internalError("a UDP connection without a datagram inbox") })
         }
         let batch = MessageBatch(inbox: inbox)
-        // One memo for both closures (a captured `var` is shared): the iterator calls them in
-        // turn, never at once.
-        var endpoints = DatagramEndpointMemo()
+        // One memo for both closures: the iterator calls them in turn, never at once.
+        let endpoints = DatagramEndpointMemo()
         endpoints.unixEndpoint = unixEndpoint
         return .init(
             poll: { batch.takeQueued().map { ($0.content, endpoints.metadata(for: $0)) } },

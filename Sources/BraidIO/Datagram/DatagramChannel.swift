@@ -61,16 +61,20 @@ package final class DatagramChannel: ConnectionChannel {
     private var standIn: ChannelStandIn?
     package private(set) var remoteAddress: SocketAddress?
     package private(set) var localAddress: SocketAddress?
-    package private(set) var finalError: (any Error)?
+    // The fields each datagram sent or received reads or writes are `@exclusivity(unchecked)`:
+    // the channel is confined to its loop's thread and no access to them spans another (none
+    // is passed `inout` to a call that could reach the channel), so the run-time check each
+    // access made (a call into the runtime's access set) guards nothing.
+    @exclusivity(unchecked) package private(set) var finalError: (any Error)?
     package private(set) var isReady = false
     /// The last send or receive, for a listener's idle timeout.
-    package private(set) var lastActivity: MonotonicInstant?
+    @exclusivity(unchecked) package private(set) var lastActivity: MonotonicInstant?
     /// The channel has sent its peer a datagram: a listener takes a peer that sends again after
     /// that as one that receives what is sent to it (`UDPDemultiplexer`'s proven peers).
     package private(set) var hasSent = false
     /// Taken from the outbox, waiting for room in the socket, each with the ECN mark it
     /// leaves with (the outbox's are unmarked; a marked send comes through the loop).
-    private var unsent = Deque<(content: Data, ecn: ECN)>()
+    @exclusivity(unchecked) private var unsent = Deque<(content: Data, ecn: ECN)>()
     /// The socket is full: nothing more is taken from the outbox until it drains, so the
     /// outbox's bound holds senders back and `unsent` stays bounded.
     private var awaitingWritable = false
@@ -79,7 +83,7 @@ package final class DatagramChannel: ConnectionChannel {
     private var waitingSends: [(Data, ECN, Completion<Void>)] = []
     /// What runs between the socket and the application (DTLS), set before the channel has a
     /// socket; nil: datagrams pass as they are.
-    package var layer: (any DatagramLayer)?
+    @exclusivity(unchecked) package var layer: (any DatagramLayer)?
     /// The layer's retransmission timer, if armed, and the deadline it is armed for.
     private var layerTimer: (token: UInt64, deadline: MonotonicInstant)?
     /// The layer's handshake deadline, armed at start and dropped once ready.
@@ -178,7 +182,7 @@ package final class DatagramChannel: ConnectionChannel {
     // MARK: Receiving
 
     /// Datagrams of the current socket read, not yet in the inbox.
-    private var arrivals: [ReceivedDatagram] = []
+    @exclusivity(unchecked) private var arrivals = ReceivedDatagramBatch()
 
     /// Loop: a datagram from the peer arrived. It waits with the others of the same socket read
     /// until `deliverArrivals()`, which hands them to the inbox together. Returns true for the
@@ -204,9 +208,10 @@ package final class DatagramChannel: ConnectionChannel {
             return first
         }
         // One clock read per socket read, not per datagram: they arrived together.
-        if arrivals.isEmpty { lastActivity = context.now }
-        arrivals.append(ReceivedDatagram(content: Data(bytes), metadata: metadata))
-        return arrivals.count == 1
+        let first = arrivals.isEmpty
+        if first { lastActivity = context.now }
+        arrivals.append(bytes, metadata: metadata)
+        return first
     }
 
     /// Loop: hands the datagrams of the last socket read to the inbox, in one lock round with at
@@ -218,9 +223,7 @@ package final class DatagramChannel: ConnectionChannel {
             layerContext = nil
             runLayer(context)
         }
-        guard !arrivals.isEmpty else { return }
-        inbox.deliver(contentsOf: arrivals)
-        arrivals.removeAll(keepingCapacity: true)
+        arrivals.deliver(to: inbox)
     }
 
     /// Datagrams from the peer the layer could not take even after running (a DTLS engine
@@ -259,13 +262,10 @@ package final class DatagramChannel: ConnectionChannel {
         else { return }
         do {
             let ready = try layer.process { message in
-                arrivals.append(ReceivedDatagram(content: Data(message), metadata: metadata))
+                arrivals.append(message, metadata: metadata)
             }
             drainLayer(context)
-            if !arrivals.isEmpty {
-                inbox.deliver(contentsOf: arrivals)
-                arrivals.removeAll(keepingCapacity: true)
-            }
+            arrivals.deliver(to: inbox)
             armLayerTimer(context)
             if ready && !isReady { becomeReady(context) }
         } catch {
@@ -464,6 +464,7 @@ package final class DatagramChannel: ConnectionChannel {
         finalError = error
         outbox.fail(error)
         inbox.finish()
+        arrivals.release()
         unsent.removeAll()
         let waiting = waitingSends
         waitingSends.removeAll()
@@ -546,6 +547,9 @@ package final class DatagramClientTransport: DatagramChannelTransport, LoopHandl
     }
 
     package func readable(_ context: LoopContext) {
+        // The datagrams of this event's reads go to the inbox together, once the reads are
+        // done: one hand-off (and at most one wake of a reader) per event, not per read.
+        defer { channel?.deliverArrivals() }
         // A bounded number of rounds per event, so one busy socket cannot starve the loop.
         for _ in 0..<4 {
             var any = false
@@ -554,7 +558,6 @@ package final class DatagramClientTransport: DatagramChannelTransport, LoopHandl
                 guard metadata.remote == remote else { return }
                 _ = channel?.arrived(bytes, metadata: metadata, context: context)
             }
-            channel?.deliverArrivals()
             guard received, any else { return }
         }
     }

@@ -66,9 +66,12 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     private var sweepInterval: Duration { max(idleTimeout / 4, .milliseconds(10)) }
 
     package func readable(_ context: LoopContext) {
+        // Every channel's datagrams of this event's reads go to its inbox together, once the
+        // reads are done: one hand-off (and at most one wake of its reader) per event, not per read.
+        var arrivedAt: [DatagramChannel] = []
+        defer { for channel in arrivedAt { channel.deliverArrivals() } }
         for _ in 0..<4 {
             var any = false
-            var arrivedAt: [DatagramChannel] = []
             // The peer of the previous datagram: a read's datagrams mostly come from one peer
             // (GRO merges only one sender's), so most skip hashing the address.
             var last: (remote: SocketAddress, channel: DatagramChannel)?
@@ -97,7 +100,6 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
                 last = (metadata.remote, channel)
                 if channel.arrived(bytes, metadata: metadata, context: context) { arrivedAt.append(channel) }
             }
-            for channel in arrivedAt { channel.deliverArrivals() }
             guard received, any else { return }
         }
     }

@@ -1,0 +1,108 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The datagrams of one socket read on their way to the inbox. Their bytes are copied out of the
+/// socket's receive area into blocks of `blockBytes`, one allocation for many datagrams, and
+/// each datagram's `Data` refers to its bytes in its block: a `Data` owning a copy of its own
+/// cost an allocation of its bytes, and their release, per datagram. Each such `Data` starts at
+/// index 0 and holds the datagram's bytes alone, as any other.
+///
+/// A block is shrunk to the bytes it holds before its datagrams are handed out, and freed when
+/// the last of them is released: a datagram the application keeps holds at most its read's
+/// bytes, and the inbox's bound on datagrams bounds the memory they hold.
+struct ReceivedDatagramBatch {
+    /// A block's size: dozens of datagrams of a usual size, below glibc's threshold for serving
+    /// an allocation with a mapping of its own (page faults on every use).
+    static let blockBytes = 64 * 1024
+
+    /// The block being filled (nil: none yet, or the last was handed out).
+    private var block: ReceivedBytes?
+    private var used = 0
+    /// The datagrams whose bytes are in `block`, not yet made `Data`.
+    private var pending: [(offset: Int, count: Int, metadata: DatagramMetadata)] = []
+    /// The datagrams made, in arrival order.
+    private var made: [ReceivedDatagram] = []
+
+    var isEmpty: Bool { pending.isEmpty && made.isEmpty }
+
+    /// Copies one datagram in.
+    mutating func append(_ bytes: UnsafeRawBufferPointer, metadata: DatagramMetadata) {
+        if block == nil || bytes.count > block!.capacity - used {
+            seal()
+            if block == nil || bytes.count > block!.capacity {
+                block = ReceivedBytes(capacity: max(Self.blockBytes, bytes.count))
+            }
+        }
+        if let source = bytes.baseAddress, bytes.count > 0 { (block!.base + used).copyMemory(from: source, byteCount: bytes.count) }
+        pending.append((used, bytes.count, metadata))
+        used += bytes.count
+    }
+
+    /// Hands every datagram appended so far to `inbox` in one delivery.
+    mutating func deliver(to inbox: MessageInbox<ReceivedDatagram>) {
+        seal()
+        guard !made.isEmpty else { return }
+        inbox.deliver(contentsOf: made)
+        made.removeAll(keepingCapacity: true)
+    }
+
+    /// Drops what was not delivered and the block being filled.
+    mutating func release() {
+        pending.removeAll()
+        made.removeAll()
+        block = nil
+        used = 0
+    }
+
+    /// Turns the pending datagrams into `Data` over the block, which then belongs to them.
+    private mutating func seal() {
+        guard let block, !pending.isEmpty else { return }
+        guard used > 0 else {
+            // Empty datagrams only: nothing of the block is theirs.
+            for datagram in pending { made.append(ReceivedDatagram(content: Data(), metadata: datagram.metadata)) }
+            pending.removeAll(keepingCapacity: true)
+            return
+        }
+        block.shrink(to: used)
+        let base = block.base
+        for datagram in pending {
+            // The deallocator's reference is what keeps the block: it goes with the last `Data`.
+            let content = Data(bytesNoCopy: base + datagram.offset, count: datagram.count, deallocator: .custom { _, _ in block.keepAlive() })
+            made.append(ReceivedDatagram(content: content, metadata: datagram.metadata))
+        }
+        pending.removeAll(keepingCapacity: true)
+        self.block = nil
+        used = 0
+    }
+}
+
+/// One block of received datagrams' bytes, freed when the last reference goes.
+/// Unchecked: the block is written and resized only on its channel's loop before any `Data`
+/// refers to it, and only read after.
+private final class ReceivedBytes: @unchecked Sendable {
+    private(set) var base: UnsafeMutableRawPointer
+    private(set) var capacity: Int
+
+    init(capacity: Int) {
+        guard let base = malloc(capacity) else { fatalError("out of memory for \(capacity) bytes of received datagrams") }
+        self.base = base
+        self.capacity = capacity
+    }
+
+    /// Gives back what is beyond `size` (glibc shrinks a block in place; `base` follows it if
+    /// it moves anyway).
+    func shrink(to size: Int) {
+        guard size > 0, size < capacity, let shrunk = realloc(base, size) else { return }
+        base = shrunk
+        capacity = size
+    }
+
+    @inline(never) func keepAlive() {}
+
+    deinit {
+        free(base)
+    }
+}

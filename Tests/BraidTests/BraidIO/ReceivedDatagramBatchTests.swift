@@ -1,0 +1,80 @@
+import BraidCore
+import Foundation
+import Testing
+
+@testable import BraidIO
+
+/// The received datagrams' shared blocks: each datagram still arrives whole, in order, as a
+/// `Data` of its own bytes starting at index 0, whatever the blocks it shares and however long
+/// it outlives the others.
+@Suite struct ReceivedDatagramBatchTests {
+    private let metadata = DatagramMetadata(
+        remote: SocketAddress(ip: "192.0.2.1", port: 4000)!, local: SocketAddress(ip: "192.0.2.2", port: 5000)!)
+
+    /// A datagram of `count` bytes numbered `index`, each byte distinct from its neighbours'.
+    private func datagram(_ index: Int, count: Int) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: index &* 31 &+ $0) }
+    }
+
+    private func append(_ bytes: [UInt8], to batch: inout ReceivedDatagramBatch, ecn: ECN = .notECT) {
+        var metadata = metadata
+        metadata.ecn = ecn
+        bytes.withUnsafeBytes { batch.append($0, metadata: metadata) }
+    }
+
+    /// More datagrams than one block holds, of sizes that do not divide it, an empty one, one
+    /// larger than a block and a small one (stored inline by `Data`): all arrive as sent.
+    @Test func datagramsArriveWholeAndInOrderAcrossBlocks() async throws {
+        let inbox = MessageInbox<ReceivedDatagram>(backlog: 1000)
+        var batch = ReceivedDatagramBatch()
+        var sent: [[UInt8]] = []
+        for index in 0..<120 { sent.append(datagram(index, count: 1200 + index % 7)) }
+        sent.append([])
+        sent.append(datagram(500, count: ReceivedDatagramBatch.blockBytes + 10))
+        sent.append(datagram(501, count: 5))
+        for (index, bytes) in sent.enumerated() { append(bytes, to: &batch, ecn: index == 3 ? .congestionExperienced : .notECT) }
+        #expect(!batch.isEmpty)
+        batch.deliver(to: inbox)
+        #expect(batch.isEmpty)
+        let received = Array(try await inbox.takeAll())
+        #expect(received.count == sent.count)
+        for (index, datagram) in received.enumerated() {
+            #expect(datagram.content.startIndex == 0)
+            #expect(datagram.content.count == sent[index].count)
+            #expect(Array(datagram.content) == sent[index], "datagram \(index)")
+            #expect(datagram.metadata.ecn == (index == 3 ? .congestionExperienced : .notECT))
+            #expect(datagram.metadata.remote == metadata.remote)
+        }
+    }
+
+    /// A datagram kept after every other of its block is gone still holds its bytes; the
+    /// batch goes on filling new blocks meanwhile.
+    @Test func aKeptDatagramOutlivesItsBlockmates() async throws {
+        let inbox = MessageInbox<ReceivedDatagram>(backlog: 1000)
+        var batch = ReceivedDatagramBatch()
+        for index in 0..<10 { append(datagram(index, count: 1000), to: &batch) }
+        batch.deliver(to: inbox)
+        var taken = Array(try await inbox.takeAll())
+        let kept = taken[4].content
+        taken.removeAll()
+        for index in 10..<20 { append(datagram(index, count: 1000), to: &batch) }
+        batch.deliver(to: inbox)
+        let later = Array(try await inbox.takeAll())
+        #expect(Array(kept) == datagram(4, count: 1000))
+        #expect(later.map { Array($0.content) } == (10..<20).map { datagram($0, count: 1000) })
+    }
+
+    /// What was appended and not delivered when the channel ends goes nowhere.
+    @Test func releaseDropsWhatWasNotDelivered() async throws {
+        let inbox = MessageInbox<ReceivedDatagram>(backlog: 1000)
+        var batch = ReceivedDatagramBatch()
+        append(datagram(1, count: 100), to: &batch)
+        batch.release()
+        #expect(batch.isEmpty)
+        batch.deliver(to: inbox)
+        #expect(inbox.count == 0)
+        append(datagram(2, count: 100), to: &batch)
+        batch.deliver(to: inbox)
+        #expect(Array(try await inbox.takeAll()).map { Array($0.content) } == [datagram(2, count: 100)])
+    }
+}
