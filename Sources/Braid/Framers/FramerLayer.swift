@@ -44,6 +44,8 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     private var failure: NetworkError?
     /// `markFailed(error: nil)`: the framer ended the stream.
     private var framerFinished = false
+    /// The layer below reported the peer's end of stream; passed up once no input is held.
+    private var innerFinished = false
     private var cleanedUp = false
 
     // MARK: Input state
@@ -184,12 +186,14 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
                 reportedReady = true
                 events.insert(.becameReady)
             }
-            if below.contains(.peerFinished) || framerFinished { events.insert(.peerFinished) }
+            if below.contains(.peerFinished) { innerFinished = true }
             if below.contains(.awaitingDecision) { events.insert(.awaitingDecision) }
             try pushToInner()
             // Held input: no more reading until the answers drain (`pushToInner` then asks for
-            // a pass, which reads again).
+            // a pass, which reads again). The peer's end waits behind the held input, so the
+            // messages it still holds are delivered before the stream ends.
             if inputHeldForOutput { events.insert(.awaitingDecision) }
+            if (innerFinished && !inputHeldForOutput) || framerFinished { events.insert(.peerFinished) }
             if let failure { throw failure }
             return events
         }
