@@ -30,9 +30,6 @@ enum Report {
             "QUIC CPU per byte (both ends) <= 1.5x raw TCP+TLS",
             ratio(value("cpu", "braid quic stream", "cpu per byte, total"), value("cpu", "raw tcp+tls1.3 (gnutls)", "cpu per byte, total")), 1.5, atMost: true))
         rows.append(check(
-            "batched datagram CPU per byte <= 0.5x raw one-datagram-per-call UDP",
-            ratio(value("cpu", "braid quic datagrams", "cpu per byte, total"), value("cpu", "raw udp, one datagram per call", "cpu per byte, total")), 0.5, atMost: true))
-        rows.append(check(
             "QUIC time to ready on loopback <= 1.5x TCP+TLS",
             ratio(value("establishment", "braid quic 1-rtt loopback", "ready p50"), value("establishment", "raw tcp+tls1.3 (gnutls) loopback", "ready p50")), 1.5, atMost: true))
         rows.append(check("QUIC ready at 20 ms RTT in ~1 RTT (p50, RTTs)", value("establishment", "braid quic 1-rtt 20 ms RTT", "ready p50 in RTTs"), 1.5, atMost: true))
