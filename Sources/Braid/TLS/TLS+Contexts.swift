@@ -79,6 +79,6 @@ enum TLSClientContexts {
 /// A listener's TLS context: made once per `run` (its ticket key lives as long as it does).
 enum TLSServerContexts {
     static func make(for tls: TLS) throws -> TLSServerContext {
-        try TLSServerContext(configuration: try tls.serverConfiguration())
+        try TLSServerContext(configuration: try tls.serverConfiguration(), ticketKeyRing: tls.fleetKeys?.ring)
     }
 }

@@ -76,6 +76,8 @@ public struct TLS: NetworkProtocol {
     public private(set) var earlyDataEnabled = false
     /// Where a client keeps tickets so later connections resume; nil: none.
     public private(set) var sessionCache: SessionCache?
+    /// Listener: secrets shared with other listeners for session tickets (nil: this listener's own).
+    public private(set) var fleetKeys: QUIC.FleetKeys?
     /// Braid: how long the TLS handshake may take once TCP is connected (default 10 s), before
     /// the connection fails with `NetworkError.noResponse`.
     public private(set) var handshakeTimeout: Duration = .seconds(10)
@@ -143,6 +145,19 @@ public struct TLS: NetworkProtocol {
 
     /// Session tickets for resumption (default true).
     public func ticketsEnabled(_ enabled: Bool) -> TLS { with { $0.ticketsEnabled = enabled } }
+
+    /// Listener: seal session tickets with keys shared by the other listeners holding `keys`
+    /// (the same `QUIC.FleetKeys` a QUIC listener takes), so a client resumes on whichever
+    /// server of a fleet it reaches, within the keys' rotation and overlap. Network.framework
+    /// has no such option.
+    ///
+    /// ```swift
+    /// let keys = try QUIC.FleetKeys(contentsOfFile: "/etc/braid/fleet-keys")
+    /// let listener = NetworkListener(port: 8443) {
+    ///     TLS().identity(certificateChainFile: "server.pem", privateKeyFile: "server-key.pem").fleetKeys(keys)
+    /// }
+    /// ```
+    public func fleetKeys(_ keys: QUIC.FleetKeys) -> TLS { with { $0.fleetKeys = keys } }
 
     /// TLS 1.3 early data: a resumed client's `sendIdempotent` bytes may travel with the
     /// ClientHello, and a listener accepts them (default false). Early data can be replayed

@@ -1,3 +1,4 @@
+import BraidCore
 import CBraid
 import Glibc
 
@@ -70,7 +71,7 @@ extension TLSConnection {
         let configuration = context.configuration
         var rc: Int32
         try TLSSessionSetup.setALPN(configuration.alpn, role: .server, on: session)
-        if let ticketKey = context.ticketKey {
+        if let ticketKey = context.ticketKeyRing?.current.ticketKey ?? context.ticketKey {
             rc = gnutls_session_ticket_enable_server(session, ticketKey.datum)
             guard rc == 0 else { throw .internalError(function: "gnutls_session_ticket_enable_server", code: rc) }
         }
@@ -91,6 +92,11 @@ extension TLSConnection {
                 connection.clientHelloProcessed = true
             } else if let message {
                 connection.inspect(clientHello: message.pointee)
+                // A resuming client's ticket may come from an older generation of the fleet's keys.
+                if let ring = connection.serverContext?.ticketKeyRing, let data = message.pointee.data {
+                    ring.selectTicketKey(
+                        for: session!, clientHello: UnsafeRawBufferPointer(start: data, count: Int(message.pointee.size)), now: monotonicClock())
+                }
             }
             return 0
         }
@@ -164,4 +170,11 @@ func maxEarlyDataSize(inNewSessionTicket message: gnutls_datum_t) -> Int {
         index += length
     }
     return 0
+}
+
+/// CLOCK_MONOTONIC, the clock the fleet keys' overlap windows are measured on.
+private func monotonicClock() -> MonotonicInstant {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return MonotonicInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
 }

@@ -7,10 +7,19 @@ public final class TLSServerContext: Sendable {
     let credentials: TLSCredentials
     let priority: TLSPriority
     let ticketKey: TLSTicketKey?
+    /// Keys shared with other servers: tickets are sealed with the minting generation's key and
+    /// opened with whichever accepted generation sealed them (nil: `ticketKey`, this context's own).
+    let ticketKeyRing: ServerKeyRing?
     let antiReplay: TLSAntiReplay?
 
     /// Validates the configuration and loads the credentials; throws `TLSError.configuration`.
-    public init(configuration: TLSServerConfiguration) throws(TLSError) {
+    public convenience init(configuration: TLSServerConfiguration) throws(TLSError) {
+        try self.init(configuration: configuration, ticketKeyRing: nil)
+    }
+
+    /// A context whose session tickets come from `ticketKeyRing` when given, so a ticket one
+    /// server of a fleet issued resumes on another holding the same keys.
+    package init(configuration: TLSServerConfiguration, ticketKeyRing: ServerKeyRing?) throws(TLSError) {
         priority = try TLSPriority(tlsPriority(
             minimum: configuration.minimumVersion, maximum: configuration.maximumVersion, cipherSuites: configuration.cipherSuites))
         try validateALPN(configuration.alpn)
@@ -31,7 +40,8 @@ public final class TLSServerContext: Sendable {
         credentials = try TLSCredentials.server(
             certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile,
             identity: configuration.identityMaterial, clientTrust: configuration.clientCertificateAuthorityFile.map { .certificateAuthorityFile($0) })
-        ticketKey = configuration.sessionTicketsEnabled ? TLSTicketKey(bytes: try TLSTicketKey.generateBytes()) : nil
+        ticketKey = configuration.sessionTicketsEnabled && ticketKeyRing == nil ? TLSTicketKey(bytes: try TLSTicketKey.generateBytes()) : nil
+        self.ticketKeyRing = configuration.sessionTicketsEnabled ? ticketKeyRing : nil
         antiReplay = configuration.earlyDataEnabled ? try TLSAntiReplay(filter: TLSReplayFilter()) : nil
     }
 }

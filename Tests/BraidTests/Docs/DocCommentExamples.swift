@@ -1468,3 +1468,12 @@ func docExample_TCP_newConnectionLimitPerAddress() -> NetworkListener<TLS> {
     }
     return listener
 }
+
+/// Sources/Braid/TLS/TLS.swift (fleetKeys)
+func docExample_TLS_fleetKeys() throws -> NetworkListener<TLS> {
+    let keys = try QUIC.FleetKeys(contentsOfFile: "/etc/braid/fleet-keys")
+    let listener = NetworkListener(port: 8443) {
+        TLS().identity(certificateChainFile: "server.pem", privateKeyFile: "server-key.pem").fleetKeys(keys)
+    }
+    return listener
+}
