@@ -351,6 +351,19 @@ public struct MDNSResponder: Sendable {
         return out
     }
 
+    /// Gives the responder the host's addresses anew (an interface renumbered, came or went).
+    /// When they changed, a registered responder announces its records again, twice a second
+    /// apart (RFC 6762 §8.4); the cache-flush bit makes caches drop the old addresses. While
+    /// probing, the probes carry the new addresses from now on.
+    public mutating func update(addresses: [DNSRecordData], now: Duration) {
+        guard phase != .stopped, Set(addresses) != Set(service.addresses) else { return }
+        service.addresses = addresses
+        if isRegistered {
+            phase = .announcing(sent: 0)
+            nextAction = now
+        }
+    }
+
     /// The goodbye to send on cancel (every record with TTL 0), if anything was announced; stops
     /// the responder either way.
     public mutating func goodbye() -> DNSMessage? {

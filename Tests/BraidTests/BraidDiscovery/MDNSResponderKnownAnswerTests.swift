@@ -206,4 +206,26 @@ import Testing
         }
         #expect(registered)
     }
+
+    @Test func newAddressesAreAnnouncedAndAnswered() throws {
+        var (responder, start) = Self.registered(addresses: [.a([10, 0, 0, 1])])
+        // The same addresses again: nothing to announce.
+        responder.update(addresses: [.a([10, 0, 0, 1])], now: start)
+        #expect(responder.nextDeadline == nil)
+
+        // The interface was renumbered: two announcements of the new address, a second apart.
+        responder.update(addresses: [.a([10, 0, 0, 2])], now: start)
+        let out = Self.drain(&responder, from: start, until: start + .seconds(5))
+        let announcements = out.filter { $0.message.isResponse && $0.message.answers.contains { $0.data.type == .srv } }
+        #expect(announcements.count == 2)
+        for announcement in announcements {
+            let addresses = announcement.message.answers.filter { $0.name == responder.hostName }
+            #expect(addresses.map(\.data) == [.a([10, 0, 0, 2])])
+            #expect(addresses.allSatisfy { $0.cacheFlush })
+        }
+        // An address question gets the new address.
+        let query = DNSMessage(isResponse: false, questions: [DNSQuestion(name: responder.hostName, type: .a)])
+        let answer = responder.receive(query, now: start + .seconds(6), from: Self.querier(3), interface: 2)
+        #expect(answer.first?.message.answers.map(\.data) == [.a([10, 0, 0, 2])])
+    }
 }
