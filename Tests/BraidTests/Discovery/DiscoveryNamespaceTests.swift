@@ -155,4 +155,28 @@ import Testing
             #expect(removed["name"] as? String == "Braid Table._game._tcp.local.")
         }
     }
+
+    @Test func aRenumberedHostIsResolvedToItsNewAddress() async throws {
+        try await DiscoveryLAN.with(hosts: 2) { hosts in
+            let advertised = try hosts[0].runNow { try AdvertisedEcho(NWListener.Service(name: "Renumbered", type: "_game._tcp")) }
+            hosts[0].cancelAtTeardown(advertised.listener)
+            try await waitUntil("the registration", describe: { "\(advertised.registrations.withLock { $0 })" }) { advertised.addedNames == ["Renumbered"] }
+            let endpoint = NWEndpoint.service(name: "Renumbered", type: "_game._tcp", domain: "local.", interface: nil)
+            let before = try await hosts[1].run { try await ServiceResolver.addresses(for: endpoint) }
+            #expect(before.map(\.ipString) == ["10.77.0.1"])
+
+            // The advertiser's link gets another address (the old one goes first: deleting a
+            // primary address deletes its subnet's secondaries with it).
+            try await hosts[0].namespace.ip("address", "del", "10.77.0.1/24", "dev", "eth0")
+            try await hosts[0].namespace.ip("address", "add", "10.77.0.11/24", "dev", "eth0")
+            let end = ContinuousClock.now + .seconds(90)
+            var after: [String] = []
+            while ContinuousClock.now < end {
+                after = (try? await hosts[1].run { try await ServiceResolver.addresses(for: endpoint) })?.map(\.ipString) ?? []
+                if after == ["10.77.0.11"] { break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            #expect(after == ["10.77.0.11"])
+        }
+    }
 }
