@@ -16,6 +16,7 @@
 /// `maximumWaitingKnownAnswers`, `maximumKnownAnswerParts`). `addressed(_:to:)` gives the copy of
 /// a message for one interface, with that interface's addresses alone (RFC 6762 §6.2); a probe
 /// of its own heard back on another interface carries fewer addresses and is not a rival.
+/// `update(addresses:now:)` takes the host's addresses anew and announces them (RFC 6762 §8.4).
 public struct MDNSResponder: Sendable {
     /// TTLs of RFC 6762 §10: host-related records 120 s, the others 75 minutes.
     public static let hostRecordTTL: UInt32 = 120
