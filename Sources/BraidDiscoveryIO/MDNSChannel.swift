@@ -176,7 +176,7 @@ package final class MDNSChannel: LoopHandler {
         let at = now(context)
         if !browsers.isEmpty || !responders.isEmpty, at - lastScan >= Self.interfaceScanInterval {
             lastScan = at
-            scanInterfaces()
+            scanInterfaces(now: at)
         }
         var next: Duration?
         for id in browsers.keys {
@@ -202,8 +202,9 @@ package final class MDNSChannel: LoopHandler {
     }
 
     /// Joins the group on interfaces that came up since the last scan and sends on them from
-    /// now on. (A responder keeps the addresses it started with.)
-    func scanInterfaces() {
+    /// now on; gives each responder the current addresses of the interfaces it runs on (it
+    /// announces again when they changed).
+    func scanInterfaces(now at: Duration) {
         let current = MDNSInterface.current()
         for socket in sockets {
             // The kernel drops a membership with its interface; one that returns is joined again.
@@ -215,7 +216,11 @@ package final class MDNSChannel: LoopHandler {
             }
         }
         interfaces = current
-        for id in responders.keys { responders[id]!.interfaces.ask(current) }
+        for id in responders.keys {
+            responders[id]!.interfaces.ask(current)
+            let addresses = current.filter(responders[id]!.interfaces.includes).flatMap(\.records)
+            responders[id]!.engine.update(addresses: addresses, now: at)
+        }
         for id in browsers.keys { browsers[id]!.interfaces.ask(current) }
     }
 

@@ -114,9 +114,12 @@ final class ServiceAdvertiser: Sendable {
         withdraw()
     }
 
-    /// Withdraws the current registration, if any: goodbye, and `remove` for its name.
+    /// Withdraws the current registration, if any: goodbye, and `remove` for its name. A new
+    /// generation makes a `.registered` event of the old registration, still in flight, a no-op
+    /// (no `add` after the `remove`).
     func withdraw() {
         let (registration, registered) = state.withLock { state -> ((MDNSDiscovery, UInt64)?, NWEndpoint?) in
+            state.generation += 1
             defer { state.discovery = nil; state.id = nil; state.registered = nil; state.service = nil }
             guard let discovery = state.discovery, let id = state.id else { return (nil, state.registered) }
             return ((discovery, id), state.registered)

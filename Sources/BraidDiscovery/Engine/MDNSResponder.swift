@@ -16,6 +16,7 @@
 /// `maximumWaitingKnownAnswers`, `maximumKnownAnswerParts`). `addressed(_:to:)` gives the copy of
 /// a message for one interface, with that interface's addresses alone (RFC 6762 §6.2); a probe
 /// of its own heard back on another interface carries fewer addresses and is not a rival.
+/// `update(addresses:now:)` takes the host's addresses anew and announces them (RFC 6762 §8.4).
 public struct MDNSResponder: Sendable {
     /// TTLs of RFC 6762 §10: host-related records 120 s, the others 75 minutes.
     public static let hostRecordTTL: UInt32 = 120
@@ -78,7 +79,8 @@ public struct MDNSResponder: Sendable {
     /// answered without waiting (at worst with answers the querier has).
     public static let maximumWaitingQueries = 32
     /// At most this many known answers are kept for one waiting query; more are ignored (at
-    /// worst answered again).
+    /// worst answered again). Only known answers that are one of the responder's own records
+    /// are kept at all (nothing else suppresses an answer), each once.
     public static let maximumWaitingKnownAnswers = 512
 
     /// A truncated query waiting for its known-answer parts.
@@ -182,6 +184,8 @@ public struct MDNSResponder: Sendable {
         var out: [Outgoing] = []
         for (querier, query) in waiting where now >= query.until {
             waiting[querier] = nil
+            // A conflict since made us probe again: no answers until the name is ours (as `receive`).
+            if case .probing = phase { continue }
             out += answer(query.message, now: now, fromPort: query.fromPort, interface: query.interface)
         }
         if let at = pendingAt, now >= at {
@@ -252,8 +256,7 @@ public struct MDNSResponder: Sendable {
         if message.questions.isEmpty {
             // A known-answer part of a truncated query.
             guard var query = waiting[querier] else { return [] }
-            let room = max(0, Self.maximumWaitingKnownAnswers - query.message.answers.count)
-            query.message.answers += message.answers.prefix(room)
+            query.message.answers = keptKnownAnswers(query.message.answers, adding: message.answers)
             if message.isTruncated, query.parts < Self.maximumKnownAnswerParts {
                 query.parts += 1
                 query.until = now + knownAnswerDelay()
@@ -262,12 +265,37 @@ public struct MDNSResponder: Sendable {
             return []
         }
         // A legacy querier (not port 5353) is answered at once, to its address.
-        if message.isTruncated, fromPort == MDNSSource.port, waiting[querier] == nil, waiting.count < Self.maximumWaitingQueries {
-            waiting[querier] = WaitingQuery(message: message, fromPort: fromPort, interface: interface, until: now + knownAnswerDelay(), parts: 0)
+        // A probe (authority records) is answered at once, never held (RFC 6762 §6).
+        if message.isTruncated, fromPort == MDNSSource.port, message.authorities.isEmpty,
+           waiting[querier] == nil, waiting.count < Self.maximumWaitingQueries {
+            var held = message
+            held.answers = keptKnownAnswers([], adding: message.answers)
+            held.additionals = []
+            waiting[querier] = WaitingQuery(message: held, fromPort: fromPort, interface: interface, until: now + knownAnswerDelay(), parts: 0)
             return []
         }
         return answer(message, now: now, fromPort: fromPort, interface: interface)
     }
+
+    /// `kept` with those of `heard` that are one of our own records, each record once with the
+    /// highest TTL heard: suppression in `answer` looks at nothing else, so what a waiting query
+    /// holds is bounded by our records, not by what a querier sends
+    /// (`maximumWaitingKnownAnswers` stays as a backstop).
+    func keptKnownAnswers(_ kept: [DNSResourceRecord], adding heard: [DNSResourceRecord]) -> [DNSResourceRecord] {
+        let ours = allRecords
+        var out = kept
+        for record in heard where ours.contains(where: { $0.isSameRecord(as: record) }) {
+            if let index = out.firstIndex(where: { $0.isSameRecord(as: record) }) {
+                if record.ttl > out[index].ttl { out[index] = record }
+            } else if out.count < Self.maximumWaitingKnownAnswers {
+                out.append(record)
+            }
+        }
+        return out
+    }
+
+    /// The known answers all waiting queries hold, in records.
+    var waitingKnownAnswerCount: Int { waiting.values.reduce(0) { $0 + $1.message.answers.count } }
 
     mutating func knownAnswerDelay() -> Duration {
         Self.knownAnswerWait + Self.knownAnswerWaitJitter * (Double(random.next() % 1001) / 1000)
@@ -322,6 +350,19 @@ public struct MDNSResponder: Sendable {
         out.additionals = message.additionals.filter(keep)
         if out.questions.isEmpty, out.answers.isEmpty, out.authorities.isEmpty { return nil }
         return out
+    }
+
+    /// Gives the responder the host's addresses anew (an interface renumbered, came or went).
+    /// When they changed, a registered responder announces its records again, twice a second
+    /// apart (RFC 6762 §8.4); the cache-flush bit makes caches drop the old addresses. While
+    /// probing, the probes carry the new addresses from now on.
+    public mutating func update(addresses: [DNSRecordData], now: Duration) {
+        guard phase != .stopped, Set(addresses) != Set(service.addresses) else { return }
+        service.addresses = addresses
+        if isRegistered {
+            phase = .announcing(sent: 0)
+            nextAction = now
+        }
     }
 
     /// The goodbye to send on cancel (every record with TTL 0), if anything was announced; stops

@@ -96,12 +96,73 @@ import Testing
         // Queries beyond the limit are answered without waiting (shared records: shortly).
         #expect(responder.pendingAnswers[2]?.isEmpty == false)
 
+        // Known answers that are not our records suppress nothing and are not kept; ours are
+        // kept once each, however often they are repeated.
         let filler = (0..<600).map { index in
             DNSResourceRecord(name: Self.type, ttl: 4500, data: .ptr(try! DNSName("fake\(index)._katest._tcp.local")))
         }
-        _ = responder.receive(DNSMessage(isResponse: false, answers: filler), now: start, from: Self.querier(1), interface: 2)
-        let kept = responder.waiting[MDNSResponder.Querier(address: [10, 0, 0, 1], port: 5353, interface: 2)]?.message.answers.count
-        #expect(kept == MDNSResponder.maximumWaitingKnownAnswers)
+        let ours = DNSResourceRecord(name: Self.type, ttl: 4500, data: .ptr(responder.instanceName))
+        let repeated = [DNSResourceRecord](repeating: ours, count: 600)
+        _ = responder.receive(DNSMessage(isResponse: false, answers: filler + repeated), now: start, from: Self.querier(1), interface: 2)
+        let kept = responder.waiting[MDNSResponder.Querier(address: [10, 0, 0, 1], port: 5353, interface: 2)]?.message.answers
+        #expect(kept == [ours])
+        #expect(responder.waitingKnownAnswerCount == 1)
+    }
+
+    @Test func largeKnownAnswersThatAreNotOursAreNotKept() throws {
+        var (responder, start) = Self.registered()
+        // Long names and large TXT records, as a querier on the link could send without end.
+        let longLabel = String(repeating: "x", count: 63)
+        let bigName = try DNSName("\(longLabel).\(longLabel).\(longLabel)._katest._tcp.local")
+        let bigTXT = DNSRecordData.txt((0..<36).map { _ in [UInt8](repeating: 0x61, count: 250) })
+        let large = (0..<40).map { index in
+            DNSResourceRecord(name: bigName, ttl: 4500, data: index % 2 == 0 ? bigTXT : .ptr(bigName))
+        }
+        var truncated = DNSMessage(isResponse: false, questions: [DNSQuestion(name: Self.type, type: .ptr)], answers: large)
+        truncated.isTruncated = true
+        for last in 1...UInt8(MDNSResponder.maximumWaitingQueries) {
+            _ = responder.receive(truncated, now: start, from: Self.querier(last), interface: 2)
+            var part = DNSMessage(isResponse: false, answers: large)
+            part.isTruncated = true
+            for _ in 0..<(MDNSResponder.maximumKnownAnswerParts + 2) {
+                _ = responder.receive(part, now: start, from: Self.querier(last), interface: 2)
+            }
+        }
+        #expect(responder.waiting.count == MDNSResponder.maximumWaitingQueries)
+        #expect(responder.waitingKnownAnswerCount == 0)
+        #expect(responder.waiting.values.allSatisfy { $0.message.additionals.isEmpty })
+        // Each querier still gets its answer (nothing it sent was ours).
+        let out = Self.drain(&responder, from: start, until: start + .seconds(2))
+        #expect(Self.answersPTR(out))
+    }
+
+    @Test func aTruncatedProbeIsAnsweredAtOnce() {
+        var (responder, start) = Self.registered()
+        var probe = DNSMessage(
+            isResponse: false, questions: [DNSQuestion(name: responder.instanceName, type: .any)],
+            authorities: [DNSResourceRecord(name: responder.instanceName, ttl: 120, data: .srv(priority: 0, weight: 0, port: 1, target: try! DNSName("other.local")))])
+        probe.isTruncated = true
+        let out = responder.receive(probe, now: start, from: Self.querier(4), interface: 2)
+        #expect(responder.waiting.isEmpty)
+        #expect(out.contains { $0.message.answers.contains { $0.data.type == .srv } })
+    }
+
+    @Test func aWaitingQueryIsNotAnsweredWhileProbingAgainAfterAConflict() {
+        var (responder, start) = Self.registered()
+        var truncated = DNSMessage(isResponse: false, questions: [DNSQuestion(name: Self.type, type: .ptr)])
+        truncated.isTruncated = true
+        _ = responder.receive(truncated, now: start, from: Self.querier(1), interface: 2)
+        // Another host answers with our instance name and other data: we probe again.
+        let rival = DNSMessage(isResponse: true, isAuthoritative: true, answers: [
+            DNSResourceRecord(name: responder.instanceName, cacheFlush: true, ttl: 120,
+                              data: .srv(priority: 0, weight: 0, port: 9, target: try! DNSName("rival.local"))),
+        ])
+        _ = responder.receive(rival, now: start + .milliseconds(10), from: Self.querier(2), interface: 2)
+        #expect(!responder.isRegistered)
+        // Until probing is over (750 ms and more), nothing answers the waiting query.
+        let out = Self.drain(&responder, from: start + .milliseconds(10), until: start + .milliseconds(700))
+        #expect(!out.contains { $0.message.isResponse })
+        #expect(responder.waiting.isEmpty)
     }
 
     @Test func eachInterfacesCopyCarriesItsOwnAddresses() throws {
@@ -144,5 +205,27 @@ import Testing
             registered = responder.takeEvents().contains(.registered(instance: Array("Two links".utf8)))
         }
         #expect(registered)
+    }
+
+    @Test func newAddressesAreAnnouncedAndAnswered() throws {
+        var (responder, start) = Self.registered(addresses: [.a([10, 0, 0, 1])])
+        // The same addresses again: nothing to announce.
+        responder.update(addresses: [.a([10, 0, 0, 1])], now: start)
+        #expect(responder.nextDeadline == nil)
+
+        // The interface was renumbered: two announcements of the new address, a second apart.
+        responder.update(addresses: [.a([10, 0, 0, 2])], now: start)
+        let out = Self.drain(&responder, from: start, until: start + .seconds(5))
+        let announcements = out.filter { $0.message.isResponse && $0.message.answers.contains { $0.data.type == .srv } }
+        #expect(announcements.count == 2)
+        for announcement in announcements {
+            let addresses = announcement.message.answers.filter { $0.name == responder.hostName }
+            #expect(addresses.map(\.data) == [.a([10, 0, 0, 2])])
+            #expect(addresses.allSatisfy { $0.cacheFlush })
+        }
+        // An address question gets the new address.
+        let query = DNSMessage(isResponse: false, questions: [DNSQuestion(name: responder.hostName, type: .a)])
+        let answer = responder.receive(query, now: start + .seconds(6), from: Self.querier(3), interface: 2)
+        #expect(answer.first?.message.answers.map(\.data) == [.a([10, 0, 0, 2])])
     }
 }

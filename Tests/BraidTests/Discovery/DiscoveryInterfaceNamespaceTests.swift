@@ -21,13 +21,13 @@ import Testing
         try await DiscoveryLAN.with(hosts: 3, links: Self.links) { hosts in
             let (multi, wired, cell) = (hosts[0], hosts[1], hosts[2])
             let open = try multi.runNow { try AdvertisedEcho(NWListener.Service(name: "Open", type: "_game._tcp")) }
-            defer { open.listener.cancel() }
+            multi.cancelAtTeardown(open.listener)
             let parameters = NWParameters.tcp
             parameters.prohibitExpensivePaths = true
             let wiredOnly = try NWListener(service: NWListener.Service(name: "Wired only", type: "_game._tcp"), using: parameters)
             wiredOnly.newConnectionHandler = { $0.cancel() }
             multi.runNow { wiredOnly.start(queue: .global()) }
-            defer { wiredOnly.cancel() }
+            multi.cancelAtTeardown(wiredOnly)
 
             let browsers = [wired, cell].map { _ in NWBrowser(for: .bonjour(type: "_game._tcp", domain: nil), using: .tcp) }
             let recorders = browsers.map(BrowseRecorder.init)
@@ -56,9 +56,9 @@ import Testing
         try await DiscoveryLAN.with(hosts: 3, links: Self.links) { hosts in
             let (multi, wired, cell) = (hosts[0], hosts[1], hosts[2])
             let wiredTable = try wired.runNow { try AdvertisedEcho(NWListener.Service(name: "Wired table", type: "_game._tcp")) }
-            defer { wiredTable.listener.cancel() }
+            wired.cancelAtTeardown(wiredTable.listener)
             let cellTable = try cell.runNow { try AdvertisedEcho(NWListener.Service(name: "Cell table", type: "_game._tcp")) }
-            defer { cellTable.listener.cancel() }
+            cell.cancelAtTeardown(cellTable.listener)
 
             let noCellular = NWParameters.tcp
             noCellular.prohibitedInterfaceTypes = [.cellular]

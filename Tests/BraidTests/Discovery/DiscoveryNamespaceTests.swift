@@ -39,10 +39,8 @@ import Testing
                 }
             }
             let quicTask = await server.run { Task { try await quic.run(echo) } }
-            defer {
-                tlsTask.cancel()
-                quicTask.cancel()
-            }
+            server.cancelAtTeardown(tlsTask)
+            server.cancelAtTeardown(quicTask)
 
             let found = try await client.run {
                 try await NetworkBrowser(for: .bonjour("_game._tcp", domain: nil, includeTxtRecord: true)).run { services -> NetworkBrowser<Bonjour>.RunResult<Bonjour.Endpoint> in
@@ -77,10 +75,10 @@ import Testing
     @Test func twoHostsClaimingOneNameEndWithOneRenamed() async throws {
         try await DiscoveryLAN.with(hosts: 3) { hosts in
             let first = try hosts[0].runNow { try AdvertisedEcho(NWListener.Service(name: "Table 7", type: "_game._tcp")) }
-            defer { first.listener.cancel() }
+            hosts[0].cancelAtTeardown(first.listener)
             try await waitUntil("the first registration", describe: { "\(first.registrations.withLock { $0 })" }) { first.addedNames == ["Table 7"] }
             let second = try hosts[1].runNow { try AdvertisedEcho(NWListener.Service(name: "Table 7", type: "_game._tcp")) }
-            defer { second.listener.cancel() }
+            hosts[1].cancelAtTeardown(second.listener)
             try await waitUntil("the second registration", describe: { "\(second.registrations.withLock { $0 })" }) {
                 second.addedNames == ["Table 7 (2)"]
             }
@@ -99,7 +97,7 @@ import Testing
         // service within the test's deadline.
         try await DiscoveryLAN.with(hosts: 2) { hosts in
             let advertised = try hosts[0].runNow { try AdvertisedEcho(NWListener.Service(name: "Table 7", type: "_game._tcp")) }
-            defer { advertised.listener.cancel() }
+            hosts[0].cancelAtTeardown(advertised.listener)
             let browser = NWBrowser(for: .bonjour(type: "_game._tcp", domain: nil), using: .tcp)
             let recorder = BrowseRecorder(browser)
             hosts[1].runNow { browser.start(queue: .global()) }
@@ -120,7 +118,7 @@ import Testing
         // Short TTLs (3 s): a host that vanished without a goodbye leaves within the deadline.
         try await DiscoveryLAN.with(hosts: 2, recordTTLs: MDNSResponder.RecordTTLs(host: 3, other: 3)) { hosts in
             let advertised = try hosts[0].runNow { try AdvertisedEcho(NWListener.Service(name: "Table 7", type: "_game._tcp")) }
-            defer { advertised.listener.cancel() }
+            hosts[0].cancelAtTeardown(advertised.listener)
             let browser = NWBrowser(for: .bonjour(type: "_game._tcp", domain: nil), using: .tcp)
             let recorder = BrowseRecorder(browser)
             hosts[1].runNow { browser.start(queue: .global()) }
@@ -144,10 +142,10 @@ import Testing
             let advertised = try hosts[0].runNow {
                 try AdvertisedEcho(NWListener.Service(name: "Braid Table", type: "_game._tcp", txtRecord: NWTXTRecord(["players": "3"])))
             }
-            defer { advertised.listener.cancel() }
+            hosts[0].cancelAtTeardown(advertised.listener)
             let script = PeerProcess.repository.appendingPathComponent("Tests/Interop/peers/zeroconf_peer.py").path
             let peer = try ChildProcess("/usr/sbin/ip", ["netns", "exec", hosts[1].namespace.name, try PeerProcess.aioquicPython, script, "browse", "_game._tcp"])
-            defer { Task { await peer.stop() } }
+            hosts[1].atTeardown { await peer.stop() }
             let added = try await peer.jsonLine(within: 90) { $0["event"] as? String == "added" && $0["port"] != nil }
             #expect(added["name"] as? String == "Braid Table._game._tcp.local.")
             #expect(added["port"] as? Int == Int(advertised.listener.port?.rawValue ?? 0))
@@ -155,6 +153,30 @@ import Testing
             advertised.listener.cancel()
             let removed = try await peer.jsonLine(within: 60) { $0["event"] as? String == "removed" }
             #expect(removed["name"] as? String == "Braid Table._game._tcp.local.")
+        }
+    }
+
+    @Test func aRenumberedHostIsResolvedToItsNewAddress() async throws {
+        try await DiscoveryLAN.with(hosts: 2) { hosts in
+            let advertised = try hosts[0].runNow { try AdvertisedEcho(NWListener.Service(name: "Renumbered", type: "_game._tcp")) }
+            hosts[0].cancelAtTeardown(advertised.listener)
+            try await waitUntil("the registration", describe: { "\(advertised.registrations.withLock { $0 })" }) { advertised.addedNames == ["Renumbered"] }
+            let endpoint = NWEndpoint.service(name: "Renumbered", type: "_game._tcp", domain: "local.", interface: nil)
+            let before = try await hosts[1].run { try await ServiceResolver.addresses(for: endpoint) }
+            #expect(before.map(\.ipString) == ["10.77.0.1"])
+
+            // The advertiser's link gets another address (the old one goes first: deleting a
+            // primary address deletes its subnet's secondaries with it).
+            try await hosts[0].namespace.ip("address", "del", "10.77.0.1/24", "dev", "eth0")
+            try await hosts[0].namespace.ip("address", "add", "10.77.0.11/24", "dev", "eth0")
+            let end = ContinuousClock.now + .seconds(90)
+            var after: [String] = []
+            while ContinuousClock.now < end {
+                after = (try? await hosts[1].run { try await ServiceResolver.addresses(for: endpoint) })?.map(\.ipString) ?? []
+                if after == ["10.77.0.11"] { break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            #expect(after == ["10.77.0.11"])
         }
     }
 }

@@ -18,6 +18,10 @@ final class LANHost: Sendable {
     let address: String
     let environment: NetworkEnvironment
     let discovery: MDNSDiscovery
+    /// What `DiscoveryLAN.with` awaits, last first, once the body is done (returned or thrown)
+    /// and before the host's discovery detaches and its loop shuts down: listeners' and tasks'
+    /// ends, so no teardown runs against a stopped loop.
+    private let teardowns = Locked<[@Sendable () async -> Void]>([])
 
     init(namespace: NetworkNamespace, addresses: [String: String], address: String, environment: NetworkEnvironment, discovery: MDNSDiscovery) {
         self.namespace = namespace
@@ -35,6 +39,38 @@ final class LANHost: Sendable {
     /// Runs `body` (synchronous: `start(queue:)` and such) in this host's environment.
     func runNow<T>(_ body: () throws -> T) rethrows -> T {
         try NetworkEnvironment.$current.withValue(environment) { try body() }
+    }
+
+    /// Has `step` awaited when the LAN's body is done, before the loop stops.
+    func atTeardown(_ step: @escaping @Sendable () async -> Void) {
+        teardowns.withLock { $0.append(step) }
+    }
+
+    /// Awaits the teardown steps, last registered first.
+    func tearDown() async {
+        let steps = teardowns.withLock { steps in
+            defer { steps = [] }
+            return steps
+        }
+        for step in steps.reversed() { await step() }
+    }
+
+    /// Cancels `listener` at teardown and waits until it is cancelled.
+    func cancelAtTeardown(_ listener: NWListener) {
+        atTeardown {
+            listener.cancel()
+            try? await waitUntil("the listener's cancellation", deadline: .seconds(120), describe: { "\(listener.state)" }) {
+                listener.state == .cancelled
+            }
+        }
+    }
+
+    /// Cancels `task` at teardown and waits for its end.
+    func cancelAtTeardown<Success: Sendable, Failure: Error>(_ task: Task<Success, Failure>) {
+        atTeardown {
+            task.cancel()
+            _ = await task.result
+        }
     }
 }
 
@@ -82,9 +118,11 @@ enum DiscoveryLAN {
                             namespace: namespace, addresses: addresses, address: addresses[own[0].name]!, environment: environment, discovery: discovery))
                     }
                     let result = try await body(hosts)
+                    for host in hosts { await host.tearDown() }
                     for host in hosts { await host.discovery.detach() }
                     return result
                 } catch {
+                    for host in hosts { await host.tearDown() }
                     for host in hosts { await host.discovery.detach() }
                     throw error
                 }
