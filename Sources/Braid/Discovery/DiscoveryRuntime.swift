@@ -3,12 +3,17 @@ import BraidDiscovery
 import BraidDiscoveryIO
 import Foundation
 
-/// Where browsers, advertised listeners and `.service` connections get multicast DNS from: the
-/// responder and querier inside the process (`MDNSDiscovery`, on one of Braid's loops), and the
-/// checks that turn Apple's type and domain strings into DNS names.
+/// Where browsers, advertised listeners and `.service` connections get multicast DNS from (the
+/// system's avahi-daemon, or the responder and querier inside the process, `MDNSDiscovery`, on
+/// one of Braid's loops), and the checks that turn Apple's type and domain strings into DNS names.
 enum DiscoveryRuntime {
-    /// The process's multicast DNS, opening its sockets on first use.
-    static func discovery() throws -> MDNSDiscovery {
+    /// The back end new browsers, advertisements and resolutions use: see `DiscoveryBackendChoice`.
+    static func discovery() throws -> any DiscoveryBackend {
+        try DiscoveryBackendChoice.fromEnvironment().backend()
+    }
+
+    /// Braid's own multicast DNS in the process, opening its sockets on first use.
+    static func embedded() throws -> MDNSDiscovery {
         do {
             return try MDNSDiscovery.shared(on: LoopPool.loop())
         } catch {

@@ -50,7 +50,7 @@ extension NWListener {
     static let maximumTXTRecordSize = 8900
 
     struct Advertisement: Sendable {
-        let discovery: MDNSDiscovery
+        let discovery: any DiscoveryBackend
         let id: UInt64
         var registered: NWEndpoint?
     }
