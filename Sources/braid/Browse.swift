@@ -17,26 +17,32 @@ struct Browse: AsyncParsableCommand {
     @Option(help: "Stop after this many seconds (default: run until interrupted).") var timeout: Double?
 
     func run() async throws {
-        let browser = NWBrowser(for: .bonjourWithTXTRecord(type: type, domain: nil), using: .tcp)
-        let (failures, failed) = AsyncStream<NWError>.makeStream()
-        browser.browseResultsChangedHandler = { _, changes in
-            for change in changes {
-                switch change {
-                case .added(let result), .changed(_, let result, _):
-                    printJSONLine(Self.describe(result))
-                case .removed(let result):
-                    if case .service(let name, _, _, _) = result.endpoint { printJSONLine(["lost": name]) }
-                default:
-                    break
+        // The new API's browser: a failure to start throws the NetworkError with its reason.
+        let browser = NetworkBrowser(for: .bonjour(type, includeTxtRecord: true))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var shown: [String: String] = [:]
+                for try await services in browser.updates() {
+                    var now: [String: (line: [String: Any], text: String)] = [:]
+                    for service in services {
+                        let line = Self.describe(service.result)
+                        let key = "\(line["found"] ?? "")\u{0}\(line["interface"] ?? "")"
+                        let text = (try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? ""
+                        now[key] = (line, text)
+                    }
+                    for (key, value) in now.sorted(by: { $0.key < $1.key }) where shown[key] != value.text {
+                        printJSONLine(value.line)
+                    }
+                    for key in shown.keys.sorted() where now[key] == nil {
+                        printJSONLine(["lost": String(key.prefix { $0 != "\u{0}" })])
+                    }
+                    shown = now.mapValues(\.text)
                 }
             }
+            group.addTask { try await Task.sleep(for: .seconds(timeout ?? 1e9)) }
+            try await group.next()
+            group.cancelAll()
         }
-        browser.stateUpdateHandler = { state in
-            if case .failed(let error) = state { failed.yield(error) }
-        }
-        browser.start(queue: DispatchQueue(label: "braid.browse"))
-        defer { browser.cancel() }
-        try await untilFailureOrTimeout(failures, timeout: timeout)
     }
 
     static func describe(_ result: NWBrowser.Result) -> [String: Any] {
