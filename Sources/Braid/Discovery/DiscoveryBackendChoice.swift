@@ -5,7 +5,7 @@ import Synchronization
 /// Which multicast DNS back end discovery uses, from `BRAID_DISCOVERY_BACKEND`:
 /// - unset, empty or `auto`: the system's avahi-daemon when it answers on the D-Bus system bus,
 ///   Braid's embedded querier and responder otherwise;
-/// - `avahi`: the daemon, and a `NetworkError` when it does not answer;
+/// - `avahi`: the daemon, and `NetworkError.invalidConfiguration` when it does not answer;
 /// - `embedded`: Braid's own, even where a daemon runs.
 ///
 /// The variable is read when a browser, advertisement or resolution starts. With either choice
@@ -41,8 +41,8 @@ enum DiscoveryBackendChoice: String, Sendable {
             do {
                 return try Self.connected()
             } catch {
-                throw NetworkError.unsupported(
-                    "discovery through avahi-daemon, which \(Self.variable)=avahi asks for (\(error)); start avahi-daemon, or unset \(Self.variable) to use Braid's own multicast DNS")
+                throw NetworkError.invalidConfiguration(
+                    "\(Self.variable)=avahi asks for avahi-daemon, which does not answer on the D-Bus system bus (\(error)): start avahi-daemon, or unset \(Self.variable) to use Braid's own multicast DNS")
             }
         case .automatic:
             if let daemon = try? Self.connected() { return daemon }
