@@ -22,6 +22,7 @@ let package = Package(
         // Only for `swift package generate-documentation`; adds nothing to a build.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     ],
     targets: [
         // C shims: module map for ngtcp2, ngtcp2_crypto_gnutls, GnuTLS and nghttp3, plus the
@@ -161,6 +162,7 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             path: "Sources/Braid"
         ),
@@ -179,6 +181,9 @@ let package = Package(
                 "Braid", "BraidIO", "BraidPerf", "BraidQUIC",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                "BraidServiceLifecycle", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/braid"
         ),
@@ -191,7 +196,9 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
-            path: "Benchmarks"
+            path: "Benchmarks",
+            // The latest run's figures (tools/benchmark-results.py writes the page from the JSON).
+            exclude: ["RESULTS.md", "RESULTS.json"]
         ),
         .testTarget(
             name: "BraidTests",
@@ -203,6 +210,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 "BraidServiceLifecycle", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             path: "Tests/BraidTests",
             resources: [.copy("Fixtures")]

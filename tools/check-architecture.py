@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-TOP_FOLDERS = ("Sources/", "Tests/", "Benchmarks/", "tools/")
+TOP_FOLDERS = ("Sources/", "Tests/", "Benchmarks/", "tools/", "docs/")
 FILE_SUFFIXES = (".swift", ".py", ".sh")
 
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Checks that every ```swift example in a /// doc comment or a DocC article under Sources/ is compiled.
+"""Checks that every ```swift example in a /// doc comment, a DocC article under Sources/, the README or docs/ is compiled.
 
 Tests/BraidTests/Docs/DocCommentExamples.swift holds each doc-comment example pasted into a
-function, and Tests/BraidTests/Docs/ArticleExamples.swift each example of the articles in a
-`.docc` catalog (Markdown files), so an example that no longer compiles breaks the test build. This script catches the other way
-an example goes stale: edited in the doc comment but not in the test file (or never added).
+function. The Markdown examples (the articles in a `.docc` catalog, README.md and docs/*.md)
+are pasted into Tests/BraidTests/Docs/ArticleExamples.swift (compiled) or
+Tests/BraidTests/Braid/ReadmeExamples.swift (compiled, and most of them run against each
+other there); either file counts. So an example that no longer compiles breaks the test build.
+This script catches the other way an example goes stale: edited in the documentation but not
+in the test file (or never added).
 
 An example passes when its lines, each stripped of leading and trailing whitespace, appear as a
 contiguous run of (likewise stripped) lines of the test file; only indentation may differ.
@@ -20,6 +23,9 @@ from dataclasses import dataclass, field
 
 EXAMPLES_FILE = os.path.join("Tests", "BraidTests", "Docs", "DocCommentExamples.swift")
 ARTICLE_EXAMPLES_FILE = os.path.join("Tests", "BraidTests", "Docs", "ArticleExamples.swift")
+README_EXAMPLES_FILE = os.path.join("Tests", "BraidTests", "Braid", "ReadmeExamples.swift")
+# Where a Markdown example (article, README, docs/) may be found.
+MARKDOWN_EXAMPLE_FILES = (ARTICLE_EXAMPLES_FILE, README_EXAMPLES_FILE)
 
 
 @dataclass
@@ -86,6 +92,15 @@ def all_examples(root: str) -> list[Example]:
                 examples += extract_examples(path, os.path.relpath(path, root))
             elif name.endswith(".md") and ".docc" in directory:
                 examples += extract_examples(path, os.path.relpath(path, root), article_text)
+    readme = os.path.join(root, "README.md")
+    if os.path.isfile(readme):
+        examples += extract_examples(readme, "README.md", article_text)
+    docs = os.path.join(root, "docs")
+    if os.path.isdir(docs):
+        for name in sorted(os.listdir(docs)):
+            if name.endswith(".md"):
+                path = os.path.join(docs, name)
+                examples += extract_examples(path, os.path.relpath(path, root), article_text)
     return examples
 
 
@@ -111,11 +126,14 @@ def problems(root: str) -> tuple[list[str], int]:
             compiled = [line.strip() for line in file]
     except FileNotFoundError:
         compiled = None
-    try:
-        with open(os.path.join(root, ARTICLE_EXAMPLES_FILE), encoding="utf-8") as file:
-            articles = [line.strip() for line in file]
-    except FileNotFoundError:
-        articles = []
+    # The files are kept apart (a run may not span two of them), each ending its own lines.
+    articles: list[str] = []
+    for relative in MARKDOWN_EXAMPLE_FILES:
+        try:
+            with open(os.path.join(root, relative), encoding="utf-8") as file:
+                articles += [line.strip() for line in file] + ["\0"]
+        except FileNotFoundError:
+            pass
     messages = []
     for example in examples:
         where = f"{example.path}:{example.line}"
@@ -125,7 +143,7 @@ def problems(root: str) -> tuple[list[str], int]:
             if not contains_run(articles, example.lines):
                 found = longest_present_prefix(articles, example.lines)
                 messages.append(
-                    f"{where}: example not found verbatim in {ARTICLE_EXAMPLES_FILE}; "
+                    f"{where}: example not found verbatim in {ARTICLE_EXAMPLES_FILE} or {README_EXAMPLES_FILE}; "
                     f"first differing line: {example.lines[found]!r}")
         elif compiled is None:
             messages.append(f"{where}: example not checked: {EXAMPLES_FILE} does not exist")
@@ -150,10 +168,11 @@ def main() -> int:
         print(message, file=sys.stderr)
     if messages:
         print(f"{len(messages)} of {count} examples are not compiled; paste each verbatim into a function "
-              f"of {EXAMPLES_FILE} (doc comments) or {ARTICLE_EXAMPLES_FILE} (articles); only "
+              f"of {EXAMPLES_FILE} (doc comments), or of {ARTICLE_EXAMPLES_FILE} or {README_EXAMPLES_FILE} "
+              "(articles, README.md, docs/); only "
               "indentation may differ", file=sys.stderr)
         return 1
-    print(f"all {count} doc-comment and article examples are compiled")
+    print(f"all {count} doc-comment, article, README and docs/ examples are compiled")
     return 0
 
 

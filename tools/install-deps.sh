@@ -2,7 +2,7 @@
 # Installs what Braid needs on a fresh Debian bookworm machine (idempotent; only missing
 # packages are installed). Needs root or sudo for apt-get. With --benchmarks, also the peers
 # only the benchmark suite runs: Go and quic-go 0.29, for the quic-go perf pair
-# (tools/peers/quic-go-perf, built by the suite in GOPATH mode).
+# (tools/peers/quic-go-perf, built by the suite in GOPATH mode), and Chromium for the report check.
 set -euo pipefail
 packages=(pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev gnutls-bin openssl
   ngtcp2-client ngtcp2-server python3 python3-venv linux-perf zlib1g-dev)
@@ -11,6 +11,9 @@ packages=(pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev li
 packages+=(libavahi-client-dev avahi-daemon avahi-utils dbus-daemon iproute2)
 if [ "${1:-}" = --benchmarks ]; then
   packages+=(golang-go golang-github-lucas-clemente-quic-go-dev)
+  # Headless Chromium loads the suite's HTML report to check that it renders
+  # (tools/check-benchmark-report.py, run by tools/run-benchmarks.sh).
+  packages+=(chromium)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -11,7 +11,7 @@
 #
 # The leak checker is off unless BRAID_LEAK_CHECK=1: on Swift objects it reports false leaks
 # (an object held only through an enum case whose tag the compiler keeps in the spare bits of
-# the pointer is invisible to it), so its report needs reading, not counting. The README's Tests section says what it last found.
+# the pointer is invisible to it), so its report needs reading, not counting. docs/testing.md says what it last found.
 #
 # Usage: [BRAID_LEAK_CHECK=1] tools/run-sanitized-tests.sh thread|address [--filter NAME ...]
 #   (arguments after the sanitizer go to the test binary, e.g. --filter StreamTests)

@@ -14,6 +14,7 @@ import unittest
 CHECKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check-doc-examples.py")
 EXAMPLES_FILE = os.path.join("Tests", "BraidTests", "Docs", "DocCommentExamples.swift")
 ARTICLE_EXAMPLES_FILE = os.path.join("Tests", "BraidTests", "Docs", "ArticleExamples.swift")
+README_EXAMPLES_FILE = os.path.join("Tests", "BraidTests", "Braid", "ReadmeExamples.swift")
 ARTICLE = os.path.join("Sources", "Greeter", "Greeter.docc", "GettingStarted.md")
 
 # An article with one Swift example (at line 5) and a shell block that is not checked.
@@ -146,6 +147,42 @@ class CheckDocExamplesTests(unittest.TestCase):
         self.write(ARTICLE, ARTICLE_TEXT)
         self.write(ARTICLE_EXAMPLES_FILE, 'func article() {\n    Greeter().greet(name: "reader")\n}\n')
         self.assertEqual(self.check(), (0, ""))
+
+    def test_a_readme_example_must_be_compiled(self):
+        self.write(EXAMPLES_FILE, BOTH_EXAMPLES)
+        self.write("README.md", ARTICLE_TEXT)
+        status, errors = self.check()
+        self.assertEqual(status, 1)
+        self.assertIn("README.md:5:", errors)
+        self.assertIn(README_EXAMPLES_FILE, errors)
+
+    def test_a_readme_example_in_the_readme_examples_file_passes(self):
+        self.write(EXAMPLES_FILE, BOTH_EXAMPLES)
+        self.write("README.md", ARTICLE_TEXT)
+        self.write(README_EXAMPLES_FILE, 'func readme() {\n    Greeter().greet(name: "reader")\n}\n')
+        self.assertEqual(self.check(), (0, ""))
+
+    def test_an_article_example_in_the_readme_examples_file_passes(self):
+        self.write(EXAMPLES_FILE, BOTH_EXAMPLES)
+        self.write(ARTICLE, ARTICLE_TEXT)
+        self.write(README_EXAMPLES_FILE, 'func readme() {\n    Greeter().greet(name: "reader")\n}\n')
+        self.assertEqual(self.check(), (0, ""))
+
+    def test_a_docs_example_must_be_compiled(self):
+        self.write(EXAMPLES_FILE, BOTH_EXAMPLES)
+        self.write(os.path.join("docs", "guide.md"), ARTICLE_TEXT)
+        status, errors = self.check()
+        self.assertEqual(status, 1)
+        self.assertIn(os.path.join("docs", "guide.md") + ":5:", errors)
+
+    def test_an_example_may_not_span_two_files(self):
+        self.write(EXAMPLES_FILE, BOTH_EXAMPLES)
+        self.write("README.md", "```swift\nlet a = 1\nlet b = 2\n```\n")
+        self.write(ARTICLE_EXAMPLES_FILE, "func one() {\n    let a = 1\n")
+        self.write(README_EXAMPLES_FILE, "    let b = 2\n}\n")
+        status, errors = self.check()
+        self.assertEqual(status, 1)
+        self.assertIn("README.md:1:", errors)
 
     def test_markdown_outside_a_catalog_is_not_an_article(self):
         self.write(EXAMPLES_FILE, BOTH_EXAMPLES)

@@ -26,7 +26,8 @@ struct BenchMove: Codable, Sendable, Equatable {
 /// The message-framer roles (`TLV { TLS() }` and `Coder(BenchMove.self, using: .json) { TLS() }`
 /// over the public API), one direction: the client sends `--messages` messages, the server
 /// receives and counts them, then closes. `--framer tlv` (with `--size` bytes of value per
-/// message, type 1), `--framer tlv-tcp` (the same over plain TCP) or `--framer coder`. TLS
+/// message, type 1), `--framer tlv-tcp` (the same over plain TCP), `--framer tlv-framer-tcp`
+/// (TLV's wire through a custom framer, `TLVWireFramer`, over plain TCP) or `--framer coder`. TLS
 /// without session tickets, as the raw loops.
 extension Roles {
     static func framedTLS(server flags: Flags) -> TLS {
@@ -47,6 +48,18 @@ extension Roles {
         case "tlv-tcp":
             let listener = NetworkListener(for: endpoint) { TLV { TCP() } }
             try await serveFramed(listener) { try await countTLV(on: $0, expected: expected) }
+        case "tlv-framer-tcp":
+            let listener = NetworkListener(for: endpoint) { Framer<TLVWireFramer> { TCP() } }
+            try await serveFramed(listener) { connection in
+                var messages = 0, bytes = 0
+                while messages < expected {
+                    let (content, metadata) = try await connection.receive()
+                    guard metadata.framer["type"] as? UInt32 == 1 else { throw ApplicationFailure("a message of another type") }
+                    messages += 1
+                    bytes += content.count
+                }
+                return (messages, bytes)
+            }
         case "coder":
             let tls = framedTLS(server: flags)
             let listener = NetworkListener(for: endpoint) { Coder(BenchMove.self, using: .json) { tls } }
@@ -60,7 +73,7 @@ extension Roles {
                 }
                 return (messages, 0)
             }
-        default: throw ApplicationFailure("--framer must be tlv, tlv-tcp or coder")
+        default: throw ApplicationFailure("--framer must be tlv, tlv-tcp, tlv-framer-tcp or coder")
         }
     }
 
@@ -125,6 +138,15 @@ extension Roles {
             } waitForClose: {
                 for try await _ in connection.messages {}
             }
+        case "tlv-framer-tcp":
+            let connection = NetworkConnection(to: streamEndpoint(flags)) { Framer<TLVWireFramer> { TCP() } }
+            let value = Data(PerfPattern.slice(at: 0, count: flags.int("size", 1024)))
+            try await timeFramed(connection, messages: messages) {
+                for _ in 0..<messages { try await connection.send(value, metadata: TLVWireFramer.message(type: 1)) }
+            } waitForClose: {
+                // The server's close ends the receives with an error once nothing more comes.
+                while (try? await connection.receive()) != nil {}
+            }
         case "coder":
             let connection = NetworkConnection(to: streamEndpoint(flags)) { Coder(BenchMove.self, using: .json) { tls } }
             try await timeFramed(connection, messages: messages) {
@@ -132,7 +154,7 @@ extension Roles {
             } waitForClose: {
                 for try await _ in connection.messages {}
             }
-        default: throw ApplicationFailure("--framer must be tlv, tlv-tcp or coder")
+        default: throw ApplicationFailure("--framer must be tlv, tlv-tcp, tlv-framer-tcp or coder")
         }
     }
 

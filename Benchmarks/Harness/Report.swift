@@ -152,12 +152,15 @@ enum Report {
                 let spread = spread(of: row, in: results)
                 return Bar(label: row.config, value: row.value, spread: spread, isBaseline: isBaseline(row.config))
             }
-            body += "<h2>\(escape(chart.title))</h2>\n" + svgBars(bars, unit: rows[0].unit) + "\n"
+            // The attributes name what the chart shows, so tools/check-benchmark-report.py can
+            // check the rendered page against the run's JSON.
+            body += "<h2>\(escape(chart.title))</h2>\n<div class=\"chart\" data-scenario=\"\(escape(chart.scenario))\" "
+                + "data-metric=\"\(escape(chart.metric))\" data-bars=\"\(bars.count)\">" + svgBars(bars, unit: rows[0].unit) + "</div>\n"
         }
-        body += "<h2>Targets</h2>\n<table>\n" + targets(results).map {
+        body += "<h2>Targets</h2>\n<table id=\"targets\">\n" + targets(results).map {
             "<tr><td>\($0.met.map { $0 ? "met" : "missed" } ?? "-")</td><td>\(escape($0.measured))</td><td>\(escape($0.target))</td></tr>"
         }.joined(separator: "\n") + "\n</table>\n"
-        body += "<h2>All results</h2>\n<table>\n<tr><th>scenario</th><th>config</th><th>metric</th><th>value</th><th>unit</th></tr>\n"
+        body += "<h2>All results</h2>\n<table id=\"results\">\n<tr><th>scenario</th><th>config</th><th>metric</th><th>value</th><th>unit</th></tr>\n"
             + results.all.map {
                 "<tr><td>\(escape($0.scenario))</td><td>\(escape($0.config))</td><td>\(escape($0.metric))</td><td>\(format($0.value))</td><td>\(escape($0.unit))</td></tr>"
             }.joined(separator: "\n") + "\n</table>\n"

@@ -97,6 +97,12 @@ enum Machine {
     static let debugWarning = "WARNING: this is a DEBUG build of the benchmarks, several times slower than a release build: "
         + "its figures are not Braid's. Run `swift run -c release benchmarks` (or tools/run-benchmarks.sh)."
 
+    /// The 1, 5 and 15 minute load averages when the run started (the first use of
+    /// `description`, in its first line of output): what else ran shows there, and a shared
+    /// machine's figures mean little without it.
+    static let loadAtStart = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?
+        .split(separator: " ").prefix(3).joined(separator: " ") ?? "unknown"
+
     static var description: [String: Any] {
         var system = utsname()
         uname(&system)
@@ -105,6 +111,8 @@ enum Machine {
         let model = cpuInfo.split(separator: "\n").first { $0.hasPrefix("model name") }?
             .split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown"
         return [
+            "command": (["benchmarks"] + CommandLine.arguments.dropFirst()).joined(separator: " "),
+            "load_average": loadAtStart,
             "cores": sysconf(Int32(_SC_NPROCESSORS_ONLN)),
             "memory_bytes": Int(sysconf(Int32(_SC_PHYS_PAGES))) * Int(sysconf(Int32(_SC_PAGESIZE))),
             "kernel": kernel, "cpu": model, "date": ISO8601DateFormatter().string(from: Date()),

@@ -10,6 +10,8 @@ final class AvahiBrowse: @unchecked Sendable {
     // poll lock held (see `AvahiDiscovery`); the rest is immutable.
     let id: UInt64
     let type: DNSName
+    /// The interface policy: which interfaces' instances are reported (nil: every interface's).
+    let interfaces: (@Sendable (Int32, String) -> Bool)?
     let onChange: @Sendable ([MDNSBrowseResult]) -> Void
     unowned let owner: AvahiDiscovery
     private var browser: OpaquePointer?
@@ -31,9 +33,13 @@ final class AvahiBrowse: @unchecked Sendable {
         var txt: [[UInt8]] = []
     }
 
-    init(id: UInt64, type: DNSName, onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void, owner: AvahiDiscovery) {
+    init(
+        id: UInt64, type: DNSName, interfaces: (@Sendable (Int32, String) -> Bool)?,
+        onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void, owner: AvahiDiscovery
+    ) {
         self.id = id
         self.type = type
+        self.interfaces = interfaces
         self.onChange = onChange
         self.owner = owner
     }
@@ -69,7 +75,7 @@ final class AvahiBrowse: @unchecked Sendable {
         case AVAHI_BROWSER_NEW:
             guard let name, let client = browser.flatMap(avahi_service_browser_get_client) else { return }
             let key = Key(interface: interface, proto: proto, name: String(cString: name))
-            guard items[key] == nil else { return }
+            guard items[key] == nil, AvahiDiscovery.allows(interfaces, interface) else { return }
             // The resolver asks for the address of the protocol the instance was seen on: the
             // IPv4 and IPv6 sightings of one instance together give its A and AAAA addresses.
             let resolver = avahi_service_resolver_new(

@@ -1,6 +1,7 @@
 import BraidDiscovery
 import CBraidAvahi
 import Dispatch
+import Glibc
 import Synchronization
 
 /// Multicast DNS through the system's avahi-daemon (over D-Bus, with libavahi-client): the
@@ -70,10 +71,16 @@ package final class AvahiDiscovery: DiscoveryBackend, @unchecked Sendable {
     /// Why the daemon is no longer used (nil while it is).
     package var lost: String? { locked { lostReason } }
 
-    package func browse(type: DNSName, onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void) -> UInt64 {
+    /// The daemon queries on every interface it runs on; with `interfaces`, instances seen on
+    /// an interface it does not allow are left out of the results (asked, on the client's
+    /// thread, when an instance first appears on an interface).
+    package func browse(
+        type: DNSName, interfaces: (@Sendable (Int32, String) -> Bool)?,
+        onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void
+    ) -> UInt64 {
         let id = ids.add(1, ordering: .relaxed).oldValue
         locked {
-            let browse = AvahiBrowse(id: id, type: type, onChange: onChange, owner: self)
+            let browse = AvahiBrowse(id: id, type: type, interfaces: interfaces, onChange: onChange, owner: self)
             if embedded == nil, let client, browse.start(client) {
                 browsers[id] = browse
             } else {
@@ -101,10 +108,16 @@ package final class AvahiDiscovery: DiscoveryBackend, @unchecked Sendable {
         return await embedded.isBrowsing(id)
     }
 
-    package func advertise(_ service: MDNSServiceDescription, onEvent: @escaping @Sendable (MDNSResponder.Event) -> Void) -> UInt64 {
+    /// With `interfaces`, the service is published on each interface it allows of those the
+    /// system has when the advertisement starts (or is renamed); an advertisement none of whose
+    /// interfaces exist yet goes to the embedded engine, which asks again as interfaces come.
+    package func advertise(
+        _ service: MDNSServiceDescription, interfaces: (@Sendable (Int32, String) -> Bool)?,
+        onEvent: @escaping @Sendable (MDNSResponder.Event) -> Void
+    ) -> UInt64 {
         let id = ids.add(1, ordering: .relaxed).oldValue
         locked {
-            let registration = AvahiRegistration(id: id, service: service, onEvent: onEvent, owner: self)
+            let registration = AvahiRegistration(id: id, service: service, interfaces: interfaces, onEvent: onEvent, owner: self)
             if embedded == nil, let client, registration.start(client) {
                 registrations[id] = registration
             } else {
@@ -154,14 +167,14 @@ package final class AvahiDiscovery: DiscoveryBackend, @unchecked Sendable {
     private func moveBrowse(_ browse: AvahiBrowse) {
         guard let embedded = embeddedEngine() else { return }
         if browse.reported { deliver { browse.onChange([]) } }
-        moved[browse.id] = embedded.browse(type: browse.type, onChange: browse.onChange)
+        moved[browse.id] = embedded.browse(type: browse.type, interfaces: browse.interfaces, onChange: browse.onChange)
     }
 
     private func moveRegistration(_ registration: AvahiRegistration) {
         guard let embedded = embeddedEngine() else { return }
         var service = registration.service
         service.instance = Array(registration.name.utf8)
-        moved[registration.id] = embedded.advertise(service, onEvent: registration.onEvent)
+        moved[registration.id] = embedded.advertise(service, interfaces: registration.interfaces, onEvent: registration.onEvent)
     }
 
     /// The embedded engine, made on first need. If its sockets cannot open either, what moved
@@ -169,6 +182,30 @@ package final class AvahiDiscovery: DiscoveryBackend, @unchecked Sendable {
     private func embeddedEngine() -> (any DiscoveryBackend)? {
         if embedded == nil { embedded = try? fallback() }
         return embedded
+    }
+
+    /// Whether `policy` allows the interface with index `index` (an unnamed index, Avahi's
+    /// "any interface", only when there is no policy).
+    package static func allows(_ policy: (@Sendable (Int32, String) -> Bool)?, _ index: AvahiIfIndex) -> Bool {
+        guard let policy else { return true }
+        var buffer = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
+        guard index > 0, if_indextoname(UInt32(index), &buffer) != nil else { return false }
+        return policy(index, String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+
+    /// The indexes of the system's interfaces `policy` allows, in index order.
+    package static func allowedInterfaces(_ policy: (@Sendable (Int32, String) -> Bool)?) -> [AvahiIfIndex] {
+        guard let list = if_nameindex() else { return [] }
+        defer { if_freenameindex(list) }
+        var indexes: [AvahiIfIndex] = []
+        var entry = list
+        while entry.pointee.if_index != 0 {
+            if let name = entry.pointee.if_name, policy?(Int32(entry.pointee.if_index), String(cString: name)) ?? true {
+                indexes.append(AvahiIfIndex(entry.pointee.if_index))
+            }
+            entry += 1
+        }
+        return indexes.sorted()
     }
 
     /// Runs `body` on the delivery queue.

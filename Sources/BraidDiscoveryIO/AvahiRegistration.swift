@@ -10,15 +10,21 @@ final class AvahiRegistration: @unchecked Sendable {
     // (see `AvahiDiscovery`); the rest is immutable.
     let id: UInt64
     let service: MDNSServiceDescription
+    /// The interface policy: which interfaces the service is published on (nil: every one).
+    let interfaces: (@Sendable (Int32, String) -> Bool)?
     let onEvent: @Sendable (MDNSResponder.Event) -> Void
     unowned let owner: AvahiDiscovery
     private var group: OpaquePointer?
     /// The name the service is advertised under now.
     private(set) var name: String
 
-    init(id: UInt64, service: MDNSServiceDescription, onEvent: @escaping @Sendable (MDNSResponder.Event) -> Void, owner: AvahiDiscovery) {
+    init(
+        id: UInt64, service: MDNSServiceDescription, interfaces: (@Sendable (Int32, String) -> Bool)?,
+        onEvent: @escaping @Sendable (MDNSResponder.Event) -> Void, owner: AvahiDiscovery
+    ) {
         self.id = id
         self.service = service
+        self.interfaces = interfaces
         self.onEvent = onEvent
         self.owner = owner
         name = String(decoding: service.instance, as: UTF8.self)
@@ -42,9 +48,12 @@ final class AvahiRegistration: @unchecked Sendable {
         group = nil
     }
 
-    /// Adds the service under `name` and commits; a name another program on this host holds
-    /// is renamed at once (the daemon refuses it before any probe).
+    /// Adds the service under `name` on each allowed interface (every interface, unrestricted)
+    /// and commits; a name another program on this host holds is renamed at once (the daemon
+    /// refuses it before any probe). False if the daemon refuses it or no interface is allowed.
     private func publish(_ group: OpaquePointer) -> Bool {
+        let indexes = interfaces == nil ? [AvahiIfIndex(AVAHI_IF_UNSPEC)] : AvahiDiscovery.allowedInterfaces(interfaces)
+        guard !indexes.isEmpty else { return false }
         let type = service.serviceType.labels.prefix(2).map { String(decoding: $0, as: UTF8.self) }.joined(separator: ".")
         var txt: UnsafeMutablePointer<AvahiStringList>?
         // avahi_string_list_add_arbitrary puts each string first: add them last to first.
@@ -53,10 +62,15 @@ final class AvahiRegistration: @unchecked Sendable {
         }
         defer { avahi_string_list_free(txt) }
         while true {
-            let added = avahi_entry_group_add_service_strlst(
-                group, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(rawValue: 0),
-                name, type, nil, nil, service.port, txt)
+            var added: Int32 = 0
+            for index in indexes where added >= 0 {
+                added = avahi_entry_group_add_service_strlst(
+                    group, index, AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(rawValue: 0),
+                    name, type, nil, nil, service.port, txt)
+            }
             if added == Int32(AVAHI_ERR_COLLISION) {
+                // Interfaces added under the old name go too: the new name is added on all.
+                avahi_entry_group_reset(group)
                 rename()
                 continue
             }

@@ -9,15 +9,40 @@ import Glibc
 /// local link are handed to every engine, and what the engines return is sent at once, on each
 /// interface (or to the querier, for a legacy unicast answer).
 package final class MDNSChannel: LoopHandler {
+    /// Which interfaces a browser or responder runs on.
+    struct InterfaceChoice {
+        /// Whether it runs on an interface (by index and name); nil: on every one.
+        let allows: (@Sendable (Int32, String) -> Bool)?
+        /// The interfaces `allows` took, asked again at each scan of the interfaces (not for
+        /// each message: the answer may read files).
+        var allowed: Set<Int32> = []
+
+        init(_ allows: (@Sendable (Int32, String) -> Bool)?, among interfaces: [MDNSInterface]) {
+            self.allows = allows
+            ask(interfaces)
+        }
+
+        func includes(_ interface: MDNSInterface) -> Bool { allows == nil || allowed.contains(interface.index) }
+
+        mutating func ask(_ interfaces: [MDNSInterface]) {
+            guard let allows else { return }
+            allowed = Set(interfaces.filter { allows($0.index, $0.name) }.map(\.index))
+        }
+    }
+
     struct Browsing {
         var engine: MDNSBrowser
         var last: [MDNSBrowseResult]
         let onChange: @Sendable ([MDNSBrowseResult]) -> Void
+        var interfaces: InterfaceChoice
     }
 
     struct Advertising {
         var engine: MDNSResponder
         let onEvent: @Sendable (MDNSResponder.Event) -> Void
+        var interfaces: InterfaceChoice
+
+        func runs(on interface: MDNSInterface) -> Bool { interfaces.includes(interface) }
     }
 
     /// How often the interfaces are read again while anything browses or advertises, so links
@@ -33,10 +58,14 @@ package final class MDNSChannel: LoopHandler {
     var browsers: [UInt64: Browsing] = [:]
     var responders: [UInt64: Advertising] = [:]
 
-    init(sockets: [MDNSSocket], interfaces: [MDNSInterface], origin: MonotonicInstant) {
+    /// The TTLs of the records the responders publish.
+    let recordTTLs: MDNSResponder.RecordTTLs
+
+    init(sockets: [MDNSSocket], interfaces: [MDNSInterface], origin: MonotonicInstant, recordTTLs: MDNSResponder.RecordTTLs = .standard) {
         self.sockets = sockets
         self.interfaces = interfaces
         self.origin = origin
+        self.recordTTLs = recordTTLs
     }
 
     func start(_ context: LoopContext) throws {
@@ -46,23 +75,34 @@ package final class MDNSChannel: LoopHandler {
 
     func now(_ context: LoopContext) -> Duration { context.now - origin }
 
-    func addBrowser(_ id: UInt64, type: DNSName, onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void, _ context: LoopContext) {
-        browsers[id] = Browsing(engine: MDNSBrowser(serviceType: type, now: now(context)), last: [], onChange: onChange)
+    func addBrowser(
+        _ id: UInt64, type: DNSName, allows: (@Sendable (Int32, String) -> Bool)?,
+        onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void, _ context: LoopContext
+    ) {
+        browsers[id] = Browsing(
+            engine: MDNSBrowser(serviceType: type, now: now(context)), last: [], onChange: onChange,
+            interfaces: InterfaceChoice(allows, among: interfaces))
         service(context)
     }
 
     func removeBrowser(_ id: UInt64) { browsers[id] = nil }
 
-    func addResponder(_ id: UInt64, service description: MDNSServiceDescription, onEvent: @escaping @Sendable (MDNSResponder.Event) -> Void, _ context: LoopContext) {
+    func addResponder(
+        _ id: UInt64, service description: MDNSServiceDescription, allows: (@Sendable (Int32, String) -> Bool)?,
+        onEvent: @escaping @Sendable (MDNSResponder.Event) -> Void, _ context: LoopContext
+    ) {
         var description = description
-        description.addresses = interfaces.flatMap(\.records)
-        responders[id] = Advertising(engine: MDNSResponder(service: description, now: now(context)), onEvent: onEvent)
+        // The addresses of the interfaces it runs on; each interface's messages carry its own.
+        let choice = InterfaceChoice(allows, among: interfaces)
+        description.addresses = interfaces.filter(choice.includes).flatMap(\.records)
+        let engine = MDNSResponder(service: description, now: now(context), ttls: recordTTLs)
+        responders[id] = Advertising(engine: engine, onEvent: onEvent, interfaces: choice)
         service(context)
     }
 
     func removeResponder(_ id: UInt64, _ context: LoopContext) {
         guard var advertising = responders.removeValue(forKey: id) else { return }
-        if let goodbye = advertising.engine.goodbye() { multicast(goodbye) }
+        if let goodbye = advertising.engine.goodbye() { send(goodbye, of: advertising, on: nil) }
         service(context)
     }
 
@@ -99,15 +139,21 @@ package final class MDNSChannel: LoopHandler {
         let subnets = interfaces.first { $0.index == received.interface }?.subnets ?? []
         guard source.admits(message, arrivingOn: subnets) else { return }
         let at = now(context)
+        let arrival = interfaces.first { $0.index == received.interface }
         for id in browsers.keys {
+            // A browser hears only the interfaces it runs on.
+            if let arrival, !browsers[id]!.interfaces.includes(arrival) { continue }
             browsers[id]!.engine.receive(message, interface: received.interface, now: at, fromPort: received.sourcePort)
         }
         for id in responders.keys {
-            for outgoing in responders[id]!.engine.receive(message, now: at, fromPort: received.sourcePort) {
+            // A responder hears only the interfaces it runs on.
+            guard let arrival, responders[id]!.runs(on: arrival) else { continue }
+            for outgoing in responders[id]!.engine.receive(message, now: at, from: source, interface: received.interface) {
                 if outgoing.unicastToSender {
-                    socket.send(outgoing.message.serialized(), to: received.source)
+                    guard let answer = responders[id]!.engine.addressed(outgoing.message, to: arrival.records) else { continue }
+                    socket.send(answer.serialized(), to: received.source)
                 } else {
-                    multicast(outgoing.message)
+                    send(outgoing.message, of: responders[id]!, on: outgoing.interface)
                 }
             }
         }
@@ -119,6 +165,8 @@ package final class MDNSChannel: LoopHandler {
 
     package func close(_ context: LoopContext) {
         for id in Array(responders.keys) { removeResponder(id, context) }
+        browsers = [:]
+        context.setTimer(timer, at: nil)
         for token in tokens { context.deregister(token) }
         tokens = []
     }
@@ -132,7 +180,7 @@ package final class MDNSChannel: LoopHandler {
         }
         var next: Duration?
         for id in browsers.keys {
-            for query in browsers[id]!.engine.poll(now: at) { multicast(query) }
+            for query in browsers[id]!.engine.poll(now: at) { multicast(query, on: browsers[id]!.interfaces) }
             let results = browsers[id]!.engine.results()
             if results != browsers[id]!.last {
                 browsers[id]!.last = results
@@ -142,7 +190,10 @@ package final class MDNSChannel: LoopHandler {
             next = min(next ?? deadline, deadline)
         }
         for id in responders.keys {
-            for message in responders[id]!.engine.poll(now: at) { multicast(message) }
+            // (A legacy query is answered at once, so nothing polled goes to one sender.)
+            for outgoing in responders[id]!.engine.pollOutgoing(now: at) where !outgoing.unicastToSender {
+                send(outgoing.message, of: responders[id]!, on: outgoing.interface)
+            }
             for event in responders[id]!.engine.takeEvents() { responders[id]!.onEvent(event) }
             if let deadline = responders[id]!.engine.nextDeadline { next = min(next ?? deadline, deadline) }
         }
@@ -164,12 +215,27 @@ package final class MDNSChannel: LoopHandler {
             }
         }
         interfaces = current
+        for id in responders.keys { responders[id]!.interfaces.ask(current) }
+        for id in browsers.keys { browsers[id]!.interfaces.ask(current) }
     }
 
-    func multicast(_ message: DNSMessage) {
+    /// Multicasts a responder's message on `interface` (nil: every interface it runs on), each
+    /// copy with that interface's addresses alone.
+    func send(_ message: DNSMessage, of advertising: Advertising, on interface: Int32?) {
+        for socket in sockets {
+            for candidate in interfaces where socket.joined.contains(candidate.index) && (interface == nil || candidate.index == interface)
+                && advertising.runs(on: candidate) {
+                guard let copy = advertising.engine.addressed(message, to: candidate.records) else { continue }
+                socket.sendToGroup(copy.serialized(), interface: candidate.index)
+            }
+        }
+    }
+
+    /// Multicasts `message` on every interface `choice` includes.
+    func multicast(_ message: DNSMessage, on choice: InterfaceChoice) {
         let bytes = message.serialized()
         for socket in sockets {
-            for interface in interfaces where socket.joined.contains(interface.index) {
+            for interface in interfaces where socket.joined.contains(interface.index) && choice.includes(interface) {
                 socket.sendToGroup(bytes, interface: interface.index)
             }
         }

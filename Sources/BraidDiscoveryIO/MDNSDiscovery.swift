@@ -25,7 +25,36 @@ package final class MDNSDiscovery: Sendable {
         return try result.get()
     }
 
-    init(loop: EventLoop) throws(MDNSSocketError) {
+    /// A discovery of its own on `loop`, beside the process's: its sockets and interfaces are
+    /// those of the loop thread's network namespace (the tests run hosts in namespaces this
+    /// way). `recordTTLs` are the TTLs its responders publish.
+    /// Browsers, listeners and `.service` connections whose work runs on `loop` use it in place
+    /// of the process's until `detach()`.
+    package static func attach(to loop: EventLoop, recordTTLs: MDNSResponder.RecordTTLs = .standard) async throws -> MDNSDiscovery {
+        let discovery = try await loop.submit { _ in try MDNSDiscovery(loop: loop, recordTTLs: recordTTLs) }
+        attached.withLock { $0[ObjectIdentifier(loop)] = discovery }
+        return discovery
+    }
+
+    /// The discoveries attached to loops.
+    static let attached = Mutex<[ObjectIdentifier: MDNSDiscovery]>([:])
+
+    /// The discovery attached to `loop`, if any.
+    package static func attached(to loop: EventLoop) -> MDNSDiscovery? {
+        attached.withLock { $0[ObjectIdentifier(loop)] }
+    }
+
+    /// Stops every browser and responder (responders say goodbye) and detaches from the loop.
+    package func detach() async {
+        let bound = channel
+        _ = try? await loop.submit { context in bound.value.close(context) }
+        let loop = self.loop
+        Self.attached.withLock { attached in
+            if attached[ObjectIdentifier(loop)] === self { attached[ObjectIdentifier(loop)] = nil }
+        }
+    }
+
+    init(loop: EventLoop, recordTTLs: MDNSResponder.RecordTTLs = .standard) throws(MDNSSocketError) {
         let interfaces = MDNSInterface.current()
         var sockets: [MDNSSocket] = []
         let v4 = try MDNSSocket(ipv6: false)
@@ -37,7 +66,7 @@ package final class MDNSDiscovery: Sendable {
             sockets.append(v6)
         }
         self.loop = loop
-        let channel = MDNSChannel(sockets: sockets, interfaces: interfaces, origin: monotonicNow())
+        let channel = MDNSChannel(sockets: sockets, interfaces: interfaces, origin: monotonicNow(), recordTTLs: recordTTLs)
         self.channel = LoopBound(handingOver: channel, to: loop)
         let bound = self.channel
         loop.execute { context in
@@ -48,10 +77,15 @@ package final class MDNSDiscovery: Sendable {
     }
 
     /// Starts browsing for `type`; `onChange` gets every new list of results, on the loop.
-    package func browse(type: DNSName, onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void) -> UInt64 {
+    /// With `interfaces`, it queries and listens only on the interfaces that returns true for
+    /// (by index and name, asked on the loop).
+    package func browse(
+        type: DNSName, interfaces: (@Sendable (Int32, String) -> Bool)? = nil,
+        onChange: @escaping @Sendable ([MDNSBrowseResult]) -> Void
+    ) -> UInt64 {
         let id = ids.add(1, ordering: .relaxed).oldValue
         let bound = channel
-        loop.execute { context in bound.value.addBrowser(id, type: type, onChange: onChange, context) }
+        loop.execute { context in bound.value.addBrowser(id, type: type, allows: interfaces, onChange: onChange, context) }
         return id
     }
 
@@ -69,11 +103,15 @@ package final class MDNSDiscovery: Sendable {
     }
 
     /// Starts advertising `service` (its addresses are the interfaces'); `onEvent` gets its
-    /// registration and renames, on the loop.
-    package func advertise(_ service: MDNSServiceDescription, onEvent: @escaping @Sendable (MDNSResponder.Event) -> Void) -> UInt64 {
+    /// registration and renames, on the loop. With `interfaces`, it runs only on the
+    /// interfaces that returns true for (by index and name, asked on the loop).
+    package func advertise(
+        _ service: MDNSServiceDescription, interfaces: (@Sendable (Int32, String) -> Bool)? = nil,
+        onEvent: @escaping @Sendable (MDNSResponder.Event) -> Void
+    ) -> UInt64 {
         let id = ids.add(1, ordering: .relaxed).oldValue
         let bound = channel
-        loop.execute { context in bound.value.addResponder(id, service: service, onEvent: onEvent, context) }
+        loop.execute { context in bound.value.addResponder(id, service: service, allows: interfaces, onEvent: onEvent, context) }
         return id
     }
 

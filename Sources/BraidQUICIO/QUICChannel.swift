@@ -71,6 +71,9 @@ package final class QUICChannel: ConnectionChannel {
     package let describe: (any Error) -> any Error
 
     package private(set) var engine: QUICConnection?
+    package var trafficObserver: ((ConnectionTraffic) -> Void)? {
+        didSet { engine?.countsProbeTimeouts = trafficObserver != nil }
+    }
     private var transport: QUICChannelTransport?
     package private(set) var isReady = false
     package private(set) var finalError: (any Error)?
@@ -106,6 +109,7 @@ package final class QUICChannel: ConnectionChannel {
     package func attach(_ engine: QUICConnection, transport: QUICChannelTransport, context: LoopContext) {
         self.engine = engine
         self.transport = transport
+        engine.countsProbeTimeouts = trafficObserver != nil
         engine.makeStreamSink = { [weak self] id in self?.makePeerStreamSink(id) }
         streamConsumer?.channelAttached(self, engine: engine, context: context)
         Self.run(&attachWaiters, nil)
@@ -257,6 +261,7 @@ package final class QUICChannel: ConnectionChannel {
             let described = describe(error)
             finalError = described
             delegate?.channel(self, endedWith: described)
+            reportTraffic()
         }
         let error = finalError!
         if let consumer = streamConsumer {
@@ -459,6 +464,21 @@ package final class QUICChannel: ConnectionChannel {
 
     /// The engine's transport counters (nil before it exists).
     package var statistics: QUICConnectionStatistics? { engine?.statistics }
+
+    /// Hands the observer, if any, what the engine counted (nothing without an engine).
+    private func reportTraffic() {
+        guard let observer = trafficObserver else { return }
+        trafficObserver = nil
+        guard let statistics else { return }
+        var traffic = ConnectionTraffic()
+        traffic.bytesSent = statistics.bytesSent
+        traffic.bytesReceived = statistics.bytesReceived
+        traffic.packetsSent = statistics.packetsSent
+        traffic.packetsReceived = statistics.packetsReceived
+        traffic.retransmissions = statistics.probeTimeouts
+        traffic.datagramsLost = statistics.datagramsLost
+        observer(traffic)
+    }
 
     /// The system calls of the connection's own socket (nil: none yet, or a shared socket).
     package var socketCounters: SocketCounters? { transport?.socketCounters }

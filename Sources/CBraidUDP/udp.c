@@ -186,10 +186,6 @@ int braid_malloc_trim(void) {
     return malloc_trim(0);
 }
 
-int braid_tgkill(int pid, int tid, int signal) {
-    return (int)syscall(SYS_tgkill, pid, tid, signal);
-}
-
 int braid_udp_cmsg_interface(const struct msghdr *message) {
   for (struct cmsghdr *cm = CMSG_FIRSTHDR((struct msghdr *)message); cm != NULL;
        cm = CMSG_NXTHDR((struct msghdr *)message, cm)) {

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Braid
 import BraidPerf
+import BraidServiceLifecycle
 import Foundation
+import ServiceLifecycle
 
 /// `braid serve`: a server for the perf and echo applications over QUIC or another stack.
 struct Serve: AsyncParsableCommand {
@@ -46,6 +48,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("qlog-dir"), help: "Write a qlog file per connection into this directory.") var qlogDirectory: String?
     @Option(help: "Event loops (cores) serving connections.") var loops = 1
     @OptionGroup var batching: BatchingFlags
+    @OptionGroup(title: "Behind a QUIC load balancer") var fleet: FleetFlags
     @Flag(help: "One JSON line per finished connection.") var json = false
     @Option(name: .customLong("requests-per-connection"), help: "HTTP/3: shut a connection down gracefully (GOAWAY) once it has taken this many requests.")
     var requestsPerConnection: Int?
@@ -67,6 +70,7 @@ struct Serve: AsyncParsableCommand {
                 throw ValidationError("--stack \(stack) carries datagrams only: it serves echo (perf needs a byte stream)")
             }
             guard !retry, qlogDirectory == nil, loops == 1 else { throw ValidationError("--retry, --qlog-dir and --loops are QUIC's") }
+            guard fleet.isDefault else { throw ValidationError("--cid-format and --fleet-keys are QUIC's") }
         }
         if applications.contains("h3") {
             guard applications == ["h3"] else { throw ValidationError("--alpn h3 serves HTTP/3 alone; perf and echo need another server") }
@@ -108,58 +112,63 @@ struct Serve: AsyncParsableCommand {
             .qlogDirectory(qlogDirectory)
             .serverLoops(loops)
             .batching(batching.options)
-        let listener = NetworkListener(for: .hostPort(host: NWEndpoint.Host(host), port: port)) { stack }
+            .connectionIDFormat(fleet.connectionIDFormat.format)
+        let fleetKeys = try fleet.loadKeys()
+        let configured = fleetKeys.map { stack.fleetKeys($0) } ?? stack
+        let listener = NetworkListener(for: .hostPort(host: NWEndpoint.Host(host), port: port)) { configured }
+        let reloading = fleetKeys.map(FleetKeyReloader.init)
         listener.newConnectionLimit = connectionLimit
         let json = json
         let fileServer = applications == ["h3"] ? HTTP3FileServer(root: root) : nil
         let requestsPerConnection = requestsPerConnection
-        let serving = Task {
-            if let fileServer {
+        // The group's graceful shutdown cancels the listener's run, which is the listener's
+        // graceful shutdown: it stops accepting, closes every connection with code 0 (HTTP/3:
+        // GOAWAY, the requests taken finish, then H3_NO_ERROR), and returns once the closes are
+        // on the socket.
+        let service: any Service
+        if let fileServer {
+            service = ServeLifecycle.service {
                 try await listener.runHTTP3(requestsPerConnection: requestsPerConnection, fileServer.handle)
-                return
             }
-            try await listener.run { connection in
+        } else {
+            service = NetworkListenerService(listener) { connection in
                 let report = await ApplicationServer.serve(connection)
                 if json, let report { printJSON(report) }
             }
         }
-        // Cancelling `run` is the listener's graceful shutdown: it stops accepting, closes every
-        // connection with code 0 (HTTP/3: GOAWAY, the requests taken finish, then H3_NO_ERROR),
-        // and returns once the closes are on the socket.
-        try ShutdownSignals.install(gracePeriod: .seconds(10)) { signal in
-            FileHandle.standardError.write(Data("braid: \(ShutdownSignals.name(signal)): closing every connection (again: exit at once)\n".utf8))
-            serving.cancel()
-        }
-        for await state in listener.states {
-            if state == .ready {
-                FileHandle.standardOutput.write(Data("listening \(listener.port!)\n".utf8))
+        let announcer = Task { () -> String? in
+            for await state in listener.states {
+                if state == .ready {
+                    FileHandle.standardOutput.write(Data("listening \(listener.port!)\n".utf8))
+                }
+                if case .failed(let error) = state { return "\(error)" }
+                if state.isFinal { break }
             }
-            if case .failed(let error) = state { throw CommandFailure("cannot listen on \(host):\(port): \(error)") }
-            if state.isFinal { break }
+            return nil
         }
-        try await serving.value
-        ShutdownSignals.finish()
+        do {
+            try await ServeLifecycle.run(service)
+        } catch {
+            if let failure = await announcer.value { throw CommandFailure("cannot listen on \(host):\(port): \(failure)") }
+            throw error
+        }
+        reloading?.stop()
     }
 
     /// `run` for the stacks other than QUIC: the same output and shutdown.
     private func runOtherStack() async throws {
         let json = json, stack = stack, host = host, port = port.rawValue, applications = applications
         let identity = cert.flatMap { cert in key.map { ServerIdentity(certificateChainFile: cert, privateKeyFile: $0) } }
-        let serving = Task {
+        let service = ServeLifecycle.service {
             try await ApplicationServer.run(
                 stack: stack, host: host, port: port, applications: applications, identity: identity,
                 listening: { FileHandle.standardOutput.write(Data("listening \($0)\n".utf8)) },
                 report: { if json { printJSON($0) } })
         }
-        try ShutdownSignals.install(gracePeriod: .seconds(10)) { signal in
-            FileHandle.standardError.write(Data("braid: \(ShutdownSignals.name(signal)): closing every connection (again: exit at once)\n".utf8))
-            serving.cancel()
-        }
         do {
-            try await serving.value
+            try await ServeLifecycle.run(service)
         } catch {
             throw CommandFailure("cannot serve \(stack) on \(host):\(port): \(error)")
         }
-        ShutdownSignals.finish()
     }
 }

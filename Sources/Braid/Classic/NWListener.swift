@@ -46,7 +46,7 @@ public final class NWListener: Sendable, CustomDebugStringConvertible {
         var cancelled = false
         var service: Service?
         var serviceRegistrationUpdate: (@Sendable (ServiceRegistrationChange) -> Void)?
-        var advertisement: Advertisement?
+        var advertiser: ServiceAdvertiser?
     }
     let shared = Locked(Shared())
 

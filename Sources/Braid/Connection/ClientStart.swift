@@ -42,6 +42,7 @@ struct ClientStart {
     ) {
         let core = core, endpoint = endpoint, local = local, constraints = constraints
         loop.execute { context in
+            core.value.handshakeStarted()
             if migratesWhenPathGoesAway {
                 let watch = core.value.pathWatch(constraints: constraints)
                 watch.migratesWhenPathGoesAway = true

@@ -26,6 +26,15 @@ final class ConnectionCore: ConnectionChannelDelegate {
     /// The race, kept once ready by a connection that can move to its next address (UDP)
     /// until the connection ends.
     var establishmentAfterReady: ClientEstablishment?
+    /// Where the connection reports (nil: no metrics backend). Set before its channel hears
+    /// anything, or (a listener's connection, whose channel may be ready as it is made) on
+    /// the loop right after.
+    var metrics: ConnectionMetrics? {
+        didSet { metricsAttached() }
+    }
+    /// When the handshake began (set only with `metrics`).
+    private var handshakeStart: ContinuousClock.Instant?
+    private var becameReady = false
 
     /// The core over `channel`, whose delegate the caller sets to it (each stack's channel has
     /// its own delegate property: QUIC's hears more than ready and the end).
@@ -38,7 +47,10 @@ final class ConnectionCore: ConnectionChannelDelegate {
     /// The core a client connection over `stack` needs, made by the stack's binding (a stack
     /// without one gets a datagram core that never connects: `start()` fails it).
     static func make(for stack: some NetworkProtocol, loop: EventLoop, endpointDescription: String) -> ConnectionCore {
-        StackBindings.binding(of: stack).makeCore(loop: loop, endpointDescription: endpointDescription, maximumMessageSize: nil)
+        let binding = StackBindings.binding(of: stack)
+        let core = binding.makeCore(loop: loop, endpointDescription: endpointDescription, maximumMessageSize: nil)
+        core.metrics = ConnectionMetrics.client(stack: binding.metricsName)
+        return core
     }
 
     var loop: EventLoop { owner.loop }
@@ -79,6 +91,8 @@ final class ConnectionCore: ConnectionChannelDelegate {
             $0.localEndpoint = unix ?? facts.localAddress.map(NWEndpoint.init)
             $0.remoteEndpoint = unix ?? facts.remoteAddress.map(NWEndpoint.init)
         }
+        becameReady = true
+        if let metrics, let handshakeStart { metrics.connectionOpened(handshake: ContinuousClock.now - handshakeStart) }
         shared.states.update(.ready)
         // The path watch (if any) reports the first path.
         madePathWatch?.evaluateNow()
@@ -90,8 +104,29 @@ final class ConnectionCore: ConnectionChannelDelegate {
         establishmentAfterReady = nil
         madePathWatch?.stop()
         let error = NetworkError(error)
+        metrics?.connectionEnded(wasReady: becameReady, reason: error.metricsReason, pathChanges: migrations)
         shared.states.update(error == .cancelled ? .cancelled : .failed(error))
         shared.stackPart.connectionEnded()
+    }
+
+    // MARK: Metrics
+
+    /// Asks the channel for its traffic at its end, and starts the handshake's clock (a
+    /// client's restarts when it starts: `handshakeStarted`).
+    private func metricsAttached() {
+        guard let metrics else {
+            owner.trafficObserver = nil
+            return
+        }
+        owner.trafficObserver = { traffic in metrics.record(traffic) }
+        handshakeStart = ContinuousClock.now
+        // A listener's TCP connection is ready as it is accepted, before this is set.
+        if becameReady { metrics.connectionOpened(handshake: .zero) }
+    }
+
+    /// A client's establishment begins: its handshake time counts from here.
+    func handshakeStarted() {
+        if metrics != nil { handshakeStart = ContinuousClock.now }
     }
 
     // MARK: Calls from the public API (on the loop)

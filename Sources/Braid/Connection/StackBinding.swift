@@ -15,6 +15,17 @@ protocol StackBinding: NetworkProtocol {
     /// Binds the listener's sockets on its loops and returns them; each inbound connection is
     /// handed to `listener.intake`. What it throws fails the listener.
     func startListener<Top: NetworkProtocol>(_ listener: ListenerStart<Top>) async throws -> any ListenerGroup
+    /// The `stack` label of the stack's metrics.
+    var metricsName: String { get }
+}
+
+extension StackBinding {
+    /// The stack type's name in lower case, without generic arguments: `quic`, `tls`, `tcp`,
+    /// `udp`, `dtls`, `websocket`, `tlv`, `coder`, `framer`.
+    var metricsName: String {
+        let name = String(describing: Self.self)
+        return String(name.prefix { $0 != "<" }).lowercased()
+    }
 }
 
 /// Finds a stack's binding.

@@ -116,7 +116,9 @@ final class ClientEstablishment {
         }
         let this = LoopBound(self, on: loop)
         Task {
-            let result = await ClientEstablishment.resolve(endpoint, version: version)
+            let result = await DiscoveryRuntime.$establishmentLoop.withValue(loop) {
+                await ClientEstablishment.resolve(endpoint, version: version)
+            }
             loop.execute { context in this.value.resolved(result, context: context) }
         }
     }

@@ -28,7 +28,7 @@ import Synchronization
 /// on one of Braid's event loops: one dump when it starts, then only the kernel's events, so
 /// while nothing changes it makes no system calls. A path is satisfied when an allowed
 /// interface is up and running with an address and a default route (the rules:
-/// `NWPath`, and the README's "Connectivity" section). Interface types come from the
+/// `NWPath`, and the "Paths, interfaces and migration" article). Interface types come from the
 /// kernel: loopback; Wi-Fi (a wireless device); cellular (a WWAN device); wired Ethernet (an
 /// Ethernet device with hardware behind it); other (veth, bridges, VLANs, tunnels, VPNs).
 /// Cellular is expensive; other interfaces are expensive or constrained when marked with

@@ -1,25 +1,40 @@
 import BraidCore
 import BraidDiscovery
 import BraidDiscoveryIO
+import BraidIO
 import Foundation
 
 /// Where browsers, advertised listeners and `.service` connections get multicast DNS from (the
 /// system's avahi-daemon, or the responder and querier inside the process, `MDNSDiscovery`, on
 /// one of Braid's loops), and the checks that turn Apple's type and domain strings into DNS names.
 enum DiscoveryRuntime {
-    /// The back end new browsers, advertisements and resolutions use: see `DiscoveryBackendChoice`.
+    /// The back end new browsers, advertisements and resolutions use: a discovery attached to
+    /// the loop the work runs on (a test's host in a network namespace) first, else the one
+    /// `DiscoveryBackendChoice` picks from `BRAID_DISCOVERY_BACKEND`.
     static func discovery() throws -> any DiscoveryBackend {
-        try DiscoveryBackendChoice.fromEnvironment().backend()
+        if let attached = attached() { return attached }
+        return try DiscoveryBackendChoice.fromEnvironment().backend()
     }
 
-    /// Braid's own multicast DNS in the process, opening its sockets on first use.
+    /// The discovery attached to the loop the work runs on, if any.
+    static func attached() -> MDNSDiscovery? {
+        guard let loop = NetworkEnvironment.current?.loop ?? establishmentLoop else { return nil }
+        return MDNSDiscovery.attached(to: loop)
+    }
+
+    /// Braid's own multicast DNS: the one attached to the loop the work runs on, else the
+    /// process's, opening its sockets on first use.
     static func embedded() throws -> MDNSDiscovery {
+        if let attached = attached() { return attached }
         do {
             return try MDNSDiscovery.shared(on: LoopPool.loop())
         } catch {
             throw NetworkError.system(call: "multicast DNS socket (\(error))", errno: 0)
         }
     }
+
+    /// The loop of the connection whose `.service` endpoint is being resolved.
+    @TaskLocal static var establishmentLoop: EventLoop?
 
     /// `_type._tcp` (or `._udp`) in `domain` as a DNS name; only multicast DNS's `local.` domain
     /// is served (wide-area DNS-SD is not).

@@ -16,8 +16,8 @@ import Foundation
 /// browser.start(queue: .main)
 /// ```
 ///
-/// Braid browses with its own multicast DNS querier (RFC 6762, in the process; see the README's
-/// discovery section), in the `local.` domain only. Each result's endpoint is a `.service`
+/// Braid browses with its own multicast DNS querier (RFC 6762, in the process; see the
+/// "Local-network discovery" article), in the `local.` domain only. Each result's endpoint is a `.service`
 /// endpoint a connection resolves by itself.
 public final class NWBrowser: Sendable, CustomDebugStringConvertible {
     /// What to browse for.
@@ -123,7 +123,7 @@ public final class NWBrowser: Sendable, CustomDebugStringConvertible {
         }
         let includeTXT = if case .bonjourWithTXTRecord = descriptor { true } else { false }
         let filter = BrowseFilter(parameters: parameters)
-        let id = discovery.browse(type: type) { [weak self] results in
+        let id = discovery.browse(type: type, interfaces: filter.interfaces) { [weak self] results in
             self?.deliver(Set(results.filter(filter.allows).map { Result($0, includeTXT: includeTXT) }))
         }
         let cancelled = shared.withLock { shared -> Bool in

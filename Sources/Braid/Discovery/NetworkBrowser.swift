@@ -12,8 +12,8 @@ import BraidDiscoveryIO
 /// }
 /// ```
 ///
-/// Braid browses with its own multicast DNS querier in the process (see the README's discovery
-/// section), in the `local.` domain. The parameters' interface rules (a required interface or
+/// Braid browses with its own multicast DNS querier in the process (see the "Local-network
+/// discovery" article), in the `local.` domain. The parameters' interface rules (a required interface or
 /// type, prohibited ones) filter the results.
 public final class NetworkBrowser<Provider: BrowserProvider>: Sendable {
     /// What `run`'s handler returns: browse on, or stop and return a value.
@@ -69,7 +69,7 @@ public final class NetworkBrowser<Provider: BrowserProvider>: Sendable {
             // No empty list before the first result: a handler may take the first element of
             // any list it gets.
             let heardAny = Locked(false)
-            let id = discovery.browse(type: type) { results in
+            let id = discovery.browse(type: type, interfaces: filter.interfaces) { results in
                 let endpoints = results.filter(filter.allows).map {
                     Provider.endpoint(for: NWBrowser.Result($0, includeTXT: request.includeTXTRecord))
                 }

@@ -1,6 +1,6 @@
 import BraidCore
 import BraidIO
-import Dispatch
+import DequeModule
 import Foundation
 
 /// A custom framer (`NWProtocolFramerImplementation`) as a byte-stream layer over TLS's layer
@@ -16,11 +16,17 @@ import Foundation
 ///
 /// Bounds: the input the framer has not consumed (`NWProtocolFramer.maximumBufferedInput`),
 /// a delivered message (`maximumMessageSize`), what waits to go below (`outputLimit`, after
-/// which the layer takes nothing more from above).
+/// which the layer takes nothing more from above), and what the framer wrote in answer to
+/// input that waits to go below (`outputLimit` too: past it `handleInput` is not called, the
+/// channel stops reading and TCP's window stops the peer, until half of it has gone below).
+///
+/// A framer's wakeups run on the connection's loop timers (`LoopContext.schedule`), its
+/// `async` blocks on the loop's pass the layer asks for.
 final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     /// The most bytes written by the framer that may wait for the layer below before the layer
-    /// takes no more from above.
-    private static let outputLimit = 64 * 1024
+    /// takes no more from above, and the most written in answer to input before it parses no
+    /// more input.
+    static let outputLimit = 64 * 1024
     private static let recordHeaderSize = 8
 
     private let inner: any ByteStreamLayer
@@ -55,6 +61,13 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     /// Where deliveries go during `process`; deliveries made outside it wait in `undelivered`.
     private var deliverAbove: ((UnsafeRawBufferPointer) -> Void)?
     private var undelivered: [UInt8] = []
+    /// `deliverInput` calls made while a `deliverInputNoCopy` waits for bytes (from an `async`
+    /// block): their messages follow that one, in order, once its bytes have all arrived.
+    private var queuedDeliveries: [(data: Data, message: NWProtocolFramer.Message, isComplete: Bool)] = []
+    private var inHandleInput = false
+    /// `handleInput` is not called while `outputLimit` bytes written in answer to input wait
+    /// for the layer below (the channel has stopped reading: `.awaitingDecision`).
+    private(set) var inputHeldForOutput = false
 
     private struct PendingDelivery {
         var remaining: Int
@@ -78,6 +91,13 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     /// Bytes the framer wrote that the layer below has not taken.
     private var toInner: [UInt8] = []
     private var toInnerStart = 0
+    /// Bytes ever added to `toInner`, and ever taken from it: the positions `answerRuns` use.
+    private var toInnerWritten = 0
+    private var toInnerTaken = 0
+    /// Where in `toInner` (`toInnerWritten` positions) bytes written during `handleInput` lie.
+    private var answerRuns = Deque<Range<Int>>()
+    /// Bytes written in answer to input (during `handleInput`) the layer below has not taken.
+    private(set) var pendingAnswerCount = 0
 
     // MARK: Off-loop requests
 
@@ -98,8 +118,29 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
         implementation = definition.implementation.init(framer: instance)
     }
 
+    deinit {
+        // A wakeup timer still set on the loop is cancelled; nothing else holds this layer.
+        let (timer, loop) = requests.state.withLock { requests in
+            defer {
+                requests.wakeupTimer = nil
+                requests.wakeupGeneration += 1
+            }
+            return (requests.wakeupTimer, requests.loop)
+        }
+        if let timer, let loop { loop.execute { $0.deregister(timer) } }
+    }
+
     func share(with part: ByteStreamShared) {
         messages = part.messageReceiver?.framerMessages
+    }
+
+    /// The loop the framer's wakeups are timed on.
+    var eventLoop: EventLoop? {
+        get { requests.state.withLock { $0.loop } }
+        set {
+            requests.state.withLock { $0.loop = newValue }
+            inner.eventLoop = newValue
+        }
     }
 
     /// Also how a framer's `async` block or wakeup gets a pass on the loop.
@@ -136,6 +177,7 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
             if below.contains(.becameReady) { innerReady = true }
             if innerReady && !started { start() }
             runRequests()
+            try pushToInner()
             runInput()
             var events: ByteStreamLayerEvents = []
             if innerReady && framerReady && !reportedReady && failure == nil {
@@ -145,6 +187,9 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
             if below.contains(.peerFinished) || framerFinished { events.insert(.peerFinished) }
             if below.contains(.awaitingDecision) { events.insert(.awaitingDecision) }
             try pushToInner()
+            // Held input: no more reading until the answers drain (`pushToInner` then asks for
+            // a pass, which reads again).
+            if inputHeldForOutput { events.insert(.awaitingDecision) }
             if let failure { throw failure }
             return events
         }
@@ -190,6 +235,7 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
                 partial = nil
                 whole.bytes.withUnsafeBytes { deliverRecord(message: whole.message, $0) }
             }
+            deliverQueued()
         } else {
             pendingDelivery = pending
         }
@@ -217,8 +263,16 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
             }
             let available = input.count - inputStart
             guard available > 0, available >= inputWanted else { break }
+            // What the framer wrote in answer to input and the peer has not read yet bounds
+            // how much more input it parses (a peer that sends without reading gets stopped).
+            if inputHeldForOutput || pendingAnswerCount >= Self.outputLimit {
+                inputHeldForOutput = true
+                break
+            }
             let before = inputStart
+            inHandleInput = true
             inputWanted = max(0, implementation.handleInput(framer: instance))
+            inHandleInput = false
             if inputStart == before && pendingDelivery == nil { break }
             if inputPassThrough { return runInput() }
         }
@@ -256,6 +310,11 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
 
     func deliverInput(_ data: Data, message: NWProtocolFramer.Message, isComplete: Bool) {
         guard failure == nil else { return }
+        // The message a `deliverInputNoCopy` started has bytes to come: this one follows it.
+        if pendingDelivery != nil {
+            queuedDeliveries.append((data, message, isComplete))
+            return
+        }
         if partial == nil && isComplete {
             guard checkSize(data.count) else { return }
             data.withUnsafeBytes { deliverRecord(message: message, $0) }
@@ -299,6 +358,16 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
         }
         pendingDelivery = PendingDelivery(remaining: length - now, streaming: false, message: message, isComplete: isComplete)
         return false
+    }
+
+    /// The deliveries queued behind a `deliverInputNoCopy` whose bytes have now all arrived.
+    private func deliverQueued() {
+        guard !queuedDeliveries.isEmpty else { return }
+        let queued = queuedDeliveries
+        queuedDeliveries.removeAll()
+        for delivery in queued where failure == nil {
+            deliverInput(delivery.data, message: delivery.message, isComplete: delivery.isComplete)
+        }
     }
 
     func passThroughInput() {
@@ -395,7 +464,7 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
         let message = messages?.takeOutbound(recordType & ~FramerMessages.incompleteBit) ?? NWProtocolFramer.Message(instance: instance)
         guard failure == nil else { return }
         if outputPassThrough {
-            toInner.append(contentsOf: outgoing)
+            appendToInner(outgoing)
         } else {
             outgoingStart = 0
             inHandleOutput = true
@@ -421,6 +490,7 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
             cleanedUp = true
             _ = implementation.stop(framer: instance)
             implementation.cleanup(framer: instance)
+            scheduleWakeup(.forever)
         }
         do { try pushToInner() } catch { fail(NetworkError(error)) }
         inner.close()
@@ -445,8 +515,9 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
 
     func writeOutput(_ data: some DataProtocol) {
         guard failure == nil else { return }
-        toInner.append(contentsOf: data)
-        if !inHandleOutput { requestPass() }
+        appendToInner(data)
+        // Outside a pass (none is running when `deliverAbove` is nil), the layer needs one.
+        if !inHandleOutput && deliverAbove == nil { requestPass() }
     }
 
     func writeOutputNoCopy(length: Int) throws {
@@ -455,7 +526,7 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
         guard length >= 0, length <= available else {
             throw NetworkError.invalidState("writeOutputNoCopy(length: \(length)) with \(available) bytes of the message left")
         }
-        toInner.append(contentsOf: outgoing[outgoingStart ..< outgoingStart + length])
+        appendToInner(outgoing[outgoingStart ..< outgoingStart + length])
         outgoingStart += length
     }
 
@@ -480,22 +551,40 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
         fail(NetworkError(framerError: error))
     }
 
+    /// Sets the framer's one wakeup on the loop's timers (replacing the one set before; `.forever`
+    /// cancels it). May be called from any thread: the timer is placed from the loop, in call
+    /// order, and when it fires the wakeup runs in the pass it asks for. A layer not on a
+    /// channel's loop yet (`eventLoop` nil) has no clock, and its wakeups never come.
     func scheduleWakeup(_ time: NWProtocolFramer.Instance.WakeupTime) {
-        let (generation, wake) = requests.state.withLock { requests in
+        let (generation, loop) = requests.state.withLock { requests in
             requests.wakeupGeneration += 1
             requests.dueWakeup = nil
-            return (requests.wakeupGeneration, requests.requestProcessing)
+            return (requests.wakeupGeneration, requests.loop)
         }
-        guard case .milliseconds(let milliseconds) = time else { return }
+        guard let loop else { return }
+        let delay: Duration? = if case .milliseconds(let milliseconds) = time { .milliseconds(Int64(min(milliseconds, UInt64(Int32.max)))) } else { nil }
         let requests = requests
-        // A framer's timers are rare and coarse: a dispatch timer asks the loop for a pass.
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(min(milliseconds, UInt64(Int32.max))))) {
-            let current = requests.state.withLock { requests in
-                guard requests.wakeupGeneration == generation else { return false }
-                requests.dueWakeup = generation
-                return true
+        loop.execute { context in
+            // nil: a later call replaced this one (its own work, queued behind, cancels the
+            // timer set before).
+            let earlier: UInt64?? = requests.state.withLock { requests in
+                guard requests.wakeupGeneration == generation else { return nil }
+                defer { requests.wakeupTimer = nil }
+                return .some(requests.wakeupTimer)
             }
-            if current { wake?() }
+            guard let earlier else { return }
+            if let earlier { context.deregister(earlier) }
+            guard let delay else { return }
+            let timer = context.schedule(at: context.now + delay) { _ in
+                let wake = requests.state.withLock { requests -> (@Sendable () -> Void)? in
+                    guard requests.wakeupGeneration == generation else { return nil }
+                    requests.wakeupTimer = nil
+                    requests.dueWakeup = generation
+                    return requests.requestProcessing
+                }
+                wake?()
+            }
+            requests.state.withLock { $0.wakeupTimer = timer }
         }
     }
 
@@ -547,11 +636,46 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
         return written
     }
 
+    /// Queues bytes the framer wrote for the layer below, noting those written in answer to
+    /// input.
+    private func appendToInner<Bytes: Collection<UInt8>>(_ bytes: Bytes) {
+        let start = toInnerWritten, before = toInner.count
+        toInner.append(contentsOf: bytes)
+        toInnerWritten += toInner.count - before
+        guard inHandleInput, toInnerWritten > start else { return }
+        pendingAnswerCount += toInnerWritten - start
+        if let last = answerRuns.last, last.upperBound == start {
+            answerRuns[answerRuns.index(before: answerRuns.endIndex)] = last.lowerBound ..< toInnerWritten
+        } else {
+            answerRuns.append(start ..< toInnerWritten)
+        }
+    }
+
+    /// `taken` bytes of `toInner` went below: the answers among them no longer count, and held
+    /// input is released once half the answers' bound has drained.
+    private func noteTaken(_ taken: Int) {
+        toInnerTaken += taken
+        while let first = answerRuns.first, first.lowerBound < toInnerTaken {
+            let drained = min(first.upperBound, toInnerTaken) - first.lowerBound
+            pendingAnswerCount -= drained
+            if first.upperBound <= toInnerTaken {
+                answerRuns.removeFirst()
+            } else {
+                answerRuns[answerRuns.startIndex] = toInnerTaken ..< first.upperBound
+            }
+        }
+        if inputHeldForOutput && pendingAnswerCount < Self.outputLimit / 2 {
+            inputHeldForOutput = false
+            requestPass()
+        }
+    }
+
     /// Hands what the framer wrote to the layer below, as much as it takes, once it is ready.
     private func pushToInner() throws {
         guard innerReady, pendingToInner > 0, !inner.isClosed else { return }
         let taken = try toInner.withUnsafeBytes { try inner.send(UnsafeRawBufferPointer(rebasing: $0[toInnerStart...])) }
         toInnerStart += taken
+        noteTaken(taken)
         if toInnerStart == toInner.count {
             toInner.removeAll(keepingCapacity: toInner.capacity <= 2 * Self.outputLimit)
             toInnerStart = 0
@@ -579,6 +703,9 @@ final class FramerRequests: Sendable {
         var wakeupGeneration: UInt64 = 0
         var dueWakeup: UInt64?
         var requestProcessing: (@Sendable () -> Void)?
+        /// The loop whose timers carry the wakeups, and the timer set there (used on the loop).
+        var loop: EventLoop?
+        var wakeupTimer: UInt64?
     }
 
     let state = Locked(State())

@@ -13,7 +13,10 @@ extension NWProtocolFramer {
     /// buffer, fails the connection with `NetworkError.messageTooLarge`. A message delivered
     /// is bounded by the stack's maximum message size (16 MiB by default): a larger
     /// `deliverInputNoCopy` length, or partial deliveries adding up to more, fail the
-    /// connection the same way before Braid holds more than the bytes that arrived.
+    /// connection the same way before Braid holds more than the bytes that arrived. Output
+    /// written in answer to input (`writeOutput` in `handleInput`) that has not gone below is
+    /// bounded (64 KiB, checked between `handleInput` calls): past it `handleInput` waits and
+    /// the connection stops reading, so a peer that sends without reading is stopped by TCP.
     ///
     /// Not implemented: `prependApplicationProtocol(options:)` throws
     /// `NetworkError.unsupported`; a message's content is whole when `handleOutput` runs
@@ -53,7 +56,9 @@ extension NWProtocolFramer {
         }
 
         /// Delivers `data` to the application as a message (with `isComplete` false, the first
-        /// part of one: later deliveries add to it).
+        /// part of one: later deliveries add to it). Called while a `deliverInputNoCopy`
+        /// message still waits for bytes (from an `async` block), it is delivered after that
+        /// message.
         public func deliverInput(data: Data, message: Message, isComplete: Bool) {
             layer?.deliverInput(data, message: message, isComplete: isComplete)
         }
@@ -118,7 +123,8 @@ extension NWProtocolFramer {
             layer?.markFailed(error)
         }
 
-        /// Has `wakeup(framer:)` called at `wakeupTime` (replacing a wakeup asked for earlier).
+        /// Has `wakeup(framer:)` called at `wakeupTime` (replacing a wakeup asked for earlier),
+        /// timed on the connection's loop.
         public func scheduleWakeup(wakeupTime: WakeupTime) {
             layer?.scheduleWakeup(wakeupTime)
         }

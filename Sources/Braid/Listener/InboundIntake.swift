@@ -1,4 +1,5 @@
 import BraidCore
+import BraidIO
 
 /// Where a running listener's loops hand `run` their new connections: open until the task
 /// running the listener is cancelled. A connection is made only while the intake is open, and
@@ -11,8 +12,11 @@ final class InboundIntake<ApplicationProtocol: NetworkProtocol>: Sendable {
     let connections: AsyncStream<Connection>
     private let continuation: AsyncStream<Connection>.Continuation
     private let isOpen = Locked(true)
+    /// Where each admitted connection reports (nil: no metrics backend).
+    let metrics: ConnectionMetrics?
 
-    init() {
+    init(metrics: ConnectionMetrics? = nil) {
+        self.metrics = metrics
         (connections, continuation) = AsyncStream<Connection>.makeStream()
     }
 
@@ -23,9 +27,16 @@ final class InboundIntake<ApplicationProtocol: NetworkProtocol>: Sendable {
     func admit(_ make: () -> Connection?) -> Connection? {
         isOpen.withLock { isOpen in
             guard isOpen, let connection = make() else { return nil }
+            if let metrics { connection.core.value.metrics = metrics }
             continuation.yield(connection)
             return connection
         }
+    }
+
+    /// Ends `connections` (as cancellation does): a listener that fails while running (its
+    /// advertised name taken, say) stops this way.
+    func finish() {
+        continuation.finish()
     }
 
     /// Closes the intake when the consumer of `connections` is cancelled, before the stream

@@ -37,6 +37,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     private let boundPort = Locked<NWEndpoint.Port?>(nil)
     private let limit = Locked(10_000)
     private let bufferLimit = Locked(256 * 1024 * 1024)
+    private let label = Locked("")
     /// The running listener's buffer budget (tests read its counters).
     let bufferBudget = Locked<ListenerBufferBudget?>(nil)
     private let running = Atomic(false)
@@ -45,6 +46,8 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
     /// While `runHTTP3` runs: counts the serving tasks it keeps by connection (tests check
     /// that each goes when its connection ends). Nil otherwise, so it keeps nothing alive.
     let servingTaskCounter = Locked<(@Sendable () -> Int)?>(nil)
+    /// The DNS-SD service to advertise, its handler and advertiser (`NetworkListener+Service`).
+    let serviceState = Locked(ListenerServiceState())
     private static var logger: Logger { BraidLog.logger(label: "braid.listener") }
 
     /// A listener on `endpoint` (a name resolves to its first address; nil: every address, port
@@ -145,6 +148,23 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         set { bufferLimit.withLock { $0 = newValue } }
     }
 
+    /// The `listener` label of the listener's metrics and of its connections' (default empty),
+    /// so dashboards tell a process's listeners apart. Braid reports through swift-metrics
+    /// once a backend is bootstrapped (`MetricsSystem.bootstrap`), and costs nothing without
+    /// one; the Metrics article lists the names. Apple's Network.framework has no metrics;
+    /// this is Braid's. Set before `run`.
+    ///
+    /// ```swift
+    /// let listener = NetworkListener(port: 4433) {
+    ///     TLS { TCP() }.identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    /// }
+    /// listener.metricsLabel = "api"
+    /// ```
+    public var metricsLabel: String {
+        get { label.withLock { $0 } }
+        set { label.withLock { $0 = newValue } }
+    }
+
     /// Binds, then calls `handler` for each inbound connection in a child task, until the
     /// calling task is cancelled or the listener fails. Throws if it cannot start.
     public func run(_ handler: @escaping @Sendable (NetworkConnection<ApplicationProtocol>) async throws -> Void) async throws {
@@ -162,7 +182,13 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
         }
         broadcast.update(.preparing)
         let group: any ListenerGroup
-        let intake = InboundIntake<ApplicationProtocol>()
+        let stackName = StackBindings.binding(of: parameters.stack).metricsName
+        let listenerMetrics = ConnectionMetrics.activeFactory.map {
+            ListenerMetrics(factory: $0, stack: stackName, listener: metricsLabel)
+        }
+        let intake = InboundIntake<ApplicationProtocol>(
+            metrics: ConnectionMetrics.make(stack: stackName, role: .server, listener: metricsLabel))
+        let budget: ListenerBufferBudget
         do {
             var constraints = parameters.interfaceConstraints
             constraints.requiredInterface = nil
@@ -171,6 +197,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 throw NetworkError.unsupported(
                     "requiredInterfaceType, prohibitedInterfaceTypes, prohibitedInterfaces, expensivePathsProhibited and constrainedPathsProhibited on listeners (a listener takes requiredInterface; connections apply them all)")
             }
+            try checkService()
             let (endpoint, parameters) = try endpointToBind()
             let bufferLimit = connectionBufferLimit
             // A limit of zero or less would refuse every client while looking like it runs.
@@ -178,7 +205,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
                 throw NetworkError.invalidConfiguration(
                     "connectionBufferLimit is \(bufferLimit): it must be positive (the default is 256 MiB)")
             }
-            let budget = ListenerBufferBudget(limit: bufferLimit)
+            budget = ListenerBufferBudget(limit: bufferLimit)
             bufferBudget.withLock { $0 = budget }
             var start = ListenerStart(
                 parameters: parameters, address: try await bindAddress(endpoint), intake: intake,
@@ -198,10 +225,14 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             throw error
         }
         broadcast.update(.ready)
+        let sweeper = listenerMetrics.map { metrics in Task { await metrics.watch(group, budget: budget) } }
+        if let port = boundPort.withLock({ $0 }) { startAdvertising(port: port.rawValue, intake: intake) }
         await withDiscardingTaskGroup { tasks in
             // Ends when the calling task is cancelled (after any connection admitted before).
             for await connection in intake.connections {
                 tasks.addTask {
+                    listenerMetrics?.liveConnections.withLock { $0 += 1 }
+                    defer { listenerMetrics?.liveConnections.withLock { $0 -= 1 } }
                     do {
                         try await handler(connection)
                     } catch {
@@ -213,8 +244,19 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             }
             tasks.cancelAll()
         }
+        stopAdvertising()
+        if let sweeper {
+            // Its last reading, before the group closes.
+            sweeper.cancel()
+            await sweeper.value
+        }
         self.group.withLock { $0 = nil }
         await group.close()
+        listenerMetrics?.stopped()
+        if let failure = serviceState.withLock({ $0.failure }) {
+            broadcast.update(.failed(failure))
+            throw failure
+        }
         broadcast.update(.cancelled)
     }
 

@@ -10,10 +10,37 @@
 /// unique ones at once, leaving out what the query already knows, RFC 6762 §7.1), defends its
 /// names, and says goodbye (TTL 0) when asked. Responses are multicast, except to legacy unicast
 /// queries (not from port 5353), which get a unicast answer with the query's ID (RFC 6762 §6.7).
+/// An answer goes out on the interface its query came on (`pollOutgoing`'s and `receive`'s
+/// `Outgoing.interface`); a query with the TC bit is answered once its known-answer parts from
+/// the same querier are in, 400–500 ms later (RFC 6762 §7.2; bounded: `maximumWaitingQueries`,
+/// `maximumWaitingKnownAnswers`, `maximumKnownAnswerParts`). `addressed(_:to:)` gives the copy of
+/// a message for one interface, with that interface's addresses alone (RFC 6762 §6.2); a probe
+/// of its own heard back on another interface carries fewer addresses and is not a rival.
 public struct MDNSResponder: Sendable {
     /// TTLs of RFC 6762 §10: host-related records 120 s, the others 75 minutes.
     public static let hostRecordTTL: UInt32 = 120
     public static let otherRecordTTL: UInt32 = 4500
+
+    /// The TTLs a responder gives its records: RFC 6762 §10's by default. Shorter ones make a
+    /// host that vanished without a goodbye leave browsers' results sooner, at the cost of more
+    /// queries; the tests use them to see records expire within their deadlines.
+    public struct RecordTTLs: Hashable, Sendable {
+        /// The SRV, A and AAAA records' TTL.
+        public var host: UInt32
+        /// The PTR and TXT records' TTL.
+        public var other: UInt32
+
+        public init(host: UInt32, other: UInt32) {
+            self.host = max(1, host)
+            self.other = max(1, other)
+        }
+
+        /// 120 s and 75 minutes (RFC 6762 §10).
+        public static let standard = RecordTTLs(host: MDNSResponder.hostRecordTTL, other: MDNSResponder.otherRecordTTL)
+    }
+
+    /// The TTLs of this responder's records.
+    public let ttls: RecordTTLs
     /// After this many conflicts within ten seconds, wait five seconds before probing again
     /// (RFC 6762 §8.1).
     public static let conflictBurst = 15
@@ -30,6 +57,45 @@ public struct MDNSResponder: Sendable {
         /// Whether it goes to the sender of the query (a legacy unicast answer) rather than to
         /// the multicast group.
         public var unicastToSender: Bool
+        /// The interface it goes out on: the one the query arrived on; nil, every interface
+        /// the responder runs on.
+        public var interface: Int32?
+
+        public init(message: DNSMessage, unicastToSender: Bool, interface: Int32? = nil) {
+            self.message = message
+            self.unicastToSender = unicastToSender
+            self.interface = interface
+        }
+    }
+
+    /// A query with the TC bit waits this long, plus up to `knownAnswerWaitJitter`, for the
+    /// rest of its known answers (RFC 6762 §7.2: 400–500 ms); each further truncated part from
+    /// the same querier starts the wait again, at most `maximumKnownAnswerParts` times.
+    public static let knownAnswerWait = Duration.milliseconds(400)
+    public static let knownAnswerWaitJitter = Duration.milliseconds(100)
+    public static let maximumKnownAnswerParts = 8
+    /// At most this many queriers' truncated queries wait at once; a query beyond them is
+    /// answered without waiting (at worst with answers the querier has).
+    public static let maximumWaitingQueries = 32
+    /// At most this many known answers are kept for one waiting query; more are ignored (at
+    /// worst answered again).
+    public static let maximumWaitingKnownAnswers = 512
+
+    /// A truncated query waiting for its known-answer parts.
+    struct WaitingQuery: Sendable {
+        var message: DNSMessage
+        var fromPort: UInt16
+        var interface: Int32
+        var until: Duration
+        var parts: Int
+    }
+
+    /// Who a waiting query came from: the known-answer parts come from the same address and
+    /// port, on the same interface.
+    struct Querier: Hashable, Sendable {
+        var address: [UInt8]
+        var port: UInt16
+        var interface: Int32
     }
 
     enum Phase: Hashable, Sendable {
@@ -48,12 +114,16 @@ public struct MDNSResponder: Sendable {
     var instanceNumber = 1
     var hostNumber = 1
     var conflicts: [Duration] = []
-    var pendingAnswers: [DNSResourceRecord] = []
+    /// Shared records to answer after a short random delay, by the interface the question
+    /// came on (0: unknown, every interface).
+    var pendingAnswers: [Int32: [DNSResourceRecord]] = [:]
     var pendingAt: Duration?
+    var waiting: [Querier: WaitingQuery] = [:]
     var events: [Event] = []
 
-    public init(service: MDNSServiceDescription, now: Duration, seed: UInt64 = UInt64.random(in: 0...UInt64.max)) {
+    public init(service: MDNSServiceDescription, now: Duration, seed: UInt64 = UInt64.random(in: 0...UInt64.max), ttls: RecordTTLs = .standard) {
         self.service = service
+        self.ttls = ttls
         self.baseInstance = service.instance
         self.baseHost = service.hostLabel
         self.random = SplitMix(state: seed)
@@ -76,17 +146,17 @@ public struct MDNSResponder: Sendable {
         let instance = instanceName
         let host = hostName
         return [
-            DNSResourceRecord(name: instance, cacheFlush: true, ttl: Self.hostRecordTTL,
+            DNSResourceRecord(name: instance, cacheFlush: true, ttl: ttls.host,
                               data: .srv(priority: 0, weight: 0, port: service.port, target: host)),
-            DNSResourceRecord(name: instance, cacheFlush: true, ttl: Self.otherRecordTTL, data: .txt(service.txt)),
-        ] + service.addresses.map { DNSResourceRecord(name: host, cacheFlush: true, ttl: Self.hostRecordTTL, data: $0) }
+            DNSResourceRecord(name: instance, cacheFlush: true, ttl: ttls.other, data: .txt(service.txt)),
+        ] + service.addresses.map { DNSResourceRecord(name: host, cacheFlush: true, ttl: ttls.host, data: $0) }
     }
 
     var sharedRecords: [DNSResourceRecord] {
         let enumeration = DNSName(uncheckedLabels: [Array("_services".utf8), Array("_dns-sd".utf8), Array("_udp".utf8)] + service.serviceType.labels.suffix(1))
         return [
-            DNSResourceRecord(name: service.serviceType, ttl: Self.otherRecordTTL, data: .ptr(instanceName)),
-            DNSResourceRecord(name: enumeration, ttl: Self.otherRecordTTL, data: .ptr(service.serviceType)),
+            DNSResourceRecord(name: service.serviceType, ttl: ttls.other, data: .ptr(instanceName)),
+            DNSResourceRecord(name: enumeration, ttl: ttls.other, data: .ptr(service.serviceType)),
         ]
     }
 
@@ -96,17 +166,40 @@ public struct MDNSResponder: Sendable {
     public var nextDeadline: Duration? {
         var deadline: Duration? = phase == .running || phase == .stopped ? nil : nextAction
         if let pendingAt { deadline = min(deadline ?? pendingAt, pendingAt) }
+        for query in waiting.values { deadline = min(deadline ?? query.until, query.until) }
         return deadline
     }
 
     /// The probes, announcements and delayed answers due at `now` (all multicast).
     public mutating func poll(now: Duration) -> [DNSMessage] {
-        var out: [DNSMessage] = []
+        pollOutgoing(now: now).map(\.message)
+    }
+
+    /// What is due at `now`: probes and announcements (every interface), delayed answers and
+    /// answers to truncated queries whose wait is over (the interface the query came on, or
+    /// its sender for a legacy query).
+    public mutating func pollOutgoing(now: Duration) -> [Outgoing] {
+        var out: [Outgoing] = []
+        for (querier, query) in waiting where now >= query.until {
+            waiting[querier] = nil
+            out += answer(query.message, now: now, fromPort: query.fromPort, interface: query.interface)
+        }
         if let at = pendingAt, now >= at {
             pendingAt = nil
-            if phase != .stopped, let response = response(answering: pendingAnswers, ttlCap: nil) { out.append(response) }
-            pendingAnswers = []
+            if phase != .stopped {
+                for (interface, answers) in pendingAnswers.sorted(by: { $0.key < $1.key }) {
+                    if let response = response(answering: answers, ttlCap: nil) {
+                        out.append(Outgoing(message: response, unicastToSender: false, interface: interface == 0 ? nil : interface))
+                    }
+                }
+            }
+            pendingAnswers = [:]
         }
+        return out + pollAnnouncements(now: now).map { Outgoing(message: $0, unicastToSender: false) }
+    }
+
+    mutating func pollAnnouncements(now: Duration) -> [DNSMessage] {
+        var out: [DNSMessage] = []
         guard now >= nextAction else { return out }
         switch phase {
         case .probing(let sent) where sent < 3:
@@ -119,7 +212,7 @@ public struct MDNSResponder: Sendable {
         case .probing:
             phase = .announcing(sent: 0)
             events.append(.registered(instance: service.instance))
-            return out + poll(now: now)
+            return out + pollAnnouncements(now: now)
         case .announcing(let sent):
             out.append(DNSMessage(isResponse: true, isAuthoritative: true, answers: allRecords))
             if sent + 1 >= 2 {
@@ -136,6 +229,14 @@ public struct MDNSResponder: Sendable {
 
     /// Takes in a message heard; returns what must go out at once.
     public mutating func receive(_ message: DNSMessage, now: Duration, fromPort: UInt16 = 5353) -> [Outgoing] {
+        receive(message, now: now, from: MDNSSource(address: [], port: fromPort), interface: 0)
+    }
+
+    /// Takes in a message heard from `source` on `interface` (0: unknown); returns what must
+    /// go out at once. A query with the TC bit waits for its known-answer parts from the same
+    /// source (RFC 6762 §7.2) and is answered by `pollOutgoing` once they are in.
+    public mutating func receive(_ message: DNSMessage, now: Duration, from source: MDNSSource, interface: Int32) -> [Outgoing] {
+        let fromPort = source.port
         guard message.opcode == 0, message.rcode == 0, phase != .stopped else { return [] }
         if message.isResponse {
             // A response from another port is no multicast DNS responder's (RFC 6762 §6).
@@ -147,15 +248,43 @@ public struct MDNSResponder: Sendable {
             settleSimultaneousProbe(message.authorities, now: now)
             return []
         }
+        let querier = Querier(address: source.address, port: source.port, interface: interface)
+        if message.questions.isEmpty {
+            // A known-answer part of a truncated query.
+            guard var query = waiting[querier] else { return [] }
+            let room = max(0, Self.maximumWaitingKnownAnswers - query.message.answers.count)
+            query.message.answers += message.answers.prefix(room)
+            if message.isTruncated, query.parts < Self.maximumKnownAnswerParts {
+                query.parts += 1
+                query.until = now + knownAnswerDelay()
+            }
+            waiting[querier] = query
+            return []
+        }
+        // A legacy querier (not port 5353) is answered at once, to its address.
+        if message.isTruncated, fromPort == MDNSSource.port, waiting[querier] == nil, waiting.count < Self.maximumWaitingQueries {
+            waiting[querier] = WaitingQuery(message: message, fromPort: fromPort, interface: interface, until: now + knownAnswerDelay(), parts: 0)
+            return []
+        }
+        return answer(message, now: now, fromPort: fromPort, interface: interface)
+    }
+
+    mutating func knownAnswerDelay() -> Duration {
+        Self.knownAnswerWait + Self.knownAnswerWaitJitter * (Double(random.next() % 1001) / 1000)
+    }
+
+    /// Answers `query`'s questions, leaving out what its known answers hold: unique records and
+    /// answers to probes and legacy queries at once, shared records after 20–120 ms.
+    mutating func answer(_ query: DNSMessage, now: Duration, fromPort: UInt16, interface: Int32) -> [Outgoing] {
         var immediate: [DNSResourceRecord] = []
-        for question in message.questions {
+        for question in query.questions {
             for record in allRecords where question.isAnswered(by: record) {
-                let known = message.answers.contains { $0.isSameRecord(as: record) && $0.ttl >= record.ttl / 2 }
+                let known = query.answers.contains { $0.isSameRecord(as: record) && $0.ttl >= record.ttl / 2 }
                 if known { continue }
-                if fromPort != 5353 || !message.authorities.isEmpty || record.cacheFlush {
+                if fromPort != 5353 || !query.authorities.isEmpty || record.cacheFlush {
                     immediate.append(record)
-                } else if !pendingAnswers.contains(where: { $0.isSameRecord(as: record) }) {
-                    pendingAnswers.append(record)
+                } else if !(pendingAnswers[interface] ?? []).contains(where: { $0.isSameRecord(as: record) }) {
+                    pendingAnswers[interface, default: []].append(record)
                 }
             }
         }
@@ -166,17 +295,39 @@ public struct MDNSResponder: Sendable {
         if fromPort != 5353 {
             // Legacy unicast: the query's ID and questions, TTLs of at most 10 s, no cache-flush bits.
             guard var response = response(answering: immediate, ttlCap: 10) else { return [] }
-            response.id = message.id
-            response.questions = message.questions
-            return [Outgoing(message: response, unicastToSender: true)]
+            response.id = query.id
+            response.questions = query.questions
+            return [Outgoing(message: response, unicastToSender: true, interface: interface == 0 ? nil : interface)]
         }
-        return response(answering: immediate, ttlCap: nil).map { [Outgoing(message: $0, unicastToSender: false)] } ?? []
+        return response(answering: immediate, ttlCap: nil).map {
+            [Outgoing(message: $0, unicastToSender: false, interface: interface == 0 ? nil : interface)]
+        } ?? []
+    }
+
+    /// `message` as sent on an interface whose addresses are `addresses`: of the host's A and
+    /// AAAA records, only that interface's (RFC 6762 §6.2: a responder's address records on an
+    /// interface are the addresses valid there). Nil when nothing is left to send.
+    public func addressed(_ message: DNSMessage, to addresses: [DNSRecordData]) -> DNSMessage? {
+        let host = hostName
+        func keep(_ record: DNSResourceRecord) -> Bool {
+            guard record.name == host else { return true }
+            switch record.data {
+            case .a, .aaaa: return addresses.contains(record.data)
+            default: return true
+            }
+        }
+        var out = message
+        out.answers = message.answers.filter(keep)
+        out.authorities = message.authorities.filter(keep)
+        out.additionals = message.additionals.filter(keep)
+        if out.questions.isEmpty, out.answers.isEmpty, out.authorities.isEmpty { return nil }
+        return out
     }
 
     /// The goodbye to send on cancel (every record with TTL 0), if anything was announced; stops
     /// the responder either way.
     public mutating func goodbye() -> DNSMessage? {
-        defer { phase = .stopped; pendingAnswers = []; pendingAt = nil }
+        defer { phase = .stopped; pendingAnswers = [:]; pendingAt = nil; waiting = [:] }
         guard isRegistered else { return nil }
         return DNSMessage(isResponse: true, isAuthoritative: true, answers: allRecords.map { var record = $0; record.ttl = 0; return record })
     }
@@ -239,6 +390,9 @@ public struct MDNSResponder: Sendable {
             let theirs = authorities.filter { $0.name == name }
             guard !theirs.isEmpty else { continue }
             let ours = uniqueRecords.filter { $0.name == name }
+            // Our own probe, heard back on another interface: each interface's copy carries
+            // that interface's addresses alone, a part of ours.
+            if theirs.allSatisfy({ record in ours.contains { $0.isSameRecord(as: record) } }) { continue }
             if Self.sortKey(theirs).lexicographicallyPrecedes(Self.sortKey(ours), by: { $0.lexicographicallyPrecedes($1) }) {
                 continue
             }

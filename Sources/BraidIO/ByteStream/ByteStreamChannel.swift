@@ -52,6 +52,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
     private let handshakeTimeout: Duration
 
     private var socket: (any ByteStreamSocket)?
+    package var trafficObserver: ((ConnectionTraffic) -> Void)?
     /// The layer between the socket and the byte stream (TLS); nil: the socket carries the
     /// stream's bytes as they are.
     package private(set) var layer: (any ByteStreamLayer)?
@@ -176,6 +177,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         if let layer {
             // Weakly: the channel owns the layer, and a strong reference back would keep both.
             let channel = LoopBound(WeakByteStreamChannel(self), on: context.loop)
+            layer.eventLoop = context.loop
             layer.requestProcessing = {
                 channel.loop.execute { context in channel.value.channel?.layerRequestedProcessing(context) }
             }
@@ -651,6 +653,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         }
         if finalError == nil { endCalls(with: CancellationError()) }
         closing = false
+        reportTraffic(of: socket)
         socket.abort()
         self.socket = nil
         release(context)
@@ -681,9 +684,25 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         unwritten.removeAll()
         unwrittenByteCount = 0
         token = nil
+        if let socket { reportTraffic(of: socket) }
         socket?.close()
         socket = nil
         standIn = nil
+    }
+
+    /// Hands the observer, if any, what the connection carried: read once, as it closes.
+    private func reportTraffic(of socket: any ByteStreamSocket) {
+        guard let observer = trafficObserver else { return }
+        trafficObserver = nil
+        var traffic = ConnectionTraffic()
+        traffic.bytesSent = socket.counters.bytesSent
+        traffic.bytesReceived = socket.counters.bytesReceived
+        if let segments = socket.segmentCounts() {
+            traffic.packetsSent = segments.sent
+            traffic.packetsReceived = segments.received
+            traffic.retransmissions = segments.retransmitted
+        }
+        observer(traffic)
     }
 }
 

@@ -39,6 +39,11 @@ package protocol ByteStreamLayer: AnyObject {
     /// `process` again on its loop (and read again, after a decision). Set once, on attach.
     var requestProcessing: (@Sendable () -> Void)? { get set }
 
+    /// The loop the channel runs the layer on, set once on attach (before `requestProcessing`):
+    /// a layer with timed work of its own (a framer's wakeup) puts it on this loop's timers,
+    /// so it runs on the loop's clock and thread. Layers without timers ignore it.
+    var eventLoop: EventLoop? { get set }
+
     // MARK: From above
 
     /// Whether sends queued before the layer is ready go to `sendEarly` (a resuming TLS client
@@ -92,6 +97,10 @@ package protocol ByteStreamLayer: AnyObject {
 }
 
 extension ByteStreamLayer {
+    package var eventLoop: EventLoop? {
+        get { nil }
+        set {}
+    }
     package var securityFacts: SecurityFacts? { nil }
     package var upgradeFacts: UpgradeFacts? { nil }
 }

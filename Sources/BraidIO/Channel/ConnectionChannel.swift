@@ -12,6 +12,9 @@ package protocol ConnectionChannel: AnyObject {
     var finalError: (any Error)? { get }
     /// What the connection agreed and where it runs, read when the channel reports ready.
     var facts: ConnectionFacts { get }
+    /// Called once with what the connection carried when the channel lets its transport go
+    /// (nil: nobody asked, and nothing is gathered). Set before the channel ends.
+    var trafficObserver: ((ConnectionTraffic) -> Void)? { get set }
     /// Ends every pending call with `error` before the channel has a transport (a failed
     /// start), or at once after.
     func fail(_ error: any Error)

@@ -83,6 +83,9 @@ package final class DatagramChannel: ConnectionChannel {
     private var layerTimer: (token: UInt64, deadline: MonotonicInstant)?
     /// The layer's handshake deadline, armed at start and dropped once ready.
     private var handshakeTimer: UInt64?
+    /// What the channel carried (its own count: a listener's peers share one socket).
+    private var traffic = ConnectionTraffic()
+    package var trafficObserver: ((ConnectionTraffic) -> Void)?
 
     package init(loop: EventLoop, describe: @escaping (any Error) -> any Error) {
         self.loop = loop
@@ -178,6 +181,8 @@ package final class DatagramChannel: ConnectionChannel {
     /// first datagram since the last delivery (the caller notes the channel for it).
     package func arrived(_ bytes: UnsafeRawBufferPointer, metadata: DatagramMetadata, context: LoopContext) -> Bool {
         guard finalError == nil else { return false }
+        traffic.packetsReceived &+= 1
+        traffic.bytesReceived &+= UInt64(bytes.count)
         if let layer {
             // The layer decrypts at `deliverArrivals`, once per socket read.
             let first = !layerHasArrivals
@@ -379,6 +384,8 @@ package final class DatagramChannel: ConnectionChannel {
             metadata.ecn = first.ecn
             socket.commitSlot(metadata, segmentSize: segmentSize, length: length)
             hasSent = true
+            traffic.packetsSent &+= UInt64(segments)
+            traffic.bytesSent &+= UInt64(length)
         }
         if !socket.flush() {
             awaitingWritable = true
@@ -402,6 +409,7 @@ package final class DatagramChannel: ConnectionChannel {
             transport.release(self, context: context)
         }
         delegate?.channel(self, endedWith: error)
+        reportTraffic()
     }
 
     /// Ends every pending call with `error` before the channel has a socket (on the loop; no
@@ -410,6 +418,13 @@ package final class DatagramChannel: ConnectionChannel {
         guard let error = endCalls(with: error) else { return }
         standIn = nil
         delegate?.channel(self, endedWith: error)
+        reportTraffic()
+    }
+
+    private func reportTraffic() {
+        guard let observer = trafficObserver else { return }
+        trafficObserver = nil
+        observer(traffic)
     }
 
     /// Records the end (once) and fails every pending call; returns the described error, or

@@ -35,6 +35,19 @@ package protocol ByteStreamSocket: AnyObject {
     func setWantsReadable(_ wants: Bool)
     /// Writability interest, off from `register`: on while connecting or after a short write.
     func setWantsWritable(_ wants: Bool)
+    /// The kernel's segment counts for the connection (nil: not a TCP socket, or closed).
+    func segmentCounts() -> TCPSegmentCounts?
+}
+
+extension ByteStreamSocket {
+    package func segmentCounts() -> TCPSegmentCounts? { nil }
+}
+
+/// A TCP connection's segments as the kernel counted them (TCP_INFO).
+package struct TCPSegmentCounts: Sendable, Hashable {
+    package var sent: UInt64
+    package var received: UInt64
+    package var retransmitted: UInt64
 }
 
 /// What a listener's owner needs of its listening socket.

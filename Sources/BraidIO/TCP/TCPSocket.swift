@@ -235,6 +235,26 @@ public final class TCPSocket {
         return flags & LinuxTCP.mptcpInfoFlagFallback == 0
     }
 
+    /// The kernel's segment counts (one getsockopt of TCP_INFO), read once as the connection
+    /// ends; nil for a Unix-domain or closed socket.
+    package func segmentCounts() -> TCPSegmentCounts? {
+        guard isOpen, unixPath == nil else { return nil }
+        // struct tcp_info (linux/tcp.h), read as bytes: Glibc's copy of the struct stops before
+        // the segment counters. tcpi_total_retrans is the u32 at offset 100, tcpi_segs_out and
+        // tcpi_segs_in the u32s at 136 and 140.
+        var info = [UInt8](repeating: 0, count: 256)
+        var length = socklen_t(info.count)
+        counters.controlCalls += 1
+        let result = info.withUnsafeMutableBytes { getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, $0.baseAddress, &length) }
+        guard result == 0, length >= 144 else { return nil }
+        return info.withUnsafeBytes { bytes in
+            TCPSegmentCounts(
+                sent: UInt64(bytes.loadUnaligned(fromByteOffset: 136, as: UInt32.self)),
+                received: UInt64(bytes.loadUnaligned(fromByteOffset: 140, as: UInt32.self)),
+                retransmitted: UInt64(bytes.loadUnaligned(fromByteOffset: 100, as: UInt32.self)))
+        }
+    }
+
     // MARK: - Reading and writing
 
     /// One recv into `buffer` (not empty): the bytes read, `.wouldBlock`, or `.endOfStream`.

@@ -10,7 +10,14 @@ extension QUICConnection {
             latestRTT: Duration(ngtcp2Duration: stat.latest_rtt), congestionWindow: stat.cwnd,
             bytesInFlight: stat.bytes_in_flight, packetsSent: counters.packetsSent, bytesSent: counters.bytesSent,
             packetsReceived: counters.packetsReceived, bytesReceived: counters.bytesReceived,
-            datagramsLost: counters.datagramsLost, transmits: counters.transmits)
+            datagramsLost: counters.datagramsLost, transmits: counters.transmits, probeTimeouts: counters.probeTimeouts)
+    }
+
+    /// ngtcp2's count of probe timeouts since the last acknowledgement.
+    var probeTimeoutCount: Int {
+        var stat = ngtcp2_conn_stat()
+        braid_ngtcp2_conn_get_conn_stat(conn, &stat)
+        return stat.pto_count
     }
 }
 
@@ -30,4 +37,6 @@ package struct QUICConnectionStatistics: Sendable, Hashable {
     package var datagramsLost: UInt64
     /// Batches (potential GSO sends) written.
     package var transmits: UInt64
+    /// Probe timeouts (RFC 9002 §6.2) while `QUICConnection.countsProbeTimeouts` was set.
+    package var probeTimeouts: UInt64 = 0
 }

@@ -145,6 +145,9 @@ package final class QUICConnection {
     // MARK: Statistics (+Statistics)
     /// What went in and out, for `statistics`.
     var counters = TrafficCounters()
+    /// Count probe timeouts (`QUICConnectionStatistics.probeTimeouts`): two reads of ngtcp2's
+    /// statistics per timer expiry, so only when the owner reports them.
+    package var countsProbeTimeouts = false
 
     // MARK: Server routing
     /// Server: changes the endpoint's routing table must follow, oldest first, until the endpoint
@@ -346,7 +349,15 @@ package final class QUICConnection {
             break
         }
         datagramProbe.timerFired(at: now)
+        // ngtcp2 0.12 counts no lost packets; the probe timeouts it runs are read here, around
+        // the expiry that runs them, and only for an owner that asked.
+        let probesBefore = countsProbeTimeouts ? probeTimeoutCount : 0
         let rc = ngtcp2_conn_handle_expiry(conn, now.nanoseconds)
+        if countsProbeTimeouts, rc == 0 {
+            let probesAfter = probeTimeoutCount
+            // ngtcp2 resets its count once an acknowledgement arrives: only a rise is a timeout.
+            if probesAfter > probesBefore { counters.probeTimedOut(probesAfter - probesBefore) }
+        }
         switch rc {
         case 0:
             return

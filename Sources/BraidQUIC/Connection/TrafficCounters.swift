@@ -10,6 +10,8 @@ struct TrafficCounters {
     private(set) var datagramsLost: UInt64 = 0
     /// Batches (potential GSO sends) written.
     private(set) var transmits: UInt64 = 0
+    /// Probe timeouts (RFC 9002 §6.2), counted only while `QUICConnection.countsProbeTimeouts`.
+    private(set) var probeTimeouts: UInt64 = 0
 
     /// `packets` datagrams went out, `bytes` in all.
     mutating func sent(packets: Int, bytes: Int) {
@@ -30,4 +32,6 @@ struct TrafficCounters {
     }
 
     mutating func datagramLost() { datagramsLost += 1 }
+
+    mutating func probeTimedOut(_ count: Int) { probeTimeouts += UInt64(count) }
 }

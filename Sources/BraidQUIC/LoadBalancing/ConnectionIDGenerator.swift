@@ -19,7 +19,8 @@ package final class ConnectionIDGenerator {
             if configuration.key != nil {
                 counter = [UInt8](repeating: 0, count: configuration.nonceLength - 1)
                 fillRandom(&counter)
-                noncesLeft = counter.count < 8 ? UInt64(1) << (8 * counter.count) : nil
+                counter[0] &= 0x7f
+                noncesLeft = counter.count < 8 ? UInt64(1) << (8 * counter.count - 1) : nil
             }
         } else {
             codec = nil
@@ -33,17 +34,19 @@ package final class ConnectionIDGenerator {
         ConnectionID(bytes: nextBytes())
     }
 
-    /// The source ID of a Retry packet: routable like every other ID, but for encrypted
-    /// QUIC-LB with a random nonce rather than the next of the counter's. Anyone can make a
-    /// server send Retry packets (one spoofed Initial each), so Retry must not spend the finite
-    /// nonce space that the loop's connections need; a Retry ID only lives until the client's
-    /// next Initial, so the small chance that its random nonce meets a counter nonce later
-    /// costs at most one handshake attempt; `isInUse` keeps it off a live connection's ID.
-    package func nextForRetry(avoiding isInUse: (ConnectionID) -> Bool = { _ in false }) -> ConnectionID {
+    /// A connection ID for a packet that anyone can make the server send: the source ID of a
+    /// Retry (one spoofed Initial each) or of a handshake's first packets (one Initial from
+    /// any address each). Routable like every other ID, but for encrypted QUIC-LB its nonce is
+    /// random rather than the counter's next, so such packets never spend the finite nonce
+    /// space: only IDs issued after a completed handshake (NEW_CONNECTION_ID) do. Random
+    /// nonces have the counter part's top bit set and counter nonces have it clear, so the two
+    /// never meet; `isInUse` keeps a random one off a live connection's ID.
+    package func nextWithRandomNonce(avoiding isInUse: (ConnectionID) -> Bool = { _ in false }) -> ConnectionID {
         guard case .quicLB(let configuration) = format, configuration.key != nil, let codec else { return next() }
         var random = [UInt8](repeating: 0, count: configuration.nonceLength - 1)
         while true {
             fillRandom(&random)
+            random[0] |= 0x80
             let id = ConnectionID(bytes: codec.encode(nonce: [loopTag] + random, trailing: [loopTag]))
             if !isInUse(id) { return id }
         }
@@ -102,11 +105,13 @@ package final class ConnectionIDGenerator {
     /// Tests: as if every nonce had been used.
     func exhaustNoncesForTesting() { noncesLeft = 0 }
 
+    /// The next counter value, its top bit kept clear (wrapping within that half).
     private func increment(_ counter: inout [UInt8]) {
         for index in counter.indices.reversed() {
             counter[index] &+= 1
-            if counter[index] != 0 { return }
+            if counter[index] != 0 { break }
         }
+        counter[0] &= 0x7f
     }
 
     /// The server ID an ID of this generator's format carries (QUIC-LB: decrypted), or nil for

@@ -82,6 +82,12 @@ package final class QUICLBCodec {
         return Array(plaintext.prefix(configuration.serverID.count))
     }
 
+    /// The nonce in `cid` (decrypted), or nil if it is too short or not of this configuration.
+    package func nonce(in cid: [UInt8]) -> [UInt8]? {
+        guard cid.count >= 1 + configuration.plaintextLength, cid[0] >> 5 == configuration.configRotation else { return nil }
+        return Array(decrypt(Array(cid[1...configuration.plaintextLength])).dropFirst(configuration.serverID.count))
+    }
+
     private func encrypt(_ plaintext: [UInt8]) -> [UInt8] {
         guard let cipher else { return plaintext }
         if plaintext.count == 16 { return cipher.encrypt(plaintext) }

@@ -313,7 +313,7 @@ package final class QUICServerEndpoint {
         var settings = transport.ngtcp2Settings(now: now)
         if validatedToken { settings.token = header.token }
         var params = transport.ngtcp2TransportParameters()
-        let sourceCID = connectionIDs.next()
+        let sourceCID = connectionIDs.nextWithRandomNonce { routes[$0] != nil }
         if let originalDCID {
             params.original_dcid = originalDCID
             params.retry_scid = header.dcid
@@ -533,7 +533,7 @@ package final class QUICServerEndpoint {
     private func sendRetry(_ header: ngtcp2_pkt_hd, datagramLength: Int, path: QUICPath, now: QUICInstant) {
         var header = header
         // Encoded like every other ID, so a balancer routes the client's next Initial back here.
-        var retrySCID = connectionIDs.nextForRetry { routes[$0] != nil }.ngtcp2
+        var retrySCID = connectionIDs.nextWithRandomNonce { routes[$0] != nil }.ngtcp2
         var token = [UInt8](repeating: 0, count: braid_ngtcp2_crypto_max_retry_tokenlen())
         let tokenLength = keys.ring.current.tokenSecret.withUnsafeBufferPointer { secret in
             path.remote.withSockAddr { address, length in

@@ -87,9 +87,6 @@ int braid_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int max, int6
 /// it otherwise). Returns 1 if memory was released.
 int braid_malloc_trim(void);
 
-/// tgkill(2): sends `signal` to thread `tid` of process `pid` (the tests direct signals at one
-/// thread of a child; Glibc's Swift module does not export tgkill). Returns 0 or -1 with errno.
-int braid_tgkill(int pid, int tid, int signal);
 
 /// The index of the interface a received message arrived on, from its IP_PKTINFO or
 /// IPV6_PKTINFO control message (0 when it has none): which link an mDNS message was heard on.

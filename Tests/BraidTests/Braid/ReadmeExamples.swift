@@ -8,8 +8,9 @@ import Testing
 
 @testable import Braid
 
-// The README's examples, verbatim apart from file paths and the port, so they compile with
-// every build and run against each other here.
+// The README's examples and many of the DocC articles' (tools/check-doc-examples.py checks that
+// each is here, or in Tests/BraidTests/Docs/ArticleExamples.swift, verbatim apart from
+// indentation), so they compile with every build; most run against each other here.
 
 /// README: a server.
 func readmeServer(port: NWEndpoint.Port, certificate: String, key: String) async throws {
@@ -827,4 +828,68 @@ func readmeDiscovery() async throws -> NetworkConnection<TCP> {
     let endpoint = try await browser.run { results in .finish(results.first!.endpoint) }
     let connection = NetworkConnection(to: endpoint) { TCP() }
     return connection
+}
+
+// The README's classic-API quick starts: compiled here, not run (they name hosts on the
+// internet; the classic client above runs against a Braid listener).
+
+/// README (quick start): a classic QUIC stream.
+func readmeClassicQUIC() -> NWConnection {
+    let quic = NWConnection(host: "example.com", port: 4433, using: .quic(alpn: ["echo"]))
+    quic.start(queue: .main)
+    quic.send(content: Data("hello".utf8), contentContext: .finalMessage, isComplete: true, completion: .contentProcessed { _ in })
+    quic.receive(minimumIncompleteLength: 1, maximumLength: 65536) { content, _, isComplete, _ in
+        print(content?.count ?? 0, isComplete)
+    }
+    return quic
+}
+
+/// README (quick start): a classic TLS client.
+func readmeClassicTLS() -> NWConnection {
+    let connection = NWConnection(host: "example.com", port: 443, using: .tls)
+    connection.stateUpdateHandler = { state in
+        switch state {
+        case .ready: print("ready")
+        case .waiting(let error): print("waiting: \(error)")
+        case .failed(let error): print("failed: \(error)")
+        default: break
+        }
+    }
+    connection.start(queue: .main)
+    connection.send(content: Data("hello".utf8), completion: .contentProcessed { error in
+        if let error { print("send failed: \(error)") }
+    })
+    connection.receive(minimumIncompleteLength: 1, maximumLength: 65536) { content, _, isComplete, error in
+        print(content?.count ?? 0, isComplete, error as Any)
+    }
+    return connection
+}
+
+/// README (quick start): a classic DTLS client.
+func readmeClassicDTLS() -> NWConnection {
+    let tls = NWProtocolTLS.Options()
+    sec_protocol_options_add_tls_application_protocol(tls.securityProtocolOptions, "coap")
+    let connection = NWConnection(host: "sensor.example", port: 5684, using: NWParameters(dtls: tls))
+    return connection
+}
+
+/// README (quick start): a classic WebSocket client.
+func readmeClassicWebSocket() -> NWConnection {
+    let parameters = NWParameters.tls
+    parameters.defaultProtocolStack.applicationProtocols.insert(NWProtocolWebSocket.Options(), at: 0)
+    let socket = NWConnection(to: .url(URL(string: "wss://www.example.com/chat")!), using: parameters)
+    socket.start(queue: .main)
+    let text = NWConnection.ContentContext(identifier: "text", metadata: [NWProtocolWebSocket.Metadata(opcode: .text)])
+    socket.send(content: Data("hello".utf8), contentContext: text, isComplete: true, completion: .idempotent)
+    return socket
+}
+
+/// README (quick start): a classic browser.
+func readmeClassicBrowser() -> NWBrowser {
+    let browser = NWBrowser(for: .bonjour(type: "_game._tcp", domain: nil), using: .tcp)
+    browser.browseResultsChangedHandler = { results, _ in
+        print(results.map(\.endpoint))
+    }
+    browser.start(queue: .main)
+    return browser
 }

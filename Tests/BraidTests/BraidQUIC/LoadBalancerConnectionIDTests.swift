@@ -101,22 +101,38 @@ import Testing
         #expect(id.last == 2)
     }
 
-    /// Retry packets (which a spoofed Initial can ask for) spend no counter nonce: Retry IDs
-    /// carry the server ID and the loop tag, also once every counter nonce is used.
-    @Test func retryIDsSpendNoNonceAndStayRoutable() throws {
+    /// Retry and handshake IDs (which any Initial, spoofed or not, can ask for) spend no counter
+    /// nonce: they carry the server ID and the loop tag, also once every counter nonce is used.
+    @Test func retryAndHandshakeIDsSpendNoNonceAndStayRoutable() throws {
         let format = QUICConnectionIDFormat.quicLB(QUICLBConfiguration(configRotation: 1, serverID: [7, 8], nonceLength: 4, key: Array(0..<16)))
         let generator = try ConnectionIDGenerator(format: format, loopTag: 3)
         for _ in 0..<1000 {
-            let retry = generator.nextForRetry().bytes
+            let retry = generator.nextWithRandomNonce().bytes
             #expect(retry[0] >> 5 == 1)
             #expect(generator.serverID(in: retry) == [7, 8])
             #expect(retry.last == 3)
         }
         generator.exhaustNoncesForTesting()
         #expect(generator.next().bytes[0] >> 5 == 0b111)
-        let retry = generator.nextForRetry().bytes
+        let retry = generator.nextWithRandomNonce().bytes
         #expect(retry[0] >> 5 == 1)
         #expect(generator.serverID(in: retry) == [7, 8])
+    }
+
+    /// Counter nonces and random ones come from the two halves of the space (the top bit
+    /// after the loop tag), so an ID with a random nonce can never be a counter's, however
+    /// long the counter runs.
+    @Test func counterAndRandomNoncesNeverMeet() throws {
+        let configuration = QUICLBConfiguration(configRotation: 2, serverID: [9], nonceLength: 4, key: Array(0..<16))
+        let generator = try ConnectionIDGenerator(format: .quicLB(configuration), loopTag: 5)
+        let codec = try QUICLBCodec(configuration)
+        for _ in 0..<2000 {
+            let counted = try #require(codec.nonce(in: generator.next().bytes))
+            let random = try #require(codec.nonce(in: generator.nextWithRandomNonce().bytes))
+            #expect(counted[0] == 5 && random[0] == 5, "the loop tag leads every nonce")
+            #expect(counted[1] & 0x80 == 0, "\(counted)")
+            #expect(random[1] & 0x80 != 0, "\(random)")
+        }
     }
 
     @Test func invalidFormatsAreRefusedWithAReason() {

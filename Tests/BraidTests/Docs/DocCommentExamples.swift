@@ -1388,3 +1388,42 @@ func docExample_NWEndpoint_service() {
     let table: NWEndpoint = .service(name: "Table 7", type: "_game._tcp", domain: "local.", interface: nil)
     _ = table
 }
+
+/// Sources/Braid/Listener/NetworkListener.swift (metricsLabel)
+func docExample_NetworkListener_metricsLabel() -> NetworkListener<TLS> {
+    let listener = NetworkListener(port: 4433) {
+        TLS { TCP() }.identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    }
+    listener.metricsLabel = "api"
+    return listener
+}
+
+func docExample_ListenerProvider() throws {
+    let listener = try NetworkListener(for: .bonjour(name: "Table 7", type: "_game._tcp")) { TCP() }
+    _ = listener
+}
+
+func docExample_BonjourListenerProvider() throws {
+    let provider = BonjourListenerProvider(name: "Table 7", type: "_game._tcp", txtRecord: NWTXTRecord(["players": "4"]))
+    let listener = try NetworkListener(for: provider) { TCP() }
+    _ = listener
+}
+
+func docExample_NetworkListener_initForUsing() throws {
+    let listener = try NetworkListener(for: .bonjour(name: "Table 7", type: "_game._tcp"), using: .parameters { TCP() })
+    _ = listener
+}
+
+func docExample_NetworkListener_initForStack() throws {
+    let listener = try NetworkListener(for: .bonjour(name: "Table 7", type: "_game._tcp")) {
+        TLS().identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    }
+    listener.onServiceRegistrationUpdate { _, change in
+        if case .add(let endpoint) = change { print("advertised as", endpoint) }
+    }
+}
+
+func docExample_NetworkListener_onServiceRegistrationUpdate() throws {
+    let listener = try NetworkListener(for: .bonjour(type: "_game._tcp")) { TCP() }
+    listener.onServiceRegistrationUpdate { _, change in print(change) }
+}

@@ -50,7 +50,21 @@ final class NetworkNamespace: Sendable {
 
     /// `ip -n NAME arguments...`.
     func ip(_ arguments: String...) async throws {
+        try await ip(arguments)
+    }
+
+    /// `ip -n NAME arguments...`, the arguments in an array.
+    func ip(_ arguments: [String]) async throws {
         try await Self.ip(["-n", name] + arguments)
+    }
+
+    /// Where iproute2's `ip` is.
+    static var ipExecutable: String {
+        get throws {
+            guard let executable = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].first(where: FileManager.default.isExecutableFile)
+            else { throw NamespaceFailure("iproute2's ip is not installed: the network-namespace tests need it") }
+            return executable
+        }
     }
 
     /// A veth pair with one end, `name`, in this namespace and the other, `peer`, in
@@ -130,9 +144,7 @@ final class NetworkNamespace: Sendable {
     }
 
     private static func ip(_ arguments: [String]) async throws {
-        guard let executable = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].first(where: FileManager.default.isExecutableFile)
-        else { throw NamespaceFailure("iproute2's ip is not installed: the network-namespace tests need it") }
-        let child = try ChildProcess(executable, arguments)
+        let child = try ChildProcess(try ipExecutable, arguments)
         let exit = try await child.finish(within: 20)
         guard exit.status == 0 else {
             throw NamespaceFailure("`ip \(arguments.joined(separator: " "))` failed (\(exit.status)): \(child.errors) (network namespaces need root and a kernel that allows them)")

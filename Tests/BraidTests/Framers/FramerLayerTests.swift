@@ -1,0 +1,291 @@
+import Foundation
+import Testing
+
+@testable import Braid
+import BraidCore
+import BraidIO
+import BraidWebSocketIO
+
+/// The framer layer's bounds and ordering under its own calls: output written in answer to
+/// input stops the input of a peer that does not read (over loopback TCP), a delivery from an
+/// `async` block waits behind a streamed message, and wakeups run on the loop's timers.
+@Suite(.timeLimit(.minutes(5))) struct FramerLayerTests {
+    // MARK: Answers to a peer that does not read
+
+    /// A raw TCP peer sends 16 MiB to a framer that answers each 1 KiB block with 2 KiB, and
+    /// reads nothing: the framer's layer stops parsing (and the channel reading) once 64 KiB of
+    /// answers wait, so it never holds more than that before a `handleInput`; once the peer
+    /// reads, every answer arrives in order and all of the input is parsed.
+    @Test func aPeerThatSendsWithoutReadingIsStoppedByTheBoundOnAnswers() async throws {
+        AnsweringFramer.reset()
+        let server = try await RunningFramedListener.start(Framer<AnsweringFramer> { TCP() }) { connection in
+            // The application reads nothing either: the framer delivers no messages.
+            _ = try? await connection.receive()
+        }
+        defer { server.task.cancel() }
+        let peer = NetworkConnection(to: server.endpoint) { TCP() }
+        defer { peer.cancel() }
+        let blocks = 16 * 1024
+        let sending = Task {
+            var chunk = Data()
+            for index in 0 ..< blocks {
+                chunk.append(AnsweringFramer.block(index))
+                if chunk.count == 64 * 1024 {
+                    try await peer.send(chunk)
+                    chunk.removeAll(keepingCapacity: true)
+                }
+            }
+        }
+        // Until the server holds the input (or, were it unbounded, has parsed all of it).
+        let held = try await withDeadline(.seconds(240)) {
+            while true {
+                if AnsweringFramer.state.withLock({ $0.consumed }) == blocks * AnsweringFramer.blockSize { return false }
+                if await AnsweringFramer.serverHoldsInput() { return true }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        #expect(held == true, "the server parsed all 16 MiB while the peer read none of its answers")
+        let state = AnsweringFramer.state.withLock { $0 }
+        #expect(state.largestPendingAtEntry < FramerLayer.outputLimit)
+        #expect(state.consumed < blocks * AnsweringFramer.blockSize)
+
+        // The peer reads: each block comes back twice, in order, and the rest of the input is parsed.
+        var buffered = Data()
+        var next = 0
+        while next < blocks {
+            buffered.append(try await peer.receive(atLeast: 1, atMost: 1 << 20).content)
+            var offset = buffered.startIndex
+            while buffered.endIndex - offset >= 2 * AnsweringFramer.blockSize {
+                let expected = AnsweringFramer.block(next)
+                let answer = buffered[offset ..< offset + 2 * AnsweringFramer.blockSize]
+                guard answer == expected + expected else {
+                    Issue.record("the answer to block \(next) differs")
+                    return
+                }
+                offset += 2 * AnsweringFramer.blockSize
+                next += 1
+            }
+            buffered = Data(buffered[offset...])
+        }
+        try await sending.value
+        let final = AnsweringFramer.state.withLock { $0 }
+        #expect(final.consumed == blocks * AnsweringFramer.blockSize)
+        #expect(final.largestPendingAtEntry < FramerLayer.outputLimit)
+    }
+
+    // MARK: A delivery behind a streamed message
+
+    /// A message delivered with `deliverInputNoCopy` before its bytes have all arrived is
+    /// streamed (its record's header goes up at once); a `deliverInput` from an `async` block
+    /// meanwhile comes after it, whole, not inside it.
+    @Test func aDeliveryFromAnAsyncBlockFollowsAStreamedMessage() throws {
+        let layer = FramerLayer(definition: StreamingFramer.definition, maximumMessageSize: 1024, over: PlainByteStreamLayer(), messages: FramerMessages())
+        var above: [UInt8] = []
+        func feed(_ bytes: [UInt8]) throws {
+            if !bytes.isEmpty {
+                _ = layer.withInputSpace(minimum: bytes.count) { space in
+                    bytes.withUnsafeBytes { space.copyMemory(from: $0) }
+                    return bytes.count
+                }
+            }
+            _ = try layer.process { above.append(contentsOf: $0) }
+        }
+        // Ten bytes announced, four arrive: the framer streams the message and asks for an
+        // `async` delivery, which runs on the next pass while six bytes are still to come.
+        try feed([10, 1, 2, 3, 4])
+        try feed([])
+        try feed([5, 6, 7, 8, 9, 10])
+        let records = try Self.records(above)
+        #expect(records.map(\.value) == [Array(1 ... 10), Array("from async".utf8)])
+    }
+
+    /// The TLV records a framer layer delivered above it: type and length (UInt32 each, big
+    /// endian), then the value.
+    static func records(_ bytes: [UInt8]) throws -> [(type: UInt32, value: [UInt8])] {
+        var records: [(type: UInt32, value: [UInt8])] = []
+        var offset = 0
+        while offset < bytes.count {
+            try #require(bytes.count - offset >= 8, "a record header cut short")
+            let field = { (at: Int) in bytes[at ..< at + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } }
+            let type = field(offset), length = Int(field(offset + 4))
+            try #require(bytes.count - offset - 8 >= length, "a record cut short")
+            records.append((type, Array(bytes[offset + 8 ..< offset + 8 + length])))
+            offset += 8 + length
+        }
+        return records
+    }
+
+    // MARK: Wakeups on the loop
+
+    /// Wakeups run on the channel's loop timers, on the loop's clock (virtual here): one set
+    /// for 5 ms and cancelled off the loop never runs, one set for 20 ms runs once, at 20 ms,
+    /// on the loop.
+    @Test func wakeupsRunOnTheLoopsTimers() throws {
+        let loop = try EventLoop(virtualTimeStartingAt: MonotonicInstant(nanoseconds: 1_000_000_000))
+        defer { loop.shutdown() }
+        WakeupCountingFramer.reset()
+        let (socket, peer) = MemoryStreamNetwork.pair(capacity: 4096)
+        defer { withExtendedLifetime(peer) {} }
+        let channel = ByteStreamChannel(loop: loop, sendLimit: 64 * 1024, receiveLimit: 64 * 1024, handshakeTimeout: .seconds(5), describe: { $0 })
+        let layer = FramerLayer(definition: WakeupCountingFramer.definition, maximumMessageSize: 1024, over: PlainByteStreamLayer(), messages: FramerMessages())
+        let instance = try #require(layer.instance)
+        let parts = OnTheTestThread(value: (channel, layer, socket))
+        loop.execute { context in parts.value.0.attach(socket: parts.value.2, layer: parts.value.1, context: context) }
+        loop.runPending()
+        #expect(channel.isReady)
+        // `start` asked for a wakeup in 5 ms; cancelled and replaced from this thread, which is
+        // not the loop's while it is not driving it.
+        #expect(!loop.inEventLoop)
+        instance.scheduleWakeup(wakeupTime: .forever)
+        instance.scheduleWakeup(wakeupTime: .milliseconds(20))
+        loop.advance(by: .milliseconds(19))
+        #expect(WakeupCountingFramer.state.withLock { $0 } == .init(wakeups: 0, onTheLoop: 0))
+        loop.advance(by: .milliseconds(2))
+        #expect(WakeupCountingFramer.state.withLock { $0 } == .init(wakeups: 1, onTheLoop: 1))
+        loop.advance(by: .seconds(1))
+        #expect(WakeupCountingFramer.state.withLock { $0 } == .init(wakeups: 1, onTheLoop: 1))
+    }
+}
+
+/// Lets a test hand loop-confined state to a virtual loop it drives itself on this thread.
+private struct OnTheTestThread<Value>: @unchecked Sendable {
+    let value: Value
+}
+
+/// Answers each 1 KiB block of input with the block twice, and notes how much of its answers
+/// waited below it each time `handleInput` was called.
+final class AnsweringFramer: NWProtocolFramerImplementation, FramerProtocol {
+    static let definition = NWProtocolFramer.Definition(implementation: AnsweringFramer.self)
+    static var label: String { "Answering" }
+    static let blockSize = 1024
+
+    struct State {
+        var instance: NWProtocolFramer.Instance?
+        var consumed = 0
+        var largestPendingAtEntry = 0
+    }
+
+    static let state = Locked(State())
+
+    static func reset() {
+        state.withLock { $0 = State() }
+    }
+
+    /// Block `index` of the peer's input: its number, then a byte that depends on it.
+    static func block(_ index: Int) -> Data {
+        var block = Data(repeating: UInt8(truncatingIfNeeded: index &* 7 &+ 1), count: blockSize)
+        withUnsafeBytes(of: UInt32(index).bigEndian) { block.replaceSubrange(0 ..< 4, with: $0) }
+        return block
+    }
+
+    /// Whether the server's framer layer holds its input back now (asked on its loop).
+    static func serverHoldsInput() async -> Bool {
+        guard let instance = state.withLock({ $0.instance }) else { return false }
+        return await withCheckedContinuation { continuation in
+            instance.async { continuation.resume(returning: instance.layer?.inputHeldForOutput ?? false) }
+        }
+    }
+
+    required init(framer: NWProtocolFramer.Instance) {
+        Self.state.withLock { $0.instance = framer }
+    }
+
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult { .ready }
+    func wakeup(framer: NWProtocolFramer.Instance) {}
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int {
+        let pending = framer.layer?.pendingAnswerCount ?? 0
+        Self.state.withLock { $0.largestPendingAtEntry = max($0.largestPendingAtEntry, pending) }
+        while true {
+            var block: Data?
+            _ = framer.parseInput(minimumIncompleteLength: Self.blockSize, maximumLength: Self.blockSize) { buffer, _ in
+                guard let buffer, buffer.count == Self.blockSize else { return 0 }
+                block = Data(buffer)
+                return Self.blockSize
+            }
+            guard let block else { return Self.blockSize }
+            framer.writeOutput(data: block)
+            framer.writeOutput(data: block)
+            Self.state.withLock { $0.consumed += Self.blockSize }
+        }
+    }
+
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {}
+}
+
+/// A one-byte length, then the message, delivered with `deliverInputNoCopy` (streamed when it
+/// has not all arrived); the first time, it also asks for a `deliverInput` from an `async`
+/// block.
+final class StreamingFramer: NWProtocolFramerImplementation {
+    static let definition = NWProtocolFramer.Definition(implementation: StreamingFramer.self)
+    static var label: String { "Streaming" }
+    private var askedForAsync = false
+
+    required init(framer: NWProtocolFramer.Instance) {}
+
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult { .ready }
+    func wakeup(framer: NWProtocolFramer.Instance) {}
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int {
+        while true {
+            var length: Int?
+            _ = framer.parseInput(minimumIncompleteLength: 1, maximumLength: 1) { buffer, _ in
+                length = buffer.map { Int($0[0]) }
+                return length == nil ? 0 : 1
+            }
+            guard let length else { return 1 }
+            if !askedForAsync {
+                askedForAsync = true
+                framer.async {
+                    framer.deliverInput(data: Data("from async".utf8), message: NWProtocolFramer.Message(instance: framer), isComplete: true)
+                }
+            }
+            if !framer.deliverInputNoCopy(length: length, message: NWProtocolFramer.Message(instance: framer), isComplete: true) {
+                return 0
+            }
+        }
+    }
+
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {}
+}
+
+/// Asks for a wakeup in 5 ms when it starts; counts its wakeups, and those that ran on the
+/// connection's loop.
+final class WakeupCountingFramer: NWProtocolFramerImplementation {
+    static let definition = NWProtocolFramer.Definition(implementation: WakeupCountingFramer.self)
+    static var label: String { "WakeupCounting" }
+    struct Counts: Equatable {
+        var wakeups = 0
+        var onTheLoop = 0
+    }
+
+    static let state = Locked(Counts())
+
+    static func reset() {
+        state.withLock { $0 = Counts() }
+    }
+
+    required init(framer: NWProtocolFramer.Instance) {}
+
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult {
+        framer.scheduleWakeup(wakeupTime: .milliseconds(5))
+        return .ready
+    }
+
+    func wakeup(framer: NWProtocolFramer.Instance) {
+        let onLoop = framer.layer?.eventLoop?.inEventLoop ?? false
+        Self.state.withLock {
+            $0.wakeups += 1
+            if onLoop { $0.onTheLoop += 1 }
+        }
+    }
+
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int { 0 }
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {}
+}

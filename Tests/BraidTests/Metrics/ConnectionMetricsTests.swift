@@ -1,0 +1,181 @@
+import Braid
+import CoreMetrics
+import Foundation
+import MetricsTestKit
+import Testing
+
+/// Braid's swift-metrics reports, read from MetricsTestKit's `TestMetrics` for real
+/// connections over loopback. Each test reports into a factory of its own (`BraidMetrics.factory`,
+/// task-local), so tests running side by side do not count each other's connections.
+@Suite struct ConnectionMetricsTests {
+    /// Sums every counter named `label` whose dimensions include all of `dimensions`.
+    static func total(_ metrics: TestMetrics, _ label: String, _ dimensions: [(String, String)]) -> Int64 {
+        metrics.counters(label: label).filter { counter in
+            dimensions.allSatisfy { wanted in counter.dimensions.contains { $0 == wanted } }
+        }.reduce(0) { $0 + $1.totalValue }
+    }
+
+    /// Waits (generously) until `condition` holds, then checks it once more for the record.
+    static func eventually(_ what: String, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !condition() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(condition(), "\(what) did not happen within 60 seconds")
+    }
+
+    static let payload = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+
+    @Test func tcpCountsEveryByteBothWaysOnBothSides() async throws {
+        let metrics = TestMetrics()
+        try await BraidMetrics.$factory.withValue(metrics) {
+            let server = try await RunningStreamListener.start(TCP(), configure: { $0.metricsLabel = "tcp-echo" })
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { TCP() }
+            try await connection.send(Self.payload, endOfStream: true)
+            let echoed = try await connection.receive(exactly: Self.payload.count).content
+            #expect(echoed == Self.payload)
+            await connection.close()
+            let serverSide = [("stack", "tcp"), ("role", "server"), ("listener", "tcp-echo")]
+            let clientSide = [("stack", "tcp"), ("role", "client"), ("listener", "")]
+            try await Self.eventually("the server's close and traffic report") {
+                Self.total(metrics, "braid_connections_closed_total", serverSide) == 1
+                    && Self.total(metrics, "braid_bytes_received_total", serverSide) > 0
+                    && Self.total(metrics, "braid_bytes_received_total", clientSide) > 0
+            }
+            let n = Int64(Self.payload.count)
+            #expect(Self.total(metrics, "braid_connections_opened_total", serverSide) == 1)
+            #expect(Self.total(metrics, "braid_connections_opened_total", clientSide) == 1)
+            #expect(Self.total(metrics, "braid_bytes_received_total", serverSide) == n)
+            #expect(Self.total(metrics, "braid_bytes_sent_total", serverSide) == n)
+            #expect(Self.total(metrics, "braid_bytes_sent_total", clientSide) == n)
+            #expect(Self.total(metrics, "braid_bytes_received_total", clientSide) == n)
+            // TCP_INFO's segments: at least one data segment each way.
+            #expect(Self.total(metrics, "braid_packets_sent_total", serverSide) > 0)
+            #expect(Self.total(metrics, "braid_packets_received_total", serverSide) > 0)
+            #expect(try metrics.expectTimer("braid_handshake_duration_seconds", clientSide).values.count == 1)
+            #expect(Self.total(metrics, "braid_connections_failed_total", []) == 0)
+        }
+    }
+
+    @Test func tlsCountsRecordsAndHandshakes() async throws {
+        let metrics = TestMetrics()
+        try await BraidMetrics.$factory.withValue(metrics) {
+            let server = try await RunningStreamListener.start(testTLSServer(), configure: { $0.metricsLabel = "tls-echo" })
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { testTLSClient() }
+            try await connection.send(Self.payload, endOfStream: true)
+            let echoed = try await connection.receive(exactly: Self.payload.count).content
+            #expect(echoed == Self.payload)
+            await connection.close()
+            let serverSide = [("stack", "tls"), ("role", "server"), ("listener", "tls-echo")]
+            let clientSide = [("stack", "tls"), ("role", "client"), ("listener", "")]
+            try await Self.eventually("the server's close and traffic report") {
+                Self.total(metrics, "braid_connections_closed_total", serverSide) == 1
+                    && Self.total(metrics, "braid_bytes_received_total", serverSide) > 0
+                    && Self.total(metrics, "braid_bytes_received_total", clientSide) > 0
+            }
+            let n = Int64(Self.payload.count)
+            // Records carry the bytes plus the handshake, headers and tags: more than n, and
+            // far less than twice n.
+            for (side, label) in [(serverSide, "braid_bytes_received_total"), (serverSide, "braid_bytes_sent_total"),
+                                  (clientSide, "braid_bytes_received_total"), (clientSide, "braid_bytes_sent_total")] {
+                let bytes = Self.total(metrics, label, side)
+                #expect(bytes > n && bytes < 2 * n, "\(label) \(side): \(bytes)")
+            }
+            #expect(Self.total(metrics, "braid_connections_opened_total", serverSide) == 1)
+            #expect(try metrics.expectTimer("braid_handshake_duration_seconds", serverSide).values.count == 1)
+            #expect(try metrics.expectTimer("braid_handshake_duration_seconds", clientSide).values.allSatisfy { $0 > 0 })
+        }
+    }
+
+    @Test func quicCountsDatagramsBytesAndTheListenersGauges() async throws {
+        let metrics = TestMetrics()
+        try await BraidMetrics.$factory.withValue(metrics) {
+            let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+                QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            }
+            listener.metricsLabel = "quic-echo"
+            let task = Task { try await listener.run(echo) }
+            for await state in listener.states where state == .ready { break }
+            let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: listener.port!)) { testClient() }
+            let stream = try await connection.openStream()
+            try await stream.send(Self.payload, endOfStream: true)
+            let echoed = try await stream.receive(exactly: Self.payload.count).content
+            #expect(echoed == Self.payload)
+            await connection.close()
+            let serverSide = [("stack", "quic"), ("role", "server"), ("listener", "quic-echo")]
+            let clientSide = [("stack", "quic"), ("role", "client"), ("listener", "")]
+            try await Self.eventually("the server's end of the connection") {
+                Self.total(metrics, "braid_connections_closed_total", serverSide) == 1
+            }
+            #expect(Self.total(metrics, "braid_connections_closed_total", serverSide + [("reason", "peer_closed")]) == 1)
+            #expect(Self.total(metrics, "braid_connections_closed_total", clientSide + [("reason", "cancelled")]) == 1)
+            let n = Int64(Self.payload.count)
+            for side in [serverSide, clientSide] {
+                #expect(Self.total(metrics, "braid_connections_opened_total", side) == 1)
+                // UDP payloads: the stream's bytes, encrypted, plus the handshake and acknowledgements.
+                let sent = Self.total(metrics, "braid_bytes_sent_total", side)
+                let received = Self.total(metrics, "braid_bytes_received_total", side)
+                #expect(sent > n && received > n, "\(side): sent \(sent), received \(received)")
+                #expect(Self.total(metrics, "braid_packets_sent_total", side) >= n / 1500)
+                #expect(Self.total(metrics, "braid_packets_received_total", side) >= n / 1500)
+            }
+            task.cancel()
+            _ = try? await task.value
+            // The listener's last reading, then zero once it stopped.
+            #expect(try metrics.expectGauge("braid_listener_connections", [("stack", "quic"), ("listener", "quic-echo")]).lastValue == 0)
+        }
+    }
+
+    @Test func udpCountsDatagramsExactly() async throws {
+        let metrics = TestMetrics()
+        try await BraidMetrics.$factory.withValue(metrics) {
+            let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { UDP() }
+            listener.metricsLabel = "udp-echo"
+            let task = Task {
+                try await listener.run { connection in
+                    for _ in 0..<3 {
+                        let (content, _) = try await connection.receive()
+                        try await connection.send(content)
+                    }
+                }
+            }
+            for await state in listener.states where state == .ready { break }
+            let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: listener.port!)) { UDP() }
+            for size in [1000, 700, 300] {
+                try await connection.send(Data(repeating: 1, count: size))
+                #expect(try await connection.receive().content.count == size)
+            }
+            connection.cancel()
+            let serverSide = [("stack", "udp"), ("role", "server"), ("listener", "udp-echo")]
+            let clientSide = [("stack", "udp"), ("role", "client"), ("listener", "")]
+            try await Self.eventually("both ends' traffic reports") {
+                Self.total(metrics, "braid_bytes_sent_total", serverSide) == 2000
+                    && Self.total(metrics, "braid_bytes_sent_total", clientSide) == 2000
+            }
+            for side in [serverSide, clientSide] {
+                #expect(Self.total(metrics, "braid_bytes_received_total", side) == 2000)
+                #expect(Self.total(metrics, "braid_packets_sent_total", side) == 3)
+                #expect(Self.total(metrics, "braid_packets_received_total", side) == 3)
+                #expect(Self.total(metrics, "braid_connections_opened_total", side) == 1)
+            }
+            task.cancel()
+            _ = try? await task.value
+        }
+    }
+
+    /// A refused connection is a failure with reason `refused`, and not an opened connection.
+    @Test func aRefusedConnectionCountsAsAFailureWithItsReason() async throws {
+        let metrics = TestMetrics()
+        await BraidMetrics.$factory.withValue(metrics) {
+            // Port 9 (discard): nothing listens on it here, so the kernel refuses.
+            let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 9)) { TCP() }
+            await #expect(throws: NetworkError.connectionRefused(endpoint: "127.0.0.1:9")) {
+                try await connection.send(Data("x".utf8))
+            }
+            let clientSide = [("stack", "tcp"), ("role", "client"), ("listener", "")]
+            #expect(Self.total(metrics, "braid_connections_failed_total", clientSide + [("reason", "refused")]) == 1)
+            #expect(Self.total(metrics, "braid_connections_failed_total", clientSide) == 1)
+            #expect(Self.total(metrics, "braid_connections_opened_total", clientSide) == 0)
+        }
+    }
+}
