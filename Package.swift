@@ -132,11 +132,15 @@ let package = Package(
         // in, messages and deadlines out. No dependencies, so the fuzz harness compiles it with
         // swiftc alone.
         .target(name: "BraidDiscovery", path: "Sources/BraidDiscovery"),
-        // mDNS on the datapath: the multicast sockets and the discovery engines on a loop.
+        // mDNS on the datapath: the multicast sockets and the discovery engines on a loop, and
+        // the other back end, the system's avahi-daemon over D-Bus.
         .target(
             name: "BraidDiscoveryIO",
-            dependencies: ["BraidCore", "BraidIO", "BraidDiscovery", "CBraidUDP"],
+            dependencies: ["BraidCore", "BraidIO", "BraidDiscovery", "CBraidUDP", "CBraidAvahi"],
             path: "Sources/BraidDiscoveryIO"),
+        // The Avahi client library (libavahi-client). Not through pkg-config: its flags carry
+        // -D_REENTRANT, which SwiftPM rejects with a warning; the headers are in /usr/include.
+        .systemLibrary(name: "CBraidAvahi", path: "Sources/CBraidAvahi", providers: [.apt(["libavahi-client-dev"])]),
         // The public API: Network.framework's names (NetworkConnection, QUIC, NetworkListener).
         .target(
             name: "Braid",

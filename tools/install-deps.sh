@@ -6,6 +6,9 @@
 set -euo pipefail
 packages=(pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev gnutls-bin openssl
   ngtcp2-client ngtcp2-server python3 python3-venv linux-perf zlib1g-dev)
+# The Avahi discovery back end (libavahi-client) and the daemon, bus and tools its tests run:
+# each test starts an avahi-daemon of its own on a private D-Bus system bus.
+packages+=(libavahi-client-dev avahi-daemon avahi-utils dbus-daemon iproute2)
 if [ "${1:-}" = --benchmarks ]; then
   packages+=(golang-go golang-github-lucas-clemente-quic-go-dev)
   # Headless Chromium loads the suite's HTML report to check that it renders

@@ -4,16 +4,28 @@ import BraidDiscoveryIO
 import BraidIO
 import Foundation
 
-/// Where browsers, advertised listeners and `.service` connections get multicast DNS from: the
-/// responder and querier inside the process (`MDNSDiscovery`, on one of Braid's loops), and the
-/// checks that turn Apple's type and domain strings into DNS names.
+/// Where browsers, advertised listeners and `.service` connections get multicast DNS from (the
+/// system's avahi-daemon, or the responder and querier inside the process, `MDNSDiscovery`, on
+/// one of Braid's loops), and the checks that turn Apple's type and domain strings into DNS names.
 enum DiscoveryRuntime {
-    /// The process's multicast DNS, opening its sockets on first use.
-    static func discovery() throws -> MDNSDiscovery {
-        // A discovery attached to the loop the work runs on (a test's host in a namespace).
-        if let loop = NetworkEnvironment.current?.loop ?? establishmentLoop, let attached = MDNSDiscovery.attached(to: loop) {
-            return attached
-        }
+    /// The back end new browsers, advertisements and resolutions use: a discovery attached to
+    /// the loop the work runs on (a test's host in a network namespace) first, else the one
+    /// `DiscoveryBackendChoice` picks from `BRAID_DISCOVERY_BACKEND`.
+    static func discovery() throws -> any DiscoveryBackend {
+        if let attached = attached() { return attached }
+        return try DiscoveryBackendChoice.fromEnvironment().backend()
+    }
+
+    /// The discovery attached to the loop the work runs on, if any.
+    static func attached() -> MDNSDiscovery? {
+        guard let loop = NetworkEnvironment.current?.loop ?? establishmentLoop else { return nil }
+        return MDNSDiscovery.attached(to: loop)
+    }
+
+    /// Braid's own multicast DNS: the one attached to the loop the work runs on, else the
+    /// process's, opening its sockets on first use.
+    static func embedded() throws -> MDNSDiscovery {
+        if let attached = attached() { return attached }
         do {
             return try MDNSDiscovery.shared(on: LoopPool.loop())
         } catch {

@@ -60,7 +60,7 @@ public final class NWBrowser: Sendable, CustomDebugStringConvertible {
         var queue: DispatchQueue?
         var state: State = .setup
         var results: Set<Result> = []
-        var browsing: (discovery: MDNSDiscovery, id: UInt64)?
+        var browsing: (discovery: any DiscoveryBackend, id: UInt64)?
         var cancelled = false
     }
     private let shared = Locked(Shared())
@@ -78,7 +78,7 @@ public final class NWBrowser: Sendable, CustomDebugStringConvertible {
     }
 
     /// Where the browser browses, while it does.
-    var browsing: (discovery: MDNSDiscovery, id: UInt64)? { shared.withLock { $0.browsing } }
+    var browsing: (discovery: any DiscoveryBackend, id: UInt64)? { shared.withLock { $0.browsing } }
 
     public var debugDescription: String { "NWBrowser for \(descriptor): \(state)" }
 
@@ -113,7 +113,7 @@ public final class NWBrowser: Sendable, CustomDebugStringConvertible {
         }
         guard start else { return }
         let type: DNSName
-        let discovery: MDNSDiscovery
+        let discovery: any DiscoveryBackend
         do {
             type = try DiscoveryRuntime.serviceType(descriptor.type, domain: descriptor.domain)
             discovery = try DiscoveryRuntime.discovery()
@@ -136,7 +136,7 @@ public final class NWBrowser: Sendable, CustomDebugStringConvertible {
 
     /// Stops browsing; the state becomes `cancelled`.
     public func cancel() {
-        let browsing = shared.withLock { shared -> (MDNSDiscovery, UInt64)? in
+        let browsing = shared.withLock { shared -> (any DiscoveryBackend, UInt64)? in
             shared.cancelled = true
             defer { shared.browsing = nil }
             return shared.browsing

@@ -57,7 +57,7 @@ public final class NetworkBrowser<Provider: BrowserProvider>: Sendable {
         let request = provider.browseRequest
         let filter = BrowseFilter(parameters: parameters)
         return AsyncThrowingStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
-            let discovery: MDNSDiscovery
+            let discovery: any DiscoveryBackend
             let type: DNSName
             do {
                 type = try DiscoveryRuntime.serviceType(request.type, domain: request.domain)

@@ -16,7 +16,7 @@ final class ServiceAdvertiser: Sendable {
     let onConflict: @Sendable (NWListener.Service) -> Void
 
     private struct State {
-        var discovery: MDNSDiscovery?
+        var discovery: (any DiscoveryBackend)?
         var id: UInt64?
         var service: NWListener.Service?
         var registered: NWEndpoint?
@@ -118,7 +118,7 @@ final class ServiceAdvertiser: Sendable {
     /// generation makes a `.registered` event of the old registration, still in flight, a no-op
     /// (no `add` after the `remove`).
     func withdraw() {
-        let (registration, registered) = state.withLock { state -> ((MDNSDiscovery, UInt64)?, NWEndpoint?) in
+        let (registration, registered) = state.withLock { state -> ((any DiscoveryBackend, UInt64)?, NWEndpoint?) in
             state.generation += 1
             defer { state.discovery = nil; state.id = nil; state.registered = nil; state.service = nil }
             guard let discovery = state.discovery, let id = state.id else { return (nil, state.registered) }

@@ -33,7 +33,7 @@ enum ServiceResolver {
                     return false
                 }
                 if cancelled { continuation.resume(throwing: NetworkError.cancelled); return }
-                let id = discovery.browse(type: typeName) { results in
+                let id = discovery.browse(type: typeName, interfaces: nil) { results in
                     for result in results where DNSName.labelsMatch(result.instance, wanted)
                         && (interface == nil || Int(result.interface) == interface!.index) {
                         let addresses = DiscoveryRuntime.addresses(of: result)

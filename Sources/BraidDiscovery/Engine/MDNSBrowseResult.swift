@@ -13,4 +13,13 @@ public struct MDNSBrowseResult: Hashable, Sendable {
 
     /// The instance label: the human-readable name ("Table 7").
     public var instance: [UInt8] { instanceName.labels.first ?? [] }
+
+    public init(instanceName: DNSName, interface: Int32, txt: [[UInt8]], host: DNSName?, port: UInt16?, addresses: [DNSRecordData]) {
+        self.instanceName = instanceName
+        self.interface = interface
+        self.txt = txt
+        self.host = host
+        self.port = port
+        self.addresses = addresses
+    }
 }
