@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A point in time on a monotonic clock, in nanoseconds.
 ///
 /// Engines never read a clock: every input carries `now`, so tests drive them on a virtual
@@ -18,6 +22,14 @@ public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConv
     }
 
     public var description: String { "\(Double(nanoseconds) / 1e6) ms" }
+
+    /// `CLOCK_MONOTONIC` now: the clock the loops and timers run on, and the one every engine
+    /// input's `now` comes from.
+    public static func now() -> MonotonicInstant {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return MonotonicInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
+    }
 }
 
 extension Duration {

@@ -6,7 +6,8 @@ extension QUIC {
     /// Secrets that several QUIC listeners (on one host or many) share, so that whichever of
     /// them a client reaches accepts what another gave it: session tickets (resumption and
     /// 0-RTT), Retry and NEW_TOKEN address tokens, and stateless resets. Network.framework has
-    /// no such option; set it with `QUIC.fleetKeys(_:)`.
+    /// no such option; set it with `QUIC.fleetKeys(_:)`, and on TLS listeners, for their session
+    /// tickets, with `TLS.fleetKeys(_:)`.
     ///
     /// Each generation is one secret (at least 16 bytes; the three keys derive from it). The
     /// first generation mints; every listed one is accepted; one that leaves the list is still

@@ -527,11 +527,7 @@ public final class LoopContext {
 }
 
 /// CLOCK_MONOTONIC, the clock the loops, timers and engines run on.
-public func monotonicNow() -> MonotonicInstant {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return MonotonicInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
-}
+public func monotonicNow() -> MonotonicInstant { .now() }
 
 /// A value that belongs to one loop's thread, passed around as Sendable and unwrapped only on
 /// that thread (checked at run time): how loop-owned objects such as drivers travel through

@@ -95,7 +95,7 @@ extension TLSConnection {
                 // A resuming client's ticket may come from an older generation of the fleet's keys.
                 if let ring = connection.serverContext?.ticketKeyRing, let data = message.pointee.data {
                     ring.selectTicketKey(
-                        for: session!, clientHello: UnsafeRawBufferPointer(start: data, count: Int(message.pointee.size)), now: monotonicClock())
+                        for: session!, clientHello: UnsafeRawBufferPointer(start: data, count: Int(message.pointee.size)), now: .now())
                 }
             }
             return 0
@@ -170,11 +170,4 @@ func maxEarlyDataSize(inNewSessionTicket message: gnutls_datum_t) -> Int {
         index += length
     }
     return 0
-}
-
-/// CLOCK_MONOTONIC, the clock the fleet keys' overlap windows are measured on.
-private func monotonicClock() -> MonotonicInstant {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return MonotonicInstant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
 }
