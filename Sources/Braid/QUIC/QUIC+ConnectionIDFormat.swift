@@ -40,7 +40,7 @@ extension QUIC {
         ///   - configRotation: the configuration's codepoint, 0 to 6.
         ///   - serverID: this server's ID, 1 to 15 bytes, as the balancer has it.
         ///   - nonceLength: 4 bytes or more; `serverID.count + nonceLength` at most 18. Encrypted,
-        ///     each loop issues 256^(nonceLength − 1) / 2 IDs after handshakes (Retry and
+        ///     each loop issues half of 256^(nonceLength − 1) IDs after handshakes (Retry and
         ///     handshake IDs take random nonces) before it must get a new configuration.
         ///   - key: the balancer's 16-byte key; nil puts the server ID in clear.
         ///   - encodesLength: the first octet's low 5 bits give the ID's length (else random).

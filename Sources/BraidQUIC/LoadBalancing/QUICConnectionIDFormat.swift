@@ -8,7 +8,7 @@
 /// - `.quicLB`: 1 + server ID + nonce + 1 bytes (the tag last, after the QUIC-LB part, which
 ///   balancers ignore). In clear the nonce is random; encrypted, it is the tag then a counter
 ///   that starts at a random value (the draft forbids reusing a nonce under one key) with its
-///   top bit clear, so a loop issues 256^(nonce − 1) / 2 IDs after handshakes before it runs
+///   top bit clear, so a loop issues half of 256^(nonce − 1) IDs after handshakes before it runs
 ///   out; after that it issues unroutable IDs (config rotation 7, random bytes), which
 ///   balancers route by address, until it is given a new configuration. Retry and handshake
 ///   IDs, which any Initial can ask for, take random nonces with that bit set instead.
