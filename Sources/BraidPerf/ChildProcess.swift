@@ -177,27 +177,6 @@ package final class ChildProcess: Sendable {
     }
 }
 
-/// A UDP port on 127.0.0.1 that was free a moment ago, for a peer that must be told its port.
-/// It comes from 20000-32000, below the kernel's ephemeral range (32768 and up by default), so
-/// no client socket of a concurrent test can be given it between this check and the peer's bind.
-package func freeUDPPort() throws -> UInt16 {
-    for _ in 0..<200 {
-        let candidate = UInt16.random(in: 20000..<32000)
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { break }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = candidate.bigEndian
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        if bound { return candidate }
-    }
-    throw ApplicationFailure("no free UDP port between 20000 and 32000 on 127.0.0.1")
-}
-
 /// A close-on-exec descriptor at the top of this process's descriptor range, kept open for the
 /// process's life: a child whose table still holds it has not finished its exec (see
 /// `ChildProcess.hasExecuted`).

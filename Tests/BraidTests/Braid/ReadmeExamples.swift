@@ -1,5 +1,6 @@
 import BraidCore
 import BraidIO
+import BraidPerf
 import Dispatch
 import Foundation
 import Glibc
@@ -574,7 +575,7 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
         _ server: @escaping @Sendable (NWEndpoint.Port, String, String) async throws -> Void,
         _ body: (NWEndpoint.Port) async throws -> Void
     ) async throws {
-        let port = try Self.portOutsideTheEphemeralRange()
+        let port = try NWEndpoint.Port(rawValue: freePort(.tcp))!
         let running = Task { try await server(port, Fixtures.path("example.pem"), Fixtures.path("example-key.pem")) }
         defer { running.cancel() }
         Resolver.namesForTesting.withLock { $0["www.example.com"] = [SocketAddress(ip: "127.0.0.1", port: port.rawValue)!] }
@@ -584,26 +585,6 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
             TLS.systemTrustForTesting.withLock { $0 = nil }
         }
         try await body(port)
-    }
-
-    /// A TCP port no socket holds, below the kernel's ephemeral range (32768 and up by
-    /// default), so that no client socket of another test (the flood tests open thousands)
-    /// takes it between this check and the example server's bind.
-    private static func portOutsideTheEphemeralRange() throws -> NWEndpoint.Port {
-        for _ in 0..<1000 {
-            let candidate = UInt16.random(in: 20000..<32000)
-            let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { continue }
-            defer { close(fd) }
-            var address = sockaddr_in6()
-            address.sin6_family = sa_family_t(AF_INET6)
-            address.sin6_port = candidate.bigEndian
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
-            }
-            if bound == 0 { return NWEndpoint.Port(rawValue: candidate)! }
-        }
-        throw InteropFailure("no free TCP port between 20000 and 32000")
     }
 
     /// The first answer of `exchange`, retried while the listener is still binding.

@@ -90,7 +90,7 @@ import Testing
     /// Braid's messages reach it whole, and its lines reach Braid.
     @Test func braidClientExchangesMessagesWithOpenSSL() async throws {
         let tool = try TLSPeerTools.find("openssl", package: "openssl")
-        let port = try freeUDPPort()
+        let port = try freePort(.udp)
         let input = try InputPipe()
         let server = try ChildProcess(tool, [
             "s_server", "-dtls1_2", "-accept", "127.0.0.1:\(port)", "-alpn", "echo", "-quiet", "-naccept", "1",
@@ -181,7 +181,7 @@ import Testing
     /// gnutls-serv on a UDP port that was free a moment ago, once it says it listens.
     static func startGnuTLSServer(certificate: String) async throws -> (ChildProcess, UInt16) {
         let tool = try TLSPeerTools.find("gnutls-serv", package: "gnutls-bin")
-        let port = try freeUDPPort()
+        let port = try freePort(.udp)
         let server = try ChildProcess(tool, [
             "--udp", "--echo", "-p", "\(port)", "--alpn=echo",
             "--x509certfile", Fixtures.path("\(certificate).pem"), "--x509keyfile", Fixtures.path("\(certificate)-key.pem"),

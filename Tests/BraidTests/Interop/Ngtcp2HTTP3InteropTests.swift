@@ -30,7 +30,7 @@ import Testing
     @Test func braidGetFetchesFromGtlsserver() async throws {
         let root = try Self.documentRoot(size: 100 * 1024 * 1024)
         defer { try? FileManager.default.removeItem(at: root) }
-        let port = try freeUDPPort()
+        let port = try freePort(.udp)
         let server = try ChildProcess(try Self.program("gtlsserver"), [
             "-q", "-d", root.path, "127.0.0.1", String(port), Fixtures.path("server-key.pem"), Fixtures.path("server.pem"),
         ])
@@ -95,7 +95,7 @@ import Testing
     @Test func braidGetSendsZeroRTTToGtlsserver() async throws {
         let root = try Self.documentRoot(size: 0)
         defer { try? FileManager.default.removeItem(at: root) }
-        let port = try freeUDPPort()
+        let port = try freePort(.udp)
         let server = try ChildProcess(try Self.program("gtlsserver"), [
             "-q", "-d", root.path, "127.0.0.1", String(port), Fixtures.path("server-key.pem"), Fixtures.path("server.pem"),
         ])
