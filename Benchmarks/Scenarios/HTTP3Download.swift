@@ -49,7 +49,7 @@ struct HTTP3Download {
     static func ngtcp2(
         _ pair: (server: (UInt16) -> [String], client: (UInt16) -> [String], cleanup: () -> Void), bytes: Int
     ) async throws -> HTTP3Download {
-        let port = try freeUDPPort()
+        let port = try freePort(.udp)
         let serverArgv = pair.server(port), clientArgv = pair.client(port)
         let server = try ChildProcess(serverArgv[0], Array(serverArgv.dropFirst()))
         // gtlsserver prints nothing when it is ready.
