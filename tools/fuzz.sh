@@ -27,6 +27,10 @@
 #   websocket-upgrade  the upgrade's HTTP head both ways and the Sec-WebSocket-Extensions
 #                grammar with permessage-deflate's negotiation
 #                (Tests/BraidTests/BraidWebSocket/WebSocketUpgradeFuzzInput.swift)
+#   http3-server  an HTTP/3 server engine fed a client's streams in pieces, with resets, stops
+#                and closes (the "rapid reset" attack among the seeds): the field sections it
+#                gathers and bounds, the responses it writes, and the requests mapped to
+#                HTTPRequest (Tests/BraidTests/BraidHTTP3/HTTP3ServerFuzzInput.swift)
 #   discovery    the DNS message parser, then the mDNS browser and responder engines fed what
 #                parses (Tests/BraidTests/BraidDiscovery/DiscoveryFuzzInput.swift)
 #
@@ -54,7 +58,7 @@
 # Initial, a real Retry exchange, a real ticket file); this rewrites them in the corpus (and
 # the websocket and custom-framer seeds, which their input files spell out).
 set -eu
-target="${1:?usage: tools/fuzz.sh framers|quic-server|session-cache|perf|websocket|websocket-frames|websocket-upgrade|custom-framer|discovery [seconds|--seeds] [libFuzzer options]}"
+target="${1:?usage: tools/fuzz.sh framers|quic-server|session-cache|perf|websocket|websocket-frames|websocket-upgrade|custom-framer|http3-server|discovery [seconds|--seeds] [libFuzzer options]}"
 shift
 seconds=60
 case "${1:-}" in
@@ -130,6 +134,10 @@ case "$target" in
         build_with_modules Tests/BraidTests/Tool/PerfFuzzInput.swift tools/fuzz/PerfFuzzMain.swift
         max_len=8192
         ;;
+    http3-server)
+        build_with_modules Tests/BraidTests/BraidHTTP3/HTTP3ServerFuzzInput.swift tools/fuzz/HTTP3ServerFuzzMain.swift
+        max_len=16384
+        ;;
     discovery)
         compile swiftc -sanitize=fuzzer,address -parse-as-library -g -O \
             "$root"/Sources/BraidDiscovery/*/*.swift \
@@ -154,7 +162,7 @@ case "$target" in
         max_len=8192
         ;;
     *)
-        echo "unknown target $target (framers, quic-server, session-cache, perf, websocket, websocket-frames, websocket-upgrade, custom-framer, discovery)" >&2
+        echo "unknown target $target (framers, quic-server, session-cache, perf, websocket, websocket-frames, websocket-upgrade, custom-framer, http3-server, discovery)" >&2
         exit 2
         ;;
 esac

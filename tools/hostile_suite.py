@@ -19,6 +19,12 @@ starve      ten clients at once, each opening 100 perf streams that ask for 1 GB
             granting credit: the server's RSS grows by at most the connection send budget
             (16 MiB) plus 4 MiB per client.
 killed      a perf download killed (SIGKILL) mid-transfer: the next client is served.
+rapid-reset the "rapid reset" attack on `braid serve --alpn h3`: --attackers clients at once,
+            each opening HTTP/3 requests and resetting them once taken
+            (Tests/Interop/peers/aioquic_h3_hostile.py --mode rapid-reset), reconnecting as
+            soon as they are closed, for --seconds: every attacking connection is closed with
+            H3_EXCESSIVE_LOAD before 1,000 resets, the server's RSS grows by less than 64 MiB,
+            and `braid get` is served during the attack.
 
 Prints one line per check and a JSON summary; exits 1 if any bound is missed.
 """
@@ -28,15 +34,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "Tests", "BraidTests", "Fixtures")
 PEER = os.path.join(ROOT, "Tests", "Interop", "peers", "hostile_peer.py")
+H3_PEER = os.path.join(ROOT, "Tests", "Interop", "peers", "aioquic_h3_hostile.py")
+H3_EXCESSIVE_LOAD = 0x107
 MIB = 1024 * 1024
 
 
@@ -205,6 +215,60 @@ class Suite:
             server.stop()
 
 
+    def rapid_reset(self, attackers: int, seconds: float) -> None:
+        root = tempfile.mkdtemp(prefix="braid-h3-root-")
+        server = Server(self.braid, "--alpn", "h3", "--root", root)
+        try:
+            def get() -> bool:
+                done = subprocess.run(
+                    [self.braid, "get", f"https://localhost:{server.port}/1000", "--ca", f"{FIXTURES}/ca.pem", "--output", os.devnull,
+                     "--timeout", "20"], capture_output=True, text=True, timeout=60)
+                return done.returncode == 0
+
+            get()
+            time.sleep(1)
+            baseline = server.rss
+            peak = baseline
+            reports: list[dict] = []
+            stop = threading.Event()
+            lock = threading.Lock()
+
+            def attack() -> None:
+                while not stop.is_set():
+                    done = subprocess.run(
+                        [self.python, H3_PEER, "client", "--mode", "rapid-reset", "--port", str(server.port), "--ca", f"{FIXTURES}/ca.pem",
+                         "--sni", "localhost", "--count", "100000", "--timeout", "30"], capture_output=True, text=True, timeout=120)
+                    lines = [line for line in done.stdout.splitlines() if line.startswith("{") and "closed" in line]
+                    with lock:
+                        reports.append(json.loads(lines[-1]) if lines else {"closed": None, "resets": None})
+
+            threads = [threading.Thread(target=attack) for _ in range(attackers)]
+            for thread in threads:
+                thread.start()
+            deadline = time.monotonic() + seconds
+            served = None
+            while time.monotonic() < deadline:
+                peak = max(peak, server.rss)
+                if served is None and time.monotonic() > deadline - seconds / 2:
+                    served = get()
+                time.sleep(0.1)
+            stop.set()
+            for thread in threads:
+                thread.join()
+            peak = max(peak, server.rss)
+            closed = [report for report in reports if report.get("closed") == H3_EXCESSIVE_LOAD and (report.get("resets") or 0) < 1000]
+            resets = sum(report.get("resets") or 0 for report in reports)
+            self.check("rapid-reset", "each attacking connection closed with H3_EXCESSIVE_LOAD before 1,000 resets",
+                       bool(reports) and len(closed) == len(reports),
+                       f"{len(closed)} of {len(reports)} connections, {resets} resets in all ({resets / seconds:.0f}/s)")
+            self.check("rapid-reset", "RSS growth during the attack < 64 MiB", peak - baseline < 64 * MIB,
+                       f"peak {peak / MIB:.1f} MiB (baseline {baseline / MIB:.1f} MiB)")
+            self.check("rapid-reset", "a legitimate client is served during the attack", bool(served), "get ok" if served else "get failed")
+        finally:
+            server.stop()
+            shutil.rmtree(root, ignore_errors=True)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--braid", default=os.path.join(ROOT, ".build", "release", "braid"))
@@ -212,11 +276,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rate", type=float, default=20000, help="flood: Initials per second")
     parser.add_argument("--seconds", type=float, default=5, help="flood: how long")
     parser.add_argument("--rounds", type=int, default=5, help="abandoned: rounds")
-    parser.add_argument("--only", help="comma-separated scenarios (flood, abandoned, starve, killed)")
+    parser.add_argument("--attackers", type=int, default=4, help="rapid-reset: attacking clients at once")
+    parser.add_argument("--only", help="comma-separated scenarios (flood, abandoned, starve, killed, rapid-reset)")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
     suite = Suite(args.braid, args.python)
-    chosen = set(args.only.split(",")) if args.only else {"flood", "abandoned", "starve", "killed"}
+    chosen = set(args.only.split(",")) if args.only else {"flood", "abandoned", "starve", "killed", "rapid-reset"}
     if "flood" in chosen:
         suite.flood(args.rate, args.seconds)
     if "abandoned" in chosen:
@@ -225,6 +290,8 @@ def main(argv: list[str]) -> int:
         suite.starve(10)
     if "killed" in chosen:
         suite.killed()
+    if "rapid-reset" in chosen:
+        suite.rapid_reset(args.attackers, max(args.seconds, 10))
     if args.json:
         with open(args.json, "w") as out:
             json.dump(suite.results, out, indent=1)

@@ -28,6 +28,8 @@ package final class HTTP3Channel: QUICStreamConsumer {
     /// Server: how long a graceful shutdown lets requests already taken finish before the
     /// connection closes anyway.
     package let shutdownGracePeriod: Duration
+    /// Server: how many requests the client may cancel while they are handled (nil: any).
+    private var cancellationBudget: HTTP3CancellationBudget?
     package let reference: HTTP3ChannelReference
     package let shared: HTTP3ChannelShared
     private var quic: QUICChannel?
@@ -51,16 +53,28 @@ package final class HTTP3Channel: QUICStreamConsumer {
     private var drainCheckPending = false
     /// When a draining connection's last request stream was found gone.
     private var drainedAt: MonotonicInstant?
+    /// Server: requests whose handler has not returned (`handlerFinished(streamID:context:)`).
+    /// Each keeps its stream's credit until then, so the QUIC stream limit bounds them.
+    private var unfinishedHandlers: Set<Int64> = []
+    /// Server: open request streams whose cancellation was counted against the budget.
+    private var countedCancellations: Set<Int64> = []
+    /// Server: open request streams we stopped or reset first (the client's reset that answers
+    /// is not a cancellation).
+    private var endedByServer: Set<Int64> = []
+    /// Server: request streams the client reset or stopped in this pass, counted once the
+    /// pass's events and actions are handled (a stop or reset of the server's own comes first).
+    private var pendingCancellations: [Int64] = []
 
     package init(
         role: HTTP3Connection.Role, loop: EventLoop, configuration: HTTP3Configuration = HTTP3Configuration(), bodyBufferLimit: Int = 256 * 1024,
-        requestsPerConnection: Int? = nil, shutdownGracePeriod: Duration = .seconds(10)
+        requestsPerConnection: Int? = nil, shutdownGracePeriod: Duration = .seconds(10), cancellationBudget: HTTP3CancellationBudget? = nil
     ) {
         self.role = role
         self.configuration = configuration
         self.bodyBufferLimit = bodyBufferLimit
         self.requestsPerConnection = requestsPerConnection
         self.shutdownGracePeriod = shutdownGracePeriod
+        self.cancellationBudget = cancellationBudget
         reference = HTTP3ChannelReference(loop: loop, bodyLimit: bodyBufferLimit)
         shared = HTTP3ChannelShared()
         reference.channel = self
@@ -93,16 +107,21 @@ package final class HTTP3Channel: QUICStreamConsumer {
     package func channel(_ channel: QUICChannel, streamEvent event: QUICEvent, engine quicEngine: QUICConnection, context: LoopContext) {
         switch event {
         case .streamReadable(let id):
-            if engine == nil { waitingReadable.insert(id) } else { read(id, quicEngine) }
+            if engine == nil { waitingReadable.insert(id) } else { read(id, quicEngine, context: context) }
         case .streamWritable(let id):
             if blocked.remove(id) != nil { engine?.unblockStream(streamID: id) }
         case .streamStopSending(let id, let code):
+            noteCancellation(of: id)
             engine?.peerStoppedSending(streamID: id, code: code ?? HTTP3ErrorCode.noError.code)
         case .streamClosed(let id):
             // The engine's events for the stream (its message's end) reach the exchange first.
             service(context)
             engine?.streamClosed(streamID: id)
             blocked.remove(id)
+            countedCancellations.remove(id)
+            endedByServer.remove(id)
+            // No handler for it (no request came, or it was refused): its credit goes back now.
+            if !unfinishedHandlers.contains(id) { quicEngine.releaseStreamCredit(streamID: id) }
             // Anything not yet ended ends here (the body already finished keeps its end).
             retire(id, quicEngine, error: HTTP3Error.invalidStream(streamID: id, reason: "the stream closed before its message ended"))
         case .streamsAvailable:
@@ -140,7 +159,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
             if !early { quic?.cancel(context: context, code: HTTP3ErrorCode.internalError.code, reason: "HTTP/3 could not start") }
             return
         }
-        for id in waitingReadable.sorted() { read(id, quicEngine) }
+        for id in waitingReadable.sorted() { read(id, quicEngine, context: context) }
         waitingReadable.removeAll()
         openPendingRequests(quicEngine, context: context)
         scheduleService(context)
@@ -148,8 +167,12 @@ package final class HTTP3Channel: QUICStreamConsumer {
 
     /// Feeds the engine everything QUIC has for the stream; credits back what it consumed at
     /// once (body bytes are credited as the application reads them).
-    private func read(_ id: Int64, _ quicEngine: QUICConnection) {
+    private func read(_ id: Int64, _ quicEngine: QUICConnection, context: LoopContext) {
         guard let engine else { return }
+        // A request stream counts against the client's stream limit until it has closed and
+        // its handler has returned, however early the client resets it: a client resetting
+        // requests as it opens them cannot have more handlers running than its limit.
+        if role == .server && id & 3 == 0 { quicEngine.holdStreamCredit(streamID: id) }
         do {
             var consumed = 0
             let (fin, _) = try quicEngine.read(streamID: id, returnsCredit: false) { bytes in
@@ -158,10 +181,48 @@ package final class HTTP3Channel: QUICStreamConsumer {
             if fin { consumed += engine.receive(streamID: id, bytes: UnsafeRawBufferPointer(start: nil, count: 0), fin: true) }
             if consumed > 0 { quicEngine.returnCredit(streamID: id, bytes: consumed) }
         } catch QUICError.streamReset(let streamID, let code) {
+            noteCancellation(of: streamID)
             engine.peerResetStream(streamID: streamID, code: code)
         } catch {
             // The stream is gone (closed): nothing to read.
         }
+    }
+
+    /// Server: the client reset a request stream or stopped its response. Counted once per
+    /// stream, unless the server ended the stream first; past the budget the connection closes
+    /// with H3_EXCESSIVE_LOAD.
+    private func noteCancellation(of id: Int64) {
+        guard role == .server, id & 3 == 0, cancellationBudget != nil else { return }
+        pendingCancellations.append(id)
+    }
+
+    /// Counts the pass's cancellations (after its events are handled); returns false if
+    /// that closed the connection.
+    private func countCancellations(context: LoopContext) -> Bool {
+        guard !pendingCancellations.isEmpty else { return true }
+        defer { pendingCancellations.removeAll(keepingCapacity: true) }
+        guard finalError == nil, var budget = cancellationBudget else { return finalError == nil }
+        var allowed = true
+        for id in pendingCancellations where allowed {
+            guard !endedByServer.contains(id), countedCancellations.insert(id).inserted else { continue }
+            allowed = budget.take(at: context.now)
+        }
+        cancellationBudget = budget
+        guard !allowed else { return true }
+        let reason = "the client cancelled more than \(budget.requests) requests within \(budget.interval)"
+        Self.logger.debug("HTTP/3 connection closed: \(reason)")
+        let channel = quic
+        end(HTTP3Error.connectionError(.excessiveLoad, reason: reason, byPeer: false))
+        channel?.cancel(context: context, code: HTTP3ErrorCode.excessiveLoad.code, reason: reason)
+        return false
+    }
+
+    /// Server: the handler of the request on `streamID` has returned: the stream's credit goes
+    /// back to the client once the stream has closed (at once if it has).
+    func handlerFinished(streamID: Int64, context: LoopContext) {
+        guard unfinishedHandlers.remove(streamID) != nil, let quicEngine = quic?.engine else { return }
+        quicEngine.releaseStreamCredit(streamID: streamID)
+        quic?.transmit(context)
     }
 
     /// Has the engine's actions, events and writes handled once, at the end of this pass.
@@ -184,8 +245,10 @@ package final class HTTP3Channel: QUICStreamConsumer {
                 case .returnCredit(let id, let bytes):
                     quicEngine.returnCredit(streamID: id, bytes: bytes)
                 case .stopSending(let id, let code):
+                    if role == .server { endedByServer.insert(id) }
                     try? quicEngine.stopSending(streamID: id, applicationErrorCode: code.code)
                 case .resetStream(let id, let code):
+                    if role == .server { endedByServer.insert(id) }
                     try? quicEngine.resetStream(streamID: id, applicationErrorCode: code.code)
                 case .closeConnection(let code, let reason):
                     // The peer broke the protocol: what waits fails with that, not with the
@@ -199,6 +262,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
             let events = engine.takeEvents()
             for event in events { handle(event, engine: engine, quicEngine: quicEngine) }
             deliverHeads()
+            guard countCancellations(context: context) else { return }
             let wrote = write(engine, quicEngine)
             if (events.isEmpty && !wrote) || finalError != nil || rounds > 64 { break }
         }
@@ -250,6 +314,8 @@ package final class HTTP3Channel: QUICStreamConsumer {
                 guard exchanges[id] == nil else { return }
                 let exchange = HTTP3Exchange(streamID: id, requestFields: fields, channel: reference, bodyLimit: bodyBufferLimit)
                 exchanges[id] = exchange
+                // The stream's credit (held since its first bytes) waits for the handler.
+                unfinishedHandlers.insert(id)
                 requestCount += 1
                 shared.deliver(exchange)
             } else if let exchange = exchanges[id] {
@@ -326,6 +392,10 @@ package final class HTTP3Channel: QUICStreamConsumer {
         exchanges.removeAll()
         for request in pendingRequests { request.exchange.fail(described) }
         pendingRequests.removeAll()
+        unfinishedHandlers.removeAll()
+        countedCancellations.removeAll()
+        endedByServer.removeAll()
+        pendingCancellations.removeAll()
         quic = nil
     }
 

@@ -104,6 +104,13 @@ package final class HTTP3Exchange: Sendable {
         }
     }
 
+    /// Server: the request's handler has returned. Until then the request's stream counts
+    /// against the client's stream limit, even once it has closed; call it once, whatever
+    /// became of the exchange.
+    package func handlerFinished() {
+        channel.onLoop { [self] channel, context in channel.handlerFinished(streamID: streamID, context: context) }
+    }
+
     /// Ends the exchange early: the stream is reset and stopped with H3_REQUEST_CANCELLED
     /// (nothing happens if it already completed).
     package func cancel() {

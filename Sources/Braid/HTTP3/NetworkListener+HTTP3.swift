@@ -31,7 +31,11 @@ extension NetworkListener where ApplicationProtocol == QUIC {
     /// as `body` is consumed); each response body waits in at most 256 KiB.
     ///
     /// A handler whose request the client cancels (RESET_STREAM), or whose connection ends, is
-    /// cancelled (its task), so a client resetting requests cannot pile up handlers.
+    /// cancelled (its task). Its request's stream counts against the client's stream limit
+    /// (`QUIC.initialMaxBidirectionalStreams(_:)`) until the handler has returned, so a
+    /// client resetting requests as it opens them cannot have more handlers running than
+    /// that limit; and a client that cancels more requests than `requestCancellationLimit`
+    /// allows (the "rapid reset" attack) is closed with H3_EXCESSIVE_LOAD (nil: no limit).
     ///
     /// Handlers run on their connection's event loop thread (each is a task preferring the
     /// loop as its executor), so the loop resumes them without a hop to other threads; a
@@ -51,11 +55,17 @@ extension NetworkListener where ApplicationProtocol == QUIC {
     public func runHTTP3(
         requestsPerConnection: Int? = nil,
         shutdownGracePeriod: Duration = .seconds(10),
+        requestCancellationLimit: HTTP3RequestCancellationLimit? = .default,
         _ handler: @escaping @Sendable (HTTPRequest, HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
     ) async throws {
         if let requestsPerConnection, requestsPerConnection < 1 {
             throw NetworkError.invalidConfiguration("requestsPerConnection must be at least 1 (it is \(requestsPerConnection))")
         }
+        if let limit = requestCancellationLimit, limit.requests < 1 || limit.interval <= .zero {
+            throw NetworkError.invalidConfiguration(
+                "requestCancellationLimit must allow at least 1 request over a positive interval (it allows \(limit.requests) per \(limit.interval))")
+        }
+        let cancellationBudget = requestCancellationLimit.map { HTTP3CancellationBudget(requests: $0.requests, per: $0.interval) }
         guard parameters.stack.alpn.contains("h3") else {
             throw NetworkError.invalidConfiguration("an HTTP/3 listener's QUIC options must offer ALPN \"h3\" (they offer \(parameters.stack.alpn))")
         }
@@ -88,7 +98,8 @@ extension NetworkListener where ApplicationProtocol == QUIC {
             // An HTTP/3 listener's stack is QUIC (this extension is on `NetworkListener<QUIC>`).
             guard let channel = channel as? QUICChannel else { preconditionFailure("an HTTP/3 listener with a \(type(of: channel))") }
             let http3 = HTTP3Channel(
-                role: .server, loop: channel.loop, requestsPerConnection: requestsPerConnection, shutdownGracePeriod: shutdownGracePeriod
+                role: .server, loop: channel.loop, requestsPerConnection: requestsPerConnection, shutdownGracePeriod: shutdownGracePeriod,
+                cancellationBudget: cancellationBudget
             )
             http3.attach(to: channel)
             let loop = channel.loop.isVirtual ? nil : channel.loop
@@ -124,6 +135,7 @@ extension NetworkListener where ApplicationProtocol == QUIC {
             running.started()
             let task = Task(executorPreference: loop) {
                 await Self.serve(exchange, handler)
+                exchange.handlerFinished()
                 running.finished()
             }
             exchange.whenEnded { task.cancel() }

@@ -33,6 +33,7 @@ public enum NWProtocolTCP {
             var disableAckStretching = false
             var enableFastOpen = false
             var disableECN = false
+            var newConnectionLimitPerAddress = 1_000
         }
         private let values = Locked(Values())
 
@@ -114,6 +115,24 @@ public enum NWProtocolTCP {
             set { values.withLock { $0.disableECN = newValue } }
         }
 
+        /// Listener: most connections from one IP address, any port, IPv6 by /64 prefix
+        /// (default 1,000; 0: no limit), so one address cannot take every place of the
+        /// listener's `newConnectionLimit`. Further connections from that address are reset as
+        /// soon as they are accepted. Applies to TLS listeners too (`NWParameters(tls:tcp:)`).
+        /// Apple's Network.framework has no such option; this is Braid's, as
+        /// `TCP.newConnectionLimitPerAddress(_:)` in the new API. A negative value fails the
+        /// listener.
+        ///
+        /// ```swift
+        /// let tcp = NWProtocolTCP.Options()
+        /// tcp.newConnectionLimitPerAddress = 50
+        /// let listener = try NWListener(using: NWParameters(tls: nil, tcp: tcp))
+        /// ```
+        public var newConnectionLimitPerAddress: Int {
+            get { values.withLock { $0.newConnectionLimitPerAddress } }
+            set { values.withLock { $0.newConnectionLimitPerAddress = newValue } }
+        }
+
         override func copy() -> NWProtocolOptions {
             let copied = Options()
             let values = values.withLock { $0 }
@@ -139,7 +158,7 @@ public enum NWProtocolTCP {
             }
             if values.connectionTimeout > 0 { tcp = tcp.connectionTimeout(Self.seconds(values.connectionTimeout, default: 0)) }
             if values.enableFastOpen { tcp = tcp.fastOpenAllowed(true) }
-            return tcp
+            return tcp.newConnectionLimitPerAddress(values.newConnectionLimitPerAddress)
         }
 
         /// `value` as the socket option's unsigned value, `default` for 0 or less.

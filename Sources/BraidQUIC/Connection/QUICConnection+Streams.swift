@@ -283,16 +283,48 @@ extension QUICConnection {
         emit(.streamClosed(streamID: stream.id))
     }
 
-    /// A peer-opened stream is fully consumed: allow the peer one more stream of that kind.
+    /// A peer-opened stream is fully consumed: allow the peer one more stream of that kind
+    /// (once its owner releases it, if the owner holds its credit).
     func returnStreamCredit(_ stream: StreamState) {
         guard !isLocallyInitiated(streamID: stream.id), !stream.creditReturned, !isClosed else { return }
         stream.creditReturned = true
-        if stream.id & 2 == 0 {
+        if stream.creditHeld {
+            heldStreamCredit.insert(stream.id)
+            return
+        }
+        extendStreamLimit(ofKindOf: stream.id)
+    }
+
+    private func extendStreamLimit(ofKindOf streamID: Int64) {
+        if streamID & 2 == 0 {
             ngtcp2_conn_extend_max_streams_bidi(conn, 1)
         } else {
             ngtcp2_conn_extend_max_streams_uni(conn, 1)
         }
     }
+
+    /// Keeps a peer-opened stream counting against the peer's stream limit after it closes,
+    /// until `releaseStreamCredit(streamID:)`: work the stream started (a request's handler)
+    /// then counts as the stream did, so a peer that resets streams at once cannot start more
+    /// of it than its limit allows. Nothing happens for a stream that is gone or our own.
+    package func holdStreamCredit(streamID: Int64) {
+        guard !isLocallyInitiated(streamID: streamID), let stream = streams[streamID], !stream.creditReturned else { return }
+        stream.creditHeld = true
+    }
+
+    /// Ends `holdStreamCredit(streamID:)`: the peer may open another stream once this one has
+    /// closed (at once if it has).
+    package func releaseStreamCredit(streamID: Int64) {
+        if let stream = streams[streamID] {
+            stream.creditHeld = false
+        } else if heldStreamCredit.remove(streamID) != nil, !isClosed {
+            extendStreamLimit(ofKindOf: streamID)
+        }
+    }
+
+    /// Peer-opened streams that have closed but still count against the peer's limit
+    /// (`holdStreamCredit(streamID:)`).
+    package var heldStreamCreditCount: Int { heldStreamCredit.count }
 
     /// Reopens 0-RTT streams under the same IDs and queues their bytes again from offset 0.
     func reopenRejectedStreams() {

@@ -64,6 +64,9 @@ package final class QUICConnection {
 
     // MARK: Streams (+Streams)
     var streams: [Int64: StreamState] = [:]
+    /// Peer-opened streams that closed while their owner held their credit: the peer may
+    /// open one more stream for each once the owner releases it.
+    var heldStreamCredit: Set<Int64> = []
     /// Gives each stream the peer opens its sink (nil: the engine buffers its bytes), before
     /// its first bytes arrive. Called inside the engine's receive, so it must not call the
     /// engine.

