@@ -270,4 +270,41 @@ struct AvahiBackendTests {
             await advertiser.stop()
         }
     }
+
+    /// Two daemons claim one host name on one link (both take the machine's): the one Braid
+    /// registers through comes back to the link after the other took the name, collides
+    /// (AVAHI_CLIENT_S_COLLISION), takes another host name, and Braid's service is withdrawn
+    /// and added again under it.
+    @Test func aHostNameCollisionOfTheDaemonReregistersTheService() async throws {
+        try await withDaemon { daemonSide, peerSide, daemon in
+            let type = uniqueServiceType(), name = Self.uniqueName("Outlives a collision")
+            let advertiser = try braid(daemon, backend: "avahi", ["advertise", type, "--name", name])
+            _ = try await advertiser.jsonLine(within: 60) { $0["registered"] as? String == name }
+            let before = try await Self.resolvedByAvahiBrowse(daemon, type: type, name: name)
+            // The link goes down: the other daemon claims the same name unopposed.
+            _ = try await daemonSide.setLink("av0", up: false)
+            try await AvahiDaemon.with(in: peerSide, interface: "em0") { other in
+                try await waitUntil("the other daemon to hold the host name", describe: { other.daemon.output + other.daemon.errors }) {
+                    (other.daemon.output + other.daemon.errors).contains("Server startup complete")
+                }
+                _ = try await daemonSide.setLink("av0", up: true)
+                try await waitUntil("the service withdrawn and registered again", describe: { advertiser.output + "\n" + daemon.daemon.errors }) {
+                    let lines = advertiser.jsonLines
+                    guard let lapse = lines.firstIndex(where: { $0["unregistered"] as? String == name }) else { return false }
+                    return lines[lapse...].contains { $0["registered"] as? String == name }
+                }
+                let end = ContinuousClock.now + .seconds(60)
+                var after = before
+                while ContinuousClock.now < end {
+                    after = try await Self.resolvedByAvahiBrowse(daemon, type: type, name: name)
+                    if after[6] != before[6] { break }
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+                #expect(after[6] != before[6], "resolved: \(after); daemon: \(daemon.daemon.errors)")
+                // The daemon's own account: its host name collided (not merely re-registered).
+                #expect((daemon.daemon.output + daemon.daemon.errors).contains("Host name conflict"), "daemon: \(daemon.daemon.errors)")
+            }
+            await advertiser.stop()
+        }
+    }
 }
