@@ -99,4 +99,29 @@ import Testing
             }
         }
     }
+
+    @Test func aServiceSetOnARunningNetworkListenerWithoutOneIsAdvertised() async throws {
+        try await DiscoveryLAN.with(hosts: 2) { hosts in
+            let type = uniqueServiceType()
+            let listener = NetworkListener(using: .parameters { TCP() })
+            let changes = Locked<[NetworkListener<TCP>.ServiceRegistrationChange]>([])
+            listener.onServiceRegistrationUpdate { _, change in changes.withLock { $0.append(change) } }
+            let running = await hosts[0].run { Task { try await listener.run { _ in } } }
+            hosts[0].cancelAtTeardown(running)
+            try await waitUntil("the listener's port", describe: { "\(listener.state)" }) { listener.port != nil }
+
+            let browser = NWBrowser(for: .bonjourWithTXTRecord(type: type, domain: nil), using: .tcp)
+            let recorder = BrowseRecorder(browser)
+            hosts[1].runNow { browser.start(queue: .global()) }
+            defer { browser.cancel() }
+            listener.service = NWListener.Service(name: "Late", type: type, txtRecord: NWTXTRecord(["round": "1"]))
+            try await waitUntil("Late on the other host", describe: { "\(recorder.names)" }) { Self.txt(of: "Late", recorder)?["round"] == "1" }
+            listener.service = NWListener.Service(name: "Late", type: type, txtRecord: NWTXTRecord(["round": "2"]))
+            try await waitUntil("round=2 on the other host", describe: { "\(recorder.changes.withLock { $0 })" }) {
+                Self.txt(of: "Late", recorder)?["round"] == "2"
+            }
+            #expect(!Self.everRemoved("Late", recorder), "the browser lost the service: \(recorder.changes.withLock { $0 })")
+            #expect(changes.withLock { $0 } == [.add(.service(name: "Late", type: type, domain: "local.", interface: nil))])
+        }
+    }
 }
