@@ -108,21 +108,32 @@ import Testing
     /// service on another: whichever wins, the changes delivered are `add` then `remove`, or
     /// nothing, never a `remove` overtaken by its `add` (which would leave the application
     /// believing a withdrawn service advertised). Many rounds, each a fresh race.
-    @Test func aRemoveNeverOvertakesItsAdd() throws {
+    @Test func aRemoveNeverOvertakesItsAdd() async throws {
         let rounds = 3000
-        var wrong: [[NWListener.ServiceRegistrationChange]] = []
         let table = Self.endpoint("Table 7")
-        for _ in 0..<rounds {
-            let recorder = Recorder()
-            let advertiser = recorder.advertiser
-            try advertiser.advertise(NWListener.Service(name: "Table 7", type: "_game._tcp"), port: 4242)
-            let backend = recorder.backend
-            DispatchQueue.concurrentPerform(iterations: 2) { index in
-                if index == 0 { backend.send(.registered(instance: Array("Table 7".utf8)), to: 1) } else { advertiser.withdraw() }
+        // The rounds block their thread (concurrentPerform, the advertiser's flush): a thread of
+        // their own, not one of the few Swift concurrency runs every test on.
+        let wrong = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[[NWListener.ServiceRegistrationChange]], any Error>) in
+            Thread.detachNewThread {
+                do {
+                    var wrong: [[NWListener.ServiceRegistrationChange]] = []
+                    for _ in 0..<rounds {
+                        let recorder = Recorder()
+                        let advertiser = recorder.advertiser
+                        try advertiser.advertise(NWListener.Service(name: "Table 7", type: "_game._tcp"), port: 4242)
+                        let backend = recorder.backend
+                        DispatchQueue.concurrentPerform(iterations: 2) { index in
+                            if index == 0 { backend.send(.registered(instance: Array("Table 7".utf8)), to: 1) } else { advertiser.withdraw() }
+                        }
+                        Self.settled(advertiser)
+                        let changes = recorder.changes
+                        if changes != [] && changes != [.add(table), .remove(table)] { wrong.append(changes) }
+                    }
+                    continuation.resume(returning: wrong)
+                } catch {
+                    continuation.resume(throwing: error)
+                }
             }
-            Self.settled(advertiser)
-            let changes = recorder.changes
-            if changes != [] && changes != [.add(table), .remove(table)] { wrong.append(changes) }
         }
         #expect(wrong.isEmpty, "\(wrong.count) of \(rounds) rounds delivered \(wrong.prefix(3))")
     }
