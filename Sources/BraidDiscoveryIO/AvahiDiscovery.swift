@@ -118,7 +118,7 @@ package final class AvahiDiscovery: DiscoveryBackend, @unchecked Sendable {
         let id = ids.add(1, ordering: .relaxed).oldValue
         locked {
             let registration = AvahiRegistration(id: id, service: service, interfaces: interfaces, onEvent: onEvent, owner: self)
-            if embedded == nil, let client, registration.start(client) {
+            if embedded == nil, let client, registration.start(client, publishNow: avahi_client_get_state(client) == AVAHI_CLIENT_S_RUNNING) {
                 registrations[id] = registration
             } else {
                 registration.stop()
@@ -138,10 +138,48 @@ package final class AvahiDiscovery: DiscoveryBackend, @unchecked Sendable {
         }
     }
 
+    /// The daemon announces the new TXT record in place; if it refuses, the service is
+    /// registered again with it.
+    package func updateTXT(_ id: UInt64, txt: [[UInt8]]) {
+        locked {
+            if let registration = registrations[id] {
+                if !registration.updateTXT(txt) { republish(registration) }
+            } else if let there = moved[id] {
+                embedded?.updateTXT(there, txt: txt)
+            }
+        }
+    }
+
     // MARK: - On the poll's thread (or under the lock)
 
     private func clientChanged(_ state: AvahiClientState) {
-        guard state == AVAHI_CLIENT_FAILURE, let client else { return }
+        switch state {
+        case AVAHI_CLIENT_S_COLLISION, AVAHI_CLIENT_S_REGISTERING:
+            // The daemon's host name collided, or it registers a new one: services wait for it
+            // (Avahi's rule: reset the entry groups, add the services again once it runs).
+            for registration in registrations.values { registration.suspend() }
+        case AVAHI_CLIENT_S_RUNNING:
+            for registration in Array(registrations.values) where !registration.resume() { registrationFailed(registration) }
+        case AVAHI_CLIENT_FAILURE:
+            lose()
+        default:
+            break
+        }
+    }
+
+    /// A registration the daemon would not update: stopped and published afresh (its new TXT
+    /// record included), on the daemon if it takes it, else on the embedded engine.
+    private func republish(_ registration: AvahiRegistration) {
+        registration.stop()
+        guard let client, registration.start(client, publishNow: avahi_client_get_state(client) == AVAHI_CLIENT_S_RUNNING) else {
+            registrationFailed(registration)
+            return
+        }
+    }
+
+    /// The daemon is gone: everything moves to the embedded engine.
+    private func lose() {
+        guard let client else { return }
         let code = avahi_client_errno(client)
         lostReason = AvahiError(code: code, during: "talking to avahi-daemon").description
         for browse in browsers.values { browse.stop(); moveBrowse(browse) }

@@ -4,7 +4,8 @@ import BraidDiscovery
 /// responder (`MDNSDiscovery`), or the system's avahi-daemon (`AvahiDiscovery`). Both speak the
 /// embedded engine's values: a browse reports whole lists of `MDNSBrowseResult`s, each resolved
 /// as far as it is heard (SRV target, port, addresses, TXT), and an advertisement reports
-/// `MDNSResponder.Event`s (registered under a name, renamed after a conflict). Callbacks arrive
+/// `MDNSResponder.Event`s (registered under a name, renamed after a conflict, withdrawn for
+/// a while). Callbacks arrive
 /// on a thread of the back end's, never concurrently with themselves for one ID, and may call
 /// back into the back end (to stop, say).
 ///
@@ -36,6 +37,10 @@ package protocol DiscoveryBackend: AnyObject, Sendable {
 
     /// Stops advertising (the back end says goodbye for it).
     func stopAdvertising(_ id: UInt64)
+
+    /// Gives the advertisement with this ID a new TXT record, announced in place of the old one
+    /// under the same name: no goodbye, no probe (RFC 6762 §8.4).
+    func updateTXT(_ id: UInt64, txt: [[UInt8]])
 }
 
 extension MDNSDiscovery: DiscoveryBackend {

@@ -100,6 +100,12 @@ package final class MDNSChannel: LoopHandler {
         service(context)
     }
 
+    func updateResponder(_ id: UInt64, txt: [[UInt8]], _ context: LoopContext) {
+        guard responders[id] != nil else { return }
+        responders[id]!.engine.update(txt: txt, now: now(context))
+        service(context)
+    }
+
     func removeResponder(_ id: UInt64, _ context: LoopContext) {
         guard var advertising = responders.removeValue(forKey: id) else { return }
         if let goodbye = advertising.engine.goodbye() { send(goodbye, of: advertising, on: nil) }

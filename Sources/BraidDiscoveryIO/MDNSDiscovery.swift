@@ -115,6 +115,12 @@ package final class MDNSDiscovery: Sendable {
         return id
     }
 
+    /// Announces the advertisement's new TXT record (`MDNSResponder.update(txt:now:)`).
+    package func updateTXT(_ id: UInt64, txt: [[UInt8]]) {
+        let bound = channel
+        loop.execute { context in bound.value.updateResponder(id, txt: txt, context) }
+    }
+
     /// Stops advertising, sending the goodbye.
     package func stopAdvertising(_ id: UInt64) {
         let bound = channel

@@ -11,7 +11,7 @@ struct BraidCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "braid",
         abstract: "Braid's stacks: serve and drive the perf and echo applications over QUIC, TLS, TCP, UDP, DTLS and WebSocket, and HTTP/3.",
-        subcommands: [Serve.self, Client.self, Get.self, Browse.self, Advertise.self])
+        subcommands: [Serve.self, Client.self, Get.self, Browse.self, Advertise.self, Connect.self])
 }
 
 /// The batching switches both commands take.

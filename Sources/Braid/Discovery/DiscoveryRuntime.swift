@@ -12,13 +12,25 @@ enum DiscoveryRuntime {
     /// the loop the work runs on (a test's host in a network namespace) first, else the one
     /// `DiscoveryBackendChoice` picks from `BRAID_DISCOVERY_BACKEND`.
     static func discovery() throws -> any DiscoveryBackend {
-        if let attached = attached() { return attached }
+        try discovery(on: contextLoop())
+    }
+
+    /// The back end for work whose loop is `loop` (as `contextLoop()` gave it, where the work
+    /// began): the discovery attached to it, else the one `BRAID_DISCOVERY_BACKEND` picks.
+    static func discovery(on loop: EventLoop?) throws -> any DiscoveryBackend {
+        if let loop, let attached = MDNSDiscovery.attached(to: loop) { return attached }
         return try DiscoveryBackendChoice.fromEnvironment().backend()
+    }
+
+    /// The loop the calling task's work runs on, if it names one: its network environment's,
+    /// or that of the connection whose `.service` endpoint is being resolved.
+    static func contextLoop() -> EventLoop? {
+        NetworkEnvironment.current?.loop ?? establishmentLoop
     }
 
     /// The discovery attached to the loop the work runs on, if any.
     static func attached() -> MDNSDiscovery? {
-        guard let loop = NetworkEnvironment.current?.loop ?? establishmentLoop else { return nil }
+        guard let loop = contextLoop() else { return nil }
         return MDNSDiscovery.attached(to: loop)
     }
 

@@ -53,9 +53,11 @@ extension NWListener {
         self.service = service
     }
 
-    /// The service to advertise once the listener is ready. Setting it once the listener
-    /// advertises withdraws the service advertised (goodbye, `remove`) and advertises the new
-    /// one (nil: none).
+    /// The service to advertise once the listener is ready. Setting it on a ready listener
+    /// advertises it, whether or not the listener advertised before: a service of another name,
+    /// type or domain than the one advertised withdraws that one (goodbye, `remove`) first; one
+    /// that differs in its TXT record alone keeps the name and announces the new record in its
+    /// place (no `remove`, no `add`). Nil withdraws the service.
     public var service: Service? {
         get { shared.withLock { $0.service } }
         set {
@@ -84,11 +86,10 @@ extension NWListener {
         set { shared.withLock { $0.serviceRegistrationUpdate = newValue } }
     }
 
+    /// Called once the listener is ready, in the task that runs it: makes the advertiser (with
+    /// or without a service; one set later goes to it, and to the discovery back end of this
+    /// task's context) and advertises the service set so far.
     func startAdvertising() {
-        guard let (service, port) = shared.withLock({ shared -> (Service, UInt16)? in
-            guard shared.advertiser == nil, !shared.cancelled, let service = shared.service, let port = shared.port else { return nil }
-            return (service, port.rawValue)
-        }) else { return }
         let advertiser = ServiceAdvertiser(filter: BrowseFilter(parameters: parameters)) { [weak self] change in
             self?.deliver(change)
         } onConflict: { [weak self] _ in
@@ -96,14 +97,15 @@ extension NWListener {
             self?.update(.failed(.dns(-65548)))
             self?.cancel()
         }
-        let cancelled = shared.withLock { shared -> Bool in
+        // The advertiser is stored and the service read at once: a `service` set meanwhile is
+        // either seen here or finds the advertiser and advertises itself.
+        let start = shared.withLock { shared -> (service: Service?, port: UInt16)? in
+            guard shared.advertiser == nil, !shared.cancelled, let port = shared.port else { return nil }
             shared.advertiser = advertiser
-            return shared.cancelled
+            return (shared.service, port.rawValue)
         }
-        if cancelled {
-            advertiser.stop()
-            return
-        }
+        guard let start, let service = start.service else { return }
+        let port = start.port
         do {
             try advertiser.advertise(service, port: port)
         } catch {

@@ -47,9 +47,10 @@ extension NetworkListener {
     }
 
     /// The service advertised while the listener runs (nil: none). Setting it while the
-    /// listener runs withdraws the service advertised (its goodbye, `remove`) and advertises
-    /// the new one: how to change the name or the TXT record. A service that cannot be
-    /// advertised fails the listener.
+    /// listener runs advertises it, whether or not one was before: a new name, type or domain
+    /// withdraws the service advertised (its goodbye, `remove`) first; a new TXT record alone
+    /// is announced under the same name, in place of the old (no `remove`, no `add`). A service
+    /// that cannot be advertised fails the listener.
     public var service: NWListener.Service? {
         get { serviceState.withLock { $0.service } }
         set {
@@ -77,7 +78,8 @@ extension NetworkListener {
 
     /// Calls `handler` with each change of the advertisement: `add` once the service is
     /// registered under a name, `remove` when it stops being (on a rename, a new `service`, or
-    /// when `run` ends). Runs on a loop thread; keep it short.
+    /// when `run` ends). Runs on a serial queue of the listener's, one change at a time, in the
+    /// order they happened; keep it short.
     ///
     /// ```swift
     /// let listener = try NetworkListener(for: .bonjour(type: "_game._tcp")) { TCP() }

@@ -162,7 +162,9 @@ public struct MDNSBrowser: Sendable {
                   seen.insert(ResultKey(instance: instance, interface: entry.interface)).inserted
             else { continue }
             var result = MDNSBrowseResult(instanceName: instance, interface: entry.interface, txt: [], host: nil, port: nil, addresses: [])
-            if let txt = cache.entries(named: instance, type: .txt).first(where: { $0.interface == entry.interface }),
+            // The latest heard: an updated TXT record replaces the old one at once, though the
+            // old stays cached for a second after the cache-flush (RFC 6762 §10.2).
+            if let txt = cache.entries(named: instance, type: .txt).filter({ $0.interface == entry.interface }).max(by: { $0.received < $1.received }),
                case .txt(let strings) = txt.record.data {
                 result.txt = strings
             }

@@ -16,7 +16,8 @@
 /// `maximumWaitingKnownAnswers`, `maximumKnownAnswerParts`). `addressed(_:to:)` gives the copy of
 /// a message for one interface, with that interface's addresses alone (RFC 6762 §6.2); a probe
 /// of its own heard back on another interface carries fewer addresses and is not a rival.
-/// `update(addresses:now:)` takes the host's addresses anew and announces them (RFC 6762 §8.4).
+/// `update(addresses:now:)` takes the host's addresses anew and announces them, and
+/// `update(txt:now:)` a new TXT record (RFC 6762 §8.4).
 public struct MDNSResponder: Sendable {
     /// TTLs of RFC 6762 §10: host-related records 120 s, the others 75 minutes.
     public static let hostRecordTTL: UInt32 = 120
@@ -51,6 +52,9 @@ public struct MDNSResponder: Sendable {
         case registered(instance: [UInt8])
         /// A conflict made the instance take a new name; probing starts again.
         case renamed(from: [UInt8], to: [UInt8])
+        /// The instance is no longer announced for now, under this name (avahi-daemon withdrew
+        /// it while it renames the host after a conflict); `registered` follows once it is again.
+        case withdrawn(instance: [UInt8])
     }
 
     public struct Outgoing: Hashable, Sendable {
@@ -359,6 +363,19 @@ public struct MDNSResponder: Sendable {
     public mutating func update(addresses: [DNSRecordData], now: Duration) {
         guard phase != .stopped, Set(addresses) != Set(service.addresses) else { return }
         service.addresses = addresses
+        if isRegistered {
+            phase = .announcing(sent: 0)
+            nextAction = now
+        }
+    }
+
+    /// Gives the instance a new TXT record (RFC 6762 §8.4): a registered responder announces
+    /// its records again, twice a second apart, the TXT record's cache-flush bit making caches
+    /// drop the old one; the name stays, so there is no probe and no goodbye. While probing,
+    /// the probes carry the new record from now on.
+    public mutating func update(txt: [[UInt8]], now: Duration) {
+        guard phase != .stopped, txt != service.txt else { return }
+        service.txt = txt
         if isRegistered {
             phase = .announcing(sent: 0)
             nextAction = now

@@ -52,6 +52,32 @@ import Testing
         }
     }
 
+    /// RFC 6762 §8.4: a new TXT record is announced under the same name, with the cache-flush
+    /// bit; no probe, no goodbye, and the browser's result carries the new record at once.
+    @Test func aNewTXTRecordIsAnnouncedWithoutAProbeOrAGoodbye() throws {
+        var link = Link()
+        link.responders = [MDNSResponder(service: Self.service("Table 7", txt: ["round=1"]), now: .zero, seed: 1)]
+        link.browsers = [MDNSBrowser(serviceType: Self.type, now: .zero)]
+        link.run(until: .seconds(5))
+        #expect(link.browsers[0].results().first?.txt == [Array("round=1".utf8)])
+        _ = link.responders[0].takeEvents()
+        link.delivered = []
+
+        link.responders[0].update(txt: [Array("round=2".utf8)], now: link.now)
+        link.run(until: link.now + .milliseconds(1))
+        #expect(link.browsers[0].results().first?.txt == [Array("round=2".utf8)])
+        link.run(until: link.now + .seconds(5))
+        #expect(link.browsers[0].results().map(\.txt) == [[Array("round=2".utf8)]])
+        let instance = link.responders[0].instanceName
+        let sent = link.delivered
+        #expect(!sent.contains { !$0.isResponse && !$0.authorities.isEmpty }, "a probe went out")
+        #expect(!sent.contains { $0.answers.contains { $0.ttl == 0 } }, "a goodbye went out")
+        let announced = sent.filter { $0.isResponse }.flatMap(\.answers).filter { $0.name == instance && $0.data.type == .txt }
+        #expect(announced.count >= 2)
+        #expect(announced.allSatisfy { $0.cacheFlush && $0.data == .txt([Array("round=2".utf8)]) })
+        #expect(link.responders[0].takeEvents().isEmpty)
+    }
+
     @Test func aBrowserFindsAnAdvertisedServiceResolved() throws {
         var link = Link()
         link.responders = [MDNSResponder(service: Self.service("Table 7"), now: .zero, seed: 1)]

@@ -25,8 +25,10 @@ struct AvahiBackendTests {
         }
     }
 
-    func braid(_ daemon: AvahiDaemon, backend: String, _ arguments: [String], in namespace: NetworkNamespace? = nil) throws -> ChildProcess {
-        try daemon.run(try PeerProcess.braidTool, arguments, environment: ["BRAID_DISCOVERY_BACKEND=\(backend)"], in: namespace)
+    func braid(
+        _ daemon: AvahiDaemon, backend: String, _ arguments: [String], in namespace: NetworkNamespace? = nil, standardInput: Int32? = nil
+    ) throws -> ChildProcess {
+        try daemon.run(try PeerProcess.braidTool, arguments, environment: ["BRAID_DISCOVERY_BACKEND=\(backend)"], in: namespace, standardInput: standardInput)
     }
 
     static func uniqueName(_ what: String) -> String { "\(what) \(String(UInt32.random(in: 0...UInt32.max), radix: 16))" }
@@ -179,5 +181,130 @@ struct AvahiBackendTests {
         let exit = try await child.finish(within: 60)
         #expect(exit.status == 1)
         #expect(child.errors.contains("auto, avahi or embedded"), "stderr: \(child.errors)")
+    }
+
+    /// A pipe for a child's standard input: the read end (given to the child) and the write end
+    /// (the test's), both close-on-exec so no other child inherits them (posix_spawn's dup2 of
+    /// the read end onto the child's standard input clears the flag there).
+    static func inputPipe() throws -> (read: Int32, write: Int32) {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { throw NamespaceFailure("pipe: errno \(errno)") }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        return (ends[0], ends[1])
+    }
+
+    /// A new TXT record through the daemon is an update of the entry group's service
+    /// (avahi_entry_group_update_service_txt_strlst): a browser across the link sees the new
+    /// record and never loses the service, and the advertiser's registration never lapses.
+    @Test func aNewTXTRecordIsUpdatedInPlaceThroughAvahi() async throws {
+        try await withDaemon { _, peerSide, daemon in
+            let type = uniqueServiceType(), name = Self.uniqueName("TXT via Avahi")
+            let input = try Self.inputPipe()
+            defer { close(input.write) }
+            let advertiser = try braid(daemon, backend: "avahi", ["advertise", type, "--name", name, "--txt", "round=1", "--txt-from-stdin"], standardInput: input.read)
+            close(input.read)
+            _ = try await advertiser.jsonLine(within: 60) { $0["registered"] as? String == name }
+            let browser = try braid(daemon, backend: "embedded", ["browse", type], in: peerSide)
+            _ = try await browser.jsonLine(within: 90) { $0["found"] as? String == name && ($0["txt"] as? [String: String])?["round"] == "1" }
+            let line = Array("round=2\n".utf8)
+            #expect(write(input.write, line, line.count) == line.count)
+            _ = try await browser.jsonLine(within: 60) { $0["found"] as? String == name && ($0["txt"] as? [String: String])?["round"] == "2" }
+            #expect(!browser.jsonLines.contains { $0["lost"] as? String == name }, "browser: \(browser.output)")
+            #expect(!advertiser.jsonLines.contains { $0["unregistered"] != nil }, "advertiser: \(advertiser.output)")
+            #expect(advertiser.jsonLines.filter { $0["registered"] != nil }.count == 1, "advertiser: \(advertiser.output)")
+            // And the daemon itself holds the new record.
+            let fields = try await Self.resolvedByAvahiBrowse(daemon, type: type, name: name)
+            #expect(fields[9].contains("\"round=2\""), "avahi-browse: \(fields)")
+            await advertiser.stop()
+            await browser.stop()
+        }
+    }
+
+    /// A listener advertised through the daemon, reached by name from across the link with the
+    /// `.service` endpoint resolved through the daemon too: `braid connect` (NWConnection to
+    /// `.service(name:type:domain:interface:)`) sends text and gets its echo.
+    @Test func aServiceAdvertisedThroughAvahiIsReachedByNameResolvedThroughAvahi() async throws {
+        try await withDaemon { daemonSide, peerSide, daemon in
+            let type = uniqueServiceType(), name = Self.uniqueName("Echo via Avahi")
+            // In the daemon's namespace, so the address the daemon publishes (av0's) is the
+            // listener's.
+            let advertiser = try braid(daemon, backend: "avahi", ["advertise", type, "--name", name], in: daemonSide)
+            _ = try await advertiser.jsonLine(within: 60) { $0["registered"] as? String == name }
+            let connect = try braid(daemon, backend: "avahi", ["connect", name, type, "--send", "over avahi", "--timeout", "60"], in: peerSide)
+            let exit = try await connect.finish(within: 90)
+            #expect(exit.status == 0, "braid connect: \(connect.output) \(connect.errors)")
+            let reply = connect.jsonLines.first ?? [:]
+            #expect(reply["received"] as? String == "over avahi", "braid connect: \(connect.output) \(connect.errors)")
+            await advertiser.stop()
+        }
+    }
+
+    /// The daemon registers a new host name (avahi-set-host-name: the daemon goes through
+    /// REGISTERING, as after a host-name collision): the service is withdrawn while it does,
+    /// reported `unregistered`, and added again once the daemon runs, its SRV record now naming
+    /// the new host.
+    @Test func aNewDaemonHostNameReregistersTheServiceThroughAvahi() async throws {
+        try await withDaemon { _, _, daemon in
+            let type = uniqueServiceType(), name = Self.uniqueName("Outlives the host name")
+            let advertiser = try braid(daemon, backend: "avahi", ["advertise", type, "--name", name])
+            _ = try await advertiser.jsonLine(within: 60) { $0["registered"] as? String == name }
+            let before = try await Self.resolvedByAvahiBrowse(daemon, type: type, name: name)
+            let host = "braid-renamed-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+            #expect(before[6] != "\(host).local")
+            let rename = try daemon.run("/usr/bin/avahi-set-host-name", [host])
+            let renamed = try await rename.finish(within: 60)
+            #expect(renamed.status == 0, "avahi-set-host-name: \(rename.output) \(rename.errors)")
+            try await waitUntil("the service withdrawn and registered again", describe: { advertiser.output }) {
+                let lines = advertiser.jsonLines
+                guard let lapse = lines.firstIndex(where: { $0["unregistered"] as? String == name }) else { return false }
+                return lines[lapse...].contains { $0["registered"] as? String == name }
+            }
+            let end = ContinuousClock.now + .seconds(60)
+            var after = before
+            while ContinuousClock.now < end {
+                after = try await Self.resolvedByAvahiBrowse(daemon, type: type, name: name)
+                if after[6] == "\(host).local" { break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            #expect(after[6] == "\(host).local", "resolved: \(after)")
+            await advertiser.stop()
+        }
+    }
+
+    /// Two daemons claim one host name on one link (both take the machine's): the one Braid
+    /// registers through comes back to the link after the other took the name, collides
+    /// (AVAHI_CLIENT_S_COLLISION), takes another host name, and Braid's service is withdrawn
+    /// and added again under it.
+    @Test func aHostNameCollisionOfTheDaemonReregistersTheService() async throws {
+        try await withDaemon { daemonSide, peerSide, daemon in
+            let type = uniqueServiceType(), name = Self.uniqueName("Outlives a collision")
+            let advertiser = try braid(daemon, backend: "avahi", ["advertise", type, "--name", name])
+            _ = try await advertiser.jsonLine(within: 60) { $0["registered"] as? String == name }
+            let before = try await Self.resolvedByAvahiBrowse(daemon, type: type, name: name)
+            // The link goes down: the other daemon claims the same name unopposed.
+            _ = try await daemonSide.setLink("av0", up: false)
+            try await AvahiDaemon.with(in: peerSide, interface: "em0") { other in
+                try await waitUntil("the other daemon to hold the host name", describe: { other.daemon.output + other.daemon.errors }) {
+                    (other.daemon.output + other.daemon.errors).contains("Server startup complete")
+                }
+                _ = try await daemonSide.setLink("av0", up: true)
+                try await waitUntil("the service withdrawn and registered again", describe: { advertiser.output + "\n" + daemon.daemon.errors }) {
+                    let lines = advertiser.jsonLines
+                    guard let lapse = lines.firstIndex(where: { $0["unregistered"] as? String == name }) else { return false }
+                    return lines[lapse...].contains { $0["registered"] as? String == name }
+                }
+                let end = ContinuousClock.now + .seconds(60)
+                var after = before
+                while ContinuousClock.now < end {
+                    after = try await Self.resolvedByAvahiBrowse(daemon, type: type, name: name)
+                    if after[6] != before[6] { break }
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+                #expect(after[6] != before[6], "resolved: \(after); daemon: \(daemon.daemon.errors)")
+                // The daemon's own account: its host name collided (not merely re-registered).
+                #expect((daemon.daemon.output + daemon.daemon.errors).contains("Host name conflict"), "daemon: \(daemon.daemon.errors)")
+            }
+            await advertiser.stop()
+        }
     }
 }

@@ -101,10 +101,14 @@ final class AvahiDaemon: Sendable {
 
     /// A program run with this daemon's bus as the system bus (and `environment` besides), in
     /// `namespace` if given.
-    func run(_ executable: String, _ arguments: [String], environment: [String] = [], in namespace: NetworkNamespace? = nil) throws -> ChildProcess {
+    /// `standardInput`, if given, is the descriptor the program reads as its standard input.
+    func run(
+        _ executable: String, _ arguments: [String], environment: [String] = [], in namespace: NetworkNamespace? = nil,
+        standardInput: Int32? = nil
+    ) throws -> ChildProcess {
         let command = ["/usr/bin/env", "DBUS_SYSTEM_BUS_ADDRESS=\(busAddress)"] + environment + [executable] + arguments
-        if let namespace { return try ChildProcess("/usr/sbin/ip", ["netns", "exec", namespace.name] + command) }
-        return try ChildProcess(command[0], Array(command.dropFirst()))
+        if let namespace { return try ChildProcess("/usr/sbin/ip", ["netns", "exec", namespace.name] + command, standardInput: standardInput) }
+        return try ChildProcess(command[0], Array(command.dropFirst()), standardInput: standardInput)
     }
 
     private static func waitFor(_ what: String, process: ChildProcess, deadline: Duration = .seconds(60), _ condition: () -> Bool) async throws {
