@@ -38,6 +38,9 @@ extension NWProtocolTLS.Options {
         if values.minimumVersion == .TLSv13 {
             throw NetworkError.unsupported("a minimum version of TLS 1.3 over UDP (DTLS 1.3): GnuTLS 3.7 speaks DTLS 1.2 only")
         }
+        if values.maximumVersion == .DTLSv10 {
+            throw NetworkError.unsupported("a maximum version of DTLS 1.0: Braid's DTLS speaks DTLS 1.2 only")
+        }
         if !values.cipherSuites.isEmpty { throw NetworkError.unsupported("cipher suites on DTLS options") }
         // Classic listeners do not ask for client certificates, as classic TLS listeners do not.
         var dtls = DTLS { udp }.alpn(values.applicationProtocols).peerAuthentication(.none)

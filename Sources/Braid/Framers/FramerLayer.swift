@@ -17,7 +17,8 @@ import Foundation
 /// Bounds: the input the framer has not consumed (`NWProtocolFramer.maximumBufferedInput`),
 /// a delivered message (`maximumMessageSize`), what waits to go below (`outputLimit`, after
 /// which the layer takes nothing more from above), and what the framer wrote in answer to
-/// input that waits to go below (`outputLimit` too: past it `handleInput` is not called, the
+/// input that waits to go below (`outputLimit` too: past it `parseInput` offers no input and
+/// `handleInput` is not called, the
 /// channel stops reading and TCP's window stops the peer, until half of it has gone below).
 ///
 /// A framer's wakeups run on the connection's loop timers (`LoopContext.schedule`), its
@@ -67,6 +68,12 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     /// block): their messages follow that one, in order, once its bytes have all arrived.
     private var queuedDeliveries: [(data: Data, message: NWProtocolFramer.Message, isComplete: Bool)] = []
     private var inHandleInput = false
+    /// `parseInput` refused input during this `handleInput` for the answers waiting below.
+    private var stoppedForAnswers = false
+    /// The last `runInput` stopped with input left for the answers waiting below: it runs again
+    /// once they drain (even if they drain in the same pass, which asks for another), and the
+    /// peer's end waits until it has.
+    private var inputWaitsForAnswers = false
     /// `handleInput` is not called while `outputLimit` bytes written in answer to input wait
     /// for the layer below (the channel has stopped reading: `.awaitingDecision`).
     private(set) var inputHeldForOutput = false
@@ -140,8 +147,21 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     var eventLoop: EventLoop? {
         get { requests.state.withLock { $0.loop } }
         set {
-            requests.state.withLock { $0.loop = newValue }
+            let unplaced = requests.state.withLock { requests in
+                requests.loop = newValue
+                defer { requests.unplacedWakeup = nil }
+                return requests.unplacedWakeup
+            }
             inner.eventLoop = newValue
+            // A wakeup asked for before the layer had a loop: due as long after it was asked
+            // for as it asked.
+            guard let newValue, let (generation, deadline) = unplaced else { return }
+            let requests = requests
+            let place: @Sendable (LoopContext) -> Void = { context in
+                let left = max(.zero, deadline - MonotonicInstant.now())
+                requests.place(generation: generation, delay: left, context: context)
+            }
+            if let context = newValue.currentContext { place(context) } else { newValue.execute(place) }
         }
     }
 
@@ -190,10 +210,14 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
             if below.contains(.awaitingDecision) { events.insert(.awaitingDecision) }
             try pushToInner()
             // Held input: no more reading until the answers drain (`pushToInner` then asks for
-            // a pass, which reads again). The peer's end waits behind the held input, so the
-            // messages it still holds are delivered before the stream ends.
-            if inputHeldForOutput { events.insert(.awaitingDecision) }
-            if (innerFinished && !inputHeldForOutput) || framerFinished { events.insert(.peerFinished) }
+            // a pass, which reads again). The peer's end waits behind input left for the
+            // answers (until a pass has run the framer over it), so the messages it still
+            // holds are delivered before the stream ends.
+            // Input left for the answers stops reading too, even when they drained in this
+            // pass: the pass that asks for parses it first (else input read faster than the
+            // bound lets it be parsed would pile up).
+            if inputHeldForOutput || inputWaitsForAnswers { events.insert(.awaitingDecision) }
+            if (innerFinished && !inputWaitsForAnswers) || framerFinished { events.insert(.peerFinished) }
             if let failure { throw failure }
             return events
         }
@@ -249,6 +273,7 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     /// Calls `handleInput` while it makes progress on buffered input.
     private func runInput() {
         guard started, failure == nil else { return }
+        inputWaitsForAnswers = false
         if inputPassThrough {
             if input.count > inputStart {
                 let rest = Array(input[inputStart...])
@@ -271,12 +296,22 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
             // how much more input it parses (a peer that sends without reading gets stopped).
             if inputHeldForOutput || pendingAnswerCount >= Self.outputLimit {
                 inputHeldForOutput = true
+                inputWaitsForAnswers = true
                 break
             }
             let before = inputStart
             inHandleInput = true
+            stoppedForAnswers = false
             inputWanted = max(0, implementation.handleInput(framer: instance))
             inHandleInput = false
+            if stoppedForAnswers {
+                // What it asked for was refused for the answers, not missing: it is called
+                // again as soon as they have drained.
+                inputWanted = 0
+                inputHeldForOutput = true
+                inputWaitsForAnswers = true
+                break
+            }
             if inputStart == before && pendingDelivery == nil { break }
             if inputPassThrough { return runInput() }
         }
@@ -297,6 +332,12 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
 
     func parseInput(minimum: Int, maximum: Int, parse: (UnsafeMutableRawBufferPointer?, Bool) -> Int) -> Bool {
         guard failure == nil, pendingDelivery == nil else { return false }
+        // A `handleInput` that loops over all the input it has stops at the bound on answers
+        // too: no more input is offered until half of them has gone below.
+        if inHandleInput && pendingAnswerCount >= Self.outputLimit {
+            stoppedForAnswers = true
+            return false
+        }
         if minimum > inputLimit {
             fail(.messageTooLarge(size: minimum, maximum: inputLimit))
             return false
@@ -556,41 +597,32 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     }
 
     /// Sets the framer's one wakeup on the loop's timers (replacing the one set before; `.forever`
-    /// cancels it). May be called from any thread: the timer is placed from the loop, in call
-    /// order, and when it fires the wakeup runs in the pass it asks for. A layer not on a
-    /// channel's loop yet (`eventLoop` nil) has no clock, and its wakeups never come.
+    /// cancels it). May be called from any thread: on the loop the timer is placed at once,
+    /// from elsewhere by work posted to the loop, in call order; when it fires the wakeup runs
+    /// in the pass it asks for. A wakeup asked for before the layer is on a channel's loop is
+    /// kept, and placed when it gets there (due as many milliseconds after it was asked for).
     func scheduleWakeup(_ time: NWProtocolFramer.Instance.WakeupTime) {
+        let delay: Duration? = if case .milliseconds(let milliseconds) = time { .milliseconds(Int64(min(milliseconds, UInt64(Int32.max)))) } else { nil }
         let (generation, loop) = requests.state.withLock { requests in
             requests.wakeupGeneration += 1
             requests.dueWakeup = nil
+            requests.unplacedWakeup = nil
+            if requests.loop == nil, let delay {
+                requests.unplacedWakeup = (requests.wakeupGeneration, MonotonicInstant.now() + delay)
+            }
             return (requests.wakeupGeneration, requests.loop)
         }
         guard let loop else { return }
-        let delay: Duration? = if case .milliseconds(let milliseconds) = time { .milliseconds(Int64(min(milliseconds, UInt64(Int32.max)))) } else { nil }
         let requests = requests
-        loop.execute { context in
-            // nil: a later call replaced this one (its own work, queued behind, cancels the
-            // timer set before).
-            let earlier: UInt64?? = requests.state.withLock { requests in
-                guard requests.wakeupGeneration == generation else { return nil }
-                defer { requests.wakeupTimer = nil }
-                return .some(requests.wakeupTimer)
-            }
-            guard let earlier else { return }
-            if let earlier { context.deregister(earlier) }
-            guard let delay else { return }
-            let timer = context.schedule(at: context.now + delay) { _ in
-                let wake = requests.state.withLock { requests -> (@Sendable () -> Void)? in
-                    guard requests.wakeupGeneration == generation else { return nil }
-                    requests.wakeupTimer = nil
-                    requests.dueWakeup = generation
-                    return requests.requestProcessing
-                }
-                wake?()
-            }
-            requests.state.withLock { $0.wakeupTimer = timer }
+        if let context = loop.currentContext {
+            requests.place(generation: generation, delay: delay, context: context)
+        } else {
+            loop.execute { requests.place(generation: generation, delay: delay, context: $0) }
         }
     }
+
+    /// Whether a wakeup's timer is set on the loop now.
+    var hasWakeupTimer: Bool { requests.hasWakeupTimer }
 
     func enqueue(_ block: @escaping @Sendable () -> Void) {
         let wake = requests.state.withLock { requests in
@@ -710,7 +742,37 @@ final class FramerRequests: Sendable {
         /// The loop whose timers carry the wakeups, and the timer set there (used on the loop).
         var loop: EventLoop?
         var wakeupTimer: UInt64?
+        /// A wakeup asked for while `loop` was nil: its generation and when it is due (on the
+        /// process's monotonic clock).
+        var unplacedWakeup: (generation: UInt64, deadline: MonotonicInstant)?
     }
 
     let state = Locked(State())
+
+    /// On the loop: replaces the timer set before with one `delay` from now (none for nil),
+    /// unless a later `scheduleWakeup` replaced the wakeup of `generation` (its own placing,
+    /// queued behind or done already, cancels the timer set before).
+    func place(generation: UInt64, delay: Duration?, context: LoopContext) {
+        let earlier: UInt64?? = state.withLock { requests in
+            guard requests.wakeupGeneration == generation else { return nil }
+            defer { requests.wakeupTimer = nil }
+            return .some(requests.wakeupTimer)
+        }
+        guard let earlier else { return }
+        if let earlier { context.deregister(earlier) }
+        guard let delay else { return }
+        let timer = context.schedule(at: context.now + delay) { [self] _ in
+            let wake = state.withLock { requests -> (@Sendable () -> Void)? in
+                guard requests.wakeupGeneration == generation else { return nil }
+                requests.wakeupTimer = nil
+                requests.dueWakeup = generation
+                return requests.requestProcessing
+            }
+            wake?()
+        }
+        state.withLock { $0.wakeupTimer = timer }
+    }
+
+    /// Whether a wakeup's timer is set on the loop now.
+    var hasWakeupTimer: Bool { state.withLock { $0.wakeupTimer != nil } }
 }

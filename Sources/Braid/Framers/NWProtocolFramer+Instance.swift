@@ -15,8 +15,9 @@ extension NWProtocolFramer {
     /// `deliverInputNoCopy` length, or partial deliveries adding up to more, fail the
     /// connection the same way before Braid holds more than the bytes that arrived. Output
     /// written in answer to input (`writeOutput` in `handleInput`) that has not gone below is
-    /// bounded (64 KiB, checked between `handleInput` calls): past it `handleInput` waits and
-    /// the connection stops reading, so a peer that sends without reading is stopped by TCP.
+    /// bounded (64 KiB): past it `parseInput` returns false and `handleInput` is not called
+    /// until half of it has gone below, and the connection stops reading meanwhile, so a peer
+    /// that sends without reading is stopped by TCP.
     ///
     /// Not implemented: `prependApplicationProtocol(options:)` throws
     /// `NetworkError.unsupported`; a message's content is whole when `handleOutput` runs
@@ -124,7 +125,8 @@ extension NWProtocolFramer {
         }
 
         /// Has `wakeup(framer:)` called at `wakeupTime` (replacing a wakeup asked for earlier),
-        /// timed on the connection's loop.
+        /// timed on the connection's loop. One asked for before the connection runs the framer
+        /// (in `init(framer:)`) is kept and comes once it does.
         public func scheduleWakeup(wakeupTime: WakeupTime) {
             layer?.scheduleWakeup(wakeupTime)
         }

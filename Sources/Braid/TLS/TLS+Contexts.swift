@@ -5,7 +5,8 @@ extension TLSProtocolVersion {
     /// The engine's form of the version.
     var engineVersion: TLSVersion {
         switch self {
-        case .TLSv12: .v1_2
+        // DTLS versions are refused before a TLS engine is configured (`validateVersions`).
+        case .TLSv12, .DTLSv10, .DTLSv12: .v1_2
         case .TLSv13: .v1_3
         }
     }
@@ -61,6 +62,9 @@ extension TLS {
 
     private func validateVersions() throws {
         try TLSStackSecurity.validateHandshakeTimeout(handshakeTimeout, of: "TLS")
+        for version in [minimumVersion, maximumVersion] where version.isDTLS {
+            throw NetworkError.invalidConfiguration("TLS over TCP with the DTLS version \(version): use .TLSv12 or .TLSv13 (DTLS versions are for DTLS over UDP)")
+        }
         guard minimumVersion <= maximumVersion else {
             throw NetworkError.invalidConfiguration("TLS minimumVersion \(minimumVersion) is above maximumVersion \(maximumVersion)")
         }

@@ -1,11 +1,20 @@
 import BraidTLS
 
-/// TLS protocol versions, as Apple spells them (`tls_protocol_version_t`).
+/// TLS and DTLS protocol versions, as Apple spells them (`tls_protocol_version_t`). A DTLS
+/// connection reports `.DTLSv12` (Braid's DTLS speaks DTLS 1.2 only); TLS over TCP takes and
+/// reports the TLS versions.
 public enum TLSProtocolVersion: Sendable, Hashable, Comparable {
     /// TLS 1.2 (RFC 5246).
     case TLSv12
     /// TLS 1.3 (RFC 8446).
     case TLSv13
+    /// DTLS 1.0 (RFC 4347): accepted as a DTLS minimum, never negotiated.
+    case DTLSv10
+    /// DTLS 1.2 (RFC 6347).
+    case DTLSv12
+
+    /// Whether this is a DTLS version.
+    var isDTLS: Bool { self == .DTLSv10 || self == .DTLSv12 }
 }
 
 /// Apple's name for the TLS protocol versions.

@@ -62,12 +62,13 @@ final class DatagramClassicTransfer<Stack: NetworkProtocol>: ClassicTransfer {
     }
 
     /// A DTLS connection's TLS metadata (`NWProtocolTLS.definition`, as on Apple's
-    /// platforms), once ready; UDP has none of its own.
+    /// platforms), once ready, with the version `.DTLSv12` (the only one Braid's DTLS speaks);
+    /// UDP has none of its own.
     func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
         guard definition == NWProtocolTLS.definition, Stack.self == DTLS.self else { return nil }
         let (alpn, security) = connection.shared.snapshot.withLock { ($0.negotiatedALPN, $0.security) }
         return NWProtocolTLS.Metadata(
-            negotiatedProtocol: alpn, serverName: security?.serverName, negotiatedVersion: nil,
+            negotiatedProtocol: alpn, serverName: security?.serverName, negotiatedVersion: .DTLSv12,
             peerCertificates: security?.peerCertificates ?? [])
     }
 

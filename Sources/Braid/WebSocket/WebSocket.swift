@@ -40,13 +40,7 @@ public struct WebSocket: NetworkProtocol {
     }
 
     /// The stack below.
-    enum Lower: Sendable {
-        case tls(TLS)
-        case tcp(TCP)
-        case unsupported(String)
-    }
-
-    let lower: Lower
+    let lower: ByteStreamLower
     /// Offered by a client in order; accepted by a listener.
     public private(set) var subprotocols: [String] = []
     /// Whether pings are answered by the connection instead of being delivered (default false).
@@ -65,11 +59,7 @@ public struct WebSocket: NetworkProtocol {
     /// WebSocket over the stack the builder returns: `WebSocket { TLS() }` for `wss`,
     /// `WebSocket { TCP() }` for `ws`.
     public init<Below: StreamProtocol>(@ProtocolStackBuilder _ builder: () -> Below) {
-        switch builder() {
-        case let tls as TLS: lower = .tls(tls)
-        case let tcp as TCP: lower = .tcp(tcp)
-        case let other: lower = .unsupported("WebSocket over \(type(of: other)) (WebSocket runs over TLS or TCP)")
-        }
+        lower = ByteStreamLower(builder()) { "WebSocket over \($0) (WebSocket runs over TLS or TCP)" }
     }
 
     /// The subprotocols a client offers (`Sec-WebSocket-Protocol`), most wanted first; on a

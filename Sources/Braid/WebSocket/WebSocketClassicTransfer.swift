@@ -5,21 +5,10 @@ import Foundation
 /// The classic API's view of a WebSocket connection: each send is one message whose opcode
 /// (and close code) the content context's `NWProtocolWebSocket.Metadata` names (binary
 /// without one), and each receive one whole message, its context carrying the metadata.
-final class WebSocketClassicTransfer: ClassicTransfer {
+final class WebSocketClassicTransfer: MessageClassicTransfer {
     let connection: NetworkConnection<WebSocket>
 
     init(_ connection: NetworkConnection<WebSocket>) { self.connection = connection }
-
-    var states: StateBroadcast { connection.shared.states }
-    func start() { connection.start() }
-    func cancel() { connection.cancel() }
-    func forceCancel() { connection.forceCancel() }
-    func restart() { connection.retryNow() }
-    func cancelCurrentEndpoint() { connection.tryNextEndpoint() }
-
-    func send(_ content: Data?, isFinal: Bool) -> ClassicSendAttempt {
-        send(content, options: ClassicSendOptions(isFinal: isFinal))
-    }
 
     func send(_ content: Data?, options: ClassicSendOptions) -> ClassicSendAttempt {
         let webSocket = options.metadata.lazy.compactMap { $0 as? NWProtocolWebSocket.Metadata }.first
@@ -39,20 +28,6 @@ final class WebSocketClassicTransfer: ClassicTransfer {
         }
     }
 
-    func receive(minimum: Int, maximum: Int) async throws -> (content: Data?, isComplete: Bool) {
-        let receipt = try await receiveMessageWithMetadata()
-        return (receipt.content, receipt.isComplete)
-    }
-
-    func receiveMessage() async throws -> (content: Data?, isComplete: Bool) {
-        try await receive(minimum: 1, maximum: .max)
-    }
-
-    /// Messages are whole whatever the sizes asked: WebSocket is a message protocol.
-    func receiveWithMetadata(minimum: Int, maximum: Int) async throws -> ClassicReceipt {
-        try await receiveMessageWithMetadata()
-    }
-
     func receiveMessageWithMetadata() async throws -> ClassicReceipt {
         let (content, received) = try await connection.receive()
         let metadata = NWProtocolWebSocket.Metadata(opcode: received.opcode)
@@ -60,17 +35,11 @@ final class WebSocketClassicTransfer: ClassicTransfer {
         return ClassicReceipt(content: content, isComplete: true, metadata: [metadata])
     }
 
-    func batch(_ body: () -> Void) { body() }
-
     /// WebSocket's metadata once the upgrade completed: the subprotocol the server chose.
     func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? {
         guard definition == NWProtocolWebSocket.definition, let upgrade = connection.shared.snapshot.withLock({ $0.upgrade }) else { return nil }
         return NWProtocolWebSocket.Metadata(opcode: .cont, selectedSubprotocol: upgrade.subprotocol)
     }
-
-    func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }
-    func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onViabilityUpdate { _, viable in handler(viable) } }
-    func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onBetterPathUpdate { _, better in handler(better) } }
 }
 
 extension WebSocket: ClassicBinding {

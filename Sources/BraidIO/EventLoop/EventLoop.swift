@@ -43,11 +43,20 @@ public final class EventLoop: Sendable {
     /// A virtual loop's loop-side state, driven by whichever thread calls `runPending` (set
     /// once in `init`, used only while driving).
     nonisolated(unsafe) private var virtualContext: LoopContext?
+    /// A real loop's loop-side state (set once on its thread before it runs, read only there).
+    nonisolated(unsafe) private var threadContext: LoopContext?
 
     /// True when called on this loop's thread.
     public var inEventLoop: Bool {
         let current = pthread_self()
         return loopThread.withLock { $0.map { pthread_equal($0, current) != 0 } ?? false }
+    }
+
+    /// The loop's context when called on its thread (nil elsewhere): work that may run either
+    /// on the loop or off it does on the loop at once what it would otherwise post.
+    package var currentContext: LoopContext? {
+        guard inEventLoop else { return nil }
+        return isVirtual ? virtualContext : threadContext
     }
 
     public init(name: String = "braid-io") throws {
@@ -60,8 +69,10 @@ public final class EventLoop: Sendable {
             loopThread.withLock { $0 = pthread_self() }
             started.signal()
             let context = LoopContext(loop: self, epollFD: epollFD, wakeFD: wakeFD)
+            threadContext = context
             context.run()
             context.tearDown()
+            threadContext = nil
             // The eventfd stays open until the loop is released (deinit): a late `execute` (a
             // connection released after its loop stopped) then writes to this loop's own
             // eventfd, never to a descriptor number the process has since reused.

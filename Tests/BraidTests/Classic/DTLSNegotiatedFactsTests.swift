@@ -84,6 +84,9 @@ import BraidCore
         #expect(sec_protocol_metadata_get_negotiated_protocol(mine.securityProtocolMetadata).map { String(cString: $0) } == "echo")
         let theirs = try #require(try await server.first())
         #expect(sec_protocol_metadata_get_negotiated_protocol(theirs.securityProtocolMetadata).map { String(cString: $0) } == "echo")
+        // DTLS reports its own version, as Apple's `tls_protocol_version_t` names it.
+        #expect(sec_protocol_metadata_get_negotiated_tls_protocol_version(mine.securityProtocolMetadata) == .DTLSv12)
+        #expect(sec_protocol_metadata_get_negotiated_tls_protocol_version(theirs.securityProtocolMetadata) == .DTLSv12)
         var chain: [Data] = []
         sec_protocol_metadata_access_peer_certificate_chain(theirs.securityProtocolMetadata) { certificate in
             chain.append(SecCertificateCopyData(sec_certificate_copy_ref(certificate).takeRetainedValue()) as Data)

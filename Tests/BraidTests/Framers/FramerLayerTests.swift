@@ -73,6 +73,62 @@ import BraidWebSocketIO
         #expect(final.largestPendingAtEntry < FramerLayer.outputLimit)
     }
 
+    /// A framer whose one `handleInput` parses every request it has (8 bytes each) and answers
+    /// each with 512 bytes, against a raw TCP peer that sends 512 KiB of requests and reads
+    /// nothing: `parseInput` offers no more input once 64 KiB of answers wait, inside that one
+    /// call too, so the answers waiting never pass the bound by more than one answer; once the
+    /// peer reads, every answer arrives in order.
+    @Test func aHandleInputThatLoopsOverAllItsInputStopsAtTheBoundOnAnswers() async throws {
+        LoopingAnsweringFramer.reset()
+        let server = try await RunningFramedListener.start(Framer<LoopingAnsweringFramer> { TCP() }) { connection in
+            _ = try? await connection.receive()
+        }
+        defer { server.task.cancel() }
+        let peer = NetworkConnection(to: server.endpoint) { TCP() }
+        defer { peer.cancel() }
+        let requests = 64 * 1024
+        let sending = Task {
+            var chunk = Data()
+            for index in 0 ..< requests {
+                chunk.append(LoopingAnsweringFramer.request(index))
+                if chunk.count == 64 * 1024 {
+                    try await peer.send(chunk)
+                    chunk.removeAll(keepingCapacity: true)
+                }
+            }
+        }
+        let held = try await withDeadline(.seconds(240)) {
+            while true {
+                if LoopingAnsweringFramer.state.withLock({ $0.answered }) == requests { return false }
+                if await LoopingAnsweringFramer.serverHoldsInput() { return true }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        #expect(held == true, "the server parsed all requests while the peer read none of its answers")
+        let largest = LoopingAnsweringFramer.state.withLock { $0.largestPending }
+        #expect(largest <= FramerLayer.outputLimit + LoopingAnsweringFramer.answerSize, "\(largest) bytes of answers waited")
+
+        var buffered = Data()
+        var next = 0
+        while next < requests {
+            buffered.append(try await peer.receive(atLeast: 1, atMost: 1 << 20).content)
+            var offset = buffered.startIndex
+            while buffered.endIndex - offset >= LoopingAnsweringFramer.answerSize {
+                guard buffered[offset ..< offset + LoopingAnsweringFramer.answerSize] == LoopingAnsweringFramer.answer(next) else {
+                    Issue.record("the answer to request \(next) differs")
+                    return
+                }
+                offset += LoopingAnsweringFramer.answerSize
+                next += 1
+            }
+            buffered = Data(buffered[offset...])
+        }
+        try await sending.value
+        let final = LoopingAnsweringFramer.state.withLock { $0 }
+        #expect(final.answered == requests)
+        #expect(final.largestPending <= FramerLayer.outputLimit + LoopingAnsweringFramer.answerSize)
+    }
+
     // MARK: A delivery behind a streamed message
 
     /// A message delivered with `deliverInputNoCopy` before its bytes have all arrived is
@@ -144,6 +200,67 @@ import BraidWebSocketIO
         #expect(WakeupCountingFramer.state.withLock { $0 } == .init(wakeups: 1, onTheLoop: 1))
         loop.advance(by: .seconds(1))
         #expect(WakeupCountingFramer.state.withLock { $0 } == .init(wakeups: 1, onTheLoop: 1))
+    }
+
+    /// A wakeup asked for on the loop is set (or cancelled) at once, not by work posted for
+    /// later: within one piece of loop work, `.forever` leaves no timer and a new time sets one;
+    /// it then comes once, on time.
+    @Test func aWakeupAskedForOnTheLoopIsSetAtOnce() throws {
+        let loop = try EventLoop(virtualTimeStartingAt: MonotonicInstant(nanoseconds: 1_000_000_000))
+        defer { loop.shutdown() }
+        WakeupCountingFramer.reset()
+        let (channel, layer, peer) = try Self.attached(WakeupCountingFramer.definition, on: loop)
+        defer { withExtendedLifetime((channel, peer)) {} }
+        let instance = try #require(layer.instance)
+        // `start` set a wakeup in 5 ms, on the loop.
+        #expect(layer.hasWakeupTimer)
+        let seen = SharedSlot<[Bool]>()
+        let parts = OnTheTestThread(value: (instance, layer))
+        loop.execute { _ in
+            parts.value.0.scheduleWakeup(wakeupTime: .forever)
+            let cancelled = !parts.value.1.hasWakeupTimer
+            parts.value.0.scheduleWakeup(wakeupTime: .milliseconds(20))
+            seen.value = [cancelled, parts.value.1.hasWakeupTimer]
+        }
+        loop.runPending()
+        let observed = try #require(seen.value)
+        #expect(observed[0], "the wakeup set before was still on the loop's timers after .forever")
+        #expect(observed[1], "no timer was set for the new wakeup")
+        loop.advance(by: .milliseconds(19))
+        #expect(WakeupCountingFramer.state.withLock { $0 } == .init(wakeups: 0, onTheLoop: 0))
+        loop.advance(by: .milliseconds(2))
+        #expect(WakeupCountingFramer.state.withLock { $0 } == .init(wakeups: 1, onTheLoop: 1))
+    }
+
+    /// A wakeup a framer asks for in `init(framer:)`, before its layer is on a loop, is kept
+    /// and comes once the connection runs the framer, a second after it was asked for.
+    @Test func aWakeupAskedForBeforeTheLoopComesOnceOnIt() throws {
+        let loop = try EventLoop(virtualTimeStartingAt: MonotonicInstant(nanoseconds: 1_000_000_000))
+        defer { loop.shutdown() }
+        EarlyWakeupFramer.reset()
+        let (channel, layer, peer) = try Self.attached(EarlyWakeupFramer.definition, on: loop)
+        defer { withExtendedLifetime((channel, layer, peer)) {} }
+        loop.advance(by: .milliseconds(500))
+        #expect(EarlyWakeupFramer.wakeups.withLock { $0 } == 0)
+        loop.advance(by: .milliseconds(600))
+        #expect(EarlyWakeupFramer.wakeups.withLock { $0 } == 1)
+        loop.advance(by: .seconds(5))
+        #expect(EarlyWakeupFramer.wakeups.withLock { $0 } == 1)
+    }
+
+    /// A framer layer of `definition` over an in-memory socket, attached to a channel on the
+    /// virtual `loop` (ready).
+    static func attached(
+        _ definition: NWProtocolFramer.Definition, on loop: EventLoop
+    ) throws -> (channel: ByteStreamChannel, layer: FramerLayer, peer: AnyObject) {
+        let (socket, peer) = MemoryStreamNetwork.pair(capacity: 4096)
+        let channel = ByteStreamChannel(loop: loop, sendLimit: 64 * 1024, receiveLimit: 64 * 1024, handshakeTimeout: .seconds(5), describe: { $0 })
+        let layer = FramerLayer(definition: definition, maximumMessageSize: 1024, over: PlainByteStreamLayer(), messages: FramerMessages())
+        let parts = OnTheTestThread(value: (channel, layer, socket))
+        loop.execute { context in parts.value.0.attach(socket: parts.value.2, layer: parts.value.1, context: context) }
+        loop.runPending()
+        #expect(channel.isReady)
+        return (channel, layer, peer)
     }
 }
 
@@ -282,6 +399,101 @@ final class WakeupCountingFramer: NWProtocolFramerImplementation {
             $0.wakeups += 1
             if onLoop { $0.onTheLoop += 1 }
         }
+    }
+
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int { 0 }
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {}
+}
+
+/// Parses every 8-byte request it has in one `handleInput` and answers each with 512 bytes;
+/// notes the most answers that waited below after any answer.
+final class LoopingAnsweringFramer: NWProtocolFramerImplementation, FramerProtocol {
+    static let definition = NWProtocolFramer.Definition(implementation: LoopingAnsweringFramer.self)
+    static var label: String { "LoopingAnswering" }
+    static let requestSize = 8
+    static let answerSize = 512
+
+    struct State {
+        var instance: NWProtocolFramer.Instance?
+        var answered = 0
+        var largestPending = 0
+    }
+
+    static let state = Locked(State())
+
+    static func reset() {
+        state.withLock { $0 = State() }
+    }
+
+    /// Request `index`: its number, then four bytes that depend on it.
+    static func request(_ index: Int) -> Data {
+        var request = Data(repeating: UInt8(truncatingIfNeeded: index &* 13 &+ 3), count: requestSize)
+        withUnsafeBytes(of: UInt32(index).bigEndian) { request.replaceSubrange(0 ..< 4, with: $0) }
+        return request
+    }
+
+    /// The answer to request `index`: the request, then bytes that depend on it.
+    static func answer(_ index: Int) -> Data {
+        request(index) + Data(repeating: UInt8(truncatingIfNeeded: index &* 5 &+ 1), count: answerSize - requestSize)
+    }
+
+    static func serverHoldsInput() async -> Bool {
+        guard let instance = state.withLock({ $0.instance }) else { return false }
+        return await withCheckedContinuation { continuation in
+            instance.async { continuation.resume(returning: instance.layer?.inputHeldForOutput ?? false) }
+        }
+    }
+
+    required init(framer: NWProtocolFramer.Instance) {
+        Self.state.withLock { $0.instance = framer }
+    }
+
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult { .ready }
+    func wakeup(framer: NWProtocolFramer.Instance) {}
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int {
+        while true {
+            var index: Int?
+            _ = framer.parseInput(minimumIncompleteLength: Self.requestSize, maximumLength: Self.requestSize) { buffer, _ in
+                guard let buffer, buffer.count == Self.requestSize else { return 0 }
+                index = Int(buffer[0 ..< 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+                return Self.requestSize
+            }
+            guard let index else { return Self.requestSize }
+            framer.writeOutput(data: Self.answer(index))
+            let pending = framer.layer?.pendingAnswerCount ?? 0
+            Self.state.withLock {
+                $0.answered += 1
+                $0.largestPending = max($0.largestPending, pending)
+            }
+        }
+    }
+
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {}
+}
+
+/// Asks for a wakeup in one second as soon as it is made, before its connection runs it;
+/// counts its wakeups.
+final class EarlyWakeupFramer: NWProtocolFramerImplementation {
+    static let definition = NWProtocolFramer.Definition(implementation: EarlyWakeupFramer.self)
+    static var label: String { "EarlyWakeup" }
+    static let wakeups = Locked(0)
+
+    static func reset() {
+        wakeups.withLock { $0 = 0 }
+    }
+
+    required init(framer: NWProtocolFramer.Instance) {
+        framer.scheduleWakeup(wakeupTime: .milliseconds(1000))
+    }
+
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult { .ready }
+    func wakeup(framer: NWProtocolFramer.Instance) {
+        Self.wakeups.withLock { $0 += 1 }
     }
 
     func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
