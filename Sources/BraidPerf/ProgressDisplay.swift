@@ -12,9 +12,10 @@ import Glibc
 package final class ProgressDisplay: Sendable {
     private struct State {
         var bytes = 0
-        var total: Int?
+        var progress = TransferProgress(total: nil)
         var drawer: Task<Void, Never>?
         var finished = false
+        var drawn = false
     }
     private let state = Locked(State())
     private let write: @Sendable (String) -> Void
@@ -38,31 +39,40 @@ package final class ProgressDisplay: Sendable {
     /// The bytes moved so far.
     package var bytes: Int { state.withLock { $0.bytes } }
 
-    /// Starts drawing; `total` is the bytes the transfer will move, when known (it may be set
-    /// later, as when a response's length arrives with its head).
+    /// Starts drawing every `TransferProgress.redrawInterval`; `total` is the bytes the
+    /// transfer will move, when known (it may be set later, as when a response's length
+    /// arrives with its head).
     package func start(total: Int?) {
         guard isShown else { return }
         let clock = ContinuousClock()
         let started = clock.now
         state.withLock { state in
-            state.total = total
+            state.progress.total = total
             guard state.drawer == nil, !state.finished else { return }
             state.drawer = Task { [weak self] in
-                var progress = TransferProgress(total: total)
                 while !Task.isCancelled {
                     try? await Task.sleep(for: TransferProgress.redrawInterval)
                     guard let self, !Task.isCancelled else { return }
-                    let bytes: Int
-                    (bytes, progress.total) = self.state.withLock { ($0.bytes, $0.total) }
-                    self.write("\r" + progress.line(bytes: bytes, seconds: (clock.now - started).seconds) + "\u{1B}[K")
+                    self.redraw(seconds: (clock.now - started).seconds)
                 }
             }
         }
     }
 
+    /// Draws the line for the bytes so far, `seconds` after the start (the drawer's tick).
+    package func redraw(seconds: Double) {
+        guard isShown else { return }
+        let line = state.withLock { state -> String? in
+            guard !state.finished else { return nil }
+            state.drawn = true
+            return state.progress.line(bytes: state.bytes, seconds: seconds)
+        }
+        if let line { write("\r" + line + "\u{1B}[K") }
+    }
+
     /// The transfer's total is now known.
     package func setTotal(_ total: Int?) {
-        state.withLock { $0.total = total }
+        state.withLock { $0.progress.total = total }
     }
 
     package func add(_ count: Int) {
@@ -72,14 +82,18 @@ package final class ProgressDisplay: Sendable {
     /// Stops drawing and erases the line, so what is printed next starts on a clean line.
     package func finish() async {
         let drawer = state.withLock { state -> Task<Void, Never>? in
-            state.finished = true
             defer { state.drawer = nil }
             return state.drawer
         }
-        guard let drawer else { return }
-        drawer.cancel()
-        // The drawer's last line is written before the erase.
-        await drawer.value
-        write("\r\u{1B}[K")
+        if let drawer {
+            drawer.cancel()
+            // The drawer's last line is written before the erase.
+            await drawer.value
+        }
+        let drawn = state.withLock { state -> Bool in
+            state.finished = true
+            return state.drawn
+        }
+        if drawn { write("\r\u{1B}[K") }
     }
 }

@@ -53,20 +53,31 @@ import Testing
         #expect(!TransferProgress.isShown(standardErrorIsTerminal: false, quiet: true))
     }
 
-    @Test func aShownDisplayRedrawsInPlaceAndErasesItsLineAtTheEnd() async throws {
+    @Test func aShownDisplayRedrawsInPlaceAndErasesItsLineAtTheEnd() async {
         let written = Written()
         let display = ProgressDisplay(isShown: true) { text in written.text.withLock { $0.append(text) } }
-        display.start(total: 2048)
         display.add(1024)
-        let deadline = ContinuousClock.now + .seconds(60)
+        display.setTotal(2048)
+        display.redraw(seconds: 1)
+        await display.finish()
+        // Drawing after the end writes nothing more.
+        display.redraw(seconds: 2)
+        #expect(written.text.withLock { $0 } == ["\r1.0 KiB / 2.0 KiB (50%)  1.0 KiB/s  ETA 0:01\u{1B}[K", "\r\u{1B}[K"])
+        #expect(display.bytes == 1024)
+    }
+
+    @Test func aStartedDisplayDrawsByItself() async throws {
+        let written = Written()
+        let display = ProgressDisplay(isShown: true) { text in written.text.withLock { $0.append(text) } }
+        display.start(total: nil)
+        display.add(5)
+        let deadline = ContinuousClock.now + .seconds(120)
         while written.text.withLock({ $0.isEmpty }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         await display.finish()
         let lines = written.text.withLock { $0 }
-        try #require(lines.count >= 2, "no line was drawn within 60 seconds")
-        #expect(lines[0].hasPrefix("\r1.0 KiB / 2.0 KiB (50%)"))
-        #expect(lines[0].hasSuffix("\u{1B}[K"))
+        try #require(lines.count >= 2, "no line was drawn within 120 seconds")
+        #expect(lines[0].hasPrefix("\r5 B"))
         #expect(lines.last == "\r\u{1B}[K")
-        #expect(display.bytes == 1024)
     }
 
     @Test func aHiddenDisplayCountsAndWritesNothing() async {
