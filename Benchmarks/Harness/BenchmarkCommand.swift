@@ -34,7 +34,7 @@ struct BenchmarkCommand: AsyncParsableCommand {
             let started = clock.now
             emit("\n\(scenario.name): \(scenario.summary)")
             do {
-                try await scenario.run(bench)
+                try await Bench.$scenario.withValue(scenario.name) { try await scenario.run(bench) }
             } catch {
                 results.note("\(scenario.name) stopped: \(error)")
             }
@@ -67,6 +67,18 @@ struct Scenario: Sendable {
 struct Bench: Sendable {
     let quick: Bool
     let results: Results
+
+    /// The scenario running, for the progress lines.
+    @TaskLocal static var scenario = ""
+
+    /// Says on standard error which row the suite measures now (`round` of `rounds` when the
+    /// rows are measured in repeated rounds), so a long run shows where it is; standard
+    /// output, where the results go, is left as it was.
+    func row(_ name: String, round: Int? = nil, of rounds: Int? = nil) {
+        var line = "[\(Bench.scenario)] \(name)"
+        if let round, let rounds, rounds > 1 { line += " (round \(round + 1) of \(rounds))" }
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
 
     static let certificate = "Tests/BraidTests/Fixtures/server.pem"
     static let key = "Tests/BraidTests/Fixtures/server-key.pem"

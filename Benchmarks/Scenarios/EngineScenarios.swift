@@ -20,6 +20,7 @@ enum EngineScenarios {
         let server = try QUICServerEndpoint(configuration: serverConfiguration)
 
         var handshakes: [UInt64] = []
+        bench.row("in-memory 1-rtt handshake")
         for _ in 0..<(bench.quick ? 50 : 300) {
             let start = monotonicNow()
             let pair = try Pair(context: context, server: server)
@@ -31,6 +32,7 @@ enum EngineScenarios {
         bench.results.recordLatencies(scenario, "in-memory 1-rtt handshake", "both ends established", nanoseconds: handshakes)
 
         let megabytes = bench.quick ? 64 : 512
+        bench.row("in-memory bulk, 1 stream, \(megabytes) MB")
         let pair = try Pair(context: context, server: server)
         while !pair.client.isEstablished { pair.pump() }
         let stream = try pair.client.openStream(bidirectional: true)

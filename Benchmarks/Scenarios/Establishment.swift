@@ -27,6 +27,7 @@ enum Establishment {
     /// timed until `ready` and until a 1-byte echo returns (TCP_NODELAY and no tickets on both
     /// ends, as the raw pair).
     static func braidTLS(_ bench: Bench, count: Int) async throws {
+        bench.row("braid tls loopback")
         let server = try bench.role(
             "stream-server", ["kind": "tls", "mode": "echo", "nodelay": "1", "cert": Bench.certificate, "key": Bench.key])
         let port = try await server.listeningPort()
@@ -41,6 +42,7 @@ enum Establishment {
     /// `ready`) and memory per idle connection on each side, as for QUIC; beside it the raw
     /// GnuTLS rate (16 client threads, 16 server threads, each connection closed once ready).
     static func tlsConnectionsAndMemory(_ bench: Bench, count: Int) async throws {
+        bench.row("braid tls: connections per second, memory per connection")
         let server = try bench.role("stream-server", ["kind": "tls", "mode": "idle", "cert": Bench.certificate, "key": Bench.key])
         let port = try await server.listeningPort()
         try await Task.sleep(for: .milliseconds(200))
@@ -97,6 +99,7 @@ enum Establishment {
         let place = emulated ? "20 ms RTT" : "loopback"
         let rtt = emulated ? emulatedRTT : nil
         for resume in [false, true] {
+            bench.row("braid quic \(resume ? "0-rtt" : "1-rtt") \(place)")
             let (report, _) = try await bench.runClient("quic-handshakes", port: port, ["count": String(count), "resume": resume ? "1" : "0"], within: 300)
             let config = "braid quic \(resume ? "0-rtt" : "1-rtt") \(place)"
             if !resume {
@@ -146,6 +149,7 @@ enum Establishment {
             flags["cert"] = Bench.certificate
             flags["key"] = Bench.key
         }
+        bench.row(kind == "tls" ? "raw tcp+tls1.3 (gnutls) \(client == nil ? "loopback" : "20 ms RTT")" : "raw tcp connect \(client == nil ? "loopback" : "20 ms RTT")")
         let serverProcess = try bench.role("raw-handshake-server", flags, in: server)
         let port = try await serverProcess.listeningPort()
         var clientFlags = ["kind": kind, "count": String(count)]
@@ -170,6 +174,7 @@ enum Establishment {
     /// New connections per second to one listener, and memory per idle connection on each
     /// side (resident memory growth over `count` connections).
     static func connectionsAndMemory(_ bench: Bench, count: Int) async throws {
+        bench.row("braid quic: connections per second, memory per connection")
         let (server, port) = try await bench.quicServer(connections: Int.max)
         try await Task.sleep(for: .milliseconds(200))
         let serverBefore = residentBytes(of: server.pid)

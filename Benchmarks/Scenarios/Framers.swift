@@ -81,6 +81,7 @@ enum FramerRows {
     /// One round: every framed row and its raw or in-process reference once.
     static func round(_ bench: Bench, _ samples: Samples) async throws {
         for size in tlvSizes {
+            bench.row("\(configTLV(size)), \(configRaw(size))")
             let count = messages(bench, size: size)
             let tlv = try await FramedTransfer.run(bench, framer: "tlv", size: size, messages: count)
             guard tlv.valueBytes == count * size else { throw ApplicationFailure("tlv: \(tlv.valueBytes) of \(count * size) value bytes") }
@@ -95,6 +96,7 @@ enum FramerRows {
             samples.cpu[configRaw(size), default: []].append((perByte.client * scale, perByte.server * scale, perByte.total * scale))
         }
         let count = messages(bench, size: 0)
+        bench.row("\(configCoder), \(configJSON), \(configJSONReused), \(configCoderFraming)")
         let coder = try await FramedTransfer.run(bench, framer: "coder", size: 0, messages: count)
         samples.rate[configCoder, default: []].append(coder.messagesPerSecond)
         samples.cpu[configCoder, default: []].append(coder.cpuPerMessage)

@@ -19,8 +19,9 @@ enum Scaling {
         let handshakes = bench.quick ? 300 : 2000
         let rounds = bench.quick ? 1 : 3
         var goodputs: [Int: [Double]] = [:], rates: [Int: [Double]] = [:]
-        for _ in 0..<rounds {
+        for round in 0..<rounds {
             for loops in 1...min(cores, 8) {
+                bench.row("quic listener, \(loops) server loop\(loops == 1 ? "" : "s")", round: round, of: rounds)
                 goodputs[loops, default: []].append(try await goodput(bench, loops: loops, clients: clients, bytes: bytes))
                 rates[loops, default: []].append(try await handshakeRate(bench, loops: loops, count: handshakes))
             }

@@ -129,8 +129,9 @@ enum StackRows {
         var perByte: [String: [Double]] = [:]
         let datagrams = bench.quick ? 20_000 : 100_000
         let rawBytes = (bench.quick ? 64 : 500) * 1_000_000
-        for _ in 0..<repetitions {
+        for round in 0..<repetitions {
             for size in messageSizes {
+                bench.row("\(configWebSocket(size)), \(configPython(size)), \(configTLV(size))", round: round, of: repetitions)
                 let count = echoMessages(bench, size: size)
                 let braid = try await StackEcho.run(bench, stack: .wss, size: size, messages: count)
                 rates[configWebSocket(size), default: []].append(braid.messagesPerSecond)
@@ -146,6 +147,7 @@ enum StackRows {
                 perMessage[configTLV(size), default: []].append(tlv.cpuPerMessage)
             }
             for size in datagramSizes {
+                bench.row("\(configDTLS(size)), \(configQUIC(size))", round: round, of: repetitions)
                 let dtls = try await StackEcho.run(bench, stack: .dtls, size: size, messages: datagrams)
                 goodputs[configDTLS(size), default: []].append(dtls.goodputGbits)
                 perByte[configDTLS(size), default: []].append(dtls.cpuNanosecondsPerByte)
@@ -154,6 +156,7 @@ enum StackRows {
                 goodputs[configQUIC(size), default: []].append(quic.goodputGbits)
                 perByte[configQUIC(size), default: []].append(quic.cpuNanosecondsPerByte.total)
             }
+            bench.row("\(configUDP), \(configRawUDP)", round: round, of: repetitions)
             let udp = try await StackEcho.run(bench, stack: .udp, size: CPUCost.largeDatagram, messages: datagrams)
             goodputs[configUDP, default: []].append(udp.goodputGbits)
             perByte[configUDP, default: []].append(udp.cpuNanosecondsPerByte)

@@ -139,6 +139,7 @@ enum Syscalls {
         let bulkBytes = (bench.quick ? 32 : 200) * 1_000_000
         let datagrams = bench.quick ? 10_000 : 50_000
         for (name, off) in configurations {
+            bench.row("quic bulk and datagrams, \(name)")
             var config: [String: String] = [:]
             if let off { config["batching-off"] = off }
             let bulk = try await QUICTransfer.run(bench, config: config, client: ["alpn": "perf", "download": String(bulkBytes)], perfStat: perfStat)
@@ -151,6 +152,7 @@ enum Syscalls {
         // `UDP()` and with `UDP().batching(.none)`. Client calls per MB it sent, server calls per
         // MB it received (UDP drops what the receiver cannot keep up with).
         for (name, off) in [("braid udp, batching on", false), ("braid udp, batching off", true)] {
+            bench.row(name)
             let udp: UDPTransfer
             do { udp = try await UDPTransfer.run(bench, bytes: bulkBytes, payload: 1200, batch: 64, batchingOff: off, perfStat: perfStat) } catch {
                 bench.results.note("syscalls, \(name): \(error)")
@@ -221,17 +223,20 @@ enum CPUCost {
         var switches: [String: [(client: Double, server: Double)]] = [:]
         var delivered: [String: [Double]] = [:]
         // Rounds of every row, so a drift in the (shared) machine's speed hits all rows alike.
-        for _ in 0..<repetitions {
+        for round in 0..<repetitions {
             for (kind, payload, config, rate) in raw {
+                bench.row(config, round: round, of: repetitions)
                 let transfer = try await RawTransfer.run(bench, kind: kind, bytes: rate > 0 ? pacedBytes : bytes, payload: payload, rate: rate)
                 samples[config, default: []].append(transfer.cpuNanosecondsPerByte)
                 if rate > 0 { delivered[config, default: []].append(100 * transfer.bytesReceived / transfer.bytesSent) }
             }
             for (kind, config) in braidStreams {
+                bench.row(config, round: round, of: repetitions)
                 let transfer = try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: 65536, braid: true)
                 samples[config, default: []].append(transfer.cpuNanosecondsPerByte)
                 switches[config, default: []].append(transfer.contextSwitchesPerMegabyte)
             }
+            bench.row("braid quic stream, stream echo, datagrams", round: round, of: repetitions)
             let stream = try await QUICTransfer.run(bench, config: [:], client: ["alpn": "perf", "download": String(bytes)])
             samples["braid quic stream", default: []].append(stream.cpuNanosecondsPerByte)
             switches["braid quic stream", default: []].append(stream.contextSwitchesPerMegabyte)
@@ -247,6 +252,7 @@ enum CPUCost {
             // server, the same bytes; each end's CPU per byte it sent or received).
             // A failed UDP run (seen once: the server received nothing) is noted, not fatal.
             for (batch, config, rate) in braidUDP {
+                bench.row(config, round: round, of: repetitions)
                 let udp: UDPTransfer
                 do { udp = try await UDPTransfer.run(bench, bytes: rate > 0 ? pacedBytes : bytes, payload: 1200, batch: batch, rate: rate) } catch {
                     bench.results.note("cpu, \(config): \(error)")
@@ -323,26 +329,31 @@ enum Throughput {
         let requestsName = "braid http/3 requests"
         var requestRates: [Double] = [], requestCPU: [HTTP3Requests] = []
         let framers = FramerRows.Samples()
-        for _ in 0..<repetitions {
+        for round in 0..<repetitions {
             for (name, config, client) in configurations {
+                bench.row(name, round: round, of: repetitions)
                 let transfer = try await QUICTransfer.run(bench, config: config, client: client)
                 goodputs[name, default: []].append(transfer.goodputGbits)
                 cpus[name, default: []].append(transfer.cpuNanosecondsPerByte.total)
             }
             for (kind, name) in raw {
+                bench.row(name, round: round, of: repetitions)
                 goodputs[name, default: []].append(try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: 65536).goodputGbits)
             }
             for (kind, name) in braidStreams {
+                bench.row(name, round: round, of: repetitions)
                 goodputs[name, default: []].append(try await RawTransfer.run(bench, kind: kind, bytes: bytes, payload: 65536, braid: true).goodputGbits)
             }
             // HTTP/3 on both sides: ngtcp2's example pair (a file of `bytes`) and Braid's
             // server and client (`/bytes`), timed alike.
             if let ngtcp2Pair {
+                bench.row(ngtcp2Name, round: round, of: repetitions)
                 let download = try await HTTP3Download.ngtcp2(ngtcp2Pair, bytes: bytes)
                 goodputs[ngtcp2Name, default: []].append(download.goodputGbits)
                 http3CPU[ngtcp2Name, default: []].append(download.cpuNanosecondsPerByte)
             }
             if let braidTool {
+                bench.row("\(braidHTTP3Name), \(requestsName)", round: round, of: repetitions)
                 let download = try await HTTP3Download.braid(braidTool, bytes: bytes)
                 goodputs[braidHTTP3Name, default: []].append(download.goodputGbits)
                 http3CPU[braidHTTP3Name, default: []].append(download.cpuNanosecondsPerByte)
@@ -351,6 +362,7 @@ enum Throughput {
                 requestCPU.append(small)
             }
             if let quicGo {
+                bench.row(quicGoName, round: round, of: repetitions)
                 goodputs[quicGoName, default: []].append(try await QuicGoPerfPair.goodput(quicGo, bytes: bytes))
             }
             try await FramerRows.round(bench, framers)

@@ -18,9 +18,15 @@ package enum BraidLog {
         set { override.withLock { $0 = newValue } }
     }
 
+    /// Where Braid's loggers send their lines when not to the bootstrapped `LoggingSystem`: a
+    /// task-local factory, read where loggers are made (a connection's, where it is made: a
+    /// client's in its initializer, a listener's connections' when the listener starts), so
+    /// tests running side by side each capture their own lines.
+    @TaskLocal package static var handlerFactory: (@Sendable (String) -> any LogHandler)?
+
     /// A logger labelled `label` at the switch's level (if one is set).
     package static func logger(label: String) -> Logger {
-        var logger = Logger(label: label)
+        var logger = handlerFactory.map { factory in Logger(label: label, factory: factory) } ?? Logger(label: label)
         if let level { logger.logLevel = level }
         return logger
     }

@@ -34,6 +34,9 @@ package struct ApplicationClient: Sendable {
         /// draft does not define the response bytes, and other perf servers send zeros, so by
         /// default the client counts and times the bytes only.
         package var verifyPattern = false
+        /// Where the run counts the bytes it moves (stream bytes both ways, echoed datagrams'
+        /// bytes), for a progress line; nil: not counted.
+        package var progress: ProgressDisplay?
 
         package init(alpn: String) { self.alpn = alpn }
     }
@@ -100,12 +103,18 @@ package struct ApplicationClient: Sendable {
         options.alpn == PerfService.alpn ? options.streams * options.download : options.streams * options.bytes
     }
 
+    /// The bytes `options.progress` counts by the end of a run that goes as planned.
+    package var progressTotal: Int {
+        let streams = options.alpn == PerfService.alpn ? options.streams * (options.download + options.upload) : options.streams * options.bytes * 2
+        return streams + options.datagrams * options.datagramSize
+    }
+
     /// Runs the transfer; throws if the connection fails (a stream's own failure is reported).
     package func perform() async throws -> Report {
         let start = ContinuousClock.now
         let readyAt = transport.readyInstant()
         transport.start()
-        let progress = Progress(threshold: expectedBytes / 2)
+        let progress = Progress(threshold: expectedBytes / 2, display: options.progress)
         let midpoint = Task { await midpointActions(progress) }
         var report = Report(alpn: options.alpn)
         let outcomes = try await withThrowingTaskGroup(of: StreamOutcome.self) { group in
@@ -184,7 +193,7 @@ package struct ApplicationClient: Sendable {
         try await stream.sendIdempotent(request, endOfStream: options.upload == 0)
         var outcome = StreamOutcome()
         if options.upload > 0 {
-            try await PerfService.sendPattern(count: options.upload, on: stream)
+            try await PerfService.sendPattern(count: options.upload, on: stream, onBytes: { options.progress?.add($0) })
             outcome.sent = options.upload
         }
         let download = try await PerfService.receivePattern(from: stream, verify: options.verifyPattern, onBytes: progress.add)
@@ -200,7 +209,8 @@ package struct ApplicationClient: Sendable {
     private func echoStream(_ index: Int, _ progress: Progress) async throws -> StreamOutcome {
         let stream = try await transport.openChannel(index)
         let total = options.bytes
-        let sender = Task { try await PerfService.sendPattern(count: total, on: stream) }
+        let display = options.progress
+        let sender = Task { try await PerfService.sendPattern(count: total, on: stream, onBytes: { display?.add($0) }) }
         var outcome = StreamOutcome(sent: total)
         do {
             let echo = try await PerfService.receivePattern(from: stream, onBytes: progress.add)
@@ -233,7 +243,7 @@ package struct ApplicationClient: Sendable {
         if let usable = channel.usableMessageSize, size > usable {
             throw ApplicationFailure("\(size)-byte datagrams do not fit this connection's packets (at most \(usable) bytes)")
         }
-        let tally = EchoTally(count: count)
+        let tally = EchoTally(count: count, onEcho: { [display = options.progress] in display?.add(size) })
         let receiver = Task {
             defer { tally.receiverEnded() }
             try await channel.receiveMessages { reply in
@@ -290,7 +300,13 @@ final class EchoTally: Sendable {
     }
     private let state: Locked<State>
 
-    init(count: Int) { state = Locked(State(echoed: Array(repeating: false, count: count))) }
+    /// Hears each datagram's first echo.
+    private let onEcho: @Sendable () -> Void
+
+    init(count: Int, onEcho: @escaping @Sendable () -> Void = {}) {
+        state = Locked(State(echoed: Array(repeating: false, count: count)))
+        self.onEcho = onEcho
+    }
 
     var count: Int { state.withLock { $0.count } }
 
@@ -300,8 +316,9 @@ final class EchoTally: Sendable {
 
     /// Notes an echo; true once every datagram has come back.
     func record(_ number: Int) -> Bool {
-        let (done, woken) = state.withLock { state -> (Bool, CheckedContinuation<Bool, Never>?) in
-            if !state.echoed[number] {
+        let (done, woken, first) = state.withLock { state -> (Bool, CheckedContinuation<Bool, Never>?, Bool) in
+            let first = !state.echoed[number]
+            if first {
                 state.echoed[number] = true
                 state.count += 1
             }
@@ -310,8 +327,9 @@ final class EchoTally: Sendable {
                 woken = waiter.continuation
                 state.waiter = nil
             }
-            return (state.count == state.echoed.count, woken)
+            return (state.count == state.echoed.count, woken, first)
         }
+        if first { onEcho() }
         woken?.resume(returning: true)
         return done
     }
@@ -353,10 +371,15 @@ final class Progress: Sendable {
     }
     private let threshold: Int
     private let state = Locked(State())
+    private let display: ProgressDisplay?
 
-    init(threshold: Int) { self.threshold = threshold }
+    init(threshold: Int, display: ProgressDisplay? = nil) {
+        self.threshold = threshold
+        self.display = display
+    }
 
     func add(_ count: Int) {
+        display?.add(count)
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.received += count
             guard state.received >= threshold else { return [] }

@@ -94,12 +94,13 @@ package enum PerfService {
 
     /// Sends `count` pattern bytes and the stream's end, 256 KiB per call: large pieces keep
     /// the per-call costs (a copy into the engine's memory, a lock round) small per byte.
-    package static func sendPattern(count: Int, on stream: some ByteChannel) async throws {
+    package static func sendPattern(count: Int, on stream: some ByteChannel, onBytes: (Int) -> Void = { _ in }) async throws {
         var sent = 0
         repeat {
             let piece = min(PerfPattern.maxSlice, count - sent)
             try await stream.send(PerfPattern.slice(at: sent, count: piece), endOfStream: sent + piece == count)
             sent += piece
+            onBytes(piece)
         } while sent < count
     }
 

@@ -1,7 +1,9 @@
+import BraidCore
 import BraidIO
 import BraidQUIC
 import DequeModule
 import Foundation
+import Logging
 
 /// What a QUIC channel's owner in the public layer hears besides ready and the end, on the
 /// channel's loop (ready comes once the handshake completed: `negotiatedALPN`, paths and the
@@ -71,6 +73,11 @@ package final class QUICChannel: ConnectionChannel {
     package let describe: (any Error) -> any Error
 
     package private(set) var engine: QUICConnection?
+    /// The connection's logger; its identity is copied to the engine's lines too (which
+    /// carry `quic.cid` besides).
+    package var logger = BraidLog.logger(label: "braid.quic") {
+        didSet { tagEngineLogger() }
+    }
     package var trafficObserver: ((ConnectionTraffic) -> Void)? {
         didSet { engine?.countsProbeTimeouts = trafficObserver != nil }
     }
@@ -110,9 +117,21 @@ package final class QUICChannel: ConnectionChannel {
         self.engine = engine
         self.transport = transport
         engine.countsProbeTimeouts = trafficObserver != nil
+        tagEngineLogger()
         engine.makeStreamSink = { [weak self] id in self?.makePeerStreamSink(id) }
         streamConsumer?.channelAttached(self, engine: engine, context: context)
         Self.run(&attachWaiters, nil)
+    }
+
+    /// A server connection's handshake, from the client's first Initial to its completion.
+    package var handshakeDuration: Duration? {
+        guard let engine, let start = engine.firstPacketTime, let end = engine.handshakeCompletedTime, end >= start else { return nil }
+        return end - start
+    }
+
+    private func tagEngineLogger() {
+        guard let engine, let identity = ConnectionLogIdentity(of: logger) else { return }
+        identity.tag(&engine.logger)
     }
 
     /// What serves the connection before an engine is attached (a client still resolving or
@@ -475,7 +494,7 @@ package final class QUICChannel: ConnectionChannel {
         traffic.bytesReceived = statistics.bytesReceived
         traffic.packetsSent = statistics.packetsSent
         traffic.packetsReceived = statistics.packetsReceived
-        traffic.retransmissions = statistics.probeTimeouts
+        traffic.probeTimeouts = statistics.probeTimeouts
         traffic.datagramsLost = statistics.datagramsLost
         observer(traffic)
     }

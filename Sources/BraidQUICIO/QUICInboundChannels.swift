@@ -19,10 +19,15 @@ package final class QUICInboundChannels {
     /// remaining events go nowhere. Held (not only their identifiers) until they terminate,
     /// so a new connection cannot reuse an identifier still listed here.
     private var refused: [ObjectIdentifier: QUICConnection] = [:]
+    /// Hears each handshake that ended before its connection reached the listener, with why.
+    private let handshakeFailed: ((QUICError) -> Void)?
+    /// Such handshakes already reported, until they terminate (at most the half-open ones).
+    private var failedBeforeAdmission: Set<ObjectIdentifier> = []
 
-    package init(driver: QUICServerDriver, context: LoopContext, admit: @escaping Admit) {
+    package init(driver: QUICServerDriver, context: LoopContext, handshakeFailed: ((QUICError) -> Void)? = nil, admit: @escaping Admit) {
         self.driver = driver
         self.context = context
+        self.handshakeFailed = handshakeFailed
         self.admit = admit
     }
 
@@ -37,9 +42,14 @@ package final class QUICInboundChannels {
                 return
             }
             switch event {
-            case .connectionClosed, .terminated:
+            case .connectionClosed(let error):
                 // A handshake that ended before anything reached the application (abandoned,
-                // refused, timed out): nobody is told, and no connection object is made for it.
+                // refused, timed out): no connection object is made for it; only the
+                // listener's metrics hear of it.
+                if failedBeforeAdmission.insert(key).inserted { handshakeFailed?(error) }
+                return
+            case .terminated:
+                if failedBeforeAdmission.remove(key) == nil { handshakeFailed?(connection.closeReason ?? QUICError.idleTimeout) }
                 return
             default: break
             }

@@ -47,6 +47,7 @@ struct Client: AsyncParsableCommand {
     @Option(name: .customLong("cc"), help: "Congestion control: cubic, reno or bbr.") var congestionControl = "cubic"
     @OptionGroup var batching: BatchingFlags
     @Flag(help: "Print one JSON object with the results.") var json = false
+    @Flag(name: .shortAndLong, help: "No progress line (it is drawn on standard error only when that is a terminal).") var quiet = false
 
     func validate() throws {
         guard alpn == PerfService.alpn || alpn == EchoService.alpn else { throw ValidationError("--alpn must be perf or echo") }
@@ -91,8 +92,12 @@ struct Client: AsyncParsableCommand {
         options.keyUpdate = keyUpdate
         options.migrate = migrate
         options.verifyPattern = verifyPattern
+        let progress = ProgressDisplay(quiet: quiet)
+        options.progress = progress
         let run = ApplicationClient(options: options, transport: transport)
+        progress.start(total: run.progressTotal)
         let outcome = await CommandFailure.outcome(of: { try await run.perform() }, within: timeout, what: "run")
+        await progress.finish()
         switch outcome {
         case .success(let report):
             await transport.close(applicationErrorCode: closeCode, reason: closeReason)

@@ -24,6 +24,7 @@ struct Get: AsyncParsableCommand {
     @Option(name: .customLong("max-size"), help: "Largest body accepted, in bytes.") var maxSize = 1 << 30
     @Option(help: "Give up after this many seconds.") var timeout = 30.0
     @Flag(help: "Print one JSON object with the status, size and timings.") var json = false
+    @Flag(name: .shortAndLong, help: "No progress line (it is drawn on standard error only when that is a terminal).") var quiet = false
     @Option(name: .customLong("session-file"), help: "Resume with, and store, session tickets in this file; the GET goes in 0-RTT when a ticket is there.")
     var sessionFile: String?
 
@@ -48,8 +49,11 @@ struct Get: AsyncParsableCommand {
         if let query = components.percentEncodedQuery { path += "?" + query }
         let request = HTTPRequest(method: .get, scheme: "https", authority: authority, path: path)
         let client = HTTP3Client(quic: stack, maximumResponseBodySize: maxSize)
+        let progress = ProgressDisplay(quiet: quiet)
         let start = ContinuousClock.now
-        let outcome = await CommandFailure.outcome(of: { try await client.data(for: request) }, within: timeout, what: "request")
+        progress.start(total: nil)
+        let outcome = await CommandFailure.outcome(of: { [maxSize] in try await Self.fetch(request, with: client, upTo: maxSize, progress: progress) }, within: timeout, what: "request")
+        await progress.finish()
         let elapsed = ContinuousClock.now - start
         let earlyData = client.earlyData(authority: authority)
         client.close()
@@ -77,5 +81,22 @@ struct Get: AsyncParsableCommand {
             FileHandle.standardOutput.write(body)
         }
         if response.status.kind != .successful { throw ExitCode(2) }
+    }
+
+    /// The response and its body, read as it arrives so the progress line counts it (the
+    /// total is the response's content-length, when it has one).
+    private static func fetch(_ request: HTTPRequest, with client: HTTP3Client, upTo maximum: Int, progress: ProgressDisplay) async throws -> (Data, HTTPResponse) {
+        let (body, response) = try await client.bytes(for: request)
+        progress.setTotal(response.headerFields[.contentLength].flatMap { Int($0) })
+        var all = Data()
+        for try await chunk in body {
+            // Dropping the body before its end cancels the request.
+            guard all.count + chunk.count <= maximum else {
+                throw NetworkError.messageTooLarge(size: all.count + chunk.count, maximum: maximum)
+            }
+            all.append(chunk)
+            progress.add(chunk.count)
+        }
+        return (all, response)
     }
 }

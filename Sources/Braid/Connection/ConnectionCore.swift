@@ -1,5 +1,6 @@
 import BraidCore
 import BraidIO
+import Logging
 
 /// A connection's public-facing state on its loop: the owner of its channel in the IO layer
 /// (any `ConnectionChannel`: the stack's binding makes it, see `StackBinding`) and the
@@ -35,6 +36,10 @@ final class ConnectionCore: ConnectionChannelDelegate {
     /// When the handshake began (set only with `metrics`).
     private var handshakeStart: ContinuousClock.Instant?
     private var becameReady = false
+    /// Where the connection logs, carrying its identity once named (`identify`); its channel
+    /// logs through the same logger.
+    private(set) var logger = BraidLog.logger(label: "braid.connection")
+    private(set) var identity: ConnectionLogIdentity?
 
     /// The core over `channel`, whose delegate the caller sets to it (each stack's channel has
     /// its own delegate property: QUIC's hears more than ready and the end).
@@ -50,6 +55,7 @@ final class ConnectionCore: ConnectionChannelDelegate {
         let binding = StackBindings.binding(of: stack)
         let core = binding.makeCore(loop: loop, endpointDescription: endpointDescription, maximumMessageSize: nil)
         core.metrics = ConnectionMetrics.client(stack: binding.metricsName)
+        core.identify(ConnectionLogIdentity.next(stack: binding.metricsName, role: "client"), logger: core.logger)
         return core
     }
 
@@ -92,7 +98,10 @@ final class ConnectionCore: ConnectionChannelDelegate {
             $0.remoteEndpoint = unix ?? facts.remoteAddress.map(NWEndpoint.init)
         }
         becameReady = true
-        if let metrics, let handshakeStart { metrics.connectionOpened(handshake: ContinuousClock.now - handshakeStart) }
+        logReady(facts)
+        if let metrics, let handshakeStart {
+            metrics.connectionOpened(handshake: channel.handshakeDuration ?? ContinuousClock.now - handshakeStart)
+        }
         shared.states.update(.ready)
         // The path watch (if any) reports the first path.
         madePathWatch?.evaluateNow()
@@ -104,9 +113,31 @@ final class ConnectionCore: ConnectionChannelDelegate {
         establishmentAfterReady = nil
         madePathWatch?.stop()
         let error = NetworkError(error)
+        logger.debug("ended", metadata: ["error": "\(error)", "was_ready": "\(becameReady)"])
         metrics?.connectionEnded(wasReady: becameReady, reason: error.metricsReason, pathChanges: migrations)
         shared.states.update(error == .cancelled ? .cancelled : .failed(error))
         shared.stackPart.connectionEnded()
+    }
+
+    // MARK: Logging
+
+    /// Names the connection in every line it and its channel log from now on: `base` (made
+    /// where the connection was made, so it goes where that task's lines go) tagged with
+    /// `identity`. A listener's connection may be ready already: its ready line is logged now.
+    func identify(_ identity: ConnectionLogIdentity, logger base: Logger) {
+        var logger = base
+        identity.tag(&logger)
+        self.identity = identity
+        self.logger = logger
+        owner.logger = logger
+        if becameReady { logReady(owner.facts) }
+    }
+
+    private func logReady(_ facts: ConnectionFacts) {
+        logger.debug("ready", metadata: [
+            "peer": "\(facts.unixPath ?? facts.remoteAddress.map { "\($0)" } ?? endpointDescription)",
+            "alpn": "\(facts.negotiatedALPN ?? "none")",
+        ])
     }
 
     // MARK: Metrics
@@ -120,8 +151,9 @@ final class ConnectionCore: ConnectionChannelDelegate {
         }
         owner.trafficObserver = { traffic in metrics.record(traffic) }
         handshakeStart = ContinuousClock.now
-        // A listener's TCP connection is ready as it is accepted, before this is set.
-        if becameReady { metrics.connectionOpened(handshake: .zero) }
+        // A listener's TCP connection is ready as it is accepted, before this is set (a QUIC
+        // listener's may be too: its channel measured the handshake from the first Initial).
+        if becameReady { metrics.connectionOpened(handshake: owner.handshakeDuration ?? .zero) }
     }
 
     /// A client's establishment begins: its handshake time counts from here.

@@ -1,5 +1,6 @@
 import BraidCore
 import BraidIO
+import Logging
 
 /// Where a running listener's loops hand `run` their new connections: open until the task
 /// running the listener is cancelled. A connection is made only while the intake is open, and
@@ -14,9 +15,16 @@ final class InboundIntake<ApplicationProtocol: NetworkProtocol>: Sendable {
     private let isOpen = Locked(true)
     /// Where each admitted connection reports (nil: no metrics backend).
     let metrics: ConnectionMetrics?
+    /// The listener's stack, and the logger its connections log through (made when the
+    /// listener started, so its lines go where the starting task's go), each tagged with the
+    /// connection's identity.
+    let stackName: String
+    let logger: Logger
 
-    init(metrics: ConnectionMetrics? = nil) {
+    init(metrics: ConnectionMetrics? = nil, stackName: String = "", logger: Logger = BraidLog.logger(label: "braid.connection")) {
         self.metrics = metrics
+        self.stackName = stackName
+        self.logger = logger
         (connections, continuation) = AsyncStream<Connection>.makeStream()
     }
 
@@ -27,10 +35,18 @@ final class InboundIntake<ApplicationProtocol: NetworkProtocol>: Sendable {
     func admit(_ make: () -> Connection?) -> Connection? {
         isOpen.withLock { isOpen in
             guard isOpen, let connection = make() else { return nil }
-            if let metrics { connection.core.value.metrics = metrics }
+            let core = connection.core.value
+            if core.identity == nil { identify(core) }
+            if let metrics { core.metrics = metrics }
             continuation.yield(connection)
             return connection
         }
+    }
+
+    /// Names a new connection in the logs: called by `admit`, or earlier by a stack whose
+    /// channel logs as it is made.
+    func identify(_ core: ConnectionCore) {
+        core.identify(ConnectionLogIdentity.next(stack: stackName, role: "server"), logger: logger)
     }
 
     /// Ends `connections` (as cancellation does): a listener that fails while running (its

@@ -187,7 +187,7 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
             ListenerMetrics(factory: $0, stack: stackName, listener: metricsLabel)
         }
         let intake = InboundIntake<ApplicationProtocol>(
-            metrics: ConnectionMetrics.make(stack: stackName, role: .server, listener: metricsLabel))
+            metrics: ConnectionMetrics.make(stack: stackName, role: .server, listener: metricsLabel), stackName: stackName)
         let budget: ListenerBufferBudget
         do {
             var constraints = parameters.interfaceConstraints

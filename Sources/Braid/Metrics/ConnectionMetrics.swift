@@ -21,7 +21,8 @@ final class ConnectionMetrics: Sendable {
     private let bytesReceived: Counter
     private let packetsSent: Counter
     private let packetsReceived: Counter
-    private let retransmissions: Counter
+    private let retransmittedSegments: Counter
+    private let probeTimeouts: Counter
     private let datagramsLost: Counter
     private let pathChanges: Counter
 
@@ -36,7 +37,8 @@ final class ConnectionMetrics: Sendable {
         bytesReceived = counter("braid_bytes_received_total")
         packetsSent = counter("braid_packets_sent_total")
         packetsReceived = counter("braid_packets_received_total")
-        retransmissions = counter("braid_retransmissions_total")
+        retransmittedSegments = counter("braid_retransmitted_segments_total")
+        probeTimeouts = counter("braid_probe_timeouts_total")
         datagramsLost = counter("braid_datagrams_lost_total")
         pathChanges = counter("braid_path_changes_total")
     }
@@ -52,14 +54,32 @@ final class ConnectionMetrics: Sendable {
     static func client(stack: String) -> ConnectionMetrics? {
         guard let factory = activeFactory else { return nil }
         return clients.withLock { made in
-            if let existing = made[stack], existing.factory as AnyObject === factory as AnyObject { return existing }
+            if let existing = made[stack]?.first(where: { isSame($0.factory, factory) }) { return existing }
             let reporter = ConnectionMetrics(factory: factory, stack: stack, role: .client, listener: "")
-            made[stack] = reporter
+            made[stack, default: []].append(reporter)
+            if made[stack]!.count > recentFactories { made[stack]!.removeFirst() }
             return reporter
         }
     }
 
-    private static let clients = Locked<[String: ConnectionMetrics]>([:])
+    /// The client reporters of the last few factories per stack (a process has one backend;
+    /// tests set one each, side by side).
+    private static let clients = Locked<[String: [ConnectionMetrics]]>([:])
+    private static let recentFactories = 8
+
+    /// Whether two factories are one backend: the same object for classes; for value types
+    /// (a struct wrapping a backend that lives elsewhere), equal values when the type is
+    /// `Equatable`, else the same type (swift-metrics bootstraps one factory per process, so
+    /// a value of the bootstrapped type is that backend). Boxing a struct for an identity
+    /// check would make a new box, and a new reporter, every time.
+    static func isSame(_ a: any MetricsFactory, _ b: any MetricsFactory) -> Bool {
+        guard ObjectIdentifier(type(of: a)) == ObjectIdentifier(type(of: b)) else { return false }
+        if type(of: a) is AnyObject.Type { return (a as AnyObject) === (b as AnyObject) }
+        if let equatable = a as? any Equatable { return equal(equatable, b) }
+        return true
+    }
+
+    private static func equal<T: Equatable>(_ a: T, _ b: Any) -> Bool { (b as? T) == a }
 
     /// The factory reports go to: a test's (`BraidMetrics.factory`), or the bootstrapped one;
     /// nil for swift-metrics' no-op default.
@@ -92,7 +112,8 @@ final class ConnectionMetrics: Sendable {
         add(bytesReceived, traffic.bytesReceived)
         add(packetsSent, traffic.packetsSent)
         add(packetsReceived, traffic.packetsReceived)
-        add(retransmissions, traffic.retransmissions)
+        add(retransmittedSegments, traffic.retransmittedSegments)
+        add(probeTimeouts, traffic.probeTimeouts)
         add(datagramsLost, traffic.datagramsLost)
     }
 }

@@ -35,7 +35,8 @@ final class ListenerMetrics: Sendable {
             halfOpenHandshakes.record(statistics?.halfOpenHandshakes ?? 0)
             bufferedBytes.record(statistics?.bufferedBytes ?? budget.buffered)
             let retriesNow = statistics?.retriesSent ?? 0
-            // QUIC's refusals include those at the buffer limit; the others count only those.
+            // QUIC's refusals include those at every limit; TLS's and TCP's (the budget's)
+            // those at the buffer limit and the connection limits.
             let refusedNow = statistics?.refusedConnections ?? budget.refusedConnections
             if retriesNow > reported.retries { retries.increment(by: Int64(retriesNow - reported.retries)) }
             if refusedNow > reported.refused { refused.increment(by: Int64(refusedNow - reported.refused)) }

@@ -30,7 +30,14 @@ extension QUIC: StackBinding {
             batching: udp.batching, sockets: try listener.datagramSockets()
         ) { driver, context in
             driver.watchBufferBudget(budget, context: context)
-            return QUICInboundChannels(driver: driver, context: context) { peer, attach in
+            // A handshake that fails inside the listener counts as a failed connection.
+            let handshakeFailed = intake.metrics.map { metrics in
+                { (error: QUICError) in
+                    let reason = NetworkError(quic: error, endpoint: "", handshakeTimeout: transport.handshakeTimeout).metricsReason
+                    metrics.connectionEnded(wasReady: false, reason: reason, pathChanges: 0)
+                }
+            }
+            return QUICInboundChannels(driver: driver, context: context, handshakeFailed: handshakeFailed) { peer, attach in
                 intake.admit {
                     let inbound = NetworkConnection<Top>.running(
                         peer: NWEndpoint(peer), stack: stack, configuration: transport, context: context, attach: attach)

@@ -8,7 +8,9 @@ import Logging
 /// them. By default Braid's loggers take their handler's level; setting `level` overrides it
 /// for Braid's loggers only, from then on. The environment variable `BRAID_LOG_LEVEL` (for
 /// example `BRAID_LOG_LEVEL=debug`) sets it without code, read when Braid makes its first
-/// logger. A QUIC connection's lines carry its connection ID as the `quic.cid` metadata.
+/// logger. Every connection's lines carry its identity as metadata (`connection.id`, `C1`,
+/// `C2`, ...; `connection.stack`; `connection.role`), and a QUIC connection's engine lines its
+/// connection ID (`quic.cid`) too.
 ///
 /// ```swift
 /// BraidLogging.level = .debug

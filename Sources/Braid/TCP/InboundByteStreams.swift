@@ -48,7 +48,10 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
             socket.abort()
             return
         }
+        // Refusals at the connection limits count with the buffer limit's (the listener's
+        // refusals in its metrics).
         guard admission.admit() else {
+            account.budget.noteRefused()
             socket.abort()
             return
         }
@@ -57,6 +60,7 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
         if let address, !admission.admit(address: address) {
             // A reset, as for a full listener: one address must not take every place.
             admission.release()
+            account.budget.noteRefused()
             socket.abort()
             return
         }
@@ -86,6 +90,7 @@ final class InboundByteStreams<ApplicationProtocol: NetworkProtocol> {
                 self?.live[key] = nil
             }
             live[key] = core
+            intake.identify(core)
             core.shared.states.update(.preparing)
             core.shared.byteStream?.adopt(layer)
             core.byteStream.attach(socket: socket, layer: layer, context: context)

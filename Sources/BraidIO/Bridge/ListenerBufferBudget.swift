@@ -42,13 +42,15 @@ package final class ListenerBufferBudget: Sendable {
     package var peak: Int { peakTotal.load(ordering: .relaxed) }
     /// Connections closed so far because the listener was over its limit.
     package var closedConnections: Int { closed.load(ordering: .relaxed) }
-    /// New connections refused so far because the listener was at its limit.
+    /// New connections refused so far at any of the listener's limits: this budget's, and
+    /// those the stack counts here too (TCP's and TLS's connection limits).
     package var refusedConnections: Int { refused.load(ordering: .relaxed) }
 
     /// At or over the limit: new connections are refused.
     package var isExhausted: Bool { buffered >= limit }
 
-    /// Counts a new connection refused at the limit (the stack refuses it).
+    /// Counts a new connection refused at the limit, or at another of the listener's limits
+    /// (the stack refuses it).
     package func noteRefused() { refused.add(1, ordering: .relaxed) }
 
     fileprivate func change(by delta: Int) {

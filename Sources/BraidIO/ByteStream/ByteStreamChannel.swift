@@ -1,5 +1,6 @@
 import BraidCore
 import DequeModule
+import Logging
 
 #if canImport(Glibc)
 import Glibc
@@ -53,6 +54,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
 
     private var socket: (any ByteStreamSocket)?
     package var trafficObserver: ((ConnectionTraffic) -> Void)?
+    package var logger = BraidLog.logger(label: "braid.connection")
     /// The layer between the socket and the byte stream (TLS); nil: the socket carries the
     /// stream's bytes as they are.
     package private(set) var layer: (any ByteStreamLayer)?
@@ -174,6 +176,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             fail(error, context: context)
             return
         }
+        logger.debug("socket connected", metadata: ["peer": "\(socket.remoteAddress)", "layer": "\(layer.map { "\(type(of: $0))" } ?? "none")"])
         if let layer {
             // Weakly: the channel owns the layer, and a strong reference back would keep both.
             let channel = LoopBound(WeakByteStreamChannel(self), on: context.loop)
@@ -636,6 +639,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             return
         }
         closing = true
+        logger.debug("closing gracefully")
         endCalls(with: CancellationError(), keepingAcceptedSends: true)
         if let token { context.setTimer(token, at: context.now + Self.closeTimeout) }
         setReading(true, context: context)
@@ -653,6 +657,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         }
         if finalError == nil { endCalls(with: CancellationError()) }
         closing = false
+        logger.debug("closing with a reset")
         reportTraffic(of: socket)
         socket.abort()
         self.socket = nil
@@ -684,7 +689,10 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         unwritten.removeAll()
         unwrittenByteCount = 0
         token = nil
-        if let socket { reportTraffic(of: socket) }
+        if let socket {
+            logger.debug("socket closed", metadata: ["bytes_sent": "\(socket.counters.bytesSent)", "bytes_received": "\(socket.counters.bytesReceived)"])
+            reportTraffic(of: socket)
+        }
         socket?.close()
         socket = nil
         standIn = nil
@@ -700,7 +708,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         if let segments = socket.segmentCounts() {
             traffic.packetsSent = segments.sent
             traffic.packetsReceived = segments.received
-            traffic.retransmissions = segments.retransmitted
+            traffic.retransmittedSegments = segments.retransmitted
         }
         observer(traffic)
     }

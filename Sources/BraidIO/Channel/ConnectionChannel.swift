@@ -1,4 +1,5 @@
 import BraidCore
+import Logging
 
 /// One connection's owner on its loop, whatever its stack: the QUIC, byte-stream (TLS, TCP)
 /// and datagram (UDP) channels all adopt it, so the public layer's connection core holds any
@@ -15,6 +16,13 @@ package protocol ConnectionChannel: AnyObject {
     /// Called once with what the connection carried when the channel lets its transport go
     /// (nil: nobody asked, and nothing is gathered). Set before the channel ends.
     var trafficObserver: ((ConnectionTraffic) -> Void)? { get set }
+    /// Where the channel logs: the connection's logger, carrying its identity
+    /// (`ConnectionLogIdentity`) once the public layer has named it.
+    var logger: Logger { get set }
+    /// How long the handshake took, when the channel measured it better than its owner can
+    /// (a QUIC server's: from the client's first Initial, long before the listener hands the
+    /// connection over); nil: the owner measures.
+    var handshakeDuration: Duration? { get }
     /// Ends every pending call with `error` before the channel has a transport (a failed
     /// start), or at once after.
     func fail(_ error: any Error)
@@ -27,6 +35,8 @@ package protocol ConnectionChannel: AnyObject {
 }
 
 extension ConnectionChannel {
+    package var handshakeDuration: Duration? { nil }
+
     /// Stacks without an abortive close (UDP; QUIC, whose close is one packet) cancel.
     package func forceCancel(context: LoopContext) { cancel(context: context) }
 }

@@ -10,9 +10,11 @@ package struct ConnectionTraffic: Sendable, Hashable {
     /// Packets each way: QUIC's and UDP's datagrams; TCP's segments (TCP_INFO).
     package var packetsSent: UInt64 = 0
     package var packetsReceived: UInt64 = 0
-    /// Retransmissions: TCP's retransmitted segments (TCP_INFO); QUIC's probe timeouts (each
-    /// sends probe packets that carry unacknowledged data again).
-    package var retransmissions: UInt64 = 0
+    /// TCP's retransmitted segments (TCP_INFO).
+    package var retransmittedSegments: UInt64 = 0
+    /// QUIC's probe timeouts (each sends probe packets that carry unacknowledged data again):
+    /// counted apart from TCP's segments, since one timeout is not one packet.
+    package var probeTimeouts: UInt64 = 0
     /// QUIC's RFC 9221 datagrams declared lost (or dropped unsent); UDP has no such notion.
     package var datagramsLost: UInt64 = 0
 

@@ -238,12 +238,12 @@ package final class DatagramChannel: ConnectionChannel {
         layerDroppedDatagrams += 1
         // Once per connection, then every 1,024th: a flood must not flood the log too.
         if layerDroppedDatagrams == 1 || layerDroppedDatagrams.isMultiple(of: 1024) {
-            Self.logger.notice(
+            logger.notice(
                 "dropped \(layerDroppedDatagrams) datagram(s) from \(remoteAddress.map { "\($0)" } ?? "the peer") that the connection's security layer could not queue (it waits for the application's verdict on the peer)")
         }
     }
 
-    private static var logger: Logger { BraidLog.logger(label: "braid.datagram") }
+    package var logger = BraidLog.logger(label: "braid.datagram")
 
     /// The layer was given datagrams since it last ran.
     private var layerHasArrivals = false

@@ -42,13 +42,18 @@ package final class QUICConnection {
     private let connRef: UnsafeMutablePointer<ngtcp2_crypto_conn_ref>
     let transport: QUICTransportConfiguration
     let staticSecret: [UInt8]
-    var logger: Logger
+    package var logger: Logger
     private var qlogFile: UnsafeMutablePointer<FILE>?
 
     var phase: Phase = .handshaking
     var events = Deque<QUICEvent>()
     /// The `now` of the latest input, for callbacks that need a timestamp.
     var currentTime = QUICInstant(nanoseconds: 0)
+    /// A server connection's first packet: the Initial its endpoint made it for (after a
+    /// Retry, the Initial that brought the token back). Set by the endpoint.
+    package var firstPacketTime: QUICInstant?
+    /// When the handshake completed (the `now` of the input that completed it).
+    package internal(set) var handshakeCompletedTime: QUICInstant?
 
     // Stored state of each subsystem; the logic is in `QUICConnection+<subsystem>.swift`.
 

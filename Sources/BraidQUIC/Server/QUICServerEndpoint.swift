@@ -345,6 +345,7 @@ package final class QUICServerEndpoint {
         connection.connectionIDGenerator = connectionIDs
         connection.serverKeyRing = keys.ring
         connection.currentTime = now
+        connection.firstPacketTime = now
         connection.offeredALPNForErrors = configuration.alpn
         connection.isNewlyAccepted = true
         let ring = keys.ring

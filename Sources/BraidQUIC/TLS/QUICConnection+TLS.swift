@@ -114,6 +114,7 @@ extension QUICConnection {
             }
         }
         phase = .established
+        handshakeCompletedTime = currentTime
         emit(.handshakeCompleted)
         // The endpoint stops counting it as a half-open handshake.
         recordRoutingChange(.handshakeCompleted)

@@ -47,6 +47,20 @@ import Testing
         #expect(gnutls_group_get_name(gnutls_group_get(client.session)).map { String(cString: $0) } == "X25519")
     }
 
+    /// A server connection's handshake is stamped from the Initial its endpoint made it for
+    /// to the handshake's completion (what the listener's handshake timer records).
+    @Test func aServersHandshakeIsStampedFromTheFirstInitial() throws {
+        let (client, server, _) = try handshake(client: Fixtures.client(), server: Fixtures.server())
+        let serverSide = try #require(server)
+        let start = try #require(serverSide.firstPacketTime)
+        let end = try #require(serverSide.handshakeCompletedTime)
+        // The client's Finished arrives a round trip (20 ms on the 10 ms one-way wire) after
+        // the server's first flight.
+        #expect(end - start >= .milliseconds(20))
+        #expect(client.handshakeCompletedTime != nil)
+        #expect(client.firstPacketTime == nil)
+    }
+
     @Test func acceptsIPLiteralWhenCertificateHasIPAddress() throws {
         let (client, _, _) = try handshake(client: Fixtures.client(), server: Fixtures.server(), serverName: "127.0.0.1")
         #expect(client.isEstablished)

@@ -1,4 +1,5 @@
 import Braid
+import BraidCore
 import CoreMetrics
 import Foundation
 import MetricsTestKit
@@ -178,4 +179,117 @@ import Testing
             #expect(Self.total(metrics, "braid_connections_opened_total", clientSide) == 0)
         }
     }
+
+    /// A QUIC handshake that fails inside the listener (the client offers an ALPN the server
+    /// does not speak) counts as a failed server connection; a completed one is timed from the
+    /// client's first Initial.
+    @Test func quicServerHandshakesThatFailInsideTheListenerAreCounted() async throws {
+        let metrics = TestMetrics()
+        try await BraidMetrics.$factory.withValue(metrics) {
+            let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+                QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            }
+            listener.metricsLabel = "quic-failing"
+            let task = Task { try await listener.run(echo) }
+            defer { task.cancel() }
+            for await state in listener.states where state == .ready { break }
+            let serverSide = [("stack", "quic"), ("role", "server"), ("listener", "quic-failing")]
+            let wrong = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: listener.port!)) { testClient(alpn: ["nope"]) }
+            await #expect(throws: NetworkError.self) { _ = try await wrong.openStream() }
+            try await Self.eventually("the server's failed handshake") {
+                Self.total(metrics, "braid_connections_failed_total", serverSide) == 1
+            }
+            #expect(Self.total(metrics, "braid_connections_failed_total", serverSide + [("reason", "tls")]) == 1)
+            #expect(Self.total(metrics, "braid_connections_opened_total", serverSide) == 0)
+            // A handshake that completes is timed (from the first Initial, on the engine's clock).
+            let good = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: listener.port!)) { testClient() }
+            let stream = try await good.openStream()
+            try await stream.send(Data("x".utf8), endOfStream: true)
+            _ = try await stream.receive(exactly: 1)
+            try await Self.eventually("the server's opened connection") {
+                Self.total(metrics, "braid_connections_opened_total", serverSide) == 1
+            }
+            let timer = try metrics.expectTimer("braid_handshake_duration_seconds", serverSide)
+            #expect(timer.values.count == 1)
+            #expect(timer.values.allSatisfy { $0 > 0 })
+            await good.close()
+        }
+    }
+
+    /// TCP clients refused at `newConnectionLimit` count in the listener's refusals.
+    @Test func tcpRefusalsAtTheConnectionLimitAreCounted() async throws {
+        let metrics = TestMetrics()
+        try await BraidMetrics.$factory.withValue(metrics) {
+            let server = try await RunningStreamListener.start(TCP(), configure: {
+                $0.metricsLabel = "tcp-limit"
+                $0.newConnectionLimit = 1
+            })
+            defer { server.task.cancel() }
+            let first = NetworkConnection(to: server.endpoint) { TCP() }
+            try await first.send(Data("a".utf8))
+            #expect(try await first.receive(exactly: 1).content == Data("a".utf8))
+            // The listener is full: the second is reset as it is accepted.
+            let second = NetworkConnection(to: server.endpoint) { TCP() }
+            await #expect(throws: NetworkError.self) {
+                try await second.send(Data("b".utf8))
+                _ = try await second.receive(exactly: 1)
+            }
+            try await Self.eventually("the listener's refusal") {
+                Self.total(metrics, "braid_listener_refused_total", [("stack", "tcp"), ("listener", "tcp-limit")]) == 1
+            }
+            await first.close()
+        }
+    }
+
+    /// A metrics factory that is a struct (wrapping a backend elsewhere) keeps one client
+    /// reporter per stack: its handles are made once, not per connection.
+    @Test func aStructFactoryKeepsItsClientReporter() async throws {
+        let factory = CountingFactory()
+        try await BraidMetrics.$factory.withValue(factory) {
+            let server = try await RunningStreamListener.start(TCP())
+            defer { server.task.cancel() }
+            for _ in 0..<3 {
+                let connection = NetworkConnection(to: server.endpoint) { TCP() }
+                try await connection.send(Data("a".utf8))
+                _ = try await connection.receive(exactly: 1)
+                await connection.close()
+            }
+            // One client reporter (and the listener's): two handles of this name, not four.
+            #expect(factory.made("braid_connections_opened_total") == 2)
+            #expect(Self.total(factory.metrics, "braid_connections_opened_total", [("role", "client")]) == 3)
+        }
+    }
+}
+
+/// A struct metrics factory over a `TestMetrics`, counting the handles made per label.
+struct CountingFactory: MetricsFactory {
+    final class Counts: Sendable {
+        let made = Locked<[String: Int]>([:])
+    }
+    let metrics = TestMetrics()
+    private let counts = Counts()
+
+    func made(_ label: String) -> Int { counts.made.withLock { $0[label] ?? 0 } }
+
+    func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+        counts.made.withLock { $0[label, default: 0] += 1 }
+        return metrics.makeCounter(label: label, dimensions: dimensions)
+    }
+    func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
+        metrics.makeFloatingPointCounter(label: label, dimensions: dimensions)
+    }
+    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+        metrics.makeRecorder(label: label, dimensions: dimensions, aggregate: aggregate)
+    }
+    func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
+        metrics.makeMeter(label: label, dimensions: dimensions)
+    }
+    func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+        metrics.makeTimer(label: label, dimensions: dimensions)
+    }
+    func destroyCounter(_ handler: any CounterHandler) { metrics.destroyCounter(handler) }
+    func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) { metrics.destroyFloatingPointCounter(handler) }
+    func destroyRecorder(_ handler: any RecorderHandler) { metrics.destroyRecorder(handler) }
+    func destroyMeter(_ handler: any MeterHandler) { metrics.destroyMeter(handler) }
+    func destroyTimer(_ handler: any TimerHandler) { metrics.destroyTimer(handler) }
 }
