@@ -212,6 +212,7 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ],
             path: "Tests/BraidTests",
             resources: [.copy("Fixtures")]

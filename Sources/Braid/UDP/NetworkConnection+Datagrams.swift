@@ -15,6 +15,9 @@ extension NetworkConnection {
         // A send that finds room makes no suspendable call (an async closure per datagram
         // allocated a task frame).
         var waiting = ecn == .notECT ? try offerDatagram(datagram) : .needsLoop
+        // Queued: return before the async `mapping` call below, whose frame and closure cost
+        // a task allocation even when its loop would not run.
+        if waiting == nil { return }
         try await NetworkError.mapping {
             while let wait = waiting {
                 switch wait {

@@ -8,9 +8,47 @@ extension UDP {
         /// The datagram's ECN mark (RFC 3168): `.notECT` unless the sender or a router set one.
         public var ecn: ECN
         /// Where the datagram came from (the peer's address and port, as IP literals).
-        public var remoteEndpoint: NWEndpoint
+        public var remoteEndpoint: NWEndpoint {
+            get { endpoints.remote }
+            set { endpoints = MetadataEndpoints(remote: newValue, local: endpoints.local) }
+        }
         /// Where it arrived: our address and port.
-        public var localEndpoint: NWEndpoint
+        public var localEndpoint: NWEndpoint {
+            get { endpoints.local }
+            set { endpoints = MetadataEndpoints(remote: endpoints.remote, local: newValue) }
+        }
+        /// Both endpoints in one shared box: every datagram between the same two addresses
+        /// carries the same one, so handing a datagram's metadata out costs one reference count
+        /// instead of a copy of each endpoint.
+        private var endpoints: MetadataEndpoints
+
+        init(ecn: ECN, endpoints: MetadataEndpoints) {
+            self.ecn = ecn
+            self.endpoints = endpoints
+        }
+
+        public static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs.ecn == rhs.ecn
+                && (lhs.endpoints === rhs.endpoints
+                    || (lhs.endpoints.remote == rhs.endpoints.remote && lhs.endpoints.local == rhs.endpoints.local))
+        }
+
+        public func hash(into hasher: inout Hasher) {
+            hasher.combine(ecn)
+            hasher.combine(endpoints.remote)
+            hasher.combine(endpoints.local)
+        }
+    }
+
+    /// A received datagram's two endpoints (`Metadata`'s storage), never changed once made.
+    final class MetadataEndpoints: Sendable {
+        let remote: NWEndpoint
+        let local: NWEndpoint
+
+        init(remote: NWEndpoint, local: NWEndpoint) {
+            self.remote = remote
+            self.local = local
+        }
     }
 }
 

@@ -35,7 +35,8 @@ package final class MessageBatch<Element: Sendable> {
     /// throws `CancellationError` if the task is cancelled while it waits.
     package func take() async throws -> Element? {
         if let item = items.popFirst() { return item }
-        items = try await inbox.takeAll()
+        // The emptied deque goes back to the inbox, which fills it next.
+        try await inbox.takeAll(swappingWith: &items)
         return items.popFirst()
     }
 

@@ -42,6 +42,32 @@ package final class MessageInbox<Element: Sendable>: Sendable {
         deliver(contentsOf: CollectionOfOne(datagram))
     }
 
+    /// Loop: several datagrams arrived (one socket read's worth), in a deque the caller hands
+    /// over: with nothing queued, the inbox takes the deque whole (no copy of each datagram) and
+    /// gives back its own, emptied with its room kept, for the next read's. One lock round and
+    /// at most one wake-up for all of them.
+    package func deliver(moving datagrams: inout Deque<Element>) {
+        guard !datagrams.isEmpty else { return }
+        let readers = state.withLock { state -> [Completion<Void>] in
+            guard !state.finished else { return [] }
+            if state.queue.isEmpty {
+                swap(&state.queue, &datagrams)
+            } else {
+                state.queue.append(contentsOf: datagrams)
+            }
+            let excess = state.queue.count - backlog
+            if excess > 0 {
+                state.queue.removeFirst(excess)
+                state.dropped += excess
+            }
+            defer { state.readers.removeAll() }
+            return state.readers
+        }
+        // Outside the lock: what was copied (or refused once finished) is released here.
+        datagrams.removeAll(keepingCapacity: true)
+        for reader in readers { reader.resume(.success(())) }
+    }
+
     /// Loop: several datagrams arrived (one socket read's worth): one lock round and at most one
     /// wake-up for all of them.
     package func deliver(contentsOf datagrams: some Collection<Element>) {
@@ -77,15 +103,28 @@ package final class MessageInbox<Element: Sendable>: Sendable {
     @_specialize(exported: true, where Element == Data)
     @_specialize(exported: true, where Element == ReceivedDatagram)
     package func takeAll() async throws -> Deque<Element> {
+        var taken = Deque<Element>()
+        try await takeAll(swappingWith: &taken)
+        return taken
+    }
+
+    /// `takeAll()` into `items`, whose storage (emptied, its room kept) the inbox keeps for
+    /// what arrives next: a reader and the loop pass the same few buffers back and forth
+    /// instead of growing a new one for every batch. They hold at most the most datagrams
+    /// ever queued at once, which `backlog` bounds.
+    @_specialize(exported: true, where Element == Data)
+    @_specialize(exported: true, where Element == ReceivedDatagram)
+    package func takeAll(swappingWith items: inout Deque<Element>) async throws {
+        items.removeAll(keepingCapacity: true)
         while true {
-            let taken = state.withLock { state -> Deque<Element>? in
+            let taken = state.withLock { state -> Bool in
                 guard state.queue.isEmpty, !state.finished else {
-                    defer { state.queue = Deque() }
-                    return state.queue
+                    swap(&state.queue, &items)
+                    return true
                 }
-                return nil
+                return false
             }
-            if let taken { return taken }
+            if taken { return }
             try await waitForArrival()
         }
     }

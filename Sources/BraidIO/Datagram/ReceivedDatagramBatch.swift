@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 
 #if canImport(Glibc)
@@ -23,8 +24,8 @@ struct ReceivedDatagramBatch {
     private var used = 0
     /// The datagrams whose bytes are in `block`, not yet made `Data`.
     private var pending: [(offset: Int, count: Int, metadata: DatagramMetadata)] = []
-    /// The datagrams made, in arrival order.
-    private var made: [ReceivedDatagram] = []
+    /// The datagrams made, in arrival order (handed to the inbox whole, see `deliver`).
+    private var made = Deque<ReceivedDatagram>()
 
     var isEmpty: Bool { pending.isEmpty && made.isEmpty }
 
@@ -45,8 +46,7 @@ struct ReceivedDatagramBatch {
     mutating func deliver(to inbox: MessageInbox<ReceivedDatagram>) {
         seal()
         guard !made.isEmpty else { return }
-        inbox.deliver(contentsOf: made)
-        made.removeAll(keepingCapacity: true)
+        inbox.deliver(moving: &made)
     }
 
     /// Drops what was not delivered and the block being filled.

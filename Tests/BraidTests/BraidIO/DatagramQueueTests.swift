@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 import Testing
 
@@ -23,6 +24,34 @@ import Testing
         inbox.deliver(contentsOf: 20..<22)
         inbox.putBack([17, 18, 19])
         #expect(Array(try await inbox.takeAll()) == [18, 19, 20, 21])
+    }
+
+    /// A socket read's deque handed over whole or appended: either way the inbox keeps its
+    /// backlog, the newest in order, and the caller's deque comes back empty; a reader's deque
+    /// swapped in is refilled with what arrives next, and nothing is delivered once finished.
+    @Test func deliveriesByDequeKeepOrderAndBacklog() async throws {
+        let inbox = MessageInbox<Int>(backlog: 4)
+        var read = Deque([1, 2, 3])
+        inbox.deliver(moving: &read)
+        #expect(read.isEmpty)
+        read.append(contentsOf: [4, 5, 6])
+        inbox.deliver(moving: &read)
+        #expect(read.isEmpty)
+        var items = Deque([99])
+        try await inbox.takeAll(swappingWith: &items)
+        #expect(Array(items) == [3, 4, 5, 6])
+        #expect(inbox.count == 0)
+        read.append(contentsOf: 7..<13)
+        inbox.deliver(moving: &read)
+        try await inbox.takeAll(swappingWith: &items)
+        #expect(Array(items) == [9, 10, 11, 12])
+        #expect(inbox.droppedCount == 4)
+        inbox.finish()
+        read.append(13)
+        inbox.deliver(moving: &read)
+        #expect(read.isEmpty && inbox.count == 0)
+        try await inbox.takeAll(swappingWith: &items)
+        #expect(items.isEmpty)
     }
 
     @Test func theOutboxAsksForOneLoopPassPerBurst() async throws {

@@ -64,6 +64,27 @@ import Testing
         #expect(later.map { Array($0.content) } == (10..<20).map { datagram($0, count: 1000) })
     }
 
+    /// A datagram changed by the application gets bytes of its own (its block's are let go
+    /// then); its blockmates, one kept alone afterwards, keep theirs.
+    @Test func aChangedDatagramLeavesItsBlockmatesIntact() async throws {
+        let inbox = MessageInbox<ReceivedDatagram>(backlog: 1000)
+        var batch = ReceivedDatagramBatch()
+        for index in 0..<3 { append(datagram(index, count: 700), to: &batch) }
+        append([], to: &batch)
+        append(datagram(3, count: 9), to: &batch)
+        batch.deliver(to: inbox)
+        var taken = Array(try await inbox.takeAll()).map(\.content)
+        #expect(taken.map(\.count) == [700, 700, 700, 0, 9])
+        taken[1].append(contentsOf: [1, 2, 3])
+        taken[0][0] = 0xEE
+        #expect(Array(taken[1]) == datagram(1, count: 700) + [1, 2, 3])
+        #expect(taken[0].first == 0xEE && Array(taken[0].dropFirst()) == Array(datagram(0, count: 700).dropFirst()))
+        let kept = taken[2]
+        taken.removeAll()
+        #expect(Array(kept) == datagram(2, count: 700))
+        #expect(kept.startIndex == 0)
+    }
+
     /// What was appended and not delivered when the channel ends goes nowhere.
     @Test func releaseDropsWhatWasNotDelivered() async throws {
         let inbox = MessageInbox<ReceivedDatagram>(backlog: 1000)
