@@ -292,7 +292,11 @@ func udpEcho(
         defer { receiver.cancel() }
         var rounds = 0
         var sent = 0
-        while rounds < 20 {
+        // Rounds go on while datagrams are missing, until a deadline generous for a loaded
+        // machine (within the test's time limit), not for a number of rounds: under load a
+        // round can end early, its echoes still on their way.
+        let deadline = ContinuousClock.now + .seconds(150)
+        while ContinuousClock.now < deadline {
             let missing = back.withLock { back in (0..<total).filter { !back.seen.contains($0) } }
             if missing.isEmpty { break }
             rounds += 1
