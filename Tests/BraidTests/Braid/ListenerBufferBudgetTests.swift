@@ -193,9 +193,12 @@ import Testing
                         try await connection.send(request)
                         return
                     }
-                    // The connection's outbox fills up to its bound, over the limit.
-                    let chunk = Data(repeating: 0x5A, count: 16 << 10)
-                    for _ in 0..<4096 { try await connection.send(chunk) }
+                    // One send of 64 MiB, far more than the kernel's buffers take: it waits in
+                    // the connection's outbox, where the loop writes it as the socket takes it,
+                    // and holds what the socket has not taken. Small sends instead needed a
+                    // task switch each once the outbox was full, and on a loaded machine too
+                    // few came in the test's wait to fill the kernel's buffers.
+                    try await connection.send(Data(repeating: 0x5A, count: 64 << 20))
                 } catch let error as NetworkError {
                     outcomes.add(error)
                     throw error
