@@ -131,19 +131,25 @@ package final class ChildProcess: Sendable {
         }
     }
 
-    /// Waits for the `listening <port>` line that servers print first.
-    package func listeningPort(within seconds: Double = 20) async throws -> UInt16 {
+    /// Waits for the `listening <port>` line that servers print first. The default wait is
+    /// generous: on a loaded machine a debug build or a Python interpreter can take many
+    /// seconds to start. The output is read once more after the deadline, so a wait that
+    /// itself resumed late still sees a line printed meanwhile.
+    package func listeningPort(within seconds: Double = 90) async throws -> UInt16 {
         let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
+        while true {
+            let pastDeadline = Date() >= deadline
+            let running = isRunning
             if let line = output.split(separator: "\n").first(where: { $0.hasPrefix("listening ") }),
                 let port = UInt16(line.dropFirst("listening ".count))
             {
                 return port
             }
-            guard isRunning else { break }
+            guard running, !pastDeadline else { break }
             try await Task.sleep(for: .milliseconds(10))
         }
-        throw ApplicationFailure("no `listening` line from \(commandLine)\nstderr: \(errors)")
+        throw ApplicationFailure(
+            "no `listening` line from \(commandLine) within \(seconds) s (\(isRunning ? "still running" : "exited"))\nstdout: \(output)\nstderr: \(errors)")
     }
 
     /// Waits for the child to exit; kills it and throws after `seconds`.
@@ -166,11 +172,13 @@ package final class ChildProcess: Sendable {
         return try await finish(within: seconds)
     }
 
-    /// Waits until a JSON line satisfying `match` appears.
-    package func jsonLine(within seconds: Double = 10, where match: ([String: Any]) -> Bool) async throws -> [String: Any] {
+    /// Waits until a JSON line satisfying `match` appears (read once more after the deadline).
+    package func jsonLine(within seconds: Double = 60, where match: ([String: Any]) -> Bool) async throws -> [String: Any] {
         let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
+        while true {
+            let pastDeadline = Date() >= deadline
             if let line = jsonLines.first(where: match) { return line }
+            if pastDeadline { break }
             try await Task.sleep(for: .milliseconds(10))
         }
         throw ApplicationFailure("no matching JSON line from \(commandLine)\nstdout: \(output)\nstderr: \(errors)")

@@ -38,7 +38,7 @@ import BraidCore
     }
 
     /// 100 MB each way through TLS, byte for byte.
-    @Test(.timeLimit(.minutes(3))) func tlsMovesOneHundredMegabytesIntact() async throws {
+    @Test(.timeLimit(.minutes(10))) func tlsMovesOneHundredMegabytesIntact() async throws {
         let server = try await RunningStreamListener.start(testTLSServer())
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { testTLSClient() }
@@ -54,7 +54,7 @@ import BraidCore
     /// A server that does not read: the client's sends stop returning once TCP's window, the
     /// kernel's buffers and both connections' bounds are full, and neither side holds more
     /// than its bounds.
-    @Test(.timeLimit(.minutes(3))) func aReaderThatStopsStopsTheSenderWithBoundedMemory() async throws {
+    @Test(.timeLimit(.minutes(10))) func aReaderThatStopsStopsTheSenderWithBoundedMemory() async throws {
         let serverConnection = Locked<NetworkConnection<TLS>?>(nil)
         let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
             serverConnection.withLock { $0 = connection }
@@ -220,7 +220,7 @@ import BraidCore
     /// Cancelling mid-transfer ends the pending calls on both ends, with no hang: the client's
     /// sends fail with `cancelled`, and the server's receive ends cleanly (close_notify got
     /// out) or with the error a lost close_notify gives.
-    @Test(.timeLimit(.minutes(3))) func cancellingMidTransferEndsBothSides() async throws {
+    @Test(.timeLimit(.minutes(10))) func cancellingMidTransferEndsBothSides() async throws {
         let serverEnd = Locked<Result<Int, NetworkError>?>(nil)
         let receivedSoFar = Locked(0)
         let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
@@ -265,7 +265,7 @@ import BraidCore
 
     /// Bytes whose sends returned are delivered even when the sender closes right after:
     /// `close()` is graceful (the data, then close_notify and FIN), not a reset.
-    @Test(.timeLimit(.minutes(3)), arguments: [true, false])
+    @Test(.timeLimit(.minutes(10)), arguments: [true, false])
     func closingRightAfterSendingLosesNothing(tls: Bool) async throws {
         let received = Locked<[UInt8]?>(nil)
         let payload = pattern(seed: 21, count: 8_000_000)
@@ -299,7 +299,7 @@ import BraidCore
     }
 
     /// 200 clients at once, each echoed its own bytes.
-    @Test(.timeLimit(.minutes(3))) func aListenerServesTwoHundredClients() async throws {
+    @Test(.timeLimit(.minutes(10))) func aListenerServesTwoHundredClients() async throws {
         let server = try await RunningStreamListener.start(testTLSServer())
         defer { server.task.cancel() }
         let intact = try await withThrowingTaskGroup(of: Bool.self) { group in
@@ -342,7 +342,7 @@ import BraidCore
     /// running for a handler that has not returned: new clients are refused (a client already
     /// in the backlog when it closed is reset), never accepted without a handler, and the held
     /// connection is still served.
-    @Test(.timeLimit(.minutes(3))) func aCancelledListenerRefusesNewClients() async throws {
+    @Test(.timeLimit(.minutes(10))) func aCancelledListenerRefusesNewClients() async throws {
         final class Flags: Sendable {
             let isOpen = Atomic(false), entered = Atomic(false)
         }

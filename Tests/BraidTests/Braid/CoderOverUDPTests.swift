@@ -22,7 +22,7 @@ import Testing
     }
 
     /// A Coder JSON client and a Coder JSON listener echo a few values, each one datagram.
-    @Test(.timeLimit(.minutes(3))) func echoesCodableValues() async throws {
+    @Test(.timeLimit(.minutes(10))) func echoesCodableValues() async throws {
         try await MemoryWorld.run { _ in
             let server = try await RunningFramedListener.start(Coder(GameMessage.self, using: .json) { UDP() }) { connection in
                 for try await (message, metadata) in connection.messages {
@@ -48,7 +48,7 @@ import Testing
     /// Raw datagrams from a plain `UDP()` client to a Coder listener: one that is not JSON and
     /// one larger than the listener's `maximumMessageSize` each throw their typed error on the
     /// listener's receive, and the receive after each gets the next datagram's value.
-    @Test(.timeLimit(.minutes(3))) func aDatagramThatDoesNotDecodeIsATypedErrorAndTheConnectionGoesOn() async throws {
+    @Test(.timeLimit(.minutes(10))) func aDatagramThatDoesNotDecodeIsATypedErrorAndTheConnectionGoesOn() async throws {
         try await MemoryWorld.run { _ in
             let stack = Coder(sending: Report.self, receiving: GameMessage.self, using: .json) { UDP() }.maximumMessageSize(1000)
             let server = try await RunningFramedListener.start(stack) { connection in
@@ -89,7 +89,7 @@ import Testing
     /// A plain UDP listener answers a Coder client with a datagram that is not JSON, then a
     /// good one: the client's receive throws `messageDecodingFailed` naming the type, and its
     /// next receive returns the good value.
-    @Test(.timeLimit(.minutes(3))) func aCoderClientReceivingADatagramThatDoesNotDecodeGoesOn() async throws {
+    @Test(.timeLimit(.minutes(10))) func aCoderClientReceivingADatagramThatDoesNotDecodeGoesOn() async throws {
         try await MemoryWorld.run { _ in
             let server = try await RunningUDPEcho.start { connection in
                 _ = try await connection.receive()
@@ -116,7 +116,7 @@ import Testing
 
     /// Apple's general form with different types each way: the listener's
     /// `Coder(receiving:sending:)` mirrors the client's `Coder(sending:receiving:)`.
-    @Test(.timeLimit(.minutes(3))) func differentTypesEachWay() async throws {
+    @Test(.timeLimit(.minutes(10))) func differentTypesEachWay() async throws {
         struct Request: Codable, Sendable { var id: Int; var numbers: [Int] }
         struct Reply: Codable, Sendable, Equatable { var id: Int; var sum: Int }
         try await MemoryWorld.run { _ in
@@ -141,7 +141,7 @@ import Testing
 
     /// A value that encodes larger than a UDP datagram carries is `datagramTooLarge`, and the
     /// connection goes on.
-    @Test(.timeLimit(.minutes(3))) func aValueLargerThanADatagramIsATypedError() async throws {
+    @Test(.timeLimit(.minutes(10))) func aValueLargerThanADatagramIsATypedError() async throws {
         try await MemoryWorld.run { _ in
             let server = try await RunningFramedListener.start(Coder(String.self, using: .json) { UDP() }) { connection in
                 for try await (message, _) in connection.messages { try await connection.send(message) }

@@ -13,7 +13,7 @@ import BraidCore
 /// through internals to show the bound holds). A client's migration is in
 /// `ConnectionMigrationTests`.
 @Suite struct ConnectionControlTests {
-    @Test(.timeLimit(.minutes(3))) func localPortParameterPicksTheSourcePort() async throws {
+    @Test(.timeLimit(.minutes(10))) func localPortParameterPicksTheSourcePort() async throws {
         try await MemoryWorld.run { world in
             let server = try await RunningListener.start()
             defer { server.task.cancel() }
@@ -27,7 +27,7 @@ import BraidCore
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func aLocalEndpointOfTheWrongFamilyIsAConfigurationError() async throws {
+    @Test(.timeLimit(.minutes(10))) func aLocalEndpointOfTheWrongFamilyIsAConfigurationError() async throws {
         try await MemoryWorld.run { world in
             let connection = NetworkConnection(to: world.nobody(), using: .parameters { testClient() }
                 .localEndpoint(.hostPort(host: "::1", port: .any)))
@@ -37,7 +37,7 @@ import BraidCore
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func aServerConnectionDoesNotMigrate() async throws {
+    @Test(.timeLimit(.minutes(10))) func aServerConnectionDoesNotMigrate() async throws {
         try await MemoryWorld.run { _ in
             let result = Locked<NetworkError?>(nil)
             let server = try await RunningListener.start(handler: { connection in
@@ -58,7 +58,7 @@ import BraidCore
 
     /// `close(applicationErrorCode:reason:)` returns with the connection cancelled and its close
     /// on the way: the server's connection ends with that code and reason.
-    @Test(.timeLimit(.minutes(3))) func closeEndsTheConnectionWithTheCodeThePeerSees() async throws {
+    @Test(.timeLimit(.minutes(10))) func closeEndsTheConnectionWithTheCodeThePeerSees() async throws {
         try await MemoryWorld.run { world in
             let ended = Locked<NetworkConnection<QUIC>.State?>(nil)
             let server = try await RunningListener.start(handler: { connection in
@@ -80,7 +80,7 @@ import BraidCore
     /// A datagram of exactly `usableDatagramFrameSize` bytes, sent as soon as the connection is
     /// ready, comes back: the size is what fits the path's packets now, not the configured
     /// maximum (a datagram larger than the current packets would wait in the queue forever).
-    @Test(.timeLimit(.minutes(3))) func theLargestUsableDatagramIsDeliveredAtOnce() async throws {
+    @Test(.timeLimit(.minutes(10))) func theLargestUsableDatagramIsDeliveredAtOnce() async throws {
         try await MemoryWorld.run { _ in
             let server = try await RunningListener.start(configure: { $0.maxDatagramFrameSize(65535) })
             defer { server.task.cancel() }
@@ -113,7 +113,7 @@ import BraidCore
     /// 10,000 datagrams sent by 2,000 tasks at once, far ahead of the congestion window: every
     /// send completes, and neither the engine's queue nor the outbox in front of it ever holds
     /// more than the bound (without it, thousands wait in the engine's queue).
-    @Test(.timeLimit(.minutes(3))) func datagramSendsWaitForRoomInABoundedQueue() async throws {
+    @Test(.timeLimit(.minutes(10))) func datagramSendsWaitForRoomInABoundedQueue() async throws {
         try await MemoryWorld.run { _ in
             let server = try await RunningListener.start(configure: { $0.maxDatagramFrameSize(65535) }, handler: readNothing)
             defer { server.task.cancel() }
@@ -145,7 +145,7 @@ import BraidCore
 /// answer from the new path). A real loop's clock moves on between passes.
 @Suite struct ConnectionMigrationTests {
     /// Half a 2 MB echo, a move to a new port, the other half: every byte comes back.
-    @Test(.timeLimit(.minutes(3))) func migrationMidTransferKeepsTheStream() async throws {
+    @Test(.timeLimit(.minutes(10))) func migrationMidTransferKeepsTheStream() async throws {
         let server = try await RunningListener.start()
         defer { server.task.cancel() }
         let connection = NetworkConnection(to: server.endpoint) { testClient() }

@@ -39,7 +39,7 @@ import Testing
     }
 
     /// A client that echoed on a stream and closed: its owner goes once the close is done.
-    @Test(.timeLimit(.minutes(3))) func aClosedClientLeavesNothingBehind() async throws {
+    @Test(.timeLimit(.minutes(10))) func aClosedClientLeavesNothingBehind() async throws {
         try await MemoryWorld.run { world in
             let server = try await RunningListener.start()
             defer { server.task.cancel() }
@@ -60,7 +60,7 @@ import Testing
 
     /// A client cancelled while it still races its handshake (the server never answers): the
     /// establishment that stood in for its transport lets go too.
-    @Test(.timeLimit(.minutes(3))) func aClientCancelledBeforeReadyLeavesNothingBehind() async throws {
+    @Test(.timeLimit(.minutes(10))) func aClientCancelledBeforeReadyLeavesNothingBehind() async throws {
         try await MemoryWorld.run { world in
             // Nobody there: what the client sends vanishes and the handshake never ends.
             var connection: NetworkConnection<QUIC>? = NetworkConnection(to: world.nobody()) { testClient() }

@@ -24,7 +24,7 @@ import Testing
     /// sending (each stream alone could hold 1 MiB): every download arrives intact, and the
     /// listener's engines never hold more than the budget (sampled every millisecond of
     /// virtual time).
-    @Test(.timeLimit(.minutes(3))) func streamsSharingTheBudgetAllFinishIntact() async throws {
+    @Test(.timeLimit(.minutes(10))) func streamsSharingTheBudgetAllFinishIntact() async throws {
         try await MemoryWorld.run { world in
             let server = try await RunningListener.start(
                 alpn: ["perf"], configure: { $0.connectionSendBufferLimit(Self.budget) },
@@ -68,7 +68,7 @@ import Testing
     /// sends stop at the budget (the peer's windows take far more than it), the connection's
     /// streams hold at most the budget plus one send, and the waiting sends fail with the
     /// connection when it is cancelled.
-    @Test(.timeLimit(.minutes(3))) func aSenderHoldsAtMostTheBudgetPlusOneSend() async throws {
+    @Test(.timeLimit(.minutes(10))) func aSenderHoldsAtMostTheBudgetPlusOneSend() async throws {
         try await MemoryWorld.run { world in
             let server = try await RunningListener.start(handler: readNothing)
             defer { server.task.cancel() }
@@ -114,7 +114,7 @@ import Testing
 
     /// One stream's send fills the budget toward a peer that reads nothing; another stream's
     /// send waits for room, and gets it (and completes) once the first stream is reset.
-    @Test(.timeLimit(.minutes(3))) func resettingAStreamGivesItsRoomToAWaitingSender() async throws {
+    @Test(.timeLimit(.minutes(10))) func resettingAStreamGivesItsRoomToAWaitingSender() async throws {
         try await MemoryWorld.run { world in
             let server = try await RunningListener.start(handler: readNothing)
             defer { server.task.cancel() }

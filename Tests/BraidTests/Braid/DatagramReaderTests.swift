@@ -11,7 +11,7 @@ import BraidCore
 @Suite struct DatagramReaderTests {
     /// A reader that stops early (a `break` out of `for await`) took a whole batch; what it
     /// did not hand out goes back to the connection for the next reader, in order.
-    @Test(.timeLimit(.minutes(3))) func datagramsAnIteratorTookButDidNotReturnAreKept() async throws {
+    @Test(.timeLimit(.minutes(10))) func datagramsAnIteratorTookButDidNotReturnAreKept() async throws {
         try await MemoryWorld.run { world in
             let server = try await RunningListener.start()
             defer { server.task.cancel() }
@@ -39,7 +39,7 @@ import BraidCore
 
     /// The same over `UDP()`: a `messages` iteration hands out the datagrams it took without
     /// suspending, and one that stops early leaves the rest, in order, for the next.
-    @Test(.timeLimit(.minutes(3))) func udpMessagesAnIteratorTookButDidNotReturnAreKept() async throws {
+    @Test(.timeLimit(.minutes(10))) func udpMessagesAnIteratorTookButDidNotReturnAreKept() async throws {
         try await MemoryWorld.run { world in
             let echo = try await RunningUDPEcho.start()
             defer { echo.task.cancel() }
@@ -67,7 +67,7 @@ import BraidCore
     }
 
     /// Many tasks reading one connection's datagrams at once: each datagram reaches exactly one.
-    @Test(.timeLimit(.minutes(3))) func concurrentReadersShareTheDatagrams() async throws {
+    @Test(.timeLimit(.minutes(10))) func concurrentReadersShareTheDatagrams() async throws {
         try await MemoryWorld.run { world in
             let server = try await RunningListener.start()
             defer { server.task.cancel() }

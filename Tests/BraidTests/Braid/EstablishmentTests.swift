@@ -36,7 +36,7 @@ import Testing
     /// listed first: the connection races to the server in both cases. With a 10-minute handshake
     /// timeout and a one-minute limit on the world's virtual time, a client that tried the
     /// addresses in turn (or only the first) fails.
-    @Test(.timeLimit(.minutes(3)), arguments: [("::1", "127.0.0.1"), ("127.0.0.1", "::1")])
+    @Test(.timeLimit(.minutes(10)), arguments: [("::1", "127.0.0.1"), ("127.0.0.1", "::1")])
     func happyEyeballsReachesTheServerOnEitherFamily(serverHost: String, silentHost: String) async throws {
         try await MemoryWorld.run(limit: .seconds(60)) { world in
             // Nobody holds the silent address: what is sent there vanishes.
@@ -67,7 +67,7 @@ import Testing
 
     /// No route for two rounds: the connection waits (with the reason), retries by itself and
     /// becomes ready; the call made meanwhile completes.
-    @Test(.timeLimit(.minutes(3))) func noRouteWaitsThenConnectsWhenThePathReturns() async throws {
+    @Test(.timeLimit(.minutes(10))) func noRouteWaitsThenConnectsWhenThePathReturns() async throws {
         try await MemoryWorld.run { _ in
             let server = try await RunningListener.start()
             defer { server.task.cancel() }
@@ -91,7 +91,7 @@ import Testing
     }
 
     /// Cancelling a waiting connection ends the calls that wait on it.
-    @Test(.timeLimit(.minutes(3))) func cancellingAWaitingConnectionFailsPendingCalls() async throws {
+    @Test(.timeLimit(.minutes(10))) func cancellingAWaitingConnectionFailsPendingCalls() async throws {
         try await MemoryWorld.run { world in
             let endpoint = world.nobody()
             guard case .hostPort(_, let port) = endpoint else { return }
@@ -109,7 +109,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func anUnknownNameFailsWithoutWaiting() async throws {
+    @Test(.timeLimit(.minutes(10))) func anUnknownNameFailsWithoutWaiting() async throws {
         let connection = NetworkConnection(to: .hostPort(host: "no-such-host.invalid", port: 4433)) { testClient() }
         await #expect(throws: NetworkError.dnsNameNotFound(host: "no-such-host.invalid")) {
             _ = try await connection.openStream()

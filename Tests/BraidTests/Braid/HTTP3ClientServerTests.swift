@@ -90,7 +90,7 @@ import Testing
         HTTPRequest(method: .get, scheme: "https", authority: authority, path: path)
     }
 
-    @Test(.timeLimit(.minutes(3))) func smallGet() async throws {
+    @Test(.timeLimit(.minutes(10))) func smallGet() async throws {
         try await MemoryWorld.run { _ in
             let (_, task, client, authority) = try await Self.start()
             defer { task.cancel(); client.close() }
@@ -115,7 +115,7 @@ import Testing
     }
 
     /// A resumed connection sends its GET as 0-RTT data, which the server accepts and answers.
-    @Test(.timeLimit(.minutes(3))) func zeroRTTGet() async throws {
+    @Test(.timeLimit(.minutes(10))) func zeroRTTGet() async throws {
         try await MemoryWorld.run { world in
             let (_, task, client, authority) = try await Self.start()
             defer { task.cancel(); client.close() }
@@ -131,7 +131,7 @@ import Testing
 
     /// A server that refuses early data still answers the GET the client sent as 0-RTT data:
     /// it goes again once the handshake completes.
-    @Test(.timeLimit(.minutes(3))) func rejectedZeroRTTGetIsSentAgain() async throws {
+    @Test(.timeLimit(.minutes(10))) func rejectedZeroRTTGetIsSentAgain() async throws {
         try await MemoryWorld.run { world in
             let (_, task, client, authority) = try await Self.start(acceptingEarlyData: false)
             defer { task.cancel(); client.close() }
@@ -146,7 +146,7 @@ import Testing
     }
 
     /// A POST on a resumed connection waits for the handshake (early data can be replayed).
-    @Test(.timeLimit(.minutes(3))) func unsafeRequestsWaitForTheHandshake() async throws {
+    @Test(.timeLimit(.minutes(10))) func unsafeRequestsWaitForTheHandshake() async throws {
         try await MemoryWorld.run { world in
             let (_, task, client, authority) = try await Self.start()
             defer { task.cancel(); client.close() }
@@ -160,7 +160,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func tenMegabyteGetIsByteExact() async throws {
+    @Test(.timeLimit(.minutes(10))) func tenMegabyteGetIsByteExact() async throws {
         try await MemoryWorld.run { _ in
             let (_, task, client, authority) = try await Self.start()
             defer { task.cancel(); client.close() }
@@ -172,7 +172,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func tenMegabytePost() async throws {
+    @Test(.timeLimit(.minutes(10))) func tenMegabytePost() async throws {
         try await MemoryWorld.run { _ in
             let (_, task, client, authority) = try await Self.start()
             defer { task.cancel(); client.close() }
@@ -186,7 +186,7 @@ import Testing
 
     /// A handler that answers without reading the upload: the client gets the response and
     /// abandons the rest of its body instead of waiting for flow-control credit forever.
-    @Test(.timeLimit(.minutes(3))) func uploadIgnoredByTheHandlerStillGetsItsResponse() async throws {
+    @Test(.timeLimit(.minutes(10))) func uploadIgnoredByTheHandlerStillGetsItsResponse() async throws {
         try await MemoryWorld.run { _ in
             let (_, task, client, authority) = try await Self.start()
             defer { task.cancel(); client.close() }
@@ -204,7 +204,7 @@ import Testing
     }
 
     /// A request the client abandons (RESET_STREAM) cancels its handler on the server.
-    @Test(.timeLimit(.minutes(3))) func cancelledRequestCancelsItsHandler() async throws {
+    @Test(.timeLimit(.minutes(10))) func cancelledRequestCancelsItsHandler() async throws {
         try await MemoryWorld.run { world in
             let (_, task, client, authority) = try await Self.start()
             defer { task.cancel(); client.close() }
@@ -221,7 +221,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func hundredConcurrentRequestsShareOneConnection() async throws {
+    @Test(.timeLimit(.minutes(10))) func hundredConcurrentRequestsShareOneConnection() async throws {
         try await MemoryWorld.run { _ in
             let (listener, task, client, authority) = try await Self.start()
             defer { task.cancel(); client.close() }
@@ -243,7 +243,7 @@ import Testing
 
     /// `bytes(for:)`: the head first, then the body as it comes, byte-checked; a body dropped
     /// halfway cancels its request and the connection still serves.
-    @Test(.timeLimit(.minutes(3))) func streamedResponse() async throws {
+    @Test(.timeLimit(.minutes(10))) func streamedResponse() async throws {
         try await MemoryWorld.run { _ in
             let (_, task, client, authority) = try await Self.start()
             defer { task.cancel(); client.close() }
@@ -265,7 +265,7 @@ import Testing
 
     /// Stopping the listener closes its connections with H3_NO_ERROR once the grace period
     /// has passed: a request still in flight then fails with the peer's close, not a timeout.
-    @Test(.timeLimit(.minutes(3))) func listenerShutdownClosesWithNoError() async throws {
+    @Test(.timeLimit(.minutes(10))) func listenerShutdownClosesWithNoError() async throws {
         try await MemoryWorld.run { world in
             let (_, task, client, authority) = try await Self.start(shutdownGracePeriod: .milliseconds(300))
             defer { client.close() }
@@ -289,7 +289,7 @@ import Testing
 
     /// Stopping the listener lets a request it has taken finish (GOAWAY, then the close once
     /// the response is out), and `runHTTP3` returns after that.
-    @Test(.timeLimit(.minutes(3))) func gracefulShutdownLetsRequestsFinish() async throws {
+    @Test(.timeLimit(.minutes(10))) func gracefulShutdownLetsRequestsFinish() async throws {
         try await MemoryWorld.run { world in
             let (_, task, client, authority) = try await Self.start()
             defer { client.close() }
@@ -308,7 +308,7 @@ import Testing
     /// A server that sends GOAWAY after every 50 requests while 100 are in flight at a time:
     /// all 600 complete, byte-checked, over new connections (requests the server refused are
     /// sent again), within the default 10 s grace period of each draining connection.
-    @Test(.timeLimit(.minutes(3))) func goawayUnderLoadLosesNoRequest() async throws {
+    @Test(.timeLimit(.minutes(10))) func goawayUnderLoadLosesNoRequest() async throws {
         try await MemoryWorld.run { _ in
             let (_, task, client, authority) = try await Self.start(requestsPerConnection: 50)
             defer { task.cancel(); client.close() }
@@ -329,7 +329,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func handlerErrorAnswers500() async throws {
+    @Test(.timeLimit(.minutes(10))) func handlerErrorAnswers500() async throws {
         try await MemoryWorld.run { _ in
             let (_, task, client, authority) = try await Self.start()
             defer { task.cancel(); client.close() }
@@ -342,7 +342,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func responseLargerThanTheMaximumThrows() async throws {
+    @Test(.timeLimit(.minutes(10))) func responseLargerThanTheMaximumThrows() async throws {
         try await MemoryWorld.run { _ in
             let (_, task, _, authority) = try await Self.start()
             defer { task.cancel() }
@@ -354,7 +354,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3))) func plainHTTPIsUnsupported() async throws {
+    @Test(.timeLimit(.minutes(10))) func plainHTTPIsUnsupported() async throws {
         try await MemoryWorld.run { _ in
             let client = HTTP3Client()
             await #expect(throws: NetworkError.self) {
@@ -365,7 +365,7 @@ import Testing
 
     /// A request without `:method` and `:path` (RFC 9114 section 4.3.1: malformed) ends its
     /// stream with H3_MESSAGE_ERROR; the server keeps serving.
-    @Test(.timeLimit(.minutes(3))) func malformedRequestEndsItsStreamWithMessageError() async throws {
+    @Test(.timeLimit(.minutes(10))) func malformedRequestEndsItsStreamWithMessageError() async throws {
         try await MemoryWorld.run { _ in
             let (listener, task, client, authority) = try await Self.start()
             defer { task.cancel(); client.close() }
@@ -400,7 +400,7 @@ import Testing
     /// waited for the listener's per-connection task, which starts on that executor: in full
     /// debug-build suite runs on 2 cores, seconds after the requests arrived, so a graceful
     /// shutdown's 10 s grace period could end before a handler had run.)
-    @Test(.timeLimit(.minutes(3))) func requestsAreAnsweredWhileTheGlobalExecutorIsBusy() async throws {
+    @Test(.timeLimit(.minutes(10))) func requestsAreAnsweredWhileTheGlobalExecutorIsBusy() async throws {
         let (_, task, client, authority) = try await HTTP3ClientServerTests.start()
         defer { task.cancel(); client.close() }
         // The client's side runs on a thread of its own, so only the server could need the

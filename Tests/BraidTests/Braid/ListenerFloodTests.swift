@@ -12,7 +12,7 @@ import Testing
 /// forged source addresses fills, a DTLS listener's hellos from many addresses, and TCP and TLS
 /// listeners holding many connections that never send. Each time a legitimate new peer must be
 /// served during and after the flood.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct ListenerFloodTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct ListenerFloodTests {
     /// Over loopback: one datagram from each of 3,000 source addresses (127.1.x.y, each its own
     /// socket) against a listener of 1,000 places; a new peer is answered in the middle of the
     /// flood and right after it.
@@ -160,7 +160,7 @@ import Testing
 
 /// A UDP listener's table full of one-datagram peers from forged addresses, in memory
 /// (`MemoryWorld`), apart from the loopback floods so it waits for a world's turn alone.
-@Suite(.timeLimit(.minutes(3))) struct ForgedPeerDisplacementTests {
+@Suite(.timeLimit(.minutes(10))) struct ForgedPeerDisplacementTests {
     /// In memory: the table full of one-datagram peers from forged addresses, a new peer takes
     /// the place of the oldest of them, during the flood and after it; a peer that proved itself
     /// before the flood (it sent again after the echo) keeps its place throughout.

@@ -13,7 +13,7 @@ import Testing
 @Suite struct VirtualLoopTests {
     /// A stream echo through the public facades; the handshake and the exchange take the
     /// wire's round trips of virtual time, not of the wall clock.
-    @Test(.timeLimit(.minutes(3))) func streamEchoOnAVirtualLoop() async throws {
+    @Test(.timeLimit(.minutes(10))) func streamEchoOnAVirtualLoop() async throws {
         let pair = try VirtualPair(delay: .milliseconds(25))
         let client = pair.client
         let started = pair.loop.virtualNow!
@@ -37,7 +37,7 @@ import Testing
 
     /// A server that reads nothing: the client's sends stop once the stream's window and send
     /// bound are full; once the server reads, every byte arrives, in order.
-    @Test(.timeLimit(.minutes(3))) func aReaderThatDoesNotReadStopsTheSender() async throws {
+    @Test(.timeLimit(.minutes(10))) func aReaderThatDoesNotReadStopsTheSender() async throws {
         let pair = try VirtualPair()
         let client = pair.client
         let piece = 1 << 20, pieces = 40
@@ -84,7 +84,7 @@ import Testing
 
     /// Cancelling the client fails its pending receive with `cancelled`; the server's
     /// connection ends with the client's close (application code 0).
-    @Test(.timeLimit(.minutes(3))) func cancellingFailsPendingCallsAndClosesThePeer() async throws {
+    @Test(.timeLimit(.minutes(10))) func cancellingFailsPendingCallsAndClosesThePeer() async throws {
         let pair = try VirtualPair()
         let client = pair.client
         let stream = try await pair.run {
@@ -105,7 +105,7 @@ import Testing
     }
 
     /// Datagrams both ways on the virtual loop, through the outbox and the inbox.
-    @Test(.timeLimit(.minutes(3))) func datagramsOnAVirtualLoop() async throws {
+    @Test(.timeLimit(.minutes(10))) func datagramsOnAVirtualLoop() async throws {
         let pair = try VirtualPair()
         let client = pair.client
         let echoed = try await pair.run {

@@ -39,7 +39,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3)), arguments: Lower.allCases)
+    @Test(.timeLimit(.minutes(10)), arguments: Lower.allCases)
     func messagesOfManySizesEchoWithTheirOpcodes(_ lower: Lower) async throws {
         try await MemoryWorld.run { world in
             let server = try await RunningFramedListener.start(lower.server(), port: world.port(), handler: Self.echo)
@@ -73,7 +73,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3)), arguments: Lower.allCases)
+    @Test(.timeLimit(.minutes(10)), arguments: Lower.allCases)
     func pingIsAnsweredByTheApplicationOrAutomatically(_ lower: Lower) async throws {
         try await MemoryWorld.run { world in
             let server = try await RunningFramedListener.start(lower.server(), port: world.port(), handler: Self.echo)
@@ -98,7 +98,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3)), arguments: Lower.allCases)
+    @Test(.timeLimit(.minutes(10)), arguments: Lower.allCases)
     func closeHandshakeCarriesTheCodeAndReasonBothWays(_ lower: Lower) async throws {
         try await MemoryWorld.run { world in
             let (seen, report) = AsyncStream.makeStream(of: (code: NWProtocolWebSocket.CloseCode?, reason: String).self)
@@ -125,7 +125,7 @@ import Testing
         }
     }
 
-    @Test(.timeLimit(.minutes(3)), arguments: Lower.allCases)
+    @Test(.timeLimit(.minutes(10)), arguments: Lower.allCases)
     func messageOverTheListenersMaximumClosesWith1009(_ lower: Lower) async throws {
         try await MemoryWorld.run { world in
             let (failures, report) = AsyncStream.makeStream(of: NetworkError?.self)
@@ -152,7 +152,7 @@ import Testing
     }
 
     /// With `skipHandshake` on both ends, frames flow from the first byte.
-    @Test(.timeLimit(.minutes(3)), arguments: Lower.allCases)
+    @Test(.timeLimit(.minutes(10)), arguments: Lower.allCases)
     func skipHandshakeOnBothEndsFramesAtOnce(_ lower: Lower) async throws {
         try await MemoryWorld.run { world in
             let server = try await RunningFramedListener.start(lower.server { $0.skipHandshake(true) }, port: world.port(), handler: Self.echo)
@@ -167,7 +167,7 @@ import Testing
     }
 
     /// A server that answers the upgrade with 404 fails the client with the status it sent.
-    @Test(.timeLimit(.minutes(3))) func refusedUpgradeFailsWithTheServersStatus() async throws {
+    @Test(.timeLimit(.minutes(10))) func refusedUpgradeFailsWithTheServersStatus() async throws {
         try await MemoryWorld.run { world in
             let server = try await RunningStreamListener.start(TCP(), configure: { _ in }) { connection in
                 var head = Data()
@@ -206,7 +206,7 @@ import Testing
         #expect(WebSocketLayering.hostHeader(.hostPort(host: "::1", port: 80), secure: false) == "[::1]")
     }
 
-    @Test(.timeLimit(.minutes(3))) func webSocketOverAStreamTypeBraidCannotRunIsUnsupported() async throws {
+    @Test(.timeLimit(.minutes(10))) func webSocketOverAStreamTypeBraidCannotRunIsUnsupported() async throws {
         try await MemoryWorld.run { world in
             // Only TLS and TCP carry WebSocket; a stream type of the caller's fails on start.
             struct Custom: StreamProtocol {}

@@ -29,7 +29,7 @@ private final class ChannelObserver: ConnectionChannelDelegate {
 /// a virtual loop, with `RecordMaskingLayer` (a hello, masked records, an end record), it is
 /// ready when the layer is, moves the stream through the layer both ways, ends it with the
 /// layer's end, and fails with the layer's error or its handshake timeout.
-@Suite(.ownThread, .timeLimit(.minutes(3))) struct ByteStreamLayerTests {
+@Suite(.ownThread, .timeLimit(.minutes(10))) struct ByteStreamLayerTests {
     private static let handshakeTimeout = Duration.seconds(5)
 
     private func virtualLoop() throws -> EventLoop {

@@ -8,7 +8,7 @@ import BraidCore
 /// Per-message IP metadata on UDP: the ECN marks a send's content context (classic API) or
 /// metadata builder (new API) asks for travel in the IP header, and the receiver reads them
 /// in its context's `NWProtocolIP.Metadata` (classic) or `metadata.ecn` (new API).
-@Suite(.timeLimit(.minutes(3))) struct NWConnectionMetadataTests {
+@Suite(.timeLimit(.minutes(10))) struct NWConnectionMetadataTests {
     /// A classic-API server that answers each datagram with its bytes, marked with the ECN
     /// bits it arrived with, written as Network.framework's examples write it.
     @Sendable static func echoMarks(_ connection: NWConnection) {

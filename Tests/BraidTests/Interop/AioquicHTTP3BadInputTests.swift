@@ -78,7 +78,7 @@ import Testing
         client.close()
         if expected.closesConnection {
             // The peer prints how its connection ended once Braid's close arrives.
-            let report = try await server.jsonLine(within: 10) { $0["closed"] != nil }
+            let report = try await server.jsonLine(within: 60) { $0["closed"] != nil }
             #expect(report["closed"] as? Int == Int(expected.code.code), "\(report)")
         }
         await server.stop()

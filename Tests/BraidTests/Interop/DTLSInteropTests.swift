@@ -178,22 +178,20 @@ import Testing
         throw InteropFailure("\(child.commandLine) did not bind UDP \(port)\nstdout: \(child.output)\nstderr: \(child.errors)")
     }
 
-    /// gnutls-serv on a UDP port that was free a moment ago, once it says it listens.
+    /// gnutls-serv on a UDP port of 20000-32000, once it says it listens on it (another one if
+    /// it finds the port taken).
     static func startGnuTLSServer(certificate: String) async throws -> (ChildProcess, UInt16) {
         let tool = try TLSPeerTools.find("gnutls-serv", package: "gnutls-bin")
-        let port = try freePort(.udp)
-        let server = try ChildProcess(tool, [
-            "--udp", "--echo", "-p", "\(port)", "--alpn=echo",
-            "--x509certfile", Fixtures.path("\(certificate).pem"), "--x509keyfile", Fixtures.path("\(certificate)-key.pem"),
-        ])
-        let deadline = Date().addingTimeInterval(30)
-        // It says so on stderr (unbuffered) once its sockets are bound.
-        while !server.errors.contains("listening on IPv4") {
-            guard server.isRunning, Date() < deadline else {
-                throw InteropFailure("gnutls-serv did not start\nstdout: \(server.output)\nstderr: \(server.errors)")
+        while true {
+            let port = try freePort(.udp)
+            let server = try ChildProcess(tool, [
+                "--udp", "--echo", "-p", "\(port)", "--alpn=echo",
+                "--x509certfile", Fixtures.path("\(certificate).pem"), "--x509keyfile", Fixtures.path("\(certificate)-key.pem"),
+            ])
+            switch try await TLSPeerTools.portOutcome(of: server, { TLSPeerTools.gnutlsServerOutcome(server, port: port) }) {
+            case .listening: return (server, port)
+            case .taken: await server.stop()
             }
-            try await Task.sleep(for: .milliseconds(20))
         }
-        return (server, port)
     }
 }

@@ -53,8 +53,8 @@ import Testing
         })
         defer { server.task.cancel() }
         let peer = try PeerProcess.quicAttack(
-            ["--port", String(server.listener.port!.rawValue), "--alpn", "hostile", "--attack", closing.attack] + closing.arguments)
-        let report = try await runClient(peer, within: HostileScale.seconds(120))
+            ["--port", String(server.listener.port!.rawValue), "--alpn", "hostile", "--attack", closing.attack, "--timeout", "90"] + closing.arguments)
+        let report = try await runClient(peer, within: HostileScale.seconds(150))
         #expect(report["closed_by"] as? String == "peer", "\(report)\nstderr: \(peer.errors)")
         #expect(report["error_code"] as? Int == closing.code, "\(report)")
         #expect((report["reason"] as? String)?.isEmpty == false, "\(report)")

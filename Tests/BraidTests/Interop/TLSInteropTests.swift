@@ -170,10 +170,9 @@ import Testing
                 #expect(PerfPattern.matches(received, at: 0))
             }
             // The ticket follows the server's Finished; it is read with whatever comes next.
-            var waited = 0
-            while cache.count == 0 && waited < 100 {
+            let deadline = ContinuousClock.now + .seconds(30)
+            while cache.count == 0 && ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(20))
-                waited += 1
             }
             #expect(cache.count == 1, "no ticket from \(peer)")
             resumed.append(connection.isResumed)
@@ -403,10 +402,12 @@ final class InboundLog: Sendable {
     /// The first connection, once its exchange has ended.
     func first() async throws -> Entry { try await all(count: 1)[0] }
 
-    /// The first `count` connections, once their exchanges have ended (waiting up to 10 s).
+    /// The first `count` connections, once their exchanges have ended (waiting generously:
+    /// the peer has finished, but the listener's tasks may still wait for a thread).
     func all(count: Int) async throws -> [Entry] {
         func done() -> Bool { entries.withLock { entries in (0..<count).allSatisfy { entries[$0]?.finished == true } } }
-        for _ in 0..<500 where !done() {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !done() && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
         return try (0..<count).map { index in
@@ -421,6 +422,8 @@ struct PeerServer {
     let process: ChildProcess
     let input: InputPipe?
     let port: UInt16
+    /// The connections the test makes to it.
+    let connections: Int
     var endpoint: NWEndpoint { .hostPort(host: "127.0.0.1", port: NWEndpoint.Port(integerLiteral: port)) }
 
     /// Runs `body`; a failure comes back with the peer's state beside it (whether it still
@@ -449,53 +452,94 @@ struct PeerServer {
         let certificate = Fixtures.path("server.pem")
         let key = Fixtures.path("server-key.pem")
         let tool = try peer.serverTool
-        var pipe: InputPipe?
-        let process: ChildProcess
-        switch peer {
-        case .gnutls:
-            var arguments = ["--echo", "--crlf", "-p", "0", "--x509certfile", certificate, "--x509keyfile", key]
-            arguments += alpn.flatMap { ["--alpn", $0] }
-            if requireClientCertificate { arguments += ["--require-client-cert", "--verify-client-cert", "--x509cafile", Fixtures.caFile] }
-            if onlyP256 { arguments += ["--priority", "NORMAL:-GROUP-ALL:+GROUP-SECP256R1"] }
-            process = try ChildProcess(tool, arguments)
-        case .openssl:
-            var arguments = ["s_server", "-accept", "127.0.0.1:0", "-cert", certificate, "-key", key, "-alpn", alpn.joined(separator: ","),
-                             "-naccept", String(connections)]
-            if quiet { arguments.append("-quiet") }
-            if requireClientCertificate { arguments += ["-Verify", "1", "-CAfile", Fixtures.caFile, "-verify_return_error"] }
-            if onlyP256 { arguments += ["-groups", "P-256"] }
-            let stdin = try InputPipe()
-            pipe = stdin
-            process = try ChildProcess(tool, arguments, standardInput: stdin.readEnd)
-            stdin.feed(PerfPatternBytes.make(input))
-        case .python:
-            precondition(!onlyP256, "Python's ssl module cannot restrict a TLS 1.3 server's key exchange groups")
-            var arguments = [TLSPeerTools.tlsPeerScript, "server", "--host", "127.0.0.1", "--port", "0", "--cert", certificate, "--key", key,
-                             "--alpn", alpn.joined(separator: ","), "--send", String(send ?? 0)]
-            if requireClientCertificate { arguments += ["--ca", Fixtures.caFile, "--require-client-cert"] }
-            process = try ChildProcess(tool, arguments)
+        // The tools are told their port (gnutls-serv does not say which one the system chose
+        // for port 0, nor does a quiet s_server) and say whether they listen on it or found it
+        // taken; tls_peer.py binds port 0 and prints the port it got.
+        while true {
+            let port = TLSPeerTools.candidatePort()
+            var pipe: InputPipe?
+            let process: ChildProcess
+            let outcome: () -> TLSPeerTools.PortOutcome?
+            switch peer {
+            case .gnutls:
+                var arguments = ["--echo", "--crlf", "-p", String(port), "--x509certfile", certificate, "--x509keyfile", key]
+                arguments += alpn.flatMap { ["--alpn", $0] }
+                if requireClientCertificate { arguments += ["--require-client-cert", "--verify-client-cert", "--x509cafile", Fixtures.caFile] }
+                if onlyP256 { arguments += ["--priority", "NORMAL:-GROUP-ALL:+GROUP-SECP256R1"] }
+                process = try ChildProcess(tool, arguments)
+                outcome = { TLSPeerTools.gnutlsServerOutcome(process, port: port) }
+            case .openssl:
+                // A quiet s_server prints nothing until a client sends: its socket is looked
+                // for instead, on a port nothing listened on before it started.
+                if quiet && TLSPeerTools.isListening(tcpPort: port, anyAddress: true) { continue }
+                var arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate, "-key", key, "-alpn", alpn.joined(separator: ","),
+                                 "-naccept", String(connections)]
+                if quiet { arguments.append("-quiet") }
+                if requireClientCertificate { arguments += ["-Verify", "1", "-CAfile", Fixtures.caFile, "-verify_return_error"] }
+                if onlyP256 { arguments += ["-groups", "P-256"] }
+                let stdin = try InputPipe()
+                pipe = stdin
+                let child = try ChildProcess(tool, arguments, standardInput: stdin.readEnd)
+                process = child
+                stdin.feed(PerfPatternBytes.make(input))
+                outcome = {
+                    // s_server exits (status 0) when its bind fails.
+                    if child.errors.contains("Address already in use") { return .taken }
+                    let listening = quiet
+                        ? child.hasExecuted && TLSPeerTools.isListening(tcpPort: port, anyAddress: false)
+                        : child.output.split(separator: "\n").contains { $0 == "ACCEPT" || $0.hasPrefix("ACCEPT ") }
+                    return listening ? .listening : nil
+                }
+            case .python:
+                precondition(!onlyP256, "Python's ssl module cannot restrict a TLS 1.3 server's key exchange groups")
+                var arguments = [TLSPeerTools.tlsPeerScript, "server", "--host", "127.0.0.1", "--port", "0", "--cert", certificate, "--key", key,
+                                 "--alpn", alpn.joined(separator: ","), "--send", String(send ?? 0)]
+                if requireClientCertificate { arguments += ["--ca", Fixtures.caFile, "--require-client-cert"] }
+                let child = try ChildProcess(tool, arguments)
+                process = child
+                outcome = { pythonServerPort(child) != nil ? .listening : nil }
+            }
+            switch try await TLSPeerTools.portOutcome(of: process, outcome) {
+            case .listening:
+                let actual = peer == .python ? pythonServerPort(process)! : port
+                return PeerServer(peer: peer, process: process, input: pipe, port: actual, connections: connections)
+            case .taken:
+                pipe?.close()
+                await process.stop()
+            }
         }
-        let port = try await TLSPeerTools.listeningPort(of: process)
-        return PeerServer(peer: peer, process: process, input: pipe, port: port)
+    }
+
+    /// The port in tls_peer.py's first line, `listening <port>`, once printed.
+    static func pythonServerPort(_ process: ChildProcess) -> UInt16? {
+        guard let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("listening ") }) else { return nil }
+        return UInt16(line.dropFirst("listening ".count))
     }
 
     /// What the server printed, once its connections have ended (s_server exits after
-    /// `connections`; the others are stopped).
+    /// `connections`; tls_peer.py prints a line as each ends; gnutls-serv, stopped, prints
+    /// what it buffered as it exits).
     func finish() async throws -> (output: String, bytes: [UInt8], connections: [[String: Any]]) {
-        if peer == .openssl {
-            _ = try? await process.finish(within: 10)
-        } else {
-            // tls_peer.py prints each connection's line once it has ended.
-            try await Task.sleep(for: .milliseconds(200))
+        switch peer {
+        case .openssl: _ = try? await process.finish(within: 60)
+        case .python:
+            let deadline = ContinuousClock.now + .seconds(60)
+            while closedLines().count < connections && process.isRunning && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        case .gnutls: break
         }
         stop()
-        _ = try? await process.finish(within: 10)
+        _ = try? await process.finish(within: 30)
         let bytes = process.outputBytes
         // Only tls_peer.py prints JSON (parsing s_server's 10 MB line by line, each failing,
         // would cost seconds: swift-testing captures a backtrace for every thrown error).
-        let lines = peer == .python ? process.jsonLines.filter { $0["event"] as? String == "closed" } : []
+        let lines = peer == .python ? closedLines() : []
         return (printable(bytes), bytes, lines)
     }
+
+    /// tls_peer.py's lines for the connections that have ended.
+    private func closedLines() -> [[String: Any]] { process.jsonLines.filter { $0["event"] as? String == "closed" } }
 
     func stop() {
         if process.isRunning { kill(process.pid, SIGTERM) }

@@ -8,7 +8,7 @@ import Testing
 /// Braid's swift-metrics reports, read from MetricsTestKit's `TestMetrics` for real
 /// connections over loopback. Each test reports into a factory of its own (`BraidMetrics.factory`,
 /// task-local), so tests running side by side do not count each other's connections.
-@Suite struct ConnectionMetricsTests {
+@Suite(.timeLimit(.minutes(10))) struct ConnectionMetricsTests {
     /// Sums every counter named `label` whose dimensions include all of `dimensions`.
     static func total(_ metrics: TestMetrics, _ label: String, _ dimensions: [(String, String)]) -> Int64 {
         metrics.counters(label: label).filter { counter in

@@ -45,7 +45,9 @@ final class MemoryWorld: Sendable {
     }
 
     /// Runs `body` in a new world (`run`), then shuts the world's loop down. Worlds take turns,
-    /// one per core at a time; a test waiting for its turn holds no thread.
+    /// one per core at a time; a test waiting for its turn holds no thread. Every test starts
+    /// at once, so a test's time limit counts its wait for a turn behind the suite's other
+    /// worlds: the tests that run worlds have limits that allow for a loaded machine.
     static func run<T: Sendable>(
         delay: Duration = .milliseconds(5), limit: Duration = .seconds(120),
         _ body: @escaping @Sendable (MemoryWorld) async throws -> T

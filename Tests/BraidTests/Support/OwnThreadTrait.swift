@@ -12,7 +12,9 @@ import Testing
 /// other test's tasks: echo handlers, replies and timers of the socket tests waited seconds in
 /// the pool's queue, and their wall-clock budgets ran out (gdb during such stalls found both
 /// pool threads inside these tests). On threads of their own, the kernel shares the cores
-/// between them and the pool instead. A test waiting for its turn holds no thread.
+/// between them and the pool instead. A test waiting for its turn holds no thread; its time
+/// limit counts that wait (every test starts at once), so these tests' limits allow for a
+/// loaded machine.
 struct OwnThreadTrait: TestTrait, SuiteTrait, TestScoping {
     var isRecursive: Bool { true }
 

@@ -47,9 +47,9 @@ struct RunningListener {
     try await connection.inboundStreams { _ in try await Task.sleep(for: .seconds(60)) }
 }
 
-/// A client stack trusting the test CA.
+/// A client stack trusting the test CA (with `testHandshakeTimeout`).
 func testClient(alpn: [String] = ["echo"]) -> QUIC {
-    QUIC(alpn: alpn).trust(.certificateAuthorities(file: Fixtures.caFile)).serverName("localhost")
+    QUIC(alpn: alpn).handshakeTimeout(testHandshakeTimeout).trust(.certificateAuthorities(file: Fixtures.caFile)).serverName("localhost")
 }
 
 /// Opens `count` streams at once on `connection`, sends each a distinct payload (1,000 bytes

@@ -33,14 +33,20 @@ struct RunningStreamListener<P: StreamProtocol> {
     }
 }
 
+/// How long the test stacks give a handshake: on a loaded machine (the suite's hundreds of
+/// tasks, other processes) a debug build's handshake took past the 10 s default. A test of
+/// the timeout itself sets its own.
+let testHandshakeTimeout = Duration.seconds(60)
+
 /// A listener's TLS stack with the test server certificate.
 func testTLSServer(alpn: [String] = ["echo"]) -> TLS {
-    TLS().alpn(alpn).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+    TLS().alpn(alpn).handshakeTimeout(testHandshakeTimeout)
+        .identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
 }
 
 /// A client TLS stack trusting the test CA.
 func testTLSClient(alpn: [String] = ["echo"]) -> TLS {
-    TLS().alpn(alpn).trust(.certificateAuthorities(file: Fixtures.caFile)).serverName("localhost")
+    TLS().alpn(alpn).handshakeTimeout(testHandshakeTimeout).trust(.certificateAuthorities(file: Fixtures.caFile)).serverName("localhost")
 }
 
 /// Sends `bytes` in pieces of up to `piece` bytes, then ends the stream.

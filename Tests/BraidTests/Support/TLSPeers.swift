@@ -49,34 +49,66 @@ enum TLSPeerTools {
         throw InteropFailure("\(name) is not installed: it comes with the Debian package \(package) (tools/install-deps.sh installs it)")
     }
 
-    /// The TCP port a child listens on, read from /proc: gnutls-serv does not print the port
-    /// the system chose for `-p 0`, so every peer server is found the same way.
-    /// The clients connect to 127.0.0.1, so only an IPv4 listener counts (every peer here
-    /// listens on IPv4): gnutls-serv also opens an IPv6-only socket with a port of its own, and
-    /// a start slowed by load once let that port be taken, which refused 127.0.0.1.
-    static func listeningPort(of child: ChildProcess, within seconds: Double = 30) async throws -> UInt16 {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            // Before the exec completes, the child's descriptors include the test runner's
-            // listeners (other tests', closed since in the runner but alive in the copy).
-            if child.hasExecuted, let port = listeningIPv4Port(pid: child.pid) { return port }
-            guard child.isRunning else { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw InteropFailure("\(child.commandLine) is not listening on TCP\nstdout: \(child.output)\nstderr: \(child.errors)")
+    /// A port for a peer server that must be told its port: from 20000-32000, below the
+    /// kernel's ephemeral range, so no client socket of a concurrent test is given it. Another
+    /// process may hold it all the same: the peer then says so, and gets another.
+    static func candidatePort() -> UInt16 { UInt16.random(in: 20000..<32000) }
+
+    /// What a peer server said about the port it was told to listen on.
+    enum PortOutcome {
+        case listening
+        /// Another socket has the port: start again on another.
+        case taken
     }
 
-    private static func listeningIPv4Port(pid: pid_t) -> UInt16? {
-        guard let inodes = socketInodes(of: pid), let text = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n").dropFirst() {
-            // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard fields.count > 9, fields[3] == "0A", inodes.contains(String(fields[9])),
-                let portHex = fields[1].split(separator: ":").last, let port = UInt16(portHex, radix: 16)
-            else { continue }
-            return port
+    /// Waits (generously: a loaded machine starts a process slowly) until `child` says what
+    /// became of its port: `outcome` reads that from the child's output (nil: nothing yet).
+    /// Checked once more after the deadline, so a wait that was itself delayed past it still
+    /// sees what happened meanwhile.
+    static func portOutcome(
+        of child: ChildProcess, within seconds: Int = 60, _ outcome: () -> PortOutcome?
+    ) async throws -> PortOutcome {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while true {
+            let pastDeadline = ContinuousClock.now >= deadline
+            let running = child.isRunning
+            if let outcome = outcome() { return outcome }
+            guard running else {
+                throw InteropFailure("\(child.commandLine) exited before listening\nstdout: \(child.output)\nstderr: \(child.errors)")
+            }
+            guard !pastDeadline else {
+                throw InteropFailure(
+                    "\(child.commandLine) did not listen within \(seconds) s\nstdout: \(child.output)\nstderr: \(child.errors)")
+            }
+            try await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    /// gnutls-serv says on stderr (unbuffered) how each of its sockets fared: IPv4 first, then
+    /// IPv6, each `... port P...done` once bound and listening, or `...bind() failed: ...`.
+    /// Clients connect to 127.0.0.1, so only the IPv4 socket counts.
+    static func gnutlsServerOutcome(_ process: ChildProcess, port: UInt16) -> TLSPeerTools.PortOutcome? {
+        let errors = process.errors
+        if errors.contains("listening on IPv4 0.0.0.0 port \(port)...done") { return .listening }
+        if errors.contains("listening on IPv4 0.0.0.0 port \(port)...bind() failed") { return .taken }
         return nil
+    }
+
+    /// Whether a TCP socket listens on `port` of 127.0.0.1 or of any address, IPv4 or IPv6
+    /// (/proc/net/tcp and tcp6: `sl local_address rem_address st ...`, the port in hex after
+    /// the address, state 0A for LISTEN).
+    static func isListening(tcpPort port: UInt16, anyAddress: Bool) -> Bool {
+        let suffix = String(format: ":%04X", port)
+        let tables = anyAddress ? ["/proc/net/tcp", "/proc/net/tcp6"] : ["/proc/net/tcp"]
+        for table in tables {
+            let text = (try? String(contentsOfFile: table, encoding: .utf8)) ?? ""
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                guard fields.count > 3, fields[3] == "0A", fields[1].hasSuffix(suffix) else { continue }
+                if anyAddress || fields[1] == "0100007F\(suffix)" { return true }
+            }
+        }
+        return false
     }
 
     /// Diagnostics: what process `pid` has open, and its name.
@@ -87,21 +119,6 @@ enum TLSPeerTools {
             "\(descriptor)=\((try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDirectory)/\(descriptor)")) ?? "?")"
         }
         return "comm \(comm): " + targets.joined(separator: " ")
-    }
-
-    /// The inode numbers of the sockets process `pid` has open.
-    private static func socketInodes(of pid: pid_t) -> Set<String>? {
-        let fdDirectory = "/proc/\(pid)/fd"
-        guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: fdDirectory) else { return nil }
-        var inodes = Set<String>()
-        for descriptor in descriptors {
-            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDirectory)/\(descriptor)"),
-                target.hasPrefix("socket:[")
-            {
-                inodes.insert(String(target.dropFirst("socket:[".count).dropLast()))
-            }
-        }
-        return inodes
     }
 }
 

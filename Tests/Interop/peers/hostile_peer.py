@@ -11,8 +11,10 @@ the server closed the connection.
 ``--flood N`` sends the first flight (a real ClientHello in a decryptable Initial) of N new
 connections, each with fresh connection IDs, round-robin from ``--sockets`` UDP sockets (so
 from as many ports), and never answers: every handshake the server starts stays half-open
-until the server gives up on it. It prints one JSON object (``flood``, ``datagrams`` sent,
-``replies`` and ``retries`` among the server's datagrams read meanwhile) and exits 0. With
+until the server gives up on it. It reads the server's datagrams until every connection has
+had one (a Retry or the server's first flight), within ``--timeout``, then prints one JSON
+object (``flood``, ``datagrams`` sent, ``replies`` and ``retries`` among the server's
+datagrams read, ``unanswered`` connections) and exits 0. With
 ``--rate R`` it sends one real ClientHello to a fresh connection ID per Initial, encrypted
 here with that ID's keys (far faster than a new aioquic connection each), R a second (0: as
 fast as it goes), and also reports ``seconds`` and the ``rate`` reached.
@@ -282,6 +284,8 @@ class FloodSockets:
             self.sockets.append(sock)
         self.replies = 0
         self.retries = 0
+        # Connection IDs (the flood's source IDs) no reply has been addressed to yet.
+        self.unanswered: set[bytes] = set()
 
     def __getitem__(self, index: int) -> socket.socket:
         return self.sockets[index % len(self.sockets)]
@@ -297,11 +301,16 @@ class FloodSockets:
                 # A Retry: long header, type bits 0b11 (RFC 9000 §17.2.5).
                 if data and data[0] & 0xF0 == 0xF0:
                     self.retries += 1
+                # A long header's destination connection ID: its length at byte 5, then the ID.
+                if len(data) > 6 and data[0] & 0x80:
+                    self.unanswered.discard(data[6 : 6 + data[5]])
 
-    def finish(self) -> None:
-        """Reads what the server still sends for 0.2 s, then closes the sockets."""
-        deadline = time.monotonic() + 0.2
-        while time.monotonic() < deadline:
+    def finish(self, timeout: float = 0.2) -> None:
+        """Reads what the server still sends: until every connection in ``unanswered`` has had
+        a reply, within ``timeout`` (for 0.2 s when none is awaited), then closes the sockets."""
+        awaited = bool(self.unanswered)
+        deadline = time.monotonic() + (timeout if awaited else 0.2)
+        while time.monotonic() < deadline and (self.unanswered or not awaited):
             self.drain()
             time.sleep(0.01)
         for sock in self.sockets:
@@ -316,13 +325,17 @@ def flood(args: argparse.Namespace) -> int:
     for index in range(args.flood):
         quic = QuicConnection(configuration=configuration)
         quic.connect(address, now=time.time())
+        sockets.unanswered.add(quic.host_cid)
         for data, _ in quic.datagrams_to_send(now=time.time()):
             sockets[index].sendto(data, address)
             datagrams += 1
         if index % 32 == 31:
             sockets.drain()
-    sockets.finish()
-    print(json.dumps({"flood": args.flood, "datagrams": datagrams, "replies": sockets.replies, "retries": sockets.retries}), flush=True)
+    # Until the server has answered each one (Retry, or its first flight), however long a
+    # loaded machine makes it take, within --timeout.
+    sockets.finish(args.timeout)
+    print(json.dumps({"flood": args.flood, "datagrams": datagrams, "replies": sockets.replies, "retries": sockets.retries,
+                      "unanswered": len(sockets.unanswered)}), flush=True)
     return 0
 
 
