@@ -401,41 +401,17 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
 }
 
 @Suite(.serialized) struct ReadmeExamples {
-    @Test func clientAndServerExamplesTalk() async throws {
-        var reply: String?
-        var serverFailures: [String] = []
-        // The server example listens on every address of a fixed port: a free one is picked
-        // first, and another socket of a test running alongside can take it before the
-        // example binds (the example then fails with EADDRINUSE, and the port's new owner
-        // ignores the client): then another port is tried.
-        for _ in 0..<3 where reply == nil {
-            let probe = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-                QUIC(alpn: ["echo"]).identity(
-                    certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
-            }
-            let probing = Task { try await probe.run { _ in } }
-            for await state in probe.states where state == .ready { break }
-            let port = try #require(probe.port)
-            probing.cancel()
-            _ = try? await probing.value
-
-            let failure = Locked<String?>(nil)
-            let server = Task {
-                do {
-                    try await readmeServer(port: port, certificate: Fixtures.path("server.pem"), key: Fixtures.path("server-key.pem"))
-                } catch {
-                    failure.withLock { $0 = "port \(port): \(error)" }
-                }
-            }
-            defer { server.cancel() }
-            // The listener binds asynchronously: retry the client briefly until it answers.
-            for _ in 0..<50 where reply == nil && failure.withLock({ $0 }) == nil {
-                reply = try? await readmeClient(port: port, caFile: Fixtures.caFile)
-                if reply == nil { try await Task.sleep(for: .milliseconds(20)) }
-            }
-            if let failed = failure.withLock({ $0 }) { serverFailures.append(failed) }
+    @Test(.timeLimit(.minutes(5))) func clientAndServerExamplesTalk() async throws {
+        // The server example listens on every address of a fixed port: one below the ephemeral
+        // range, so no client socket of another test takes it, and the client is asked again
+        // until a deadline while the example binds.
+        let port = try NWEndpoint.Port(rawValue: freePort(.udp))!
+        let server = Task {
+            try await readmeServer(port: port, certificate: Fixtures.path("server.pem"), key: Fixtures.path("server-key.pem"))
         }
-        #expect(reply == "hello", "the server example failed: \(serverFailures)")
+        defer { server.cancel() }
+        let reply = try await Self.firstAnswer { try await readmeClient(port: port, caFile: Fixtures.caFile) }
+        #expect(reply == "hello")
 
         let echoServer = try await RunningListener.start()
         defer { echoServer.task.cancel() }
@@ -446,29 +422,17 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
 
     /// The graceful-shutdown example: a client in the middle of a connection sees the
     /// listener's close with code 0 once the example's `serving.value` has returned.
-    @Test func http3ExamplesTalk() async throws {
-        // A free port, then the example server on it (retried as above if another socket
-        // takes the port first).
-        var answer: (Data, HTTPResponse)?
-        for _ in 0..<3 where answer == nil {
-            let probe = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-                QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
-            }
-            let probing = Task { try await probe.run { _ in } }
-            for await state in probe.states where state == .ready { break }
-            let port = try #require(probe.port)
-            probing.cancel()
-            _ = try? await probing.value
-            let server = Task {
-                try await readmeHTTP3Server(port: port, certificate: Fixtures.path("server.pem"), key: Fixtures.path("server-key.pem"))
-            }
-            defer { server.cancel() }
-            for _ in 0..<50 where answer == nil {
-                answer = try? await readmeHTTP3Client(port: port, caFile: Fixtures.caFile)
-                if answer == nil { try await Task.sleep(for: .milliseconds(100)) }
-            }
+    /// The README's HTTP/3 server and client talk. The server gets a port below the ephemeral
+    /// range (no client socket of another test can take it), and the client is asked again
+    /// until a deadline while the server binds; the time limit turns a stuck request into a
+    /// failure instead of a wedged run.
+    @Test(.timeLimit(.minutes(5))) func http3ExamplesTalk() async throws {
+        let port = try NWEndpoint.Port(rawValue: freePort(.udp))!
+        let server = Task {
+            try await readmeHTTP3Server(port: port, certificate: Fixtures.path("server.pem"), key: Fixtures.path("server-key.pem"))
         }
-        let (body, response) = try #require(answer)
+        defer { server.cancel() }
+        let (body, response) = try await Self.firstAnswer { try await readmeHTTP3Client(port: port, caFile: Fixtures.caFile) }
         #expect(response.status == .ok)
         #expect(String(decoding: body, as: UTF8.self) == "got 0 bytes")
     }
@@ -651,22 +615,21 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
         #expect(echoed == .move(row: 1, column: 2))
     }
 
-    /// Runs a README UDP server on a free port, with game-server.example.com resolving to this
-    /// machine, and the first answer of the README client within 200 ms, retried.
+    /// Runs a README UDP server on a port below the ephemeral range, with
+    /// game-server.example.com resolving to this machine, and returns the README client's
+    /// first answer: each try waits 200 ms (UDP drops what reaches no socket yet), until a
+    /// generous deadline.
     private static func udpExchange<Answer: Sendable>(
         server: @escaping @Sendable (NWEndpoint.Port) async throws -> Void,
         client: @escaping @Sendable (NWEndpoint.Port) async throws -> Answer
     ) async throws -> Answer? {
-        let probe = try await RunningUDPEcho.start()
-        let port = probe.listener.port!
-        probe.task.cancel()
-        _ = try? await probe.task.value
+        let port = try NWEndpoint.Port(rawValue: freePort(.udp))!
         let running = Task { try await server(port) }
         defer { running.cancel() }
         Resolver.namesForTesting.withLock { $0["game-server.example.com"] = [SocketAddress(ip: "127.0.0.1", port: port.rawValue)!] }
         defer { _ = Resolver.namesForTesting.withLock { $0.removeValue(forKey: "game-server.example.com") } }
-        // The listener binds asynchronously and UDP drops what reaches no socket: retry briefly.
-        for _ in 0..<50 {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
             let answer = try? await withThrowingTaskGroup(of: Answer?.self) { group in
                 group.addTask { try await client(port) }
                 group.addTask {
