@@ -1,5 +1,5 @@
-// Network.framework's API speaks Data, URL and DispatchQueue, and Network.framework code names
-// them with `import Network` alone; `import Braid` brings the same modules along so that code
-// compiles with only its import changed.
+// Braid's API speaks Data, URL and DispatchQueue: `import Braid` brings their modules along, so
+// a file written against Network.framework compiles with only its import changed, whether or
+// not it imports Foundation itself.
 @_exported import Dispatch
 @_exported import Foundation

@@ -1,9 +1,9 @@
 import Braid
 import Testing
 
-// This file imports Braid and nothing else that brings Foundation or Dispatch: Network.framework
-// code written with `import Network` alone names Data, URL and DispatchQueue, and must compile
-// with `import Braid` in its place.
+// This file imports Braid and nothing else that brings Foundation or Dispatch: a file written
+// against Network.framework without its own `import Foundation` names Data, URL and
+// DispatchQueue, and must compile with `import Braid` in place of `import Network`.
 
 private func classicGreeting(to host: String) -> NWConnection {
     let connection = NWConnection(host: NWEndpoint.Host(host), port: 443, using: .tls)
