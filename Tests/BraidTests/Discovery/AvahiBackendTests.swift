@@ -35,8 +35,11 @@ struct AvahiBackendTests {
 
     /// The fields of avahi-browse's resolved ("=") line for `name`: interface, protocol, name,
     /// type, domain, host, address, port, TXT. avahi-browse -rpt prints what the daemon knows
-    /// and exits, so it is asked again until it knows the service resolved.
-    static func resolvedByAvahiBrowse(_ daemon: AvahiDaemon, type: String, name: String) async throws -> [String] {
+    /// and exits, so it is asked again until it knows the service resolved (and, with
+    /// `accepting`, until the line is one `accepting` takes).
+    static func resolvedByAvahiBrowse(
+        _ daemon: AvahiDaemon, type: String, name: String, accepting: ([String]) -> Bool = { _ in true }
+    ) async throws -> [String] {
         let escaped = name.replacingOccurrences(of: " ", with: "\\032")
         let end = ContinuousClock.now + .seconds(60)
         var last = ""
@@ -46,11 +49,20 @@ struct AvahiBackendTests {
             last = browse.output + browse.errors
             for line in browse.output.split(separator: "\n") where line.hasPrefix("=") {
                 let fields = line.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
-                if fields.count >= 10, fields[3] == escaped { return fields }
+                if fields.count >= 10, fields[3] == escaped, accepting(fields) { return fields }
             }
             try await Task.sleep(for: .milliseconds(200))
         }
-        throw NamespaceFailure("avahi-browse -rpt \(type) never listed \(name) resolved; last output: \(last)")
+        throw NamespaceFailure("avahi-browse -rpt \(type) never listed \(name) resolved as expected; last output: \(last)")
+    }
+
+    /// Waits until the advertiser has reported `name` unregistered and then registered again.
+    static func waitForReregistration(of name: String, by advertiser: ChildProcess, describe: @escaping @Sendable () -> String) async throws {
+        try await waitUntil("the service withdrawn and registered again", describe: describe) {
+            let lines = advertiser.jsonLines
+            guard let lapse = lines.firstIndex(where: { $0["unregistered"] as? String == name }) else { return false }
+            return lines[lapse...].contains { $0["registered"] as? String == name }
+        }
     }
 
     @Test func braidAdvertiserThroughAvahiIsFoundByAvahiBrowse() async throws {
@@ -254,18 +266,8 @@ struct AvahiBackendTests {
             let rename = try daemon.run("/usr/bin/avahi-set-host-name", [host])
             let renamed = try await rename.finish(within: 60)
             #expect(renamed.status == 0, "avahi-set-host-name: \(rename.output) \(rename.errors)")
-            try await waitUntil("the service withdrawn and registered again", describe: { advertiser.output }) {
-                let lines = advertiser.jsonLines
-                guard let lapse = lines.firstIndex(where: { $0["unregistered"] as? String == name }) else { return false }
-                return lines[lapse...].contains { $0["registered"] as? String == name }
-            }
-            let end = ContinuousClock.now + .seconds(60)
-            var after = before
-            while ContinuousClock.now < end {
-                after = try await Self.resolvedByAvahiBrowse(daemon, type: type, name: name)
-                if after[6] == "\(host).local" { break }
-                try await Task.sleep(for: .milliseconds(200))
-            }
+            try await Self.waitForReregistration(of: name, by: advertiser, describe: { advertiser.output })
+            let after = try await Self.resolvedByAvahiBrowse(daemon, type: type, name: name) { $0[6] == "\(host).local" }
             #expect(after[6] == "\(host).local", "resolved: \(after)")
             await advertiser.stop()
         }
@@ -288,18 +290,8 @@ struct AvahiBackendTests {
                     (other.daemon.output + other.daemon.errors).contains("Server startup complete")
                 }
                 _ = try await daemonSide.setLink("av0", up: true)
-                try await waitUntil("the service withdrawn and registered again", describe: { advertiser.output + "\n" + daemon.daemon.errors }) {
-                    let lines = advertiser.jsonLines
-                    guard let lapse = lines.firstIndex(where: { $0["unregistered"] as? String == name }) else { return false }
-                    return lines[lapse...].contains { $0["registered"] as? String == name }
-                }
-                let end = ContinuousClock.now + .seconds(60)
-                var after = before
-                while ContinuousClock.now < end {
-                    after = try await Self.resolvedByAvahiBrowse(daemon, type: type, name: name)
-                    if after[6] != before[6] { break }
-                    try await Task.sleep(for: .milliseconds(200))
-                }
+                try await Self.waitForReregistration(of: name, by: advertiser, describe: { advertiser.output + "\n" + daemon.daemon.errors })
+                let after = try await Self.resolvedByAvahiBrowse(daemon, type: type, name: name) { $0[6] != before[6] }
                 #expect(after[6] != before[6], "resolved: \(after); daemon: \(daemon.daemon.errors)")
                 // The daemon's own account: its host name collided (not merely re-registered).
                 #expect((daemon.daemon.output + daemon.daemon.errors).contains("Host name conflict"), "daemon: \(daemon.daemon.errors)")
