@@ -110,6 +110,45 @@ class BenchmarkResultsTests(unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertIn("not a benchmark run", result.stderr)
 
+    def write_run(self, name, date, scale, http3_met):
+        run = json.loads(json.dumps(RUN))
+        run["machine"]["date"] = date
+        for row in run["results"]:
+            row["value"] *= scale
+        run["targets"].append({"target": "HTTP/3 CPU per 1 KiB request <= 20 us", "measured": f"{19 * scale:.1f} us",
+                               "met": http3_met})
+        path = os.path.join(self.root, name)
+        with open(path, "w") as file:
+            json.dump(run, file)
+        return path
+
+    def test_several_runs_give_a_column_each_in_date_order_and_a_verdict_counted_over_runs(self):
+        late = self.write_run("late.json", "2026-01-03T00:00:00Z", 2.0, False)
+        early = self.write_run("early.json", "2026-01-01T00:00:00Z", 1.0, True)
+        middle = self.write_run("middle.json", "2026-01-02T00:00:00Z", 1.5, True)
+        result = subprocess.run([sys.executable, SCRIPT, late, early, middle, "--results", self.results,
+                                 "--readme", self.readme], capture_output=True, text=True, timeout=30)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        page = self.read(self.results)
+        self.assertIn("from `early.json`, `middle.json`, `late.json`, the JSON of 3 runs", page)
+        self.assertIn("| HTTP/3 CPU per 1 KiB request <= 20 us | 19.0 us | 28.5 us | 38.0 us | met in 2 of 3 |", page)
+        self.assertIn("| QUIC goodput >= 2x | 1.50x | 1.50x | 1.50x | missed in all 3 |", page)
+        self.assertIn("| Syscalls <= 1/20 | 0.01x | 0.01x | 0.01x | met in all 3 |", page)
+        self.assertIn("| quic 1 stream | goodput max | 3.90 Gbit/s | 5.85 Gbit/s | 7.80 Gbit/s |", page)
+        # A headline cell is the median of the runs with their range.
+        self.assertIn("5.18 Gbit/s (3.46–6.91)", page)
+        readme = self.read(self.readme)
+        self.assertIn("3 runs (2026-01-01T00:00:00Z, 2026-01-02T00:00:00Z, 2026-01-03T00:00:00Z", readme)
+        self.assertIn("| HTTP/3 CPU per 1 KiB request <= 20 us | 19.0 us | 28.5 us | 38.0 us | met in 2 of 3 |", readme)
+        self.assertNotIn("QUIC goodput >= 2x", readme)
+        self.assertIn("Targets across the 3 runs: 1 met in every run, 2 missed in at least one", readme)
+
+    def test_one_run_shows_its_per_message_targets_in_the_readme(self):
+        path = self.write_run("one.json", "2026-01-01T00:00:00Z", 1.0, True)
+        subprocess.run([sys.executable, SCRIPT, path, "--results", self.results, "--readme", self.readme],
+                       capture_output=True, text=True, timeout=30, check=True)
+        self.assertIn("| HTTP/3 CPU per 1 KiB request <= 20 us | 19.0 us | met |", self.read(self.readme))
+
 
 if __name__ == "__main__":
     unittest.main()
