@@ -22,27 +22,20 @@ extension FramerStack: ByteStreamLayeredStack {
 }
 
 /// A framer layer over each connection's socket, over TLS's layer or a pass-through one.
-struct FramerLayering: ByteStreamLayering {
+struct FramerLayering: UpperLayering {
     let framer: FramerStack
     let tls: TLS?
 
-    var handshakeTimeout: Duration { tls?.handshakeTimeout ?? TLS().handshakeTimeout }
-
-    func validateClient() throws {
-        try tls?.validateClient()
-    }
-
     func clientLayer(endpoint: NWEndpoint, remote: SocketAddress) throws -> any ByteStreamLayer {
-        let inner: any ByteStreamLayer = try tls?.clientLayer(endpoint: endpoint, remote: remote) ?? PlainByteStreamLayer()
-        return FramerLayer(definition: framer.definition, maximumMessageSize: framer.maximumMessageSize, over: inner)
+        let inner = try innerClientLayer(endpoint: endpoint, remote: remote)
+        return FramerLayer(definition: framer.definition, maximumMessageSize: framer.maximumMessageSize, over: inner, endHoldLimit: handshakeTimeout)
     }
 
     func serverLayers() throws -> @Sendable () throws -> any ByteStreamLayer {
-        let innerLayers = try tls?.serverLayers()
-        let definition = framer.definition, maximumMessageSize = framer.maximumMessageSize
+        let innerLayers = try innerServerLayers()
+        let definition = framer.definition, maximumMessageSize = framer.maximumMessageSize, endHoldLimit = handshakeTimeout
         return {
-            let inner: any ByteStreamLayer = try innerLayers?() ?? PlainByteStreamLayer()
-            return FramerLayer(definition: definition, maximumMessageSize: maximumMessageSize, over: inner)
+            FramerLayer(definition: definition, maximumMessageSize: maximumMessageSize, over: try innerLayers(), endHoldLimit: endHoldLimit)
         }
     }
 }
