@@ -42,6 +42,9 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     private let inputLimit: Int
     /// How long the peer's end may wait behind input the framer holds.
     let endHoldLimit: Duration
+    /// Over datagrams (`FramerDatagramLayer`): each datagram is the framer's whole input, so a
+    /// message never waits for bytes of a later one (`endDatagram()` drops what is left).
+    var datagramMode = false
     private(set) var instance: NWProtocolFramer.Instance!
     private var implementation: (any NWProtocolFramerImplementation)!
     /// The connection's message table, handed over before the layer is attached.
@@ -427,6 +430,12 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
         let total = (partial?.bytes.count ?? 0) + length
         guard checkSize(total) else { return false }
         let available = input.count - inputStart
+        // A datagram's message cannot take bytes from the next datagram: one that runs past
+        // its datagram's end is dropped with the rest of the datagram.
+        if datagramMode && available < length {
+            inputStart = input.count
+            return false
+        }
         if partial == nil && isComplete {
             let now = min(available, length)
             deliverHeader(message: message, length: length)
@@ -463,6 +472,15 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
 
     func passThroughInput() {
         inputPassThrough = true
+    }
+
+    /// Over datagrams, after the framer has run over one: what it left of it (unconsumed
+    /// bytes, a message delivered in part) is dropped, as the datagram's end.
+    func endDatagram() {
+        input.removeAll(keepingCapacity: true)
+        inputStart = 0
+        inputWanted = 0
+        partial = nil
     }
 
     /// Input passed through: each run as messages of at most the maximum size.
