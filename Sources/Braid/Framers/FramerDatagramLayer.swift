@@ -50,11 +50,12 @@ final class FramerDatagramLayer: DatagramLayer {
         set { framer.requestProcessing = newValue }
     }
 
-    /// A pass of the framer's own (readiness, `async` blocks, a wakeup due), then one pass per
-    /// datagram received, each ended as the datagram's end.
+    /// A pass of the framer's own (its start, `async` blocks, a wakeup due), then one pass per
+    /// datagram received, each ended as the datagram's end. A framer that marks itself ready
+    /// later gets the datagrams of its own handshake meanwhile.
     func process(deliver: (UnsafeRawBufferPointer) -> Void) throws -> Bool {
         try pass(deliver)
-        while ready, let datagram = received.popFirst() {
+        while let datagram = received.popFirst() {
             let fed = datagram.withUnsafeBytes { bytes in
                 framer.withInputSpace(minimum: max(1, bytes.count)) { space in
                     space.copyMemory(from: bytes)
