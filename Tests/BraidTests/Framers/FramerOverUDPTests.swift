@@ -95,6 +95,29 @@ import BraidCore
         #expect(DatagramTestFramer.rejected.withLock { $0 } == 1)
     }
 
+    /// A framer with a handshake of its own over UDP (`.willMarkReady`): it sends "hi" when it
+    /// starts, and marks the connection ready when the peer's "ok" datagram comes; only then
+    /// do the application's messages go out.
+    @Test func aFramerOverUDPCompletesAHandshakeOfItsOwnBeforeReady() async throws {
+        let server = try await RunningFramedListener.start(UDP()) { connection in
+            let (greeting, _) = try await connection.receive()
+            guard greeting == Data("hi".utf8) else { return }
+            try await connection.send(Data("ok".utf8))
+            while true {
+                let (content, _) = try await connection.receive()
+                try await connection.send(content)
+            }
+        }
+        defer { server.task.cancel() }
+        let client = NetworkConnection(to: server.endpoint) { Framer<GreetingDatagramFramer> { UDP() } }
+        defer { client.cancel() }
+        let echoed = try await withDeadline(.seconds(60)) {
+            try await client.send(Data([0xF7, 1, 0, 5]) + Data("after".utf8), metadata: DatagramTestFramer.message(type: 1))
+            return try await client.receive().content
+        }
+        #expect(echoed == Data([0xF7, 1, 0, 5]) + Data("after".utf8))
+    }
+
     static func startPeer() throws -> ChildProcess {
         let python = try TLSPeerTools.find("python3", package: "python3")
         let script = PeerProcess.repository.appendingPathComponent("Tests/Interop/peers/framed_udp_peer.py").path
@@ -168,6 +191,48 @@ final class DatagramTestFramer: NWProtocolFramerImplementation, FramerProtocol {
     func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {
         let type = UInt8(truncatingIfNeeded: message["type"] as? UInt32 ?? 0)
         framer.writeOutput(data: [0xF7, type, UInt8(messageLength >> 8), UInt8(messageLength & 0xFF)])
+        try? framer.writeOutputNoCopy(length: messageLength)
+    }
+}
+
+/// Sends "hi" when it starts and is ready once the peer answers "ok"; after that, each datagram
+/// is one message as it is, and each message goes out as it is.
+final class GreetingDatagramFramer: NWProtocolFramerImplementation, FramerProtocol {
+    static let definition = NWProtocolFramer.Definition(implementation: GreetingDatagramFramer.self)
+    static var label: String { "GreetingDatagram" }
+    private var greeted = false
+
+    required init(framer: NWProtocolFramer.Instance) {}
+
+    func start(framer: NWProtocolFramer.Instance) -> NWProtocolFramer.StartResult {
+        framer.writeOutput(data: Data("hi".utf8))
+        return .willMarkReady
+    }
+
+    func wakeup(framer: NWProtocolFramer.Instance) {}
+    func stop(framer: NWProtocolFramer.Instance) -> Bool { true }
+    func cleanup(framer: NWProtocolFramer.Instance) {}
+
+    func handleInput(framer: NWProtocolFramer.Instance) -> Int {
+        var datagram = Data()
+        _ = framer.parseInput(minimumIncompleteLength: 1, maximumLength: 65536) { buffer, _ in
+            datagram = buffer.map { Data($0) } ?? Data()
+            return datagram.count
+        }
+        if !greeted {
+            if datagram == Data("ok".utf8) {
+                greeted = true
+                framer.markReady()
+            }
+            return 0
+        }
+        if !datagram.isEmpty {
+            framer.deliverInput(data: datagram, message: NWProtocolFramer.Message(instance: framer), isComplete: true)
+        }
+        return 0
+    }
+
+    func handleOutput(framer: NWProtocolFramer.Instance, message: NWProtocolFramer.Message, messageLength: Int, isComplete: Bool) {
         try? framer.writeOutputNoCopy(length: messageLength)
     }
 }
