@@ -74,8 +74,9 @@ package final class TLSLayer: ByteStreamLayer {
         return events
     }
 
-    package func endOfInput() throws {
+    package func endOfInput() throws -> Bool {
         try connection.endOfInput()
+        return false
     }
 
     // MARK: From above

@@ -44,7 +44,7 @@ package final class PlainByteStreamLayer: ByteStreamLayer {
         return events
     }
 
-    package func endOfInput() throws {}
+    package func endOfInput() throws -> Bool { false }
 
     package var sendsEarlyData: Bool { false }
 

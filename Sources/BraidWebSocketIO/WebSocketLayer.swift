@@ -128,7 +128,8 @@ package final class WebSocketLayer: ByteStreamLayer {
         if !payload.isEmpty { payload.withUnsafeBytes { deliver($0) } }
     }
 
-    package func endOfInput() throws {
+    /// Held as long as the layer below holds it: its later `.peerFinished` passes up.
+    package func endOfInput() throws -> Bool {
         try inner.endOfInput()
     }
 

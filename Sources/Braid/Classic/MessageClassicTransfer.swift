@@ -1,24 +1,14 @@
 import Foundation
 
 /// The classic API's view of a connection whose every send and receive is one whole message
-/// (WebSocket, a custom framer). What such views share is here: the connection's own parts
-/// (state, cancelling, paths) and the receive shapes, which all come back to one whole message
-/// whatever the sizes asked; each stack says how a send becomes its message
-/// (`send(_:options:)`), how a message becomes a receipt (`receiveMessageWithMetadata()`), and
-/// what metadata the connection has.
-protocol MessageClassicTransfer: ClassicTransfer {
-    associatedtype Stack: NetworkProtocol
-    var connection: NetworkConnection<Stack> { get }
-}
+/// (WebSocket, a custom framer, a UDP datagram). What such views share is here, besides the
+/// connection's own parts (`ConnectionClassicTransfer`): the receive shapes, which all come
+/// back to one whole message whatever the sizes asked; each stack says how a send becomes its
+/// message (`send(_:options:)`), how a message becomes a receipt
+/// (`receiveMessageWithMetadata()`), and what metadata the connection has.
+protocol MessageClassicTransfer: ConnectionClassicTransfer {}
 
 extension MessageClassicTransfer {
-    var states: StateBroadcast { connection.shared.states }
-    func start() { connection.start() }
-    func cancel() { connection.cancel() }
-    func forceCancel() { connection.forceCancel() }
-    func restart() { connection.retryNow() }
-    func cancelCurrentEndpoint() { connection.tryNextEndpoint() }
-
     func send(_ content: Data?, isFinal: Bool) -> ClassicSendAttempt {
         send(content, options: ClassicSendOptions(isFinal: isFinal))
     }
@@ -38,8 +28,4 @@ extension MessageClassicTransfer {
     }
 
     func batch(_ body: () -> Void) { body() }
-
-    func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }
-    func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onViabilityUpdate { _, viable in handler(viable) } }
-    func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onBetterPathUpdate { _, better in handler(better) } }
 }

@@ -23,9 +23,10 @@ public protocol FramerProtocol {
 ///
 /// Each `send` is one message, handed whole to the framer's `handleOutput` with the
 /// `NWProtocolFramer.Message` passed as `metadata`; each `receive()` returns one message the
-/// framer delivered, with the message it delivered it with (`metadata.framer`). Over any stack
-/// but TLS and TCP, a connection or listener fails with `NetworkError.unsupported`. Limits:
-/// see `NWProtocolFramer.Instance`.
+/// framer delivered, with the message it delivered it with (`metadata.framer`). Over UDP each
+/// datagram is the framer's whole input and each message sent one datagram; over a QUIC
+/// stream a connection or listener fails with `NetworkError.unsupported`. Limits: see
+/// `NWProtocolFramer.Instance`.
 public struct Framer<T: FramerProtocol>: NetworkProtocol {
     /// What a received message carries besides its content.
     public struct Metadata: Sendable {

@@ -14,6 +14,10 @@ final class FramerClassicTransfer: MessageClassicTransfer {
         let message = options.metadata.lazy.compactMap { $0 as? NWProtocolFramer.Message }.first
         let content = content ?? Data()
         let connection = connection
+        if connection.shared.datagram != nil {
+            let isComplete = options.isComplete
+            return .wait { try await connection.sendFramerMessage(content, message: message, lastMessage: false, isComplete: isComplete) }
+        }
         if options.isFinal {
             return .wait { try await connection.sendFramerMessage(content, message: message, lastMessage: true) }
         }

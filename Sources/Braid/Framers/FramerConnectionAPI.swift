@@ -26,7 +26,16 @@ extension NetworkConnection {
     }
 
     /// Sends one message for the framer; with `lastMessage`, the stream ends after it.
-    func sendFramerMessage(_ content: some Collection<UInt8>, message: NWProtocolFramer.Message?, lastMessage: Bool) async throws {
+    func sendFramerMessage(_ content: some Collection<UInt8>, message: NWProtocolFramer.Message?, lastMessage: Bool, isComplete: Bool = true) async throws {
+        if let part = shared.datagram {
+            // Over UDP: one datagram's worth, numbered as a record is (UDP has no end to send).
+            var type = part.framerMessages.registerOutbound(message)
+            if !isComplete { type |= FramerMessages.incompleteBit }
+            var record = Data(TLVEncoder.header(type: type, length: UInt32(clamping: content.count)))
+            record.append(contentsOf: content)
+            try await sendDatagram(record)
+            return
+        }
         if lastMessage {
             let end = try framerEnd
             let type = end.receiver.framerMessages.registerOutbound(message)
@@ -46,6 +55,14 @@ extension NetworkConnection {
 
     /// The next message the framer delivered.
     func receiveFramerMessage(definition: NWProtocolFramer.Definition) async throws -> (content: Data, message: NWProtocolFramer.Message) {
+        if let part = shared.datagram {
+            // Over UDP: each datagram the channel passes up is one record the framer delivered.
+            let (record, _) = try await receiveDatagram()
+            guard record.count >= TLVFraming.headerSize else { throw NetworkError.internalError("a framer's record of \(record.count) bytes") }
+            let type = record.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            let message = part.framerMessages.takeInbound(type) ?? NWProtocolFramer.Message(definition: definition)
+            return (Data(record.dropFirst(TLVFraming.headerSize)), message)
+        }
         let end = try framerEnd
         start()
         if let record = try end.decoded() { return framerMessage(record, definition: definition) }

@@ -23,6 +23,13 @@ import Foundation
 ///
 /// A framer's wakeups run on the connection's loop timers (`LoopContext.schedule`), its
 /// `async` blocks on the loop's pass the layer asks for.
+///
+/// The peer's end of stream (TCP's FIN, TLS's close_notify) waits behind input the framer
+/// still holds, so the messages it delivers later are not lost: while an `async` block is
+/// queued, and while input is left unconsumed (or a message partly delivered) with a wakeup to
+/// come. Once neither holds, the end passes up; it is held for at most `endHoldLimit` (the
+/// connection's handshake timeout), after which the connection fails with a protocol error
+/// naming the bytes left, so a framer that never finishes does not wedge it.
 final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     /// The most bytes written by the framer that may wait for the layer below before the layer
     /// takes no more from above, and the most written in answer to input before it parses no
@@ -33,6 +40,11 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     private let inner: any ByteStreamLayer
     private let maximumMessageSize: Int
     private let inputLimit: Int
+    /// How long the peer's end may wait behind input the framer holds.
+    let endHoldLimit: Duration
+    /// Over datagrams (`FramerDatagramLayer`): each datagram is the framer's whole input, so a
+    /// message never waits for bytes of a later one (`endDatagram()` drops what is left).
+    var datagramMode = false
     private(set) var instance: NWProtocolFramer.Instance!
     private var implementation: (any NWProtocolFramerImplementation)!
     /// The connection's message table, handed over before the layer is attached.
@@ -47,6 +59,8 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     private var framerFinished = false
     /// The layer below reported the peer's end of stream; passed up once no input is held.
     private var innerFinished = false
+    /// The peer's end waits behind the framer's held input: since when (for the bound).
+    private var endHeld = false
     private var cleanedUp = false
 
     // MARK: Input state
@@ -115,28 +129,32 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
     /// `messages`: the connection's table, when known before attaching (else `share(with:)`
     /// hands it over).
     /// `inputLimit`: a smaller bound than `maximumBufferedInput`, for tests.
+    /// `endHoldLimit`: how long the peer's end may wait behind held input (the connection's
+    /// handshake timeout).
     init(
         definition: NWProtocolFramer.Definition, maximumMessageSize: Int, over inner: any ByteStreamLayer, messages: FramerMessages? = nil,
-        inputLimit: Int = NWProtocolFramer.maximumBufferedInput
+        inputLimit: Int = NWProtocolFramer.maximumBufferedInput, endHoldLimit: Duration = TLS().handshakeTimeout
     ) {
         self.inner = inner
         self.maximumMessageSize = maximumMessageSize
         self.messages = messages
         self.inputLimit = inputLimit
+        self.endHoldLimit = endHoldLimit
         instance = NWProtocolFramer.Instance(definition: definition, layer: self)
         implementation = definition.implementation.init(framer: instance)
     }
 
     deinit {
         // A wakeup timer still set on the loop is cancelled; nothing else holds this layer.
-        let (timer, loop) = requests.state.withLock { requests in
+        let (timers, loop) = requests.state.withLock { requests in
             defer {
                 requests.wakeupTimer = nil
+                requests.endHoldTimer = nil
                 requests.wakeupGeneration += 1
             }
-            return (requests.wakeupTimer, requests.loop)
+            return ([requests.wakeupTimer, requests.endHoldTimer].compactMap { $0 }, requests.loop)
         }
-        if let timer, let loop { loop.execute { $0.deregister(timer) } }
+        if !timers.isEmpty, let loop { loop.execute { context in timers.forEach { context.deregister($0) } } }
     }
 
     func share(with part: ByteStreamShared) {
@@ -217,7 +235,7 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
             // pass: the pass that asks for parses it first (else input read faster than the
             // bound lets it be parsed would pile up).
             if inputHeldForOutput || inputWaitsForAnswers { events.insert(.awaitingDecision) }
-            if (innerFinished && !inputWaitsForAnswers) || framerFinished { events.insert(.peerFinished) }
+            if framerFinished || (innerFinished && !inputWaitsForAnswers && !holdsEnd()) { events.insert(.peerFinished) }
             if let failure { throw failure }
             return events
         }
@@ -324,8 +342,39 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
         }
     }
 
-    func endOfInput() throws {
-        try inner.endOfInput()
+    /// TCP's FIN (TLS's layer below has checked it came after close_notify): the end waits
+    /// behind input left for the answers or held by the framer, and comes from a later pass.
+    func endOfInput() throws -> Bool {
+        if let failure { throw failure }
+        _ = try inner.endOfInput()
+        innerFinished = true
+        return inputWaitsForAnswers || holdsEnd()
+    }
+
+    /// Whether the peer's end waits behind the framer now: an `async` block is queued, or input
+    /// is left unconsumed (or a message partly delivered) with a wakeup to come, and the bound
+    /// has not passed. The first time, starts the bound's timer; past the bound with input
+    /// still held, fails the connection.
+    private func holdsEnd() -> Bool {
+        guard started, failure == nil, !framerFinished else { return false }
+        let holdsInput = input.count > inputStart || partial != nil
+        let (blocksQueued, wakeupToCome, boundPassed) = requests.state.withLock { requests in
+            (!requests.blocks.isEmpty, requests.wakeupTimer != nil || requests.dueWakeup != nil || requests.unplacedWakeup != nil, requests.endHoldPassed)
+        }
+        guard blocksQueued || (holdsInput && wakeupToCome) else { return false }
+        if boundPassed {
+            let held = input.count - inputStart + (partial?.bytes.count ?? 0)
+            fail(.protocolError(
+                code: 0,
+                reason: "the framer \(instance.definition.name) held \(held) bytes of input for \(endHoldLimit) after the peer's end of stream without delivering them (a framer may hold the end for at most the connection's handshake timeout)",
+                byPeer: false))
+            return false
+        }
+        if !endHeld {
+            endHeld = true
+            requests.placeEndHold(after: endHoldLimit)
+        }
+        return true
     }
 
     // MARK: The instance's input calls
@@ -381,6 +430,12 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
         let total = (partial?.bytes.count ?? 0) + length
         guard checkSize(total) else { return false }
         let available = input.count - inputStart
+        // A datagram's message cannot take bytes from the next datagram: one that runs past
+        // its datagram's end is dropped with the rest of the datagram.
+        if datagramMode && available < length {
+            inputStart = input.count
+            return false
+        }
         if partial == nil && isComplete {
             let now = min(available, length)
             deliverHeader(message: message, length: length)
@@ -417,6 +472,15 @@ final class FramerLayer: ByteStreamLayer, ConnectionSharingLayer {
 
     func passThroughInput() {
         inputPassThrough = true
+    }
+
+    /// Over datagrams, after the framer has run over one: what it left of it (unconsumed
+    /// bytes, a message delivered in part) is dropped, as the datagram's end.
+    func endDatagram() {
+        input.removeAll(keepingCapacity: true)
+        inputStart = 0
+        inputWanted = 0
+        partial = nil
     }
 
     /// Input passed through: each run as messages of at most the maximum size.
@@ -745,6 +809,10 @@ final class FramerRequests: Sendable {
         /// A wakeup asked for while `loop` was nil: its generation and when it is due (on the
         /// process's monotonic clock).
         var unplacedWakeup: (generation: UInt64, deadline: MonotonicInstant)?
+        /// The timer bounding how long the peer's end waits behind held input, and whether it
+        /// has fired.
+        var endHoldTimer: UInt64?
+        var endHoldPassed = false
     }
 
     let state = Locked(State())
@@ -775,4 +843,22 @@ final class FramerRequests: Sendable {
 
     /// Whether a wakeup's timer is set on the loop now.
     var hasWakeupTimer: Bool { state.withLock { $0.wakeupTimer != nil } }
+
+    /// On the loop: sets the bound on how long the peer's end waits behind held input; when it
+    /// fires, a pass checks whether the input is still held.
+    func placeEndHold(after delay: Duration) {
+        guard let context = state.withLock({ $0.loop })?.currentContext else {
+            // Not on a loop (a layer driven by hand): no bound to time.
+            return
+        }
+        let timer = context.schedule(at: context.now + delay) { [self] _ in
+            let wake = state.withLock { requests -> (@Sendable () -> Void)? in
+                requests.endHoldTimer = nil
+                requests.endHoldPassed = true
+                return requests.requestProcessing
+            }
+            wake?()
+        }
+        state.withLock { $0.endHoldTimer = timer }
+    }
 }

@@ -20,6 +20,13 @@ final class FramerMessages: Sendable {
     }
 
     private let state = Locked(State())
+    /// Over datagrams, the most inbound entries kept (a message the channel's inbox dropped is
+    /// never taken): registering one forgets the entry this many numbers older.
+    private let inboundLimit: UInt32?
+
+    init(inboundLimit: Int? = nil) {
+        self.inboundLimit = inboundLimit.map { UInt32(clamping: $0) }
+    }
 
     /// The next number in 1...2^31-1, wrapping (never 0).
     private static func advance(_ counter: inout UInt32) -> UInt32 {
@@ -47,6 +54,7 @@ final class FramerMessages: Sendable {
         state.withLock { state in
             let number = Self.advance(&state.nextInbound)
             state.inbound[number] = message
+            if let limit = inboundLimit, number > limit { state.inbound[number - limit] = nil }
             return number
         }
     }

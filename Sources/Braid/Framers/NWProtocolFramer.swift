@@ -68,7 +68,7 @@ public enum NWProtocolFramer {
             return copy
         }
 
-        /// The new API's stack: this framer over `lower` (TLS or TCP).
+        /// The new API's stack: this framer over `lower` (TLS, TCP or UDP).
         override func stack(over lower: any StackBinding) throws -> any StackBinding {
             FramerStack(definition: definition, over: lower)
         }

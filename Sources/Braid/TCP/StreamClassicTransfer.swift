@@ -3,17 +3,10 @@ import BraidIO
 import Foundation
 
 /// The classic API's view of a TLS or TCP connection: its byte stream.
-final class StreamClassicTransfer<Stack: StreamProtocol & StackBinding>: ClassicTransfer {
+final class StreamClassicTransfer<Stack: StreamProtocol & StackBinding>: ConnectionClassicTransfer {
     let connection: NetworkConnection<Stack>
 
     init(_ connection: NetworkConnection<Stack>) { self.connection = connection }
-
-    var states: StateBroadcast { connection.shared.states }
-    func start() { connection.start() }
-    func cancel() { connection.cancel() }
-    func forceCancel() { connection.forceCancel() }
-    func restart() { connection.retryNow() }
-    func cancelCurrentEndpoint() { connection.tryNextEndpoint() }
 
     func send(_ content: Data?, isFinal: Bool) -> ClassicSendAttempt {
         let content = content ?? Data()
@@ -66,10 +59,6 @@ final class StreamClassicTransfer<Stack: StreamProtocol & StackBinding>: Classic
             negotiatedVersion: security?.version.flatMap { TLSVersion(rawValue: $0) }.map(TLSProtocolVersion.init),
             peerCertificates: security?.peerCertificates ?? [])
     }
-
-    func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }
-    func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onViabilityUpdate { _, viable in handler(viable) } }
-    func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onBetterPathUpdate { _, better in handler(better) } }
 }
 
 extension TCP: ClassicBinding {

@@ -3,22 +3,12 @@ import Foundation
 import Synchronization
 
 /// The classic API's view of a UDP connection (or of a DTLS one, whose messages are
-/// datagrams too): one datagram per send and per receive.
-final class DatagramClassicTransfer<Stack: NetworkProtocol>: ClassicTransfer {
+/// datagrams too): one datagram per send and per receive. A plain receive skips the receipt's
+/// metadata.
+final class DatagramClassicTransfer<Stack: NetworkProtocol>: MessageClassicTransfer {
     let connection: NetworkConnection<Stack>
 
     init(_ connection: NetworkConnection<Stack>) { self.connection = connection }
-
-    var states: StateBroadcast { connection.shared.states }
-    func start() { connection.start() }
-    func cancel() { connection.cancel() }
-    func forceCancel() { connection.forceCancel() }
-    func restart() { connection.retryNow() }
-    func cancelCurrentEndpoint() { connection.tryNextEndpoint() }
-
-    func send(_ content: Data?, isFinal: Bool) -> ClassicSendAttempt {
-        send(content, options: ClassicSendOptions(isFinal: isFinal))
-    }
 
     /// A datagram with an ECN mark goes through the connection's loop, which keeps the mark.
     func send(_ content: Data?, options: ClassicSendOptions) -> ClassicSendAttempt {
@@ -41,10 +31,6 @@ final class DatagramClassicTransfer<Stack: NetworkProtocol>: ClassicTransfer {
 
     func receiveMessage() async throws -> (content: Data?, isComplete: Bool) {
         (try await connection.receiveDatagram().content, true)
-    }
-
-    func receiveWithMetadata(minimum: Int, maximum: Int) async throws -> ClassicReceipt {
-        try await receiveMessageWithMetadata()
     }
 
     /// The datagram with its IP metadata (the ECN mark it arrived with) and UDP's.
@@ -71,10 +57,6 @@ final class DatagramClassicTransfer<Stack: NetworkProtocol>: ClassicTransfer {
             negotiatedProtocol: alpn, serverName: security?.serverName, negotiatedVersion: .DTLSv12,
             peerCertificates: security?.peerCertificates ?? [])
     }
-
-    func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }
-    func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onViabilityUpdate { _, viable in handler(viable) } }
-    func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onBetterPathUpdate { _, better in handler(better) } }
 }
 
 extension UDP: ClassicBinding {

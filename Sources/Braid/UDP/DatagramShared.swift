@@ -14,6 +14,16 @@ final class DatagramShared: ConnectionStackPart {
     /// `batch { }` blocks running: while any runs, sends queue without posting a drain pass,
     /// and the outermost block's end posts one for all of them.
     let batchDepth = Atomic(0)
+    /// A custom framer over UDP: its messages' table (`FramerDatagramLayer`), made on first use.
+    private let framerTable = Locked<FramerMessages?>(nil)
+    var framerMessages: FramerMessages {
+        framerTable.withLock { table in
+            if let table { return table }
+            let made = FramerMessages(inboundLimit: DatagramChannel.inboxBacklog)
+            table = made
+            return made
+        }
+    }
 
     init(outbox: DatagramOutbox, inbox: MessageInbox<ReceivedDatagram>) {
         self.outbox = outbox

@@ -4,19 +4,35 @@ import BraidIO
 /// address with a route (`DatagramEstablishment`), a listener is a `UDPServerGroup` that makes a
 /// connection for each new remote address; at the listener's limit, a new address takes the
 /// place of the oldest peer that has not yet answered a datagram sent to it.
+/// Makes the datagram layer of a UDP connection's channel, on the connection's loop.
+typealias DatagramLayerMaker = @Sendable (ConnectionCore) -> any DatagramLayer
+
 extension UDP: StackBinding {
     func makeCore(loop: EventLoop, endpointDescription: String, maximumMessageSize: Int?) -> ConnectionCore {
         ConnectionCore(datagramsOn: loop, endpointDescription: endpointDescription)
     }
 
     func startClient(_ start: ClientStart) throws {
-        try start.requireNoMultipath(on: "UDP connections")
-        try validateForDatagrams()
-        let sockets = try start.datagramSockets()
-        start.begin { core in DatagramEstablishment(core: core, udp: self, sockets: sockets) }
+        try startClient(start, layer: nil)
     }
 
     func startListener<Top: NetworkProtocol>(_ listener: ListenerStart<Top>) async throws -> any ListenerGroup {
+        try await startListener(listener, layer: nil)
+    }
+
+    /// `layer`: what runs in each connection's channel between the socket and its messages (a
+    /// custom framer's layer), made on the connection's loop; nil: datagrams as they are.
+    func startClient(_ start: ClientStart, layer: DatagramLayerMaker?) throws {
+        try start.requireNoMultipath(on: "UDP connections")
+        try validateForDatagrams()
+        let sockets = try start.datagramSockets()
+        start.begin { core in
+            if let layer { core.datagram.layer = layer(core) }
+            return DatagramEstablishment(core: core, udp: self, sockets: sockets)
+        }
+    }
+
+    func startListener<Top: NetworkProtocol>(_ listener: ListenerStart<Top>, layer: DatagramLayerMaker?) async throws -> any ListenerGroup {
         try validateForDatagrams()
         try listener.requireNoLocalEndpoint()
         try listener.requireNoMultipath(on: "UDP listeners")
@@ -41,6 +57,7 @@ extension UDP: StackBinding {
                 let admitted = intake.admit {
                     let core = ConnectionCore(datagramsOn: context.loop, endpointDescription: peer.description)
                     core.whenEnded = { admission.release() }
+                    if let layer { core.datagram.layer = layer(core) }
                     core.shared.states.update(.preparing)
                     return NetworkConnection(inbound: peer, stack: stack, core: LoopBound(core, on: context.loop), shared: core.shared)
                 }

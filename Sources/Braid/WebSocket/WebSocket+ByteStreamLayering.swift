@@ -5,20 +5,14 @@ import Foundation
 
 /// WebSocket is the TCP binding plus a `WebSocketLayer` over each connection's socket, itself
 /// over TLS's layer (`wss`) or a pass-through one (`ws`).
-struct WebSocketLayering: ByteStreamLayering {
+struct WebSocketLayering: UpperLayering {
     let socket: WebSocket
     let tls: TLS?
-
-    var handshakeTimeout: Duration { tls?.handshakeTimeout ?? TLS().handshakeTimeout }
-
-    func validateClient() throws {
-        try tls?.validateClient()
-    }
 
     /// The upgrade asks for the endpoint's host (with its port unless it is the scheme's
     /// default) and, for a URL, its path and query.
     func clientLayer(endpoint: NWEndpoint, remote: SocketAddress) throws -> any ByteStreamLayer {
-        let inner: any ByteStreamLayer = try tls?.clientLayer(endpoint: endpoint, remote: remote) ?? PlainByteStreamLayer()
+        let inner = try innerClientLayer(endpoint: endpoint, remote: remote)
         var configuration = socket.configuration(role: .client)
         configuration.host = Self.hostHeader(endpoint, secure: tls != nil)
         configuration.path = Self.requestTarget(endpoint)
@@ -26,12 +20,11 @@ struct WebSocketLayering: ByteStreamLayering {
     }
 
     func serverLayers() throws -> @Sendable () throws -> any ByteStreamLayer {
-        let innerLayers = try tls?.serverLayers()
+        let innerLayers = try innerServerLayers()
         let configuration = socket.configuration(role: .server)
         let answerer = socket.requestHandler?.answer
         return {
-            let inner: any ByteStreamLayer = try innerLayers?() ?? PlainByteStreamLayer()
-            let layer = WebSocketLayer(engine: WebSocketConnection(configuration: configuration), over: inner)
+            let layer = WebSocketLayer(engine: WebSocketConnection(configuration: configuration), over: try innerLayers())
             layer.requestAnswerer = answerer
             return layer
         }

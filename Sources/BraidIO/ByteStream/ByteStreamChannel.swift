@@ -299,7 +299,8 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
     }
 
     /// The peer closed its side of TCP. With a layer, that is clean only if the layer says so
-    /// (TLS: after close_notify).
+    /// (TLS: after close_notify), and the stream ends once the layer has delivered the input it
+    /// still holds (a later pass reports `.peerFinished`).
     private func peerEnded(_ context: LoopContext) {
         peerFinished = true
         setReading(false, context: context)
@@ -313,7 +314,7 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
         }
         if let layer {
             do {
-                try layer.endOfInput()
+                if try layer.endOfInput() { return }
             } catch {
                 fail(error, context: context)
                 return

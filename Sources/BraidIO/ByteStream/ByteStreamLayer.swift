@@ -31,8 +31,12 @@ package protocol ByteStreamLayer: AnyObject {
     func process(deliver: (UnsafeRawBufferPointer) -> Void) throws -> ByteStreamLayerEvents
 
     /// The transport's peer finished: nothing more comes from below. Throws when that is not a
-    /// clean end for the layer (TLS without the peer's close_notify: truncation).
-    func endOfInput() throws
+    /// clean end for the layer (TLS without the peer's close_notify: truncation). Returns
+    /// whether the layer still holds input it will deliver later (a framer finishing from a
+    /// block or a timer of its own): the stream then ends when a later `process` reports
+    /// `.peerFinished` (or fails), and the layer bounds how long that takes. False: the stream
+    /// ends now.
+    func endOfInput() throws -> Bool
 
     /// The channel's way back for a layer that reported `.awaitingDecision`, or that has work
     /// of its own to do (a framer's timer): calling it (from any thread) has the channel

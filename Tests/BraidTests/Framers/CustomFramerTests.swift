@@ -265,10 +265,10 @@ import BraidWebSocketIO
 
     // MARK: What is not implemented
 
-    /// A framer over UDP fails on start with `unsupported`, in both dialects, and so does
-    /// `prependApplicationProtocol(options:)` inside a framer.
+    /// A framer over a QUIC stream fails on start with `unsupported`, in both dialects, and so
+    /// does `prependApplicationProtocol(options:)` inside a framer.
     @Test func unsupportedPartsThrowUnsupported() async throws {
-        let client = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 9)) { Framer<GameFramer> { UDP() } }
+        let client = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: 9)) { Framer<GameFramer> { QUIC(alpn: ["game"]) } }
         defer { client.cancel() }
         client.start()
         let failure: NetworkError? = try await withDeadline(.seconds(60)) {
@@ -278,12 +278,12 @@ import BraidWebSocketIO
             return nil
         }
         guard case .unsupported(let what)? = failure else {
-            Issue.record("a framer over UDP ended with \(String(describing: failure))")
+            Issue.record("a framer over QUIC ended with \(String(describing: failure))")
             return
         }
-        #expect(what.contains("byte stream"))
+        #expect(what.contains("over a QUIC stream"), "\(what)")
 
-        let classic = NWConnection(host: "127.0.0.1", port: 9, using: Self.classicParameters(.udp))
+        let classic = NWConnection(host: "127.0.0.1", port: 9, using: Self.classicParameters(.quic(alpn: ["game"])))
         defer { classic.cancel() }
         let states = StateRecorder(classic)
         classic.start(queue: DispatchQueue(label: "client"))

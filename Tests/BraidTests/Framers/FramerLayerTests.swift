@@ -17,57 +17,12 @@ import BraidWebSocketIO
     /// answers wait, so it never holds more than that before a `handleInput`; once the peer
     /// reads, every answer arrives in order and all of the input is parsed.
     @Test func aPeerThatSendsWithoutReadingIsStoppedByTheBoundOnAnswers() async throws {
-        AnsweringFramer.reset()
-        let server = try await RunningFramedListener.start(Framer<AnsweringFramer> { TCP() }) { connection in
-            // The application reads nothing either: the framer delivers no messages.
-            _ = try? await connection.receive()
-        }
-        defer { server.task.cancel() }
-        let peer = NetworkConnection(to: server.endpoint) { TCP() }
-        defer { peer.cancel() }
         let blocks = 16 * 1024
-        let sending = Task {
-            var chunk = Data()
-            for index in 0 ..< blocks {
-                chunk.append(AnsweringFramer.block(index))
-                if chunk.count == 64 * 1024 {
-                    try await peer.send(chunk)
-                    chunk.removeAll(keepingCapacity: true)
-                }
-            }
+        try await Self.sendWithoutReading(blocks, to: AnsweringFramer.self) {
+            let state = AnsweringFramer.state.withLock { $0 }
+            #expect(state.largestPendingAtEntry < FramerLayer.outputLimit)
+            #expect(state.consumed < blocks * AnsweringFramer.blockSize)
         }
-        // Until the server holds the input (or, were it unbounded, has parsed all of it).
-        let held = try await withDeadline(.seconds(240)) {
-            while true {
-                if AnsweringFramer.state.withLock({ $0.consumed }) == blocks * AnsweringFramer.blockSize { return false }
-                if await AnsweringFramer.serverHoldsInput() { return true }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
-        #expect(held == true, "the server parsed all 16 MiB while the peer read none of its answers")
-        let state = AnsweringFramer.state.withLock { $0 }
-        #expect(state.largestPendingAtEntry < FramerLayer.outputLimit)
-        #expect(state.consumed < blocks * AnsweringFramer.blockSize)
-
-        // The peer reads: each block comes back twice, in order, and the rest of the input is parsed.
-        var buffered = Data()
-        var next = 0
-        while next < blocks {
-            buffered.append(try await peer.receive(atLeast: 1, atMost: 1 << 20).content)
-            var offset = buffered.startIndex
-            while buffered.endIndex - offset >= 2 * AnsweringFramer.blockSize {
-                let expected = AnsweringFramer.block(next)
-                let answer = buffered[offset ..< offset + 2 * AnsweringFramer.blockSize]
-                guard answer == expected + expected else {
-                    Issue.record("the answer to block \(next) differs")
-                    return
-                }
-                offset += 2 * AnsweringFramer.blockSize
-                next += 1
-            }
-            buffered = Data(buffered[offset...])
-        }
-        try await sending.value
         let final = AnsweringFramer.state.withLock { $0 }
         #expect(final.consumed == blocks * AnsweringFramer.blockSize)
         #expect(final.largestPendingAtEntry < FramerLayer.outputLimit)
@@ -79,54 +34,68 @@ import BraidWebSocketIO
     /// call too, so the answers waiting never pass the bound by more than one answer; once the
     /// peer reads, every answer arrives in order.
     @Test func aHandleInputThatLoopsOverAllItsInputStopsAtTheBoundOnAnswers() async throws {
-        LoopingAnsweringFramer.reset()
-        let server = try await RunningFramedListener.start(Framer<LoopingAnsweringFramer> { TCP() }) { connection in
+        let requests = 64 * 1024
+        try await Self.sendWithoutReading(requests, to: LoopingAnsweringFramer.self) {
+            let largest = LoopingAnsweringFramer.state.withLock { $0.largestPending }
+            #expect(largest <= FramerLayer.outputLimit + LoopingAnsweringFramer.answerSize, "\(largest) bytes of answers waited")
+        }
+        let final = LoopingAnsweringFramer.state.withLock { $0 }
+        #expect(final.answered == requests)
+        #expect(final.largestPending <= FramerLayer.outputLimit + LoopingAnsweringFramer.answerSize)
+    }
+
+    /// A raw TCP peer sends `count` inputs of `F` (in 64 KiB sends) to a listener running `F`
+    /// over TCP and reads none of the answers, until the server's framer layer holds its input
+    /// back (`whileHeld` then checks the framer's state); then the peer reads every answer and
+    /// checks each, in order, and all its sends complete.
+    static func sendWithoutReading<F: AnswerBoundFramer & SendableMetatype>(_ count: Int, to framer: F.Type, whileHeld: () -> Void) async throws {
+        F.reset()
+        let server = try await RunningFramedListener.start(Framer<F> { TCP() }) { connection in
+            // The application reads nothing either: the framer delivers no messages.
             _ = try? await connection.receive()
         }
         defer { server.task.cancel() }
         let peer = NetworkConnection(to: server.endpoint) { TCP() }
         defer { peer.cancel() }
-        let requests = 64 * 1024
         let sending = Task {
             var chunk = Data()
-            for index in 0 ..< requests {
-                chunk.append(LoopingAnsweringFramer.request(index))
-                if chunk.count == 64 * 1024 {
+            for index in 0 ..< count {
+                chunk.append(F.input(index))
+                if chunk.count >= 64 * 1024 {
                     try await peer.send(chunk)
                     chunk.removeAll(keepingCapacity: true)
                 }
             }
+            if !chunk.isEmpty { try await peer.send(chunk) }
         }
+        // Until the server holds the input (or, were it unbounded, has parsed all of it).
         let held = try await withDeadline(.seconds(240)) {
             while true {
-                if LoopingAnsweringFramer.state.withLock({ $0.answered }) == requests { return false }
-                if await LoopingAnsweringFramer.serverHoldsInput() { return true }
+                if F.parsedCount == count { return false }
+                if await F.serverHoldsInput() { return true }
                 try await Task.sleep(for: .milliseconds(20))
             }
         }
-        #expect(held == true, "the server parsed all requests while the peer read none of its answers")
-        let largest = LoopingAnsweringFramer.state.withLock { $0.largestPending }
-        #expect(largest <= FramerLayer.outputLimit + LoopingAnsweringFramer.answerSize, "\(largest) bytes of answers waited")
+        #expect(held == true, "the server parsed all \(count) inputs while the peer read none of its answers")
+        whileHeld()
 
+        // The peer reads: every answer, in order.
         var buffered = Data()
         var next = 0
-        while next < requests {
+        while next < count {
             buffered.append(try await peer.receive(atLeast: 1, atMost: 1 << 20).content)
             var offset = buffered.startIndex
-            while buffered.endIndex - offset >= LoopingAnsweringFramer.answerSize {
-                guard buffered[offset ..< offset + LoopingAnsweringFramer.answerSize] == LoopingAnsweringFramer.answer(next) else {
-                    Issue.record("the answer to request \(next) differs")
+            while next < count, case let expected = F.answer(next), buffered.endIndex - offset >= expected.count {
+                guard buffered[offset ..< offset + expected.count] == expected else {
+                    Issue.record("the answer to input \(next) differs")
                     return
                 }
-                offset += LoopingAnsweringFramer.answerSize
+                offset += expected.count
                 next += 1
             }
             buffered = Data(buffered[offset...])
         }
         try await sending.value
-        let final = LoopingAnsweringFramer.state.withLock { $0 }
-        #expect(final.answered == requests)
-        #expect(final.largestPending <= FramerLayer.outputLimit + LoopingAnsweringFramer.answerSize)
     }
 
     // MARK: A delivery behind a streamed message
@@ -269,9 +238,32 @@ private struct OnTheTestThread<Value>: @unchecked Sendable {
     let value: Value
 }
 
+/// A framer that answers each input of its own with an answer of its own, for a peer that
+/// sends without reading.
+protocol AnswerBoundFramer: NWProtocolFramerImplementation, FramerProtocol {
+    static func reset()
+    /// Input `index` the peer sends, and the framer's answer to it.
+    static func input(_ index: Int) -> Data
+    static func answer(_ index: Int) -> Data
+    /// Inputs parsed so far.
+    static var parsedCount: Int { get }
+    /// The server's framer, once made.
+    static var instance: NWProtocolFramer.Instance? { get }
+}
+
+extension AnswerBoundFramer {
+    /// Whether the server's framer layer holds its input back now (asked on its loop).
+    static func serverHoldsInput() async -> Bool {
+        guard let instance else { return false }
+        return await withCheckedContinuation { continuation in
+            instance.async { continuation.resume(returning: instance.layer?.inputHeldForOutput ?? false) }
+        }
+    }
+}
+
 /// Answers each 1 KiB block of input with the block twice, and notes how much of its answers
 /// waited below it each time `handleInput` was called.
-final class AnsweringFramer: NWProtocolFramerImplementation, FramerProtocol {
+final class AnsweringFramer: AnswerBoundFramer {
     static let definition = NWProtocolFramer.Definition(implementation: AnsweringFramer.self)
     static var label: String { "Answering" }
     static let blockSize = 1024
@@ -295,13 +287,10 @@ final class AnsweringFramer: NWProtocolFramerImplementation, FramerProtocol {
         return block
     }
 
-    /// Whether the server's framer layer holds its input back now (asked on its loop).
-    static func serverHoldsInput() async -> Bool {
-        guard let instance = state.withLock({ $0.instance }) else { return false }
-        return await withCheckedContinuation { continuation in
-            instance.async { continuation.resume(returning: instance.layer?.inputHeldForOutput ?? false) }
-        }
-    }
+    static func input(_ index: Int) -> Data { block(index) }
+    static func answer(_ index: Int) -> Data { block(index) + block(index) }
+    static var parsedCount: Int { state.withLock { $0.consumed } / blockSize }
+    static var instance: NWProtocolFramer.Instance? { state.withLock { $0.instance } }
 
     required init(framer: NWProtocolFramer.Instance) {
         Self.state.withLock { $0.instance = framer }
@@ -409,7 +398,7 @@ final class WakeupCountingFramer: NWProtocolFramerImplementation {
 
 /// Parses every 8-byte request it has in one `handleInput` and answers each with 512 bytes;
 /// notes the most answers that waited below after any answer.
-final class LoopingAnsweringFramer: NWProtocolFramerImplementation, FramerProtocol {
+final class LoopingAnsweringFramer: AnswerBoundFramer {
     static let definition = NWProtocolFramer.Definition(implementation: LoopingAnsweringFramer.self)
     static var label: String { "LoopingAnswering" }
     static let requestSize = 8
@@ -439,12 +428,9 @@ final class LoopingAnsweringFramer: NWProtocolFramerImplementation, FramerProtoc
         request(index) + Data(repeating: UInt8(truncatingIfNeeded: index &* 5 &+ 1), count: answerSize - requestSize)
     }
 
-    static func serverHoldsInput() async -> Bool {
-        guard let instance = state.withLock({ $0.instance }) else { return false }
-        return await withCheckedContinuation { continuation in
-            instance.async { continuation.resume(returning: instance.layer?.inputHeldForOutput ?? false) }
-        }
-    }
+    static func input(_ index: Int) -> Data { request(index) }
+    static var parsedCount: Int { state.withLock { $0.answered } }
+    static var instance: NWProtocolFramer.Instance? { state.withLock { $0.instance } }
 
     required init(framer: NWProtocolFramer.Instance) {
         Self.state.withLock { $0.instance = framer }

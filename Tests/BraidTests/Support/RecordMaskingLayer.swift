@@ -91,8 +91,9 @@ final class RecordMaskingLayer: ByteStreamLayer {
         bufferedInputCount = left
     }
 
-    func endOfInput() throws {
+    func endOfInput() throws -> Bool {
         guard peerClosed else { throw Failure.truncated }
+        return false
     }
 
     func sendEarly(_ bytes: UnsafeRawBufferPointer) throws -> Int { 0 }
