@@ -7,12 +7,13 @@ extension QUICConnection {
     /// Streams the engine tracks (open, or finished but not yet read to the end).
     package var streamCount: Int { streams.count }
 
-    /// Bytes the engine holds for the application: stream bytes queued and not yet acknowledged,
-    /// stream bytes received and not yet read (a stream with a sink holds none: they are in its
-    /// owner's memory), and datagrams waiting to be sent. (ngtcp2's own buffers, such as
-    /// out-of-order stream data, are bounded by the windows we advertise.)
+    /// Bytes held for the application: in the engine, stream bytes queued and not yet
+    /// acknowledged, stream bytes received and not yet read (a stream with a sink holds none:
+    /// they are in its owner's memory), and datagrams waiting to be sent; and what the owner
+    /// holds outside it (`ownerHeldBytes`). ngtcp2's own buffers, such as out-of-order stream
+    /// data, are not seen here: the connection's receive window bounds them.
     package var bufferedBytes: Int {
-        var total = 0
+        var total = ownerHeldBytes?() ?? 0
         for stream in streams.values { total += stream.send.unacknowledged + stream.receive.buffered }
         for datagram in pendingDatagrams { total += datagram.bytes.count }
         return total
