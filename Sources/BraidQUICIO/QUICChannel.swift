@@ -251,7 +251,7 @@ package final class QUICChannel: ConnectionChannel {
     /// Bytes the channel holds outside the engine: datagrams sent and not yet in the engine,
     /// received datagrams and stream bytes the application has not read, and stream bytes
     /// queued that the engine has not taken (a listener's buffer limit counts them with the
-    /// engine's, `QUICConnection.bufferedBytes`).
+    /// engine's, `QUICConnection.heldBytes`).
     package var heldBytes: Int {
         var total = datagramOutbox.heldBytes + datagramInbox.heldBytes
         for (bytes, _) in datagramSendWaiters { total += bytes.count }

@@ -7,17 +7,22 @@ extension QUICConnection {
     /// Streams the engine tracks (open, or finished but not yet read to the end).
     package var streamCount: Int { streams.count }
 
-    /// Bytes held for the application: in the engine, stream bytes queued and not yet
-    /// acknowledged, stream bytes received and not yet read (a stream with a sink holds none:
-    /// they are in its owner's memory), and datagrams waiting to be sent; and what the owner
-    /// holds outside it (`ownerHeldBytes`). ngtcp2's own buffers, such as out-of-order stream
-    /// data, are not seen here: the connection's receive window bounds them.
+    /// Bytes the engine holds for the application: stream bytes queued and not yet acknowledged,
+    /// stream bytes received and not yet read (a stream with a sink holds none: they are in its
+    /// owner's memory), and datagrams waiting to be sent. (ngtcp2's own buffers, such as
+    /// out-of-order stream data, are bounded by the windows we advertise.)
     package var bufferedBytes: Int {
-        var total = ownerHeldBytes?() ?? 0
+        var total = 0
         for stream in streams.values { total += stream.send.unacknowledged + stream.receive.buffered }
         for datagram in pendingDatagrams { total += datagram.bytes.count }
         return total
     }
+
+    /// What a listener's buffer limit counts: the engine's `bufferedBytes` and what the owner
+    /// holds outside the engine (`ownerHeldBytes`: sends not yet taken, received stream bytes
+    /// and datagrams not yet read). ngtcp2's out-of-order stream data is not seen here; the
+    /// connection's receive window bounds it.
+    package var heldBytes: Int { bufferedBytes + (ownerHeldBytes?() ?? 0) }
 
     /// When the last datagram from the peer arrived (or the connection started).
     var lastReceiveTime: QUICInstant { currentTime }
