@@ -58,7 +58,8 @@ package final class QUICChannel: ConnectionChannel {
     /// Received datagrams nobody has read yet, up to 4,096: beyond that the oldest are
     /// dropped (they are unreliable anyway, and an idle reader must not grow memory without
     /// bound).
-    package let datagramInbox = DatagramInbox(backlog: 4096)
+    /// Measured: a listener's buffer limit counts each unread datagram's payload and entry.
+    package let datagramInbox = DatagramInbox(backlog: 4096) { $0.count + MemoryLayout<Data>.stride }
     /// Datagrams sent and not yet taken by the loop.
     package let datagramOutbox = DatagramOutbox(limit: QUICChannel.datagramQueueLimit)
     /// How many datagrams may wait in the engine for congestion-window room before `send`
@@ -119,6 +120,7 @@ package final class QUICChannel: ConnectionChannel {
         engine.countsProbeTimeouts = trafficObserver != nil
         tagEngineLogger()
         engine.makeStreamSink = { [weak self] id in self?.makePeerStreamSink(id) }
+        engine.ownerHeldBytes = { [weak self] in self?.heldBytes ?? 0 }
         streamConsumer?.channelAttached(self, engine: engine, context: context)
         Self.run(&attachWaiters, nil)
     }
@@ -244,6 +246,18 @@ package final class QUICChannel: ConnectionChannel {
             transport?.release(context)
             transport = nil
         }
+    }
+
+    /// Bytes the channel holds outside the engine: datagrams sent and not yet in the engine,
+    /// received datagrams and stream bytes the application has not read, and stream bytes
+    /// queued that the engine has not taken (a listener's buffer limit counts them with the
+    /// engine's, `QUICConnection.heldBytes`).
+    package var heldBytes: Int {
+        var total = datagramOutbox.heldBytes + datagramInbox.heldBytes
+        for (bytes, _) in datagramSendWaiters { total += bytes.count }
+        for stream in streams.values { total += stream.outbox.queuedBytes + stream.inbox.available }
+        for sink in peerStreamSinks.values { total += sink.inbox.available }
+        return total
     }
 
     /// Sinks the engine gave streams the peer opened (`makePeerStreamSink`), until their

@@ -3,7 +3,8 @@ import BraidQUIC
 
 extension QUICServerDriver {
     /// Counts this loop's connections against the listener's `budget`: every
-    /// `ListenerBufferBudget.sweepInterval` the engines' buffered bytes are measured (drain:
+    /// `ListenerBufferBudget.sweepInterval` the connections' held bytes are measured
+    /// (`QUICConnection.heldBytes`: the engines' and their channels' queues; drain:
     /// stream bytes the peer acknowledged and the application read,
     /// `QUICConnection.drainedStreamBytes`); while the listener is at its limit, new clients are
     /// refused, and the connections the budget picks (those draining too slowly, and after a
@@ -36,7 +37,7 @@ private final class QUICBufferSweep {
         }
         let connections = driver.connections.filter { !$0.isClosed }
         let holdings = connections.map {
-            ListenerBufferAccount<ObjectIdentifier>.Holding(key: ObjectIdentifier($0), bytes: $0.bufferedBytes, drained: $0.drainedStreamBytes)
+            ListenerBufferAccount<ObjectIdentifier>.Holding(key: ObjectIdentifier($0), bytes: $0.heldBytes, drained: $0.drainedStreamBytes)
         }
         driver.noteHeldBytes(holdings.reduce(0) { $0 + $1.bytes })
         let closing = Set(account.sweep(holdings))

@@ -65,6 +65,8 @@ package final class DTLSLayer: DatagramLayer {
 
     package var timeout: Duration? { engine.retransmissionTimeout }
 
+    package var bufferedBytes: Int { engine.queuedBytes }
+
     package func close() { engine.close() }
 
     package var negotiatedALPN: String? { engine.negotiatedALPN }

@@ -39,9 +39,10 @@ extension DTLS: StackBinding {
         let stack = listener.stack, intake = listener.intake, mtu = maximumDatagramSize, handshakeTimeout = handshakeTimeout
         let judge = peerVerifier?.judge
         let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
+        let budget = listener.bufferBudget
         return try await UDPServerGroup.start(
             loops: listener.loops(udp.serverLoops), bindTo: listener.address, batching: udp.batching,
-            idleTimeout: udp.inboundIdleTimeout, sockets: try listener.datagramSockets()
+            idleTimeout: udp.inboundIdleTimeout, sockets: try listener.datagramSockets(), budget: budget
         ) { _ in
             { datagram, metadata, demultiplexer, loopContext in
                 let cookie: DTLSCookieCheck.Verified
@@ -52,7 +53,12 @@ extension DTLS: StackBinding {
                     return nil
                 case .verified(let verified): cookie = verified
                 }
-                guard admission.admit() else { return nil }
+                // A refused ClientHello (its cookie verified) counts as a refusal in the listener's
+                // metrics; the client's retransmissions count again, and its handshake times out.
+                guard !budget.isExhausted, admission.admit() else {
+                    budget.noteRefused()
+                    return nil
+                }
                 guard let engine = try? DTLSConnection.server(context: context, cookie: cookie, mtu: mtu) else {
                     admission.release()
                     return nil

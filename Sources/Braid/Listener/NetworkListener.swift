@@ -119,22 +119,25 @@ public final class NetworkListener<ApplicationProtocol: NetworkProtocol>: Sendab
 
     /// Most bytes all the listener's connections buffer together (default 256 MiB). QUIC: what
     /// the engines hold (stream bytes sent and not yet acknowledged, HTTP/3's received and
-    /// unread bytes, datagrams to send; other streams' received bytes wait in the streams,
-    /// bounded by their windows). TLS and TCP: sends queued or not yet written, received bytes
-    /// not yet read, and TLS's buffers. Apple's Network.framework has no such
+    /// unread bytes, datagrams to send) and what waits outside them (sends not yet taken,
+    /// received stream bytes and datagrams not yet read); ngtcp2's out-of-order stream data is
+    /// not seen, and is bounded by each connection's receive window. TLS and TCP: sends queued
+    /// or not yet written, received bytes not yet read, and TLS's buffers. UDP and DTLS:
+    /// received datagrams not yet read, sends queued, and DTLS's engine queues. Apple's Network.framework has no such
     /// setting; this is Braid's, a bound on what peers can make a server hold however many
     /// connections they open. Measured on each server loop once a second. At the limit, new
     /// clients are refused (QUIC: CONNECTION_REFUSED, "server busy: buffer limit reached",
-    /// `NetworkError.serverBusy` on a Braid client; TLS and TCP: reset at once), and each loop
+    /// `NetworkError.serverBusy` on a Braid client; TLS and TCP: reset at once; UDP: a new
+    /// peer's datagrams are dropped; DTLS: a new client's hello gets no answer), and each loop
     /// closes connections until its share of the excess is gone: first those holding bytes
     /// that drained fewer than 64 KiB of them in the last second (written to the socket or
     /// acknowledged by the peer, or read by the application; a peer that grants no credit,
     /// reads nothing or trickles), largest first; after three seconds in a row at the limit,
     /// the largest holders however fast they drain. Their handlers see
-    /// `NetworkError.serverBusy` (QUIC: the peer gets NO_ERROR with that reason). Each
-    /// connection is also bounded on its own (`QUIC.connectionSendBufferLimit(_:)`,
-    /// `TCP.sendBufferLimit(_:)`). UDP and DTLS listeners do not apply it (their connections
-    /// queue whole datagrams, bounded per connection). Must be positive: `run` throws
+    /// `NetworkError.serverBusy` (QUIC: the peer gets NO_ERROR with that reason; DTLS:
+    /// close_notify). Each connection is also bounded on its own
+    /// (`QUIC.connectionSendBufferLimit(_:)`, `TCP.sendBufferLimit(_:)`; UDP: 4,096 unread
+    /// datagrams). Must be positive: `run` throws
     /// `NetworkError.invalidConfiguration` otherwise. Set before `run`.
     ///
     /// ```swift

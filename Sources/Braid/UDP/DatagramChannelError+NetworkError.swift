@@ -11,6 +11,8 @@ extension DatagramChannelError: NetworkErrorConvertible {
                 endpoint: endpoint,
                 reason: "connection limit reached: closed to make room for a new peer (this peer had not answered a datagram the listener sent it)")
         case .handshakeTimedOut(let timeout): .noResponse(endpoint: endpoint, timeout: timeout)
+        case .overBufferLimit:
+            .serverBusy(endpoint: endpoint, reason: "buffer limit reached: closed a connection whose buffered bytes drained too slowly")
         }
     }
 }

@@ -43,15 +43,25 @@ extension UDP: StackBinding {
         // A Unix-domain listener's connections are known by its socket file.
         let unixEndpoint = listener.unixPath.map { NWEndpoint.unix(path: $0.path) }
         let admission = ConnectionAdmission(limit: listener.newConnectionLimit)
+        let budget = listener.bufferBudget
         return try await UDPServerGroup.start(
             loops: listener.loops(serverLoops), bindTo: listener.address, unixPath: listener.unixPath, batching: batching,
             idleTimeout: inboundIdleTimeout, peersNeedProof: true,
-            sockets: try listener.datagramSockets()
+            sockets: try listener.datagramSockets(), budget: budget
         ) { _ in
             { _, metadata, demultiplexer, context in
+                // Each datagram of a new peer dropped at a limit counts as a refusal (the
+                // listener's metrics): UDP has no way to tell the peer.
+                guard !budget.isExhausted else {
+                    budget.noteRefused()
+                    return nil
+                }
                 // Full: the oldest peer on this loop that has not proven its address makes room
                 // (a flood of forged one-datagram peers cannot keep a place from a real one).
-                guard admission.admit() || (demultiplexer.displaceUnprovenPeer(context) && admission.admit()) else { return nil }
+                guard admission.admit() || (demultiplexer.displaceUnprovenPeer(context) && admission.admit()) else {
+                    budget.noteRefused()
+                    return nil
+                }
                 let peer = unixEndpoint ?? NWEndpoint(metadata.remote)
                 // Once `run` is cancelled, a new peer's datagrams are dropped, as at the limit.
                 let admitted = intake.admit {

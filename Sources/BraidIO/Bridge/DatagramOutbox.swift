@@ -38,6 +38,8 @@ package final class DatagramOutbox: Sendable {
         var budget: SendBudget<Completion<Void>>
         /// The most datagrams `queue` has held at once.
         var highWater = 0
+        /// The bytes of the datagrams in `queue`.
+        var heldBytes = 0
     }
 
     package let limit: Int
@@ -50,6 +52,10 @@ package final class DatagramOutbox: Sendable {
 
     /// Datagrams queued and not yet taken by the loop.
     package var count: Int { state.withLock { $0.queue.count } }
+
+    /// The bytes of the datagrams queued and not yet taken by the loop (a listener's buffer
+    /// limit counts them).
+    package var heldBytes: Int { state.withLock { $0.heldBytes } }
 
     /// The most datagrams queued here at once, over the connection's life.
     package var largestCount: Int { state.withLock { $0.highWater } }
@@ -64,6 +70,7 @@ package final class DatagramOutbox: Sendable {
             guard let maximum = state.maximumSize, datagram.count <= maximum else { return .needsLoop }
             guard state.budget.isBelowLimit else { return .full }
             state.queue.append(datagram)
+            state.heldBytes += datagram.count
             state.budget.queued += 1
             state.highWater = max(state.highWater, state.queue.count)
             if state.drainPending { return .queued }
@@ -101,7 +108,12 @@ package final class DatagramOutbox: Sendable {
                 for _ in 0..<count { taken.append(state.queue.removeFirst()) }
             }
             state.budget.queued -= taken.count
-            if state.queue.isEmpty { state.drainPending = false }
+            if state.queue.isEmpty {
+                state.drainPending = false
+                state.heldBytes = 0
+            } else {
+                for datagram in taken { state.heldBytes -= datagram.count }
+            }
             guard !taken.isEmpty else { return (taken, []) }
             return (taken, state.budget.takeWaiters())
         }
@@ -119,6 +131,7 @@ package final class DatagramOutbox: Sendable {
         let waiters = state.withLock { state -> [Completion<Void>] in
             if state.failure == nil { state.failure = error }
             state.queue.removeAll()
+            state.heldBytes = 0
             state.budget.queued = 0
             state.drainPending = false
             return state.budget.takeWaiters()

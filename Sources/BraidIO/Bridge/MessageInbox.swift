@@ -16,15 +16,47 @@ package final class MessageInbox<Element: Sendable>: Sendable {
         var finished = false
         /// Datagrams dropped beyond the backlog.
         var dropped = 0
+        /// What `measure` makes of the queued datagrams (0 without one).
+        var heldBytes = 0
+        /// What `measure` made of the datagrams readers took.
+        var bytesTaken: UInt64 = 0
     }
 
     /// Unread datagrams beyond this many are dropped, oldest first (they are unreliable
     /// anyway, and an idle reader must not grow memory without bound).
     package let backlog: Int
     private let state = Locked(State())
+    /// The bytes a queued datagram holds, for `heldBytes` (nil: not measured).
+    private let measure: (@Sendable (Element) -> Int)?
 
-    package init(backlog: Int) {
+    /// An inbox of at most `backlog` unread datagrams; with `measure`, it keeps the bytes they
+    /// hold (`heldBytes`, `bytesTaken`: a listener's buffer limit counts them).
+    package init(backlog: Int, measure: (@Sendable (Element) -> Int)? = nil) {
         self.backlog = backlog
+        self.measure = measure
+    }
+
+    /// What `measure` makes of the datagrams queued now (0 without one).
+    package var heldBytes: Int { state.withLock { $0.heldBytes } }
+
+    /// What `measure` made of the datagrams readers took so far.
+    package var bytesTaken: UInt64 { state.withLock { $0.bytesTaken } }
+
+    /// The measured bytes of `datagrams` (0 without a measure).
+    private func measured(_ datagrams: some Collection<Element>) -> Int {
+        guard let measure else { return 0 }
+        var total = 0
+        for datagram in datagrams { total += measure(datagram) }
+        return total
+    }
+
+    /// Drops the oldest datagrams beyond `backlog` (under the lock).
+    private func dropExcess(_ state: inout State) {
+        let excess = state.queue.count - backlog
+        guard excess > 0 else { return }
+        if measure != nil { state.heldBytes -= measured(state.queue.prefix(excess)) }
+        state.queue.removeFirst(excess)
+        state.dropped += excess
     }
 
     /// Datagrams queued and not yet taken by a reader.
@@ -48,6 +80,7 @@ package final class MessageInbox<Element: Sendable>: Sendable {
     /// at most one wake-up for all of them.
     package func deliver(moving datagrams: inout Deque<Element>) {
         guard !datagrams.isEmpty else { return }
+        let bytes = measured(datagrams)
         let readers = state.withLock { state -> [Completion<Void>] in
             guard !state.finished else { return [] }
             if state.queue.isEmpty {
@@ -55,11 +88,8 @@ package final class MessageInbox<Element: Sendable>: Sendable {
             } else {
                 state.queue.append(contentsOf: datagrams)
             }
-            let excess = state.queue.count - backlog
-            if excess > 0 {
-                state.queue.removeFirst(excess)
-                state.dropped += excess
-            }
+            state.heldBytes += bytes
+            dropExcess(&state)
             defer { state.readers.removeAll() }
             return state.readers
         }
@@ -72,14 +102,12 @@ package final class MessageInbox<Element: Sendable>: Sendable {
     /// wake-up for all of them.
     package func deliver(contentsOf datagrams: some Collection<Element>) {
         guard !datagrams.isEmpty else { return }
+        let bytes = measured(datagrams)
         let readers = state.withLock { state -> [Completion<Void>] in
             guard !state.finished else { return [] }
             state.queue.append(contentsOf: datagrams)
-            let excess = state.queue.count - backlog
-            if excess > 0 {
-                state.queue.removeFirst(excess)
-                state.dropped += excess
-            }
+            state.heldBytes += bytes
+            dropExcess(&state)
             defer { state.readers.removeAll() }
             return state.readers
         }
@@ -120,6 +148,8 @@ package final class MessageInbox<Element: Sendable>: Sendable {
             let taken = state.withLock { state -> Bool in
                 guard state.queue.isEmpty, !state.finished else {
                     swap(&state.queue, &items)
+                    state.bytesTaken &+= UInt64(state.heldBytes)
+                    state.heldBytes = 0
                     return true
                 }
                 return false
@@ -134,7 +164,14 @@ package final class MessageInbox<Element: Sendable>: Sendable {
     package func takeFirst() async throws -> Element? {
         while true {
             let taken = state.withLock { state -> Element?? in
-                if let first = state.queue.popFirst() { return .some(first) }
+                if let first = state.queue.popFirst() {
+                    if let measure {
+                        let bytes = measure(first)
+                        state.heldBytes -= bytes
+                        state.bytesTaken &+= UInt64(bytes)
+                    }
+                    return .some(first)
+                }
                 return state.finished ? .some(nil) : nil
             }
             if let taken { return taken }
@@ -155,15 +192,29 @@ package final class MessageInbox<Element: Sendable>: Sendable {
         }
     }
 
+    /// Loop: drops every queued datagram (the connection was closed for holding too much);
+    /// readers then see the end at once.
+    package func discardQueued() {
+        let dropped = state.withLock { state -> Deque<Element> in
+            var dropped = Deque<Element>()
+            swap(&state.queue, &dropped)
+            state.heldBytes = 0
+            return dropped
+        }
+        // Released outside the lock.
+        _ = dropped
+    }
+
     /// Puts datagrams a reader took but never handed out back at the front, in order.
     package func putBack(_ datagrams: some Collection<Element>) {
         guard !datagrams.isEmpty else { return }
+        let bytes = measured(datagrams)
         let readers = state.withLock { state -> [Completion<Void>] in
             state.queue.insert(contentsOf: datagrams, at: 0)
-            while state.queue.count > backlog {
-                state.queue.removeFirst()
-                state.dropped += 1
-            }
+            // Taken and given back: no longer counted as read.
+            state.heldBytes += bytes
+            state.bytesTaken &-= UInt64(bytes)
+            dropExcess(&state)
             defer { state.readers.removeAll() }
             return state.readers
         }

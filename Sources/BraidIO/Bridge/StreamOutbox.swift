@@ -165,6 +165,9 @@ package final class StreamOutbox: Sendable {
     /// Bytes the stream holds against its bound: queued, and held by the engine as last recorded.
     package var heldBytes: Int { state.withLock { $0.bound.held } }
 
+    /// Bytes queued here that the engine has not taken yet.
+    package var queuedBytes: Int { state.withLock { $0.bound.queued } }
+
     // MARK: Application side (any thread)
 
     /// Queues `bytes` if the stream has room now.

@@ -52,7 +52,10 @@ package final class DatagramChannel: ConnectionChannel {
 
     package let loop: EventLoop
     package weak var delegate: ConnectionChannelDelegate?
-    package let inbox = MessageInbox<ReceivedDatagram>(backlog: DatagramChannel.inboxBacklog)
+    /// Measured: a listener's buffer limit counts each unread datagram's payload and entry.
+    package let inbox = MessageInbox<ReceivedDatagram>(backlog: DatagramChannel.inboxBacklog) {
+        $0.content.count + MemoryLayout<ReceivedDatagram>.stride
+    }
     package let outbox = DatagramOutbox(limit: DatagramChannel.queueLimit)
     /// Turns datapath and internal errors into the caller's error type.
     let describe: (any Error) -> any Error
@@ -422,6 +425,37 @@ package final class DatagramChannel: ConnectionChannel {
         }
     }
 
+    // MARK: Buffer accounting
+
+    /// Bytes the connection holds now (a listener's buffer limit counts them): received
+    /// datagrams the application has not read (each with its entry), sends queued or waiting
+    /// for the socket, and the layer's queues.
+    package var bufferedBytes: Int {
+        var total = inbox.heldBytes + outbox.heldBytes + (layer?.bufferedBytes ?? 0)
+        for entry in unsent { total += entry.content.count }
+        for (datagram, _, _) in waitingSends { total += datagram.count }
+        return total
+    }
+
+    /// Bytes drained from what the connection holds so far: written to the socket, and read by
+    /// the application (datagrams received from the peer do not count: a peer could send a
+    /// trickle to look busy).
+    package var drainedBytes: UInt64 { traffic.bytesSent &+ inbox.bytesTaken }
+
+    /// Ends the channel with `error` (a listener over its buffer limit closes it), telling a
+    /// layer's peer first (DTLS: close_notify) as far as the socket takes it now; what was
+    /// queued is dropped, and so are the received datagrams the application has not read.
+    package func close(with error: any Error, context: LoopContext) {
+        guard finalError == nil else { return }
+        if let layer, isReady {
+            unsent.removeAll()
+            layer.close()
+            drainLayer(context)
+        }
+        fail(error, context: context)
+        inbox.discardQueued()
+    }
+
     // MARK: Ending
 
     /// Ends the channel with `error` at once: pending calls fail, the transport is released.
@@ -499,6 +533,9 @@ package enum DatagramChannelError: Error, Equatable {
     case displaced
     /// The layer (DTLS) did not become ready within its handshake timeout.
     case handshakeTimedOut(Duration)
+    /// A listener over its buffer limit closed this connection: it held the most bytes among
+    /// those that drained too slowly (its application did not read what the peer sent).
+    case overBufferLimit
 }
 
 /// A channel a layer may call back without keeping it alive.

@@ -41,6 +41,10 @@ package protocol DatagramLayer: AnyObject {
     /// retransmission), nil when it waits for nothing.
     var timeout: Duration? { get }
 
+    /// Bytes the layer holds in its queues: datagrams received and not yet processed, and
+    /// datagrams to send (a listener's buffer limit counts them).
+    var bufferedBytes: Int { get }
+
     /// Queues the end of the layer's stream (close_notify). Idempotent.
     func close()
 

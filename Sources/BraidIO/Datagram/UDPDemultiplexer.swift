@@ -18,14 +18,14 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     /// Makes the channel of a new peer from its first datagram (nil: none, the datagram is
     /// dropped, or answered with `reply` by a stack that proves addresses first).
     private let accept: (UnsafeRawBufferPointer, DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?
-    private var channels: [SocketAddress: DatagramChannel] = [:]
+    private(set) var channels: [SocketAddress: DatagramChannel] = [:]
     /// Gives freed heap back once the peers fall far below their peak (after a flood).
-    private var heapTrim = HeapTrimPolicy()
+    var heapTrim = HeapTrimPolicy()
     /// Channels waiting for the socket to drain.
     private var waitingForWritable: [DatagramChannel] = []
     private var token: UInt64?
     private var idleTimer: UInt64?
-    private var closed = false
+    private(set) var closed = false
     /// Datagrams dropped because the listener was full (`newConnectionLimit`).
     package private(set) var refusedDatagrams: UInt64 = 0
     /// Unproven peers closed to make room for new ones.

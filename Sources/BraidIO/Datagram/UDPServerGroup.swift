@@ -23,12 +23,14 @@ package final class UDPServerGroup: Sendable {
     ///   - peersNeedProof: new peers start unproven and may be displaced by newer ones while the
     ///     listener is full (`UDPDemultiplexer.displaceUnprovenPeer`); false when the stack
     ///     proves a peer's address before it gets a channel (DTLS).
+    ///   - budget: the listener's buffer budget, which each loop's peers count against
+    ///     (`UDPDemultiplexer.watchBufferBudget`); nil: none.
     ///   - makeAccept: called on each loop; returns what makes the channel of a new peer (on
     ///     the loop), or nil to drop the datagram (the listener is full).
     package static func start(
         loops: [EventLoop], bindTo address: SocketAddress, unixPath: UnixSocketPath? = nil, batching: BatchingOptions,
         idleTimeout: Duration, peersNeedProof: Bool = false,
-        sockets: any DatagramSocketFactory,
+        sockets: any DatagramSocketFactory, budget: ListenerBufferBudget? = nil,
         makeAccept: @escaping @Sendable (LoopContext) -> (UnsafeRawBufferPointer, DatagramMetadata, UDPDemultiplexer, LoopContext) -> DatagramChannel?
     ) async throws -> UDPServerGroup {
         precondition(!loops.isEmpty, "a server group needs a loop")
@@ -43,6 +45,7 @@ package final class UDPServerGroup: Sendable {
                 socket: socket, idleTimeout: idleTimeout, peersNeedProof: peersNeedProof, accept: makeAccept(context))
             do {
                 try demultiplexer.start(context)
+                if let budget { demultiplexer.watchBufferBudget(budget, context: context) }
             } catch {
                 socket.close()
                 throw error

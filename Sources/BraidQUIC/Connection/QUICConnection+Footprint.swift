@@ -18,6 +18,12 @@ extension QUICConnection {
         return total
     }
 
+    /// What a listener's buffer limit counts: the engine's `bufferedBytes` and what the owner
+    /// holds outside the engine (`ownerHeldBytes`: sends not yet taken, received stream bytes
+    /// and datagrams not yet read). ngtcp2's out-of-order stream data is not seen here; the
+    /// connection's receive window bounds it.
+    package var heldBytes: Int { bufferedBytes + (ownerHeldBytes?() ?? 0) }
+
     /// When the last datagram from the peer arrived (or the connection started).
     var lastReceiveTime: QUICInstant { currentTime }
 

@@ -76,6 +76,9 @@ package final class QUICConnection {
     /// its first bytes arrive. Called inside the engine's receive, so it must not call the
     /// engine.
     package var makeStreamSink: ((Int64) -> (any QUICStreamSink)?)?
+    /// The bytes the connection's owner holds outside the engine for it (queued sends, received
+    /// bytes and datagrams not yet read), counted in `heldBytes`; nil: none.
+    package var ownerHeldBytes: (() -> Int)?
     /// Streams with bytes to send, in round-robin order; an entry whose `scheduled` is false has
     /// left the schedule and is dropped when reached.
     var sendSchedule = Deque<StreamState>()

@@ -82,6 +82,15 @@ public final class DTLSConnection {
     /// The error that ended the connection, if one did.
     public var failure: TLSError? { if case .failed(let error) = state { error } else { nil } }
 
+    /// Bytes in the engine's queues: received datagrams waiting for `process` and datagrams
+    /// waiting for `popDatagram` (each at most `inboxLimit` and `outboxLimit` datagrams).
+    public var queuedBytes: Int {
+        var total = 0
+        for datagram in inbox { total += datagram.count }
+        for datagram in outbox { total += datagram.count }
+        return total
+    }
+
     init(role: Role, serverName: String, client: DTLSClientContext?, server: DTLSServerContext?, mtu: Int) throws(TLSError) {
         self.role = role
         self.serverName = serverName

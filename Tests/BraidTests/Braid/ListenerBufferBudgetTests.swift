@@ -237,6 +237,78 @@ import Testing
         #expect(try await echoOnceServed(at: endpoint, listener: listener, limit: limit) == Data("echo me".utf8))
     }
 
+    /// A QUIC client sends 512 KiB on each of three streams whose handlers read 7 bytes and no
+    /// more: the listener's connection holds what arrives in Braid's stream inboxes, which the
+    /// budget counts (1.5 MiB of the 2 MiB limit). Meanwhile another client is echoed. Then
+    /// three more such streams take the connection past the limit, and the listener closes it.
+    @Test func quicListenerCountsStreamBytesItsApplicationNeverReads() async throws {
+        let limit = 2 << 20
+        let outcomes = Outcomes()
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+            QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        }
+        listener.connectionBufferLimit = limit
+        let task = Task {
+            try await listener.run { connection in
+                try await connection.inboundStreams { stream in
+                    let (request, _) = try await stream.receive(exactly: 7)
+                    if request.first == UInt8(ascii: "e") {
+                        try await stream.send(request, endOfStream: true)
+                        return
+                    }
+                    // Reads nothing more; waits for the connection's end.
+                    for await state in connection.states {
+                        if case .failed(let error) = state { outcomes.add(error) }
+                    }
+                }
+            }
+        }
+        defer { task.cancel() }
+        for await state in listener.states {
+            if state == .ready { break }
+            if case .failed(let error) = state { throw error }
+        }
+        let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
+        let hostile = NetworkConnection(to: endpoint) { testClient() }
+        defer { hostile.cancel() }
+        let payload = Data("flood..".utf8) + Data(repeating: 0x5A, count: (512 << 10) - 7)
+        // Sends `payload` on three new streams (each send completes once the engine has it).
+        @Sendable func sendOnThreeStreams() async throws {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<3 {
+                    let stream = try await hostile.openStream()
+                    group.addTask { try await stream.send(payload) }
+                }
+                try await group.waitForAll()
+            }
+        }
+        try await sendOnThreeStreams()
+        // All but the 7 bytes each handler read.
+        let held = 3 * ((512 << 10) - 7)
+        let budget = try await waitForBudget(listener) { $0.buffered >= held }
+        #expect(budget.buffered >= held && budget.buffered < limit, "buffered \(budget.buffered)")
+        // Served while the other connection holds its bytes.
+        let reader = NetworkConnection(to: endpoint) { testClient() }
+        defer { reader.cancel() }
+        let stream = try await reader.openStream()
+        try await stream.send(Data("echo me".utf8), endOfStream: true)
+        #expect(try await stream.receive(exactly: 7).content == Data("echo me".utf8))
+        #expect(budget.closedConnections == 0)
+
+        // The listener may close the connection while the last of these are on their way.
+        do { try await sendOnThreeStreams() } catch is NetworkError {}
+        _ = try await waitForBudget(listener) { $0.closedConnections >= 1 && $0.buffered < limit }
+        #expect(budget.closedConnections >= 1, "buffered \(budget.buffered), peak \(budget.peak)")
+        #expect(budget.peak >= limit, "peak \(budget.peak) of \(limit)")
+        // Six streams' bytes bound what the connection could hold.
+        #expect(budget.peak <= 2 * (512 << 10) * 3 + (64 << 10), "peak \(budget.peak)")
+        #expect(budget.buffered < limit, "buffered \(budget.buffered) of \(limit)")
+        let deadline = ContinuousClock.now + .seconds(60)
+        while outcomes.serverBusy < 1 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(outcomes.serverBusy >= 1)
+        print("QUIC unread stream bytes, limit \(limit >> 20) MiB: budget peak \(budget.peak) bytes, now \(budget.buffered), closed \(budget.closedConnections)")
+    }
+
     /// A limit of zero or less would refuse every client: `run` rejects it.
     @Test(arguments: [0, -1]) func aListenerRejectsALimitThatIsNotPositive(_ limit: Int) async throws {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { TCP() }
