@@ -68,10 +68,15 @@ struct ReceivedDatagramBatch {
         }
         block.shrink(to: used)
         let base = block.base
-        for datagram in pending {
+        for index in pending.indices {
             // The deallocator's reference is what keeps the block: it goes with the last `Data`.
-            let content = Data(bytesNoCopy: base + datagram.offset, count: datagram.count, deallocator: .custom { _, _ in block.keepAlive() })
-            made.append(ReceivedDatagram(content: content, metadata: datagram.metadata))
+            // Made in place in the call (a `Data` in a local first was copied, and retained).
+            made.append(
+                ReceivedDatagram(
+                    content: Data(
+                        bytesNoCopy: base + pending[index].offset, count: pending[index].count,
+                        deallocator: .custom { _, _ in block.keepAlive() }),
+                    metadata: pending[index].metadata))
         }
         pending.removeAll(keepingCapacity: true)
         self.block = nil
