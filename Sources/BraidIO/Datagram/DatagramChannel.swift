@@ -4,13 +4,43 @@ import Foundation
 import Logging
 
 /// One received UDP datagram, whole, with where it came from, where it arrived and its ECN mark.
+///
+/// A socket read's datagrams lie in one shared block (`ReceivedDatagramBatch`); each is made a
+/// `Data` only when its reader asks for `content`, on the reader's thread: the `Data`'s storage
+/// is then allocated and freed by the same thread, where the allocator serves it from its
+/// per-thread cache, and the loop's thread, which must keep up with the socket, makes none.
 package struct ReceivedDatagram: Sendable {
-    package var content: Data
+    /// The bytes given as a `Data` (`init(content:metadata:)`); empty when they lie in `block`.
+    private let stored: Data
+    /// The block holding the bytes, and where (nil: `stored` holds them).
+    private let block: ReceivedBytes?
+    private let offset: Int
+    private let count: Int
     package var metadata: DatagramMetadata
 
     package init(content: Data, metadata: DatagramMetadata) {
-        self.content = content
+        stored = content
+        block = nil
+        offset = 0
+        count = content.count
         self.metadata = metadata
+    }
+
+    init(block: ReceivedBytes, offset: Int, count: Int, metadata: DatagramMetadata) {
+        stored = Data()
+        self.block = block
+        self.offset = offset
+        self.count = count
+        self.metadata = metadata
+    }
+
+    /// The datagram's bytes, from index 0. Made from the block on each call, so a datagram is
+    /// read once where it is handed out (two `Data` made from one datagram would share its bytes
+    /// without knowing it, and an in-place change of one would show in the other).
+    package var content: Data {
+        guard let block else { return stored }
+        // The deallocator's reference is what keeps the block: it goes with the last `Data`.
+        return Data(bytesNoCopy: block.base + offset, count: count, deallocator: .custom { _, _ in block.keepAlive() })
     }
 }
 
