@@ -24,16 +24,22 @@ final class DatagramEndpointMemo {
     }
 
     func metadata(for datagram: ReceivedDatagram) -> UDP.Metadata {
-        if let lastEndpoints, lastRemote == datagram.metadata.remote, lastLocal == datagram.metadata.local {
-            return UDP.Metadata(ecn: datagram.metadata.ecn, endpoints: lastEndpoints)
+        metadata(for: datagram.metadata)
+    }
+
+    /// Takes the addresses alone, so a caller holding a datagram need not copy it (and retain
+    /// its bytes) to ask.
+    func metadata(for received: DatagramMetadata) -> UDP.Metadata {
+        if let lastEndpoints, lastRemote == received.remote, lastLocal == received.local {
+            return UDP.Metadata(ecn: received.ecn, endpoints: lastEndpoints)
         }
-        let remote = datagram.metadata.remote, local = datagram.metadata.local
+        let remote = received.remote, local = received.local
         let endpoints =
             unixEndpoint.map { UDP.MetadataEndpoints(remote: $0, local: $0) }
             ?? UDP.MetadataEndpoints(remote: NWEndpoint(remote), local: NWEndpoint(local))
         lastRemote = remote
         lastLocal = local
         lastEndpoints = endpoints
-        return UDP.Metadata(ecn: datagram.metadata.ecn, endpoints: endpoints)
+        return UDP.Metadata(ecn: received.ecn, endpoints: endpoints)
     }
 }

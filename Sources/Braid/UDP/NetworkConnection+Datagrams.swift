@@ -39,6 +39,14 @@ extension NetworkConnection {
         }
     }
 
+    /// Queues an unmarked `datagram` if that needs no wait and no loop (the outbox has room and
+    /// the connection is ready): true once queued. False leaves every other case, and its
+    /// error, to `sendDatagram`, which offers it again.
+    func queuedDatagramAtOnce(_ datagram: Data) throws -> Bool {
+        guard !datagram.isEmpty, !Task.isCancelled else { return false }
+        return try offerDatagram(datagram) == nil
+    }
+
     /// Offers `datagram` to the outbox: nil once it is queued (with a drain posted when one is
     /// needed and no `batch` is open, whose end posts it); `.full` or `.needsLoop` when the
     /// send must wait. Throws the connection's error.
@@ -91,7 +99,7 @@ extension NetworkConnection {
             datagram.content,
             part.endpoints.withLock {
                 $0.unixEndpoint = unix
-                return $0.metadata(for: datagram)
+                return $0.metadata(for: datagram.metadata)
             }
         )
     }
@@ -115,11 +123,16 @@ extension NetworkConnection {
         let endpoints = DatagramEndpointMemo()
         endpoints.unixEndpoint = unixEndpoint
         return .init(
-            poll: { batch.takeQueued().map { ($0.content, endpoints.metadata(for: $0)) } },
+            // A `guard` rather than `Optional.map`: the closure `map` takes ran generic, with
+            // value-witness copies and destroys of each datagram.
+            poll: {
+                guard let datagram = batch.takeQueued() else { return nil }
+                return (datagram.content, endpoints.metadata(for: datagram.metadata))
+            },
             receive: { [self] in
                 start()
                 if let datagram = try await NetworkError.mapping({ try await batch.take() }) {
-                    return (datagram.content, endpoints.metadata(for: datagram))
+                    return (datagram.content, endpoints.metadata(for: datagram.metadata))
                 }
                 if case .failed(let error) = state { throw error }
                 return nil

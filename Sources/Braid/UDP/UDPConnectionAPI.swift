@@ -73,6 +73,9 @@ extension NetworkConnection where ApplicationProtocol == UDP {
     /// `send(_:)` for a `Data`: the datagram is queued as it is, not copied (the generic form
     /// copies its bytes into a new `Data`: a malloc and a copy per datagram).
     public func send(_ content: Data) async throws {
+        // Queued at once in the usual case, without the further async call (a task frame and
+        // an executor check per datagram).
+        if try queuedDatagramAtOnce(content) { return }
         try await sendDatagram(content)
     }
 

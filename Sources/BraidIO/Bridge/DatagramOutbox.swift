@@ -121,6 +121,21 @@ package final class DatagramOutbox: Sendable {
         return taken
     }
 
+    /// Loop: takes everything queued into `items` (emptied first, its room kept), whose storage
+    /// the outbox keeps for what senders queue next: no datagram is copied out one by one and
+    /// no new buffer is made per pass. Wakes senders waiting for room.
+    package func takeAll(swappingWith items: inout Deque<Data>) {
+        items.removeAll(keepingCapacity: true)
+        let waiters = state.withLock { state -> [Completion<Void>] in
+            state.drainPending = false
+            guard !state.queue.isEmpty else { return [] }
+            swap(&state.queue, &items)
+            state.budget.queued -= items.count
+            return state.budget.takeWaiters()
+        }
+        for waiter in waiters { waiter.resume(.success(())) }
+    }
+
     /// Loop: the size senders may queue without asking the loop (nil: ask the loop).
     package func publish(maximumSize: Int?) {
         state.withLock { $0.maximumSize = maximumSize }

@@ -4,13 +4,43 @@ import Foundation
 import Logging
 
 /// One received UDP datagram, whole, with where it came from, where it arrived and its ECN mark.
+///
+/// A socket read's datagrams lie in one shared block (`ReceivedDatagramBatch`); each is made a
+/// `Data` only when its reader asks for `content`, on the reader's thread: the `Data`'s storage
+/// is then allocated and freed by the same thread, where the allocator serves it from its
+/// per-thread cache, and the loop's thread, which must keep up with the socket, makes none.
 package struct ReceivedDatagram: Sendable {
-    package var content: Data
+    /// The bytes given as a `Data` (`init(content:metadata:)`); empty when they lie in `block`.
+    private let stored: Data
+    /// The block holding the bytes, and where (nil: `stored` holds them).
+    private let block: ReceivedBytes?
+    private let offset: Int
+    private let count: Int
     package var metadata: DatagramMetadata
 
     package init(content: Data, metadata: DatagramMetadata) {
-        self.content = content
+        stored = content
+        block = nil
+        offset = 0
+        count = content.count
         self.metadata = metadata
+    }
+
+    init(block: ReceivedBytes, offset: Int, count: Int, metadata: DatagramMetadata) {
+        stored = Data()
+        self.block = block
+        self.offset = offset
+        self.count = count
+        self.metadata = metadata
+    }
+
+    /// The datagram's bytes, from index 0. Made from the block on each call, so a datagram is
+    /// read once where it is handed out (two `Data` made from one datagram would share its bytes
+    /// without knowing it, and an in-place change of one would show in the other).
+    package var content: Data {
+        guard let block else { return stored }
+        // The deallocator's reference is what keeps the block: it goes with the last `Data`.
+        return Data(bytesNoCopy: block.base + offset, count: count, deallocator: .custom { _, _ in block.keepAlive() })
     }
 }
 
@@ -69,6 +99,9 @@ package final class DatagramChannel: ConnectionChannel {
     // is passed `inout` to a call that could reach the channel), so the run-time check each
     // access made (a call into the runtime's access set) guards nothing.
     @exclusivity(unchecked) package private(set) var finalError: (any Error)?
+    /// `finalError != nil`, as a flag a listener reads per datagram (testing the existential
+    /// copied it, retaining its box).
+    @exclusivity(unchecked) package private(set) var hasEnded = false
     package private(set) var isReady = false
     /// The last send or receive, for a listener's idle timeout.
     @exclusivity(unchecked) package private(set) var lastActivity: MonotonicInstant?
@@ -347,15 +380,21 @@ package final class DatagramChannel: ConnectionChannel {
         }
     }
 
+    /// What `appendQueued` took from the outbox, passed back and forth with the outbox's own
+    /// queue (empty between passes).
+    @exclusivity(unchecked) private var taken = Deque<Data>()
+
     /// Moves everything the outbox holds to `unsent`, unmarked.
     private func appendQueued() {
-        for datagram in outbox.take(upTo: Int.max) {
+        outbox.takeAll(swappingWith: &taken)
+        while let datagram = taken.popFirst() {
             do {
                 try enqueue(datagram, ecn: .notECT)
             } catch {
                 // The outbox refuses what exceeds `maximumPayload`, so only a failing layer
                 // lands here: the connection ends with its error.
                 layerFailure = error
+                taken.removeAll(keepingCapacity: true)
                 return
             }
         }
@@ -386,7 +425,7 @@ package final class DatagramChannel: ConnectionChannel {
         let socket = transport.socket
         if !unsent.isEmpty { lastActivity = context.now }
         var metadata = DatagramMetadata(remote: remoteAddress, local: localAddress)
-        while let first = unsent.first {
+        while !unsent.isEmpty {
             guard let slot = socket.freeSlot else {
                 if socket.flush() { continue }
                 awaitingWritable = true
@@ -394,26 +433,33 @@ package final class DatagramChannel: ConnectionChannel {
                 return
             }
             // One batch: datagrams of the first one's size and mark, the last of the run may be
-            // shorter.
-            let segmentSize = first.content.count
-            let coalesce = segmentSize <= Self.coalescedSegmentLimit
+            // shorter. Each is taken out of the queue (and put back if it does not fit), not
+            // copied out of it: a copy retained its bytes.
+            var segmentSize = 0
+            var ecn = ECN.notECT
             var length = 0
             var segments = 0
-            while let next = unsent.first {
-                if segments > 0 {
-                    guard coalesce, next.content.count <= segmentSize, next.ecn == first.ecn,
-                        segments < UDPSegmentation.maxSegments, length + next.content.count <= slot.count
-                    else { break }
+            while let next = unsent.popFirst() {
+                let size = next.content.count
+                if segments == 0 {
+                    segmentSize = size
+                    ecn = next.ecn
+                } else {
+                    guard segmentSize <= Self.coalescedSegmentLimit, size <= segmentSize, next.ecn == ecn,
+                        segments < UDPSegmentation.maxSegments, length + size <= slot.count
+                    else {
+                        unsent.prepend(next)
+                        break
+                    }
                 }
                 next.content.withUnsafeBytes { bytes in
                     UnsafeMutableRawBufferPointer(rebasing: slot[length..<length + bytes.count]).copyMemory(from: bytes)
                 }
-                length += next.content.count
+                length += size
                 segments += 1
-                unsent.removeFirst()
-                if next.content.count < segmentSize { break }
+                if size < segmentSize { break }
             }
-            metadata.ecn = first.ecn
+            metadata.ecn = ecn
             socket.commitSlot(metadata, segmentSize: segmentSize, length: length)
             hasSent = true
             traffic.packetsSent &+= UInt64(segments)
@@ -496,6 +542,7 @@ package final class DatagramChannel: ConnectionChannel {
         guard finalError == nil else { return nil }
         let error = describe(error)
         finalError = error
+        hasEnded = true
         outbox.fail(error)
         inbox.finish()
         arrivals.release()

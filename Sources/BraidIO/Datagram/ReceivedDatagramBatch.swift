@@ -7,9 +7,10 @@ import Glibc
 
 /// The datagrams of one socket read on their way to the inbox. Their bytes are copied out of the
 /// socket's receive area into blocks of `blockBytes`, one allocation for many datagrams, and
-/// each datagram's `Data` refers to its bytes in its block: a `Data` owning a copy of its own
-/// cost an allocation of its bytes, and their release, per datagram. Each such `Data` starts at
-/// index 0 and holds the datagram's bytes alone, as any other.
+/// each datagram refers to its bytes in its block (its `Data` is made when read, see
+/// `ReceivedDatagram`): a `Data` owning a copy of its own cost an allocation of its bytes, and
+/// their release, per datagram. Each such `Data` starts at index 0 and holds the datagram's
+/// bytes alone, as any other.
 ///
 /// A block is shrunk to the bytes it holds before its datagrams are handed out, and freed when
 /// the last of them is released: a datagram the application keeps holds at most its read's
@@ -22,7 +23,7 @@ struct ReceivedDatagramBatch {
     /// The block being filled (nil: none yet, or the last was handed out).
     private var block: ReceivedBytes?
     private var used = 0
-    /// The datagrams whose bytes are in `block`, not yet made `Data`.
+    /// The datagrams whose bytes are in `block`, not yet handed their share of it.
     private var pending: [(offset: Int, count: Int, metadata: DatagramMetadata)] = []
     /// The datagrams made, in arrival order (handed to the inbox whole, see `deliver`).
     private var made = Deque<ReceivedDatagram>()
@@ -57,7 +58,7 @@ struct ReceivedDatagramBatch {
         used = 0
     }
 
-    /// Turns the pending datagrams into `Data` over the block, which then belongs to them.
+    /// Hands the pending datagrams their places in the block, which then belongs to them.
     private mutating func seal() {
         guard let block, !pending.isEmpty else { return }
         guard used > 0 else {
@@ -67,11 +68,9 @@ struct ReceivedDatagramBatch {
             return
         }
         block.shrink(to: used)
-        let base = block.base
-        for datagram in pending {
-            // The deallocator's reference is what keeps the block: it goes with the last `Data`.
-            let content = Data(bytesNoCopy: base + datagram.offset, count: datagram.count, deallocator: .custom { _, _ in block.keepAlive() })
-            made.append(ReceivedDatagram(content: content, metadata: datagram.metadata))
+        for index in pending.indices {
+            made.append(
+                ReceivedDatagram(block: block, offset: pending[index].offset, count: pending[index].count, metadata: pending[index].metadata))
         }
         pending.removeAll(keepingCapacity: true)
         self.block = nil
@@ -79,10 +78,11 @@ struct ReceivedDatagramBatch {
     }
 }
 
-/// One block of received datagrams' bytes, freed when the last reference goes.
-/// Unchecked: the block is written and resized only on its channel's loop before any `Data`
+/// One block of received datagrams' bytes, freed when the last reference goes (a datagram's,
+/// or a `Data`'s made from one).
+/// Unchecked: the block is written and resized only on its channel's loop before any datagram
 /// refers to it, and only read after.
-private final class ReceivedBytes: @unchecked Sendable {
+final class ReceivedBytes: @unchecked Sendable {
     private(set) var base: UnsafeMutableRawPointer
     private(set) var capacity: Int
 

@@ -39,6 +39,12 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     /// The unproven peers, oldest first; entries of peers since proven or ended are skipped
     /// when reached (and dropped when they outnumber the live ones).
     private var probationOrder = Deque<DatagramChannel>()
+    /// The peer of the last datagram read and its channel: a read's datagrams mostly come from
+    /// one peer (GRO merges only one sender's), so most skip hashing the address. Fields
+    /// rather than a variable the read's closure captures, and unchecked: touched only on the
+    /// loop, by `readable` and `release`, neither of which runs inside the other's access.
+    @exclusivity(unchecked) private var lastRemote = SocketAddress.unspecified
+    @exclusivity(unchecked) private var lastChannel: DatagramChannel?
 
     init(
         socket: any DatagramSocket, idleTimeout: Duration, peersNeedProof: Bool = false,
@@ -72,15 +78,14 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
         defer { for channel in arrivedAt { channel.deliverArrivals() } }
         for _ in 0..<4 {
             var any = false
-            // The peer of the previous datagram: a read's datagrams mostly come from one peer
-            // (GRO merges only one sender's), so most skip hashing the address.
-            var last: (remote: SocketAddress, channel: DatagramChannel)?
             let received = socket.receive { bytes, metadata in
                 any = true
+                if let channel = lastChannel, !channel.hasEnded, lastRemote == metadata.remote {
+                    if channel.arrived(bytes, metadata: metadata, context: context) { arrivedAt.append(channel) }
+                    return
+                }
                 let channel: DatagramChannel
-                if let last, last.remote == metadata.remote, last.channel.finalError == nil {
-                    channel = last.channel
-                } else if let known = channels[metadata.remote] {
+                if let known = channels[metadata.remote] {
                     channel = known
                     if !probation.isEmpty { heardAgain(known) }
                 } else {
@@ -97,7 +102,8 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
                     guard made.finalError == nil else { return }
                     channel = made
                 }
-                last = (metadata.remote, channel)
+                lastRemote = metadata.remote
+                lastChannel = channel
                 if channel.arrived(bytes, metadata: metadata, context: context) { arrivedAt.append(channel) }
             }
             guard received, any else { return }
@@ -166,6 +172,7 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     }
 
     package func release(_ channel: DatagramChannel, context: LoopContext) {
+        if lastChannel === channel { lastChannel = nil }
         if let remote = channel.remoteAddress, channels[remote] === channel {
             channels[remote] = nil
             heapTrim.connectionsChanged(to: channels.count)
@@ -200,6 +207,7 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
         closed = true
         for channel in Array(channels.values) { channel.cancel(context: context) }
         channels.removeAll()
+        lastChannel = nil
         probation.removeAll()
         probationOrder.removeAll()
         if let token { context.deregister(token) }

@@ -132,6 +132,36 @@ func udpEcho(
         }
     }
 
+    /// A peer whose connection on the listener ended gets a new connection with its next
+    /// datagram: the listener's memo of the peer it last read from does not outlive the
+    /// connection, and no datagram goes to the ended one.
+    @Test(.timeLimit(.minutes(10))) func aPeerWhoseConnectionEndedGetsANewOne() async throws {
+        try await MemoryWorld.run { world in
+            let accepted = Locked(0)
+            // Each connection echoes its first datagram, then ends.
+            let server = try await RunningUDPEcho.start { connection in
+                accepted.withLock { $0 += 1 }
+                for try await (content, _) in connection.messages {
+                    try await connection.send(content)
+                    break
+                }
+                connection.cancel()
+            }
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { UDP() }
+            defer { connection.cancel() }
+            let one = Data("one".utf8), two = Data("two".utf8)
+            #expect(try await udpEcho(one, on: connection, in: world)?.content == one)
+            // Echoes of repeated "one"s may still come: wait for the reply to "two".
+            var echoed = false
+            for _ in 0..<20 where !echoed {
+                echoed = try await udpEcho(two, on: connection, in: world)?.content == two
+            }
+            #expect(echoed)
+            #expect(accepted.withLock { $0 } >= 2)
+        }
+    }
+
     @Test(.timeLimit(.minutes(10))) func anIdleInboundConnectionCloses() async throws {
         try await MemoryWorld.run { world in
             let ended = Locked<NetworkConnection<UDP>.State?>(nil)

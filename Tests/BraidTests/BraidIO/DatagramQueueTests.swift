@@ -74,6 +74,31 @@ import Testing
         #expect(outbox.offer(Data([5])) == .queuedDrainNeeded)
     }
 
+    /// The loop's pass takes the whole queue by swapping deques: in order, the senders
+    /// waiting for room woken, the next send asking for a new pass, and the deque handed in
+    /// emptied first.
+    @Test func theOutboxHandsItsWholeQueueOverBySwapping() async throws {
+        let outbox = DatagramOutbox(limit: 2)
+        outbox.publish(maximumSize: 100)
+        #expect(outbox.offer(Data([1])) == .queuedDrainNeeded)
+        #expect(outbox.offer(Data([2])) == .queued)
+        #expect(outbox.offer(Data([3])) == .full)
+        let waiter = Task { try await outbox.waitForRoom() }
+        while outbox.roomWaiterCount == 0 { await Task.yield() }
+        var taken: Deque<Data> = [Data([9])]
+        outbox.takeAll(swappingWith: &taken)
+        #expect(Array(taken) == [Data([1]), Data([2])])
+        #expect(outbox.count == 0)
+        try await waiter.value
+        #expect(outbox.offer(Data([3])) == .queuedDrainNeeded)
+        outbox.takeAll(swappingWith: &taken)
+        #expect(Array(taken) == [Data([3])])
+        // Nothing queued: nothing taken, and the next send still asks for a pass.
+        outbox.takeAll(swappingWith: &taken)
+        #expect(taken.isEmpty)
+        #expect(outbox.offer(Data([4])) == .queuedDrainNeeded)
+    }
+
     /// Once the connection ends, queued datagrams are dropped and every sender, waiting or
     /// new, gets the connection's error.
     @Test func aFailedOutboxFailsWaitingAndNewSenders() async throws {
