@@ -59,6 +59,8 @@ package final class QUICChannel: ConnectionChannel {
     /// dropped (they are unreliable anyway, and an idle reader must not grow memory without
     /// bound).
     package let datagramInbox = DatagramInbox(backlog: 4096)
+    /// Where the engine puts received datagrams until `datagramsReceived` hands them over.
+    private let datagramSink: QUICDatagramInboxSink
     /// Datagrams sent and not yet taken by the loop.
     package let datagramOutbox = DatagramOutbox(limit: QUICChannel.datagramQueueLimit)
     /// How many datagrams may wait in the engine for congestion-window room before `send`
@@ -95,6 +97,12 @@ package final class QUICChannel: ConnectionChannel {
     private var datagramSendWaiters = Deque<(Data, Completion<Void>)>()
     /// The datagram size limit last given to the outbox and the delegate (nil: none yet).
     private var publishedDatagramLimit: Int?
+    /// A drain of the outbox is due once the running handler returns (acknowledgements came).
+    private var datagramsSettling = false
+    /// The outbox's datagrams on their way into the engine: the outbox hands over its queue's
+    /// storage whole when the engine can take everything queued, and gets this (emptied, its
+    /// room kept) back, so no datagram is copied and no array is grown per drain.
+    private var takenDatagrams = Deque<Data>()
     /// Outbox datagrams the engine refused (sized against a limit the path has since lowered):
     /// counted with the engine's lost datagrams in the statistics.
     package private(set) var datagramsDroppedBeforeEngine: UInt64 = 0
@@ -109,6 +117,7 @@ package final class QUICChannel: ConnectionChannel {
         self.streamSendLimit = streamSendLimit
         sendBudget = SharedSendBudget(limit: connectionSendLimit)
         self.describe = describe
+        datagramSink = QUICDatagramInboxSink(inbox: datagramInbox)
     }
 
     /// Takes over an engine connection and the transport that serves it. Calls made before
@@ -119,6 +128,7 @@ package final class QUICChannel: ConnectionChannel {
         engine.countsProbeTimeouts = trafficObserver != nil
         tagEngineLogger()
         engine.makeStreamSink = { [weak self] id in self?.makePeerStreamSink(id) }
+        engine.datagramSink = datagramSink
         streamConsumer?.channelAttached(self, engine: engine, context: context)
         Self.run(&attachWaiters, nil)
     }
@@ -226,11 +236,20 @@ package final class QUICChannel: ConnectionChannel {
             publishSendBudget(streamID: nil)
         case .streamsAvailable:
             retryStreamOpens(context)
+        case .datagramsReceived:
+            datagramSink.deliver()
         case .datagramReceived(let bytes, _):
+            // Before the channel had the engine (none once its sink is installed).
             datagramInbox.deliver(Data(bytes))
         case .datagramAcknowledged, .datagramLost:
-            // Written datagrams are settling: the queue has room again.
-            sendQueuedDatagrams(context)
+            // Written datagrams are settling: the queue has room again. Once for all the
+            // acknowledgements the handler now running brings, not once each.
+            guard !datagramsSettling else { break }
+            datagramsSettling = true
+            context.afterCurrentEvent { [self] context in
+                datagramsSettling = false
+                sendQueuedDatagrams(context)
+            }
         case .earlyDataRejected:
             break
         case .resumptionTicket(let ticket):
@@ -412,7 +431,7 @@ package final class QUICChannel: ConnectionChannel {
             // A send cancelled while it waited is dropped, never sent.
             guard completion.isPending else { continue }
             do {
-                try engine.sendDatagram(bytes)
+                try engine.sendDatagram(payload: SentDatagram(bytes: bytes))
                 queued = true
                 completion.resume(.success(()))
             } catch {
@@ -421,9 +440,10 @@ package final class QUICChannel: ConnectionChannel {
         }
         if datagramSendWaiters.isEmpty && isReady {
             let room = Self.datagramQueueLimit - engine.pendingDatagramCount
-            for bytes in room > 0 ? datagramOutbox.take(upTo: room) : [] {
+            if room > 0 { datagramOutbox.take(upTo: room, into: &takenDatagrams) }
+            for bytes in takenDatagrams {
                 do {
-                    try engine.sendDatagram(bytes)
+                    try engine.sendDatagram(payload: SentDatagram(bytes: bytes))
                     queued = true
                 } catch {
                     // Sized against a limit the path has since lowered (or datagrams were
@@ -431,6 +451,7 @@ package final class QUICChannel: ConnectionChannel {
                     datagramsDroppedBeforeEngine += 1
                 }
             }
+            takenDatagrams.removeAll(keepingCapacity: true)
         }
         if queued { transmit(context) }
         publishDatagramLimit(engine)

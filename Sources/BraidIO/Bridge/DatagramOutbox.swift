@@ -109,6 +109,25 @@ package final class DatagramOutbox: Sendable {
         return taken
     }
 
+    /// Loop: `take(upTo:)` into `taken` (emptied first): when `count` covers everything
+    /// queued, the queue's storage itself moves to `taken` and the outbox keeps `taken`'s
+    /// (its room kept), so a drain copies no datagram and allocates nothing.
+    package func take(upTo count: Int, into taken: inout Deque<Data>) {
+        taken.removeAll(keepingCapacity: true)
+        let waiters = state.withLock { state -> [Completion<Void>] in
+            if state.queue.count <= count {
+                swap(&state.queue, &taken)
+            } else {
+                for _ in 0..<count { taken.append(state.queue.removeFirst()) }
+            }
+            state.budget.queued -= taken.count
+            if state.queue.isEmpty { state.drainPending = false }
+            guard !taken.isEmpty else { return [] }
+            return state.budget.takeWaiters()
+        }
+        for waiter in waiters { waiter.resume(.success(())) }
+    }
+
     /// Loop: the size senders may queue without asking the loop (nil: ask the loop).
     package func publish(maximumSize: Int?) {
         state.withLock { $0.maximumSize = maximumSize }

@@ -154,8 +154,9 @@ extension QUICConnection {
             }
             if let datagram = pendingDatagrams.first, datagramWindowAllows {
                 var accepted: Int32 = 0
-                let written = datagram.bytes.withUnsafeBufferPointer { bytes -> Int in
-                    var vec = ngtcp2_vec(base: UnsafeMutablePointer(mutating: bytes.baseAddress), len: bytes.count)
+                let written = datagram.bytes.withUnsafeBytes { bytes -> Int in
+                    var vec = ngtcp2_vec(
+                        base: UnsafeMutablePointer(mutating: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)), len: bytes.count)
                     return braid_ngtcp2_conn_writev_datagram(
                         conn, path, &info, buffer, capacity, &accepted, UInt32(NGTCP2_WRITE_DATAGRAM_FLAG_MORE),
                         datagram.id, &vec, 1, now.nanoseconds)

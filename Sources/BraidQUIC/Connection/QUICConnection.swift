@@ -99,8 +99,13 @@ package final class QUICConnection {
     package internal(set) var drainedStreamBytes: UInt64 = 0
 
     // MARK: Datagrams (+Datagrams)
-    /// Datagrams queued by `sendDatagram`, not yet in a packet.
-    var pendingDatagrams = Deque<(id: UInt64, bytes: [UInt8])>()
+    /// Datagrams queued by `sendDatagram`, not yet in a packet (held as the sender gave them).
+    var pendingDatagrams = Deque<(id: UInt64, bytes: any QUICDatagramPayload)>()
+    /// Takes received datagrams in place of `datagramReceived` events (nil: events).
+    package var datagramSink: (any QUICDatagramSink)?
+    /// A `datagramsReceived` event is queued and not yet polled: datagrams the sink takes
+    /// meanwhile ride on it.
+    var datagramsReceivedPending = false
     /// The most datagrams `pendingDatagrams` has held at once (see `largestPendingDatagramCount`).
     var pendingDatagramHighWater = 0
     /// The ID the next queued datagram gets (its acknowledged/lost events carry it).
@@ -295,7 +300,11 @@ package final class QUICConnection {
     }
 
     /// Next event, if any.
-    package func pollEvent() -> QUICEvent? { events.popFirst() }
+    package func pollEvent() -> QUICEvent? {
+        let event = events.popFirst()
+        if case .datagramsReceived = event { datagramsReceivedPending = false }
+        return event
+    }
 
     func emit(_ event: QUICEvent) { events.append(event) }
 

@@ -24,6 +24,9 @@ package enum QUICEvent: Sendable, Hashable {
     case streamsAvailable
     /// An RFC 9221 datagram arrived; `early` if it came in 0-RTT.
     case datagramReceived(bytes: [UInt8], early: Bool)
+    /// The connection's `datagramSink` took datagrams: raised once until polled, however many
+    /// it took meanwhile (without a sink, each datagram is a `datagramReceived`).
+    case datagramsReceived
     /// A datagram we sent was acknowledged.
     case datagramAcknowledged(id: UInt64)
     /// A datagram we sent was declared lost (datagrams are never retransmitted).

@@ -74,6 +74,26 @@ import Testing
         #expect(outbox.offer(Data([5])) == .queuedDrainNeeded)
     }
 
+    /// The loop's drain into a deque it keeps: everything queued moves in one swap, a partial
+    /// take keeps the rest in order, the deque is emptied first, and senders waiting for room
+    /// are woken either way.
+    @Test func theOutboxDrainsIntoTheLoopsDequeInOrder() async throws {
+        let outbox = DatagramOutbox(limit: 3)
+        outbox.publish(maximumSize: 100)
+        for value in 1...3 { _ = outbox.offer(Data([UInt8(value)])) }
+        let waiter = Task { try await outbox.waitForRoom() }
+        while outbox.roomWaiterCount == 0 { await Task.yield() }
+        var taken = Deque([Data([99])])
+        outbox.take(upTo: 2, into: &taken)
+        #expect(Array(taken) == [Data([1]), Data([2])])
+        try await waiter.value
+        #expect(outbox.offer(Data([4])) == .queued)
+        outbox.take(upTo: 10, into: &taken)
+        #expect(Array(taken) == [Data([3]), Data([4])])
+        #expect(outbox.count == 0)
+        #expect(outbox.offer(Data([5])) == .queuedDrainNeeded)
+    }
+
     /// Once the connection ends, queued datagrams are dropped and every sender, waiting or
     /// new, gets the connection's error.
     @Test func aFailedOutboxFailsWaitingAndNewSenders() async throws {
