@@ -74,7 +74,10 @@ package final class QUICChannel: ConnectionChannel {
     /// Turns engine, datapath and internal errors into the caller's error type.
     package let describe: (any Error) -> any Error
 
-    package private(set) var engine: QUICConnection?
+    // The loop-only state every datagram and packet event reads skips the run-time
+    // exclusivity check (a runtime call per access): only the loop touches it, and no access
+    // is held across a call that could reach it again.
+    @exclusivity(unchecked) package private(set) var engine: QUICConnection?
     /// The connection's logger; its identity is copied to the engine's lines too (which
     /// carry `quic.cid` besides).
     package var logger = BraidLog.logger(label: "braid.quic") {
@@ -84,8 +87,8 @@ package final class QUICChannel: ConnectionChannel {
         didSet { engine?.countsProbeTimeouts = trafficObserver != nil }
     }
     private var transport: QUICChannelTransport?
-    package private(set) var isReady = false
-    package private(set) var finalError: (any Error)?
+    @exclusivity(unchecked) package private(set) var isReady = false
+    @exclusivity(unchecked) package private(set) var finalError: (any Error)?
     private var streams: [Int64: QUICStreamChannel] = [:]
     private var readyWaiters: [((any Error)?) -> Void] = []
     /// Calls made before the client had its socket and engine connection.
@@ -94,15 +97,15 @@ package final class QUICChannel: ConnectionChannel {
     /// Datagram sends the loop had to decide (made before ready, or larger than the published
     /// limit) waiting for room in the engine's queue, in order. Other sends wait in
     /// `datagramOutbox`.
-    private var datagramSendWaiters = Deque<(Data, Completion<Void>)>()
+    @exclusivity(unchecked) private var datagramSendWaiters = Deque<(Data, Completion<Void>)>()
     /// The datagram size limit last given to the outbox and the delegate (nil: none yet).
-    private var publishedDatagramLimit: Int?
+    @exclusivity(unchecked) private var publishedDatagramLimit: Int?
     /// A drain of the outbox is due once the running handler returns (acknowledgements came).
-    private var datagramsSettling = false
+    @exclusivity(unchecked) private var datagramsSettling = false
     /// The outbox's datagrams on their way into the engine: the outbox hands over its queue's
     /// storage whole when the engine can take everything queued, and gets this (emptied, its
     /// room kept) back, so no datagram is copied and no array is grown per drain.
-    private var takenDatagrams = Deque<Data>()
+    @exclusivity(unchecked) private var takenDatagrams = Deque<Data>()
     /// Outbox datagrams the engine refused (sized against a limit the path has since lowered):
     /// counted with the engine's lost datagrams in the statistics.
     package private(set) var datagramsDroppedBeforeEngine: UInt64 = 0
@@ -110,7 +113,7 @@ package final class QUICChannel: ConnectionChannel {
     package var ticketReceived: ((QUICResumptionTicket) -> Void)?
     /// Takes every stream event in place of the channel's stream owners (HTTP/3 reads and
     /// writes the streams itself); nil for the public stream API. Held until the channel ends.
-    package var streamConsumer: QUICStreamConsumer?
+    @exclusivity(unchecked) package var streamConsumer: QUICStreamConsumer?
 
     package init(loop: EventLoop, streamSendLimit: Int, connectionSendLimit: Int, describe: @escaping (any Error) -> any Error) {
         self.loop = loop
@@ -129,6 +132,8 @@ package final class QUICChannel: ConnectionChannel {
         tagEngineLogger()
         engine.makeStreamSink = { [weak self] id in self?.makePeerStreamSink(id) }
         engine.datagramSink = datagramSink
+        // Outcomes only tell the channel that the engine's queue moved: one event per batch.
+        engine.reportsEachDatagramOutcome = false
         streamConsumer?.channelAttached(self, engine: engine, context: context)
         Self.run(&attachWaiters, nil)
     }
@@ -175,7 +180,7 @@ package final class QUICChannel: ConnectionChannel {
         if engine != nil { transport?.service(context) }
     }
 
-    private var transmitPending = false
+    @exclusivity(unchecked) private var transmitPending = false
 
     // MARK: Engine events
 
@@ -241,7 +246,7 @@ package final class QUICChannel: ConnectionChannel {
         case .datagramReceived(let bytes, _):
             // Before the channel had the engine (none once its sink is installed).
             datagramInbox.deliver(Data(bytes))
-        case .datagramAcknowledged, .datagramLost:
+        case .datagramAcknowledged, .datagramLost, .datagramsSettled:
             // Written datagrams are settling: the queue has room again. Once for all the
             // acknowledgements the handler now running brings, not once each.
             guard !datagramsSettling else { break }

@@ -21,9 +21,10 @@
 # turns (A B, then B A); with more than one round, the medians are compared.
 #
 # quic-datagrams also reports the client's QUIC packets (sent and received) per message over
-# the same difference, and each run's own count per delivered datagram (the N run's and the
-# 2N run's, start-up included): how many packets carry a message varies from run to run (ACKs,
-# pacing), and the per-message counts move with it, so read them together.
+# the same difference, both ends' instructions per such packet, and each run's own count per
+# delivered datagram (the N run's and the 2N run's, start-up included): how many packets carry
+# a message varies from run to run (ACKs, pacing, resends when a loaded machine drops some), and
+# the per-message counts move with it, so read them together.
 #
 # Environment: N, SIZE, BATCH, RATE as above; KEEP=DIR keeps the callgrind files (for
 # `callgrind_annotate DIR/<label>-<side>-2N.out`); VALGRIND (default valgrind).
@@ -136,7 +137,7 @@ server = (s2 - s1) / (got2 - got1)
 rows = [("client Ir/msg", client), ("server Ir/msg", server), ("both Ir/msg", client + server),
         ("delivered %", 100 * got2 / sent2)]
 if p2 > 0:
-    rows += [("client pkts/msg", (p2 - p1) / (sent2 - sent1)),
+    rows += [("client pkts/msg", (p2 - p1) / (sent2 - sent1)), ("both Ir/pkt", (c2 + s2 - c1 - s1) / (p2 - p1)),
              ("both Ir/msg N", (c1 + s1) / got1), ("both Ir/msg 2N", (c2 + s2) / got2)]
 print(f"{label}: " + ", ".join(f"{m} {v:.0f}" if "Ir" in m else f"{m} {v:.2f}" for m, v in rows), flush=True)
 with open(results, "a") as f:
@@ -159,7 +160,8 @@ values = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     label, metric, value = line.rstrip("\n").split("\t")
     values[(label, metric)].append(float(value))
-for metric in ["client Ir/msg", "server Ir/msg", "both Ir/msg", "delivered %", "client pkts/msg", "both Ir/msg N", "both Ir/msg 2N"]:
+for metric in ["client Ir/msg", "server Ir/msg", "both Ir/msg", "delivered %", "client pkts/msg", "both Ir/pkt", "both Ir/msg N",
+               "both Ir/msg 2N"]:
     if not values[("A", metric)]:
         continue
     a, b = statistics.median(values[("A", metric)]), statistics.median(values[("B", metric)])

@@ -168,14 +168,14 @@ extension QUICConnection {
         cb.ack_datagram = { _, id, userData in
             let connection = QUICConnection.from(userData)
             connection.datagramProbe.datagramResolved()
-            connection.emit(.datagramAcknowledged(id: id))
+            connection.datagramSettled(.datagramAcknowledged(id: id))
             return 0
         }
         cb.lost_datagram = { _, id, userData in
             let connection = QUICConnection.from(userData)
             connection.counters.datagramLost()
             connection.datagramProbe.datagramResolved()
-            connection.emit(.datagramLost(id: id))
+            connection.datagramSettled(.datagramLost(id: id))
             return 0
         }
         return cb

@@ -52,6 +52,17 @@ extension QUICConnection {
     /// shows whether a sender's bound on the queue held (a sampled count can miss the peak).
     package var largestPendingDatagramCount: Int { pendingDatagramHighWater }
 
+    /// Reports a sent datagram's outcome (`datagramAcknowledged` or `datagramLost`), or folds
+    /// it into one `datagramsSettled` (`reportsEachDatagramOutcome`).
+    func datagramSettled(_ outcome: QUICEvent) {
+        if reportsEachDatagramOutcome {
+            emit(outcome)
+        } else if !datagramsSettledPending {
+            datagramsSettledPending = true
+            emit(.datagramsSettled)
+        }
+    }
+
     // MARK: - Datagram probe (see `DatagramProbe`)
 
     /// Sets ngtcp2's keep-alive to what the probe wants now; after every input and write.

@@ -149,7 +149,7 @@ extension QUICConnection {
                 // It fitted when queued, but the path's packets shrank (e.g. after migration).
                 pendingDatagrams.removeFirst()
                 counters.datagramLost()
-                emit(.datagramLost(id: datagram.id))
+                datagramSettled(.datagramLost(id: datagram.id))
                 continue
             }
             if let datagram = pendingDatagrams.first, datagramWindowAllows {
@@ -173,7 +173,7 @@ extension QUICConnection {
                     // enqueue, so only reachable if the peer changed its mind; drop it.
                     pendingDatagrams.removeFirst()
                     counters.datagramLost()
-                    emit(.datagramLost(id: datagram.id))
+                    datagramSettled(.datagramLost(id: datagram.id))
                     continue
                 }
                 handleWriteError(Int32(written), now: now)

@@ -31,6 +31,10 @@ package enum QUICEvent: Sendable, Hashable {
     case datagramAcknowledged(id: UInt64)
     /// A datagram we sent was declared lost (datagrams are never retransmitted).
     case datagramLost(id: UInt64)
+    /// Datagrams we sent were acknowledged or declared lost, with
+    /// `QUICConnection.reportsEachDatagramOutcome` off: raised once until polled, however many
+    /// settled meanwhile (the lost ones are counted in `statistics.datagramsLost` either way).
+    case datagramsSettled
     /// The server sent material to resume a later connection (store it per server name).
     case resumptionTicket(QUICResumptionTicket)
     /// The server refused our 0-RTT data; the engine resent it after the handshake.

@@ -91,6 +91,35 @@ import Testing
         #expect(batchEvents >= 1 && batchEvents <= packets)
     }
 
+    /// With `reportsEachDatagramOutcome` off, acknowledgements and losses come as one
+    /// `datagramsSettled` until polled, never one event per datagram, and losses are still
+    /// counted.
+    @Test func outcomesFoldIntoOneEventPerPollWhenAsked() throws {
+        var conditions = LinkConditions()
+        conditions.dropRate = 0.10
+        let (network, client, _) = try established(conditions: conditions, seed: 5)
+        client.reportsEachDatagramOutcome = false
+        var settledEvents = 0
+        var perDatagramEvents = 0
+        var received = 0
+        network.onEvent = { connection, event in
+            switch (connection.role, event) {
+            case (.client, .datagramsSettled): settledEvents += 1
+            case (.client, .datagramAcknowledged), (.client, .datagramLost): perDatagramEvents += 1
+            case (.server, .datagramReceived): received += 1
+            default: break
+            }
+        }
+        let count = 300
+        for index in 0..<count { try client.sendDatagram(datagram(index)) }
+        network.run(for: .seconds(30)) { client.pendingDatagramCount == 0 && received > 0 }
+        network.settle()
+        #expect(perDatagramEvents == 0)
+        #expect(settledEvents >= 1 && settledEvents < count, "\(settledEvents) events for \(count) datagrams")
+        #expect(received < count, "10% loss must lose some")
+        #expect(client.statistics.datagramsLost > 0)
+    }
+
     @Test func oversizedDatagramIsAClearError() throws {
         let (_, client, _) = try established()
         let maximum = client.maxDatagramPayloadSize
