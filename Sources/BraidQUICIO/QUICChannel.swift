@@ -60,6 +60,8 @@ package final class QUICChannel: ConnectionChannel {
     /// bound).
     /// Measured: a listener's buffer limit counts each unread datagram's payload and entry.
     package let datagramInbox = DatagramInbox(backlog: 4096) { $0.count + MemoryLayout<Data>.stride }
+    /// Where the engine puts received datagrams until `datagramsReceived` hands them over.
+    private let datagramSink: QUICDatagramInboxSink
     /// Datagrams sent and not yet taken by the loop.
     package let datagramOutbox = DatagramOutbox(limit: QUICChannel.datagramQueueLimit)
     /// How many datagrams may wait in the engine for congestion-window room before `send`
@@ -73,7 +75,10 @@ package final class QUICChannel: ConnectionChannel {
     /// Turns engine, datapath and internal errors into the caller's error type.
     package let describe: (any Error) -> any Error
 
-    package private(set) var engine: QUICConnection?
+    // The loop-only state every datagram and packet event reads skips the run-time
+    // exclusivity check (a runtime call per access): only the loop touches it, and no access
+    // is held across a call that could reach it again.
+    @exclusivity(unchecked) package private(set) var engine: QUICConnection?
     /// The connection's logger; its identity is copied to the engine's lines too (which
     /// carry `quic.cid` besides).
     package var logger = BraidLog.logger(label: "braid.quic") {
@@ -83,8 +88,8 @@ package final class QUICChannel: ConnectionChannel {
         didSet { engine?.countsProbeTimeouts = trafficObserver != nil }
     }
     private var transport: QUICChannelTransport?
-    package private(set) var isReady = false
-    package private(set) var finalError: (any Error)?
+    @exclusivity(unchecked) package private(set) var isReady = false
+    @exclusivity(unchecked) package private(set) var finalError: (any Error)?
     private var streams: [Int64: QUICStreamChannel] = [:]
     private var readyWaiters: [((any Error)?) -> Void] = []
     /// Calls made before the client had its socket and engine connection.
@@ -93,9 +98,15 @@ package final class QUICChannel: ConnectionChannel {
     /// Datagram sends the loop had to decide (made before ready, or larger than the published
     /// limit) waiting for room in the engine's queue, in order. Other sends wait in
     /// `datagramOutbox`.
-    private var datagramSendWaiters = Deque<(Data, Completion<Void>)>()
+    @exclusivity(unchecked) private var datagramSendWaiters = Deque<(Data, Completion<Void>)>()
     /// The datagram size limit last given to the outbox and the delegate (nil: none yet).
-    private var publishedDatagramLimit: Int?
+    @exclusivity(unchecked) private var publishedDatagramLimit: Int?
+    /// A drain of the outbox is due once the running handler returns (acknowledgements came).
+    @exclusivity(unchecked) private var datagramsSettling = false
+    /// The outbox's datagrams on their way into the engine: the outbox hands over its queue's
+    /// storage whole when the engine can take everything queued, and gets this (emptied, its
+    /// room kept) back, so no datagram is copied and no array is grown per drain.
+    @exclusivity(unchecked) private var takenDatagrams = Deque<Data>()
     /// Outbox datagrams the engine refused (sized against a limit the path has since lowered):
     /// counted with the engine's lost datagrams in the statistics.
     package private(set) var datagramsDroppedBeforeEngine: UInt64 = 0
@@ -103,13 +114,14 @@ package final class QUICChannel: ConnectionChannel {
     package var ticketReceived: ((QUICResumptionTicket) -> Void)?
     /// Takes every stream event in place of the channel's stream owners (HTTP/3 reads and
     /// writes the streams itself); nil for the public stream API. Held until the channel ends.
-    package var streamConsumer: QUICStreamConsumer?
+    @exclusivity(unchecked) package var streamConsumer: QUICStreamConsumer?
 
     package init(loop: EventLoop, streamSendLimit: Int, connectionSendLimit: Int, describe: @escaping (any Error) -> any Error) {
         self.loop = loop
         self.streamSendLimit = streamSendLimit
         sendBudget = SharedSendBudget(limit: connectionSendLimit)
         self.describe = describe
+        datagramSink = QUICDatagramInboxSink(inbox: datagramInbox)
     }
 
     /// Takes over an engine connection and the transport that serves it. Calls made before
@@ -121,6 +133,9 @@ package final class QUICChannel: ConnectionChannel {
         tagEngineLogger()
         engine.makeStreamSink = { [weak self] id in self?.makePeerStreamSink(id) }
         engine.ownerHeldBytes = { [weak self] in self?.heldBytes ?? 0 }
+        engine.datagramSink = datagramSink
+        // Outcomes only tell the channel that the engine's queue moved: one event per batch.
+        engine.reportsEachDatagramOutcome = false
         streamConsumer?.channelAttached(self, engine: engine, context: context)
         Self.run(&attachWaiters, nil)
     }
@@ -167,7 +182,7 @@ package final class QUICChannel: ConnectionChannel {
         if engine != nil { transport?.service(context) }
     }
 
-    private var transmitPending = false
+    @exclusivity(unchecked) private var transmitPending = false
 
     // MARK: Engine events
 
@@ -228,11 +243,20 @@ package final class QUICChannel: ConnectionChannel {
             publishSendBudget(streamID: nil)
         case .streamsAvailable:
             retryStreamOpens(context)
+        case .datagramsReceived:
+            datagramSink.deliver()
         case .datagramReceived(let bytes, _):
+            // Before the channel had the engine (none once its sink is installed).
             datagramInbox.deliver(Data(bytes))
-        case .datagramAcknowledged, .datagramLost:
-            // Written datagrams are settling: the queue has room again.
-            sendQueuedDatagrams(context)
+        case .datagramAcknowledged, .datagramLost, .datagramsSettled:
+            // Written datagrams are settling: the queue has room again. Once for all the
+            // acknowledgements the handler now running brings, not once each.
+            guard !datagramsSettling else { break }
+            datagramsSettling = true
+            context.afterCurrentEvent { [self] context in
+                datagramsSettling = false
+                sendQueuedDatagrams(context)
+            }
         case .earlyDataRejected:
             break
         case .resumptionTicket(let ticket):
@@ -426,7 +450,7 @@ package final class QUICChannel: ConnectionChannel {
             // A send cancelled while it waited is dropped, never sent.
             guard completion.isPending else { continue }
             do {
-                try engine.sendDatagram(bytes)
+                try engine.sendDatagram(payload: SentDatagram(bytes: bytes))
                 queued = true
                 completion.resume(.success(()))
             } catch {
@@ -435,9 +459,10 @@ package final class QUICChannel: ConnectionChannel {
         }
         if datagramSendWaiters.isEmpty && isReady {
             let room = Self.datagramQueueLimit - engine.pendingDatagramCount
-            for bytes in room > 0 ? datagramOutbox.take(upTo: room) : [] {
+            if room > 0 { datagramOutbox.take(upTo: room, into: &takenDatagrams) }
+            for bytes in takenDatagrams {
                 do {
-                    try engine.sendDatagram(bytes)
+                    try engine.sendDatagram(payload: SentDatagram(bytes: bytes))
                     queued = true
                 } catch {
                     // Sized against a limit the path has since lowered (or datagrams were
@@ -445,6 +470,7 @@ package final class QUICChannel: ConnectionChannel {
                     datagramsDroppedBeforeEngine += 1
                 }
             }
+            takenDatagrams.removeAll(keepingCapacity: true)
         }
         if queued { transmit(context) }
         publishDatagramLimit(engine)

@@ -14,7 +14,9 @@ package final class QUICInboundChannels {
     private let context: LoopContext
     private let admit: Admit
     /// The channels of live connections (the public connections are their handlers' to keep).
-    private var channels: [ObjectIdentifier: QUICChannel] = [:]
+    /// Read for every engine event, on the loop, and never held across a call that could
+    /// reach it again: the run-time exclusivity check is left out.
+    @exclusivity(unchecked) private var channels: [ObjectIdentifier: QUICChannel] = [:]
     /// Connections refused because the listener stopped after the endpoint took them: their
     /// remaining events go nowhere. Held (not only their identifiers) until they terminate,
     /// so a new connection cannot reuse an identifier still listed here.

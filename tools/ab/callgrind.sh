@@ -20,6 +20,12 @@
 # per message sent, the server's per message it received (udp) or echoed. The builds take
 # turns (A B, then B A); with more than one round, the medians are compared.
 #
+# quic-datagrams also reports the client's QUIC packets (sent and received) per message over
+# the same difference, both ends' instructions per such packet, and each run's own count per
+# delivered datagram (the N run's and the 2N run's, start-up included): how many packets carry
+# a message varies from run to run (ACKs, pacing, resends when a loaded machine drops some), and
+# the per-message counts move with it, so read them together.
+#
 # Environment: N, SIZE, BATCH, RATE as above; KEEP=DIR keeps the callgrind files (for
 # `callgrind_annotate DIR/<label>-<side>-2N.out`); VALGRIND (default valgrind).
 #
@@ -109,27 +115,31 @@ once() { # label binary count -> "client-Ir server-Ir client-messages server-mes
     finish_server
     sent=$count
     received=$(last_json "$out/client.out" datagrams_received)
+    packets=$(python3 -c 'import json, sys; r = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])["statistics"]; print(r["packets_sent"] + r["packets_received"])' "$out/client.out")
     ;;
   esac
   [ -n "${KEEP:-}" ] && cp "$cfile" "$sfile" "$KEEP/"
-  echo "$(instructions "$cfile") $(instructions "$sfile") $sent $received"
+  echo "$(instructions "$cfile") $(instructions "$sfile") $sent $received ${packets:-0}"
 }
 
 run() { # label binary
   local label=$1 bin=$2
-  read -r c1 s1 sent1 got1 < <(once "$label" "$bin" "$n" N)
-  read -r c2 s2 sent2 got2 < <(once "$label" "$bin" $((2 * n)) 2N)
-  python3 - "$label" "$results" "$c1" "$s1" "$sent1" "$got1" "$c2" "$s2" "$sent2" "$got2" <<'PY'
+  read -r c1 s1 sent1 got1 p1 < <(once "$label" "$bin" "$n" N)
+  read -r c2 s2 sent2 got2 p2 < <(once "$label" "$bin" $((2 * n)) 2N)
+  python3 - "$label" "$results" "$c1" "$s1" "$sent1" "$got1" "$c2" "$s2" "$sent2" "$got2" "$p1" "$p2" <<'PY'
 import sys
 label, results = sys.argv[1:3]
-c1, s1, sent1, got1, c2, s2, sent2, got2 = map(float, sys.argv[3:])
+c1, s1, sent1, got1, c2, s2, sent2, got2, p1, p2 = map(float, sys.argv[3:])
 if got2 <= got1:
     sys.exit(f"{label}: the larger run delivered no more messages ({got2:.0f} against {got1:.0f})")
 client = (c2 - c1) / (sent2 - sent1)
 server = (s2 - s1) / (got2 - got1)
 rows = [("client Ir/msg", client), ("server Ir/msg", server), ("both Ir/msg", client + server),
         ("delivered %", 100 * got2 / sent2)]
-print(f"{label}: " + ", ".join(f"{m} {v:.0f}" if "Ir" in m else f"{m} {v:.1f}" for m, v in rows), flush=True)
+if p2 > 0:
+    rows += [("client pkts/msg", (p2 - p1) / (sent2 - sent1)), ("both Ir/pkt", (c2 + s2 - c1 - s1) / (p2 - p1)),
+             ("both Ir/msg N", (c1 + s1) / got1), ("both Ir/msg 2N", (c2 + s2) / got2)]
+print(f"{label}: " + ", ".join(f"{m} {v:.0f}" if "Ir" in m else f"{m} {v:.2f}" for m, v in rows), flush=True)
 with open(results, "a") as f:
     for metric, value in rows:
         f.write(f"{label}\t{metric}\t{value}\n")
@@ -150,7 +160,10 @@ values = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     label, metric, value = line.rstrip("\n").split("\t")
     values[(label, metric)].append(float(value))
-for metric in ["client Ir/msg", "server Ir/msg", "both Ir/msg", "delivered %"]:
+for metric in ["client Ir/msg", "server Ir/msg", "both Ir/msg", "delivered %", "client pkts/msg", "both Ir/pkt", "both Ir/msg N",
+               "both Ir/msg 2N"]:
+    if not values[("A", metric)]:
+        continue
     a, b = statistics.median(values[("A", metric)]), statistics.median(values[("B", metric)])
-    print(f"{metric:14} A {a:10.0f}  B {b:10.0f}  B/A {b / a:.3f}" if "Ir" in metric else f"{metric:14} A {a:10.1f}  B {b:10.1f}")
+    print(f"{metric:15} A {a:10.0f}  B {b:10.0f}  B/A {b / a:.3f}" if "Ir" in metric else f"{metric:15} A {a:10.2f}  B {b:10.2f}")
 PY

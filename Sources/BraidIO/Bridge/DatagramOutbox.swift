@@ -93,18 +93,18 @@ package final class DatagramOutbox: Sendable {
         }
     }
 
-    /// Loop: takes up to `count` datagrams, oldest first, and wakes senders waiting for room.
-    /// While datagrams remain, the loop keeps them in mind (it takes more as the engine's
-    /// queue drains), so senders post no further passes.
-    package func take(upTo count: Int) -> [Data] {
-        let (taken, waiters) = state.withLock { state -> ([Data], [Completion<Void>]) in
-            var taken: [Data]
+    /// Loop: takes up to `count` datagrams, oldest first, into `taken` (emptied first), and
+    /// wakes senders waiting for room. When `count` covers everything queued, the queue's
+    /// storage itself moves to `taken` and the outbox keeps `taken`'s (its room kept), so a
+    /// drain copies no datagram and allocates nothing. While datagrams remain, the loop keeps
+    /// them in mind (it takes more as the engine's queue drains), so senders post no further
+    /// passes.
+    package func take(upTo count: Int, into taken: inout Deque<Data>) {
+        taken.removeAll(keepingCapacity: true)
+        let waiters = state.withLock { state -> [Completion<Void>] in
             if state.queue.count <= count {
-                taken = Array(state.queue)
-                state.queue.removeAll(keepingCapacity: true)
+                swap(&state.queue, &taken)
             } else {
-                taken = []
-                taken.reserveCapacity(count)
                 for _ in 0..<count { taken.append(state.queue.removeFirst()) }
             }
             state.budget.queued -= taken.count
@@ -114,23 +114,7 @@ package final class DatagramOutbox: Sendable {
             } else {
                 for datagram in taken { state.heldBytes -= datagram.count }
             }
-            guard !taken.isEmpty else { return (taken, []) }
-            return (taken, state.budget.takeWaiters())
-        }
-        for waiter in waiters { waiter.resume(.success(())) }
-        return taken
-    }
-
-    /// Loop: takes everything queued into `items` (emptied first, its room kept), whose storage
-    /// the outbox keeps for what senders queue next: no datagram is copied out one by one and
-    /// no new buffer is made per pass. Wakes senders waiting for room.
-    package func takeAll(swappingWith items: inout Deque<Data>) {
-        items.removeAll(keepingCapacity: true)
-        let waiters = state.withLock { state -> [Completion<Void>] in
-            state.drainPending = false
-            guard !state.queue.isEmpty else { return [] }
-            swap(&state.queue, &items)
-            state.budget.queued -= items.count
+            guard !taken.isEmpty else { return [] }
             return state.budget.takeWaiters()
         }
         for waiter in waiters { waiter.resume(.success(())) }

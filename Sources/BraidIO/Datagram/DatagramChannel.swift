@@ -386,7 +386,7 @@ package final class DatagramChannel: ConnectionChannel {
 
     /// Moves everything the outbox holds to `unsent`, unmarked.
     private func appendQueued() {
-        outbox.takeAll(swappingWith: &taken)
+        outbox.take(upTo: .max, into: &taken)
         while let datagram = taken.popFirst() {
             do {
                 try enqueue(datagram, ecn: .notECT)

@@ -154,20 +154,28 @@ extension QUICConnection {
         cb.recv_datagram = { _, flags, data, length, userData in
             let connection = QUICConnection.from(userData)
             let early = flags & UInt32(NGTCP2_DATAGRAM_FLAG_EARLY) != 0
-            connection.emit(.datagramReceived(bytes: Array(UnsafeBufferPointer(start: data, count: length)), early: early))
+            if let sink = connection.datagramSink {
+                sink.receive(UnsafeRawBufferPointer(start: data, count: length), early: early)
+                if !connection.datagramsReceivedPending {
+                    connection.datagramsReceivedPending = true
+                    connection.emit(.datagramsReceived)
+                }
+            } else {
+                connection.emit(.datagramReceived(bytes: Array(UnsafeBufferPointer(start: data, count: length)), early: early))
+            }
             return 0
         }
         cb.ack_datagram = { _, id, userData in
             let connection = QUICConnection.from(userData)
             connection.datagramProbe.datagramResolved()
-            connection.emit(.datagramAcknowledged(id: id))
+            connection.datagramSettled(.datagramAcknowledged(id: id))
             return 0
         }
         cb.lost_datagram = { _, id, userData in
             let connection = QUICConnection.from(userData)
             connection.counters.datagramLost()
             connection.datagramProbe.datagramResolved()
-            connection.emit(.datagramLost(id: id))
+            connection.datagramSettled(.datagramLost(id: id))
             return 0
         }
         return cb

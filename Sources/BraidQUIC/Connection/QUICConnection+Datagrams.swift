@@ -21,6 +21,14 @@ extension QUICConnection {
     /// `.datagramLost`. Throws `datagramTooLarge` or `datagramsNotSupported` instead of dropping.
     @discardableResult
     package func sendDatagram<Bytes: Collection>(_ bytes: Bytes) throws -> UInt64 where Bytes.Element == UInt8 {
+        // One memcpy when the bytes are contiguous (Data, arrays), not a generic copy loop.
+        try sendDatagram(payload: bytes.withContiguousStorageIfAvailable { Array($0) } ?? Array(bytes))
+    }
+
+    /// Queues a datagram as it is, without copying it: the engine holds `payload` until it is
+    /// written into a packet. Returns its ID; throws as `sendDatagram(_:)` does.
+    @discardableResult
+    package func sendDatagram(payload: some QUICDatagramPayload) throws -> UInt64 {
         try ensureOpen()
         let maximum = maxDatagramPayloadSize
         if maximum == 0 {
@@ -29,12 +37,10 @@ extension QUICConnection {
             }
             throw QUICError.datagramsNotSupported
         }
-        guard bytes.count <= maximum else { throw QUICError.datagramTooLarge(size: bytes.count, maximum: maximum) }
+        guard payload.count <= maximum else { throw QUICError.datagramTooLarge(size: payload.count, maximum: maximum) }
         let id = nextDatagramID
         nextDatagramID += 1
-        // One memcpy when the bytes are contiguous (Data, arrays), not a generic copy loop.
-        let copy = bytes.withContiguousStorageIfAvailable { Array($0) } ?? Array(bytes)
-        pendingDatagrams.append((id, copy))
+        pendingDatagrams.append((id, payload))
         pendingDatagramHighWater = max(pendingDatagramHighWater, pendingDatagrams.count)
         return id
     }
@@ -45,6 +51,17 @@ extension QUICConnection {
     /// The most datagrams that have waited in the queue at once, over the connection's life:
     /// shows whether a sender's bound on the queue held (a sampled count can miss the peak).
     package var largestPendingDatagramCount: Int { pendingDatagramHighWater }
+
+    /// Reports a sent datagram's outcome (`datagramAcknowledged` or `datagramLost`), or folds
+    /// it into one `datagramsSettled` (`reportsEachDatagramOutcome`).
+    func datagramSettled(_ outcome: QUICEvent) {
+        if reportsEachDatagramOutcome {
+            emit(outcome)
+        } else if !datagramsSettledPending {
+            datagramsSettledPending = true
+            emit(.datagramsSettled)
+        }
+    }
 
     // MARK: - Datagram probe (see `DatagramProbe`)
 

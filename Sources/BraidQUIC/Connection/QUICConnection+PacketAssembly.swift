@@ -149,13 +149,14 @@ extension QUICConnection {
                 // It fitted when queued, but the path's packets shrank (e.g. after migration).
                 pendingDatagrams.removeFirst()
                 counters.datagramLost()
-                emit(.datagramLost(id: datagram.id))
+                datagramSettled(.datagramLost(id: datagram.id))
                 continue
             }
             if let datagram = pendingDatagrams.first, datagramWindowAllows {
                 var accepted: Int32 = 0
-                let written = datagram.bytes.withUnsafeBufferPointer { bytes -> Int in
-                    var vec = ngtcp2_vec(base: UnsafeMutablePointer(mutating: bytes.baseAddress), len: bytes.count)
+                let written = datagram.bytes.withUnsafeBytes { bytes -> Int in
+                    var vec = ngtcp2_vec(
+                        base: UnsafeMutablePointer(mutating: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)), len: bytes.count)
                     return braid_ngtcp2_conn_writev_datagram(
                         conn, path, &info, buffer, capacity, &accepted, UInt32(NGTCP2_WRITE_DATAGRAM_FLAG_MORE),
                         datagram.id, &vec, 1, now.nanoseconds)
@@ -172,7 +173,7 @@ extension QUICConnection {
                     // enqueue, so only reachable if the peer changed its mind; drop it.
                     pendingDatagrams.removeFirst()
                     counters.datagramLost()
-                    emit(.datagramLost(id: datagram.id))
+                    datagramSettled(.datagramLost(id: datagram.id))
                     continue
                 }
                 handleWriteError(Int32(written), now: now)

@@ -46,7 +46,10 @@ package final class QUICConnection {
     private var qlogFile: UnsafeMutablePointer<FILE>?
 
     var phase: Phase = .handshaking
-    var events = Deque<QUICEvent>()
+    // Per-packet state below skips the run-time exclusivity check (a runtime call on every
+    // access, several per packet): the engine is used by one thread at a time and none of it
+    // is held across a call that could reach it again.
+    @exclusivity(unchecked) var events = Deque<QUICEvent>()
     /// The `now` of the latest input, for callbacks that need a timestamp.
     var currentTime = QUICInstant(nanoseconds: 0)
     /// A server connection's first packet: the Initial its endpoint made it for (after a
@@ -92,7 +95,7 @@ package final class QUICConnection {
     /// packet's bytes: 64 streams moved 0.56x the bytes one stream did.
     static let streamSendQuantum = 64 * 1024
     /// Streams ngtcp2 dropped when the server refused 0-RTT; reopened after `read_pkt` returns.
-    var pendingReopen: [StreamState] = []
+    @exclusivity(unchecked) var pendingReopen: [StreamState] = []
     /// Stream bytes held across all streams, bounded by `connectionSendBufferLimit`.
     var sendBudget: SendBudget<StreamState>
     /// Stream bytes the engine let go of so far, all streams: sent bytes acknowledged or
@@ -102,14 +105,25 @@ package final class QUICConnection {
     package internal(set) var drainedStreamBytes: UInt64 = 0
 
     // MARK: Datagrams (+Datagrams)
-    /// Datagrams queued by `sendDatagram`, not yet in a packet.
-    var pendingDatagrams = Deque<(id: UInt64, bytes: [UInt8])>()
+    /// Datagrams queued by `sendDatagram`, not yet in a packet (held as the sender gave them).
+    @exclusivity(unchecked) var pendingDatagrams = Deque<(id: UInt64, bytes: any QUICDatagramPayload)>()
+    /// Takes received datagrams in place of `datagramReceived` events (nil: events).
+    package var datagramSink: (any QUICDatagramSink)?
+    /// A `datagramsReceived` event is queued and not yet polled: datagrams the sink takes
+    /// meanwhile ride on it.
+    @exclusivity(unchecked) var datagramsReceivedPending = false
+    /// Each datagram's acknowledgement or loss is an event of its own, with its ID (the
+    /// default); off, they are one `datagramsSettled` until polled, for an owner that only
+    /// needs to know that the queue moved.
+    package var reportsEachDatagramOutcome = true
+    /// A `datagramsSettled` event is queued and not yet polled.
+    @exclusivity(unchecked) var datagramsSettledPending = false
     /// The most datagrams `pendingDatagrams` has held at once (see `largestPendingDatagramCount`).
-    var pendingDatagramHighWater = 0
+    @exclusivity(unchecked) var pendingDatagramHighWater = 0
     /// The ID the next queued datagram gets (its acknowledged/lost events carry it).
     var nextDatagramID: UInt64 = 0
     /// Keeps datagram-only flights from stalling on ngtcp2 0.12.1.
-    var datagramProbe: DatagramProbe
+    @exclusivity(unchecked) var datagramProbe: DatagramProbe
 
     // MARK: Packet assembly (+PacketAssembly)
     /// Where a packet that could not join its batch waits for the next one. Allocated the
@@ -155,7 +169,7 @@ package final class QUICConnection {
 
     // MARK: Statistics (+Statistics)
     /// What went in and out, for `statistics`.
-    var counters = TrafficCounters()
+    @exclusivity(unchecked) var counters = TrafficCounters()
     /// Count probe timeouts (`QUICConnectionStatistics.probeTimeouts`): two reads of ngtcp2's
     /// statistics per timer expiry, so only when the owner reports them.
     package var countsProbeTimeouts = false
@@ -163,14 +177,14 @@ package final class QUICConnection {
     // MARK: Server routing
     /// Server: changes the endpoint's routing table must follow, oldest first, until the endpoint
     /// applies them (`QUICServerEndpoint.applyRoutingChanges(of:)`). Empty in steady state.
-    var routingChanges: [QUICRoutingChange] = []
+    @exclusivity(unchecked) var routingChanges: [QUICRoutingChange] = []
     /// Server: issues the connection IDs we hand the peer (the endpoint's format and loop tag).
     var connectionIDGenerator: ConnectionIDGenerator?
     /// Server: the fleet's keys; connection IDs issued later take the minting generation's
     /// stateless-reset secret (`staticSecret` otherwise).
     var serverKeyRing: ServerKeyRing?
     /// Server: this connection was created by the datagram just passed to the endpoint.
-    package internal(set) var isNewlyAccepted = false
+    @exclusivity(unchecked) package internal(set) var isNewlyAccepted = false
 
     struct Setup {
         var role: Role
@@ -298,7 +312,15 @@ package final class QUICConnection {
     }
 
     /// Next event, if any.
-    package func pollEvent() -> QUICEvent? { events.popFirst() }
+    package func pollEvent() -> QUICEvent? {
+        let event = events.popFirst()
+        switch event {
+        case .datagramsReceived: datagramsReceivedPending = false
+        case .datagramsSettled: datagramsSettledPending = false
+        default: break
+        }
+        return event
+    }
 
     func emit(_ event: QUICEvent) { events.append(event) }
 

@@ -24,10 +24,17 @@ package enum QUICEvent: Sendable, Hashable {
     case streamsAvailable
     /// An RFC 9221 datagram arrived; `early` if it came in 0-RTT.
     case datagramReceived(bytes: [UInt8], early: Bool)
+    /// The connection's `datagramSink` took datagrams: raised once until polled, however many
+    /// it took meanwhile (without a sink, each datagram is a `datagramReceived`).
+    case datagramsReceived
     /// A datagram we sent was acknowledged.
     case datagramAcknowledged(id: UInt64)
     /// A datagram we sent was declared lost (datagrams are never retransmitted).
     case datagramLost(id: UInt64)
+    /// Datagrams we sent were acknowledged or declared lost, with
+    /// `QUICConnection.reportsEachDatagramOutcome` off: raised once until polled, however many
+    /// settled meanwhile (the lost ones are counted in `statistics.datagramsLost` either way).
+    case datagramsSettled
     /// The server sent material to resume a later connection (store it per server name).
     case resumptionTicket(QUICResumptionTicket)
     /// The server refused our 0-RTT data; the engine resent it after the handshake.

@@ -44,7 +44,9 @@ package final class QUICServerEndpoint {
     private let tls: ServerTLSContext
     var logger = BraidLog.logger(label: "braid.quic.server")
 
-    private var routes: [ConnectionID: QUICConnection] = [:]
+    /// Read for every datagram, by the endpoint's one thread, and never held across a call
+    /// that could reach it again: the run-time exclusivity check is left out.
+    @exclusivity(unchecked) private var routes: [ConnectionID: QUICConnection] = [:]
     /// Every live connection: its routed IDs and what the limits count it as.
     private var admitted: [ObjectIdentifier: Admission] = [:]
     /// Connections per client IP address (port 0), counting those whose address is proven.

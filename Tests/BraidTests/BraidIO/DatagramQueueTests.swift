@@ -66,11 +66,16 @@ import Testing
 
         let waiter = Task { try await outbox.waitForRoom() }
         while outbox.roomWaiterCount == 0 { await Task.yield() }
-        #expect(outbox.take(upTo: 1) == [Data([1])])
+        var taken = Deque<Data>()
+        outbox.take(upTo: 1, into: &taken)
+        #expect(Array(taken) == [Data([1])])
+        #expect(outbox.heldBytes == 2)
         try await waiter.value
         // Datagrams remain: the loop keeps them in mind, so no new pass is asked for.
         #expect(outbox.offer(Data([4])) == .queued)
-        #expect(outbox.take(upTo: 10) == [Data([2]), Data([3]), Data([4])])
+        outbox.take(upTo: 10, into: &taken)
+        #expect(Array(taken) == [Data([2]), Data([3]), Data([4])])
+        #expect(outbox.heldBytes == 0)
         #expect(outbox.offer(Data([5])) == .queuedDrainNeeded)
     }
 
@@ -86,17 +91,38 @@ import Testing
         let waiter = Task { try await outbox.waitForRoom() }
         while outbox.roomWaiterCount == 0 { await Task.yield() }
         var taken: Deque<Data> = [Data([9])]
-        outbox.takeAll(swappingWith: &taken)
+        outbox.take(upTo: .max, into: &taken)
         #expect(Array(taken) == [Data([1]), Data([2])])
         #expect(outbox.count == 0)
+        #expect(outbox.heldBytes == 0)
         try await waiter.value
         #expect(outbox.offer(Data([3])) == .queuedDrainNeeded)
-        outbox.takeAll(swappingWith: &taken)
+        outbox.take(upTo: .max, into: &taken)
         #expect(Array(taken) == [Data([3])])
         // Nothing queued: nothing taken, and the next send still asks for a pass.
-        outbox.takeAll(swappingWith: &taken)
+        outbox.take(upTo: .max, into: &taken)
         #expect(taken.isEmpty)
         #expect(outbox.offer(Data([4])) == .queuedDrainNeeded)
+    }
+
+    /// The loop's drain into a deque it keeps: everything queued moves in one swap, a partial
+    /// take keeps the rest in order, the deque is emptied first, and senders waiting for room
+    /// are woken either way.
+    @Test func theOutboxDrainsIntoTheLoopsDequeInOrder() async throws {
+        let outbox = DatagramOutbox(limit: 3)
+        outbox.publish(maximumSize: 100)
+        for value in 1...3 { _ = outbox.offer(Data([UInt8(value)])) }
+        let waiter = Task { try await outbox.waitForRoom() }
+        while outbox.roomWaiterCount == 0 { await Task.yield() }
+        var taken = Deque([Data([99])])
+        outbox.take(upTo: 2, into: &taken)
+        #expect(Array(taken) == [Data([1]), Data([2])])
+        try await waiter.value
+        #expect(outbox.offer(Data([4])) == .queued)
+        outbox.take(upTo: 10, into: &taken)
+        #expect(Array(taken) == [Data([3]), Data([4])])
+        #expect(outbox.count == 0)
+        #expect(outbox.offer(Data([5])) == .queuedDrainNeeded)
     }
 
     /// Once the connection ends, queued datagrams are dropped and every sender, waiting or

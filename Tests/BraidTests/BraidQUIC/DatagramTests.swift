@@ -64,6 +64,62 @@ import Testing
         #expect(acknowledged.isSubset(of: Set(0..<UInt64(count))))
     }
 
+    /// Datagrams smaller than a packet go out several to a packet (ngtcp2 is asked for more
+    /// after each), a sink takes them in place of per-datagram events, and the engine raises
+    /// one `datagramsReceived` for everything the sink took until it is polled.
+    @Test func smallDatagramsShareAPacketAndASinkTakesThemInBatches() throws {
+        let (network, client, _) = try established()
+        let server = try #require(network.serverConnections.first)
+        let sink = CollectingDatagramSink()
+        server.datagramSink = sink
+        var batchEvents = 0
+        var perDatagramEvents = 0
+        network.onEvent = { connection, event in
+            guard connection.role == .server else { return }
+            if case .datagramsReceived = event { batchEvents += 1 }
+            if case .datagramReceived = event { perDatagramEvents += 1 }
+        }
+        let count = 200
+        for index in 0..<count { try client.sendDatagram(payload: datagram(index, size: 100)) }
+        let before = network.delivered
+        #expect(network.run { sink.received.count == count })
+        let packets = network.delivered - before
+        #expect(Set(sink.received) == Set((0..<count).map { datagram($0, size: 100) }))
+        #expect(perDatagramEvents == 0)
+        // About 11 datagrams of 100 bytes fit a 1,200-byte packet.
+        #expect(packets < count / 4, "\(packets) packets for \(count) datagrams")
+        #expect(batchEvents >= 1 && batchEvents <= packets)
+    }
+
+    /// With `reportsEachDatagramOutcome` off, acknowledgements and losses come as one
+    /// `datagramsSettled` until polled, never one event per datagram, and losses are still
+    /// counted.
+    @Test func outcomesFoldIntoOneEventPerPollWhenAsked() throws {
+        var conditions = LinkConditions()
+        conditions.dropRate = 0.10
+        let (network, client, _) = try established(conditions: conditions, seed: 5)
+        client.reportsEachDatagramOutcome = false
+        var settledEvents = 0
+        var perDatagramEvents = 0
+        var received = 0
+        network.onEvent = { connection, event in
+            switch (connection.role, event) {
+            case (.client, .datagramsSettled): settledEvents += 1
+            case (.client, .datagramAcknowledged), (.client, .datagramLost): perDatagramEvents += 1
+            case (.server, .datagramReceived): received += 1
+            default: break
+            }
+        }
+        let count = 300
+        for index in 0..<count { try client.sendDatagram(datagram(index)) }
+        network.run(for: .seconds(30)) { client.pendingDatagramCount == 0 && received > 0 }
+        network.settle()
+        #expect(perDatagramEvents == 0)
+        #expect(settledEvents >= 1 && settledEvents < count, "\(settledEvents) events for \(count) datagrams")
+        #expect(received < count, "10% loss must lose some")
+        #expect(client.statistics.datagramsLost > 0)
+    }
+
     @Test func oversizedDatagramIsAClearError() throws {
         let (_, client, _) = try established()
         let maximum = client.maxDatagramPayloadSize
@@ -79,5 +135,14 @@ import Testing
         let client = try network.connect(Fixtures.client())
         #expect(network.run { client.isEstablished })
         #expect(throws: QUICError.datagramsNotSupported) { try client.sendDatagram([1, 2, 3]) }
+    }
+}
+
+/// Keeps what the engine hands it, in order.
+final class CollectingDatagramSink: QUICDatagramSink {
+    var received: [[UInt8]] = []
+
+    func receive(_ bytes: UnsafeRawBufferPointer, early: Bool) {
+        received.append(Array(bytes))
     }
 }
