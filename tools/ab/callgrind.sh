@@ -13,6 +13,13 @@
 #                    callgrind, so what is counted is the cost of each datagram, not of drops)
 #   quic-datagrams   `quic-client` echoing N datagrams of SIZE bytes (default 1150) off
 #                    `quic-server` (RFC 9221 datagrams over one connection)
+#   http3            the `http3-client` role making N GETs of `/SIZE` (default 1024),
+#                    CONCURRENCY (default 100) in flight on one connection, from `braid serve
+#                    --alpn h3` (the `braid` binary beside each `benchmarks` binary given; N
+#                    defaults to 2000 here); per message is per request, both ends
+#   tlv              the `framed-client` role sending N TLV messages of SIZE value bytes
+#                    (default 1024) over TLS to `framed-server` (`--framer tlv`; FRAMER=coder
+#                    or tlv-tcp for the others), as tools/ab/framed.sh does
 #
 # Each build runs the workload twice, with N and with 2N messages (N: default 4000), and the
 # difference of the two instruction counts, divided by the N messages it adds, is the cost per
@@ -42,7 +49,9 @@ fixtures=$here/Tests/BraidTests/Fixtures
 case $workload in
 udp) size=${SIZE:-1200} ;;
 quic-datagrams) size=${SIZE:-1150} ;;
-*) echo "unknown workload $workload (udp, quic-datagrams)" >&2; exit 2 ;;
+http3) size=${SIZE:-1024} n=${N:-2000} ;;
+tlv) size=${SIZE:-1024} ;;
+*) echo "unknown workload $workload (udp, quic-datagrams, http3, tlv)" >&2; exit 2 ;;
 esac
 out=$(mktemp -d)
 results=$out/results.tsv
@@ -57,6 +66,11 @@ trap cleanup EXIT
 cc -shared -fPIC -O2 -o "$out/sigsuspend.so" "$here/tools/ab/valgrind-sigsuspend.c"
 objcopy --strip-debug "$a" "$out/A.bin"
 [ "$b" = - ] || objcopy --strip-debug "$b" "$out/B.bin"
+if [ "$workload" = http3 ]; then
+  # The server is the `braid` command beside each `benchmarks` binary.
+  objcopy --strip-debug "$(dirname "$a")/braid" "$out/A.bin.braid"
+  [ "$b" = - ] || objcopy --strip-debug "$(dirname "$b")/braid" "$out/B.bin.braid"
+fi
 a=$out/A.bin
 [ "$b" = - ] || b=$out/B.bin
 
@@ -116,6 +130,28 @@ once() { # label binary count -> "client-Ir server-Ir client-messages server-mes
     sent=$count
     received=$(last_json "$out/client.out" datagrams_received)
     packets=$(python3 -c 'import json, sys; r = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])["statistics"]; print(r["packets_sent"] + r["packets_received"])' "$out/client.out")
+    ;;
+  http3)
+    start_server "$sfile" "$bin.braid" serve --alpn h3 --host 127.0.0.1 --port 0 --cert "$fixtures/server.pem" --key "$fixtures/server-key.pem"
+    grind "$cfile" "$bin" role http3-client --port "$port" --ca "$fixtures/ca.pem" --path "/$size" --requests "$count" \
+      --concurrency "${CONCURRENCY:-100}" >"$out/client.out" 2>"$out/client.err" \
+      || { echo "$label client failed: $(tail -c 600 "$out/client.err")" >&2; exit 1; }
+    # SIGTERM to valgrind (the background job's child): the server shuts down gracefully and
+    # exits, and callgrind writes its counts.
+    pkill -TERM -P "$server_pid" 2>/dev/null || true
+    finish_server
+    sent=$count
+    received=$(last_json "$out/client.out" requests)
+    ;;
+  tlv)
+    start_server "$sfile" "$bin" role framed-server --framer "${FRAMER:-tlv}" --messages "$count" \
+      --cert "$fixtures/server.pem" --key "$fixtures/server-key.pem"
+    grind "$cfile" "$bin" role framed-client --framer "${FRAMER:-tlv}" --messages "$count" --size "$size" \
+      --port "$port" --ca "$fixtures/ca.pem" >"$out/client.out" 2>"$out/client.err" \
+      || { echo "$label client failed: $(tail -c 600 "$out/client.err")" >&2; exit 1; }
+    finish_server
+    sent=$count
+    received=$(last_json "$out/server.out" messages)
     ;;
   esac
   [ -n "${KEEP:-}" ] && cp "$cfile" "$sfile" "$KEEP/"
