@@ -118,6 +118,12 @@ final class FramerDatagramLayer: DatagramLayer {
     /// The framer's wakeups are timers of its own on the loop.
     var timeout: Duration? { nil }
 
+    /// Datagrams waiting for the framer, messages parsed and not yet delivered, and datagrams
+    /// waiting to be sent (each queue bounded by `queueLimit` entries).
+    var bufferedBytes: Int {
+        received.reduce(0) { $0 + $1.count } + records.count + output.reduce(0) { $0 + $1.count }
+    }
+
     func close() {
         framer.close()
         collectOutput()
