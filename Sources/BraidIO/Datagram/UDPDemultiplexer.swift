@@ -39,10 +39,12 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     /// The unproven peers, oldest first; entries of peers since proven or ended are skipped
     /// when reached (and dropped when they outnumber the live ones).
     private var probationOrder = Deque<DatagramChannel>()
-    /// The peer of the last datagram read and its channel: a read's datagrams mostly come from
-    /// one peer (GRO merges only one sender's), so most skip hashing the address. Fields
-    /// rather than a variable the read's closure captures, and unchecked: touched only on the
-    /// loop, by `readable` and `release`, neither of which runs inside the other's access.
+    /// The peer of the last datagram of the current read and its channel: a read's datagrams
+    /// mostly come from one peer (GRO merges only one sender's), so most skip hashing the
+    /// address. Forgotten at each read, so each read's first datagram from a peer still goes
+    /// through the table and counts as hearing from it again (`heardAgain`, which proves it).
+    /// Fields rather than a variable the read's closure captures, and unchecked: touched only
+    /// on the loop, by `readable` and `release`, neither of which runs inside the other's access.
     @exclusivity(unchecked) private var lastRemote = SocketAddress.unspecified
     @exclusivity(unchecked) private var lastChannel: DatagramChannel?
 
@@ -78,6 +80,7 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
         defer { for channel in arrivedAt { channel.deliverArrivals() } }
         for _ in 0..<4 {
             var any = false
+            lastChannel = nil
             let received = socket.receive { bytes, metadata in
                 any = true
                 if let channel = lastChannel, !channel.hasEnded, lastRemote == metadata.remote {
