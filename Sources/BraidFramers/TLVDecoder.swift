@@ -76,8 +76,9 @@ public struct TLVDecoder: Sendable {
     /// The next whole message, or nil until more bytes arrive. Throws
     /// `TLVFramingError.messageTooLarge` for a header announcing more than the maximum.
     ///
-    /// A value of 4 KiB or more lying within one appended piece and at least half its size
-    /// shares that piece's memory; any other value is copied. So a message an application
+    /// A value that is a whole appended piece is that piece, not a copy; a value of 4 KiB or
+    /// more lying within one appended piece and at least half its size shares that piece's
+    /// memory; any other value is copied. So a message an application
     /// keeps holds at most twice its own size, however large the piece it arrived in.
     ///
     /// `sharingStorage: true` is for a value used at once and dropped, as `Coder` decodes
@@ -156,22 +157,21 @@ public struct TLVDecoder: Sendable {
         let piece = pieces[first], from = offset
         if piece.count - from >= count {
             let value: Data
-            if sharingStorage {
+            if from == 0 && count == piece.count && piece.startIndex == 0 {
+                // The piece is the value (fed exactly its bytes): handed on as it is.
+                value = piece
+            } else if sharingStorage {
                 let start = piece.startIndex + from
                 value = piece[start..<(start + count)]
             } else if count >= Self.smallestSharedValue && count * 2 >= piece.count {
                 // Small values are copied (below): a few bytes' `Data` may keep them inline,
                 // with no memory of its own to share.
-                if from == 0 && count == piece.count && piece.startIndex == 0 {
-                    value = piece
-                } else {
-                    // A view of the piece that keeps it alive, indexed from 0 as any value is.
-                    let holder = PieceHolder(piece)
-                    value = holder.piece.withUnsafeBytes { bytes in
-                        Data(
-                            bytesNoCopy: UnsafeMutableRawPointer(mutating: bytes.baseAddress! + from), count: count,
-                            deallocator: .custom { _, _ in withExtendedLifetime(holder) {} })
-                    }
+                // A view of the piece that keeps it alive, indexed from 0 as any value is.
+                let holder = PieceHolder(piece)
+                value = holder.piece.withUnsafeBytes { bytes in
+                    Data(
+                        bytesNoCopy: UnsafeMutableRawPointer(mutating: bytes.baseAddress! + from), count: count,
+                        deallocator: .custom { _, _ in withExtendedLifetime(holder) {} })
                 }
             } else {
                 value = piece.withUnsafeBytes { Data(bytes: $0.baseAddress! + from, count: count) }

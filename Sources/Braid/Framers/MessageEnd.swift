@@ -71,7 +71,7 @@ struct MessageEnd: Sendable {
     /// A message already decoded, taken without suspending; nil if the next one needs a
     /// `receive()` (which may wait for bytes).
     func decoded(sharingStorage: Bool = false) throws -> TLVMessage? {
-        try receiver.decodedMessage(sharingStorage: sharingStorage, tooLarge: lostBoundaries)
+        try receiver.decodedMessage(from: end, sharingStorage: sharingStorage, tooLarge: lostBoundaries)
     }
 
     /// What a receive throws once the peer finished at a message boundary.

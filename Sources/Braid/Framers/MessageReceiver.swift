@@ -14,11 +14,13 @@ import Foundation
 /// under its own lock), so the decoder never loses a piece; one cancelled while queued leaves
 /// the queue. Both throw `NetworkError.cancelled`.
 ///
-/// A receive that finds a whole message already decoded, with no receive feeding or queued,
-/// takes it in one lock round without suspending: a burst of small messages arrives in one
-/// read of up to 64 KiB, and all but the first of them are taken that way (`decodedMessage`,
-/// which `messages` and `receive()` call before anything that suspends). The decoder keeps
-/// the read's `Data` as it is, so each received byte is copied once, into its message.
+/// A receive that finds a whole message already here, with no receive feeding or queued,
+/// takes it without suspending (`decodedMessage`, which `messages` and `receive()` call
+/// before anything that suspends): from the decoder if it holds bytes, else straight from
+/// the stream's inbox (`StreamInbox.takeMessage`), header and value in one lock round, the
+/// value copied once, into its message. A burst of small messages is taken that way, one
+/// after another. Only a message not wholly here goes through the decoder, fed exactly the
+/// rest of it (its header, then its value), so it too is copied once.
 final class MessageReceiver: Sendable {
     private struct State {
         var decoder: TLVDecoder
@@ -45,7 +47,7 @@ final class MessageReceiver: Sendable {
     /// ends inside a message, and the connection's errors. `sharingStorage`: as
     /// `TLVDecoder.next(sharingStorage:)`, for a message decoded at once and dropped.
     func receive(from end: ByteStreamEnd, sharingStorage: Bool = false, tooLarge: @Sendable (NetworkError) -> Void) async throws -> TLVMessage? {
-        if let message = try decodedMessage(sharingStorage: sharingStorage, tooLarge: tooLarge) { return message }
+        if let message = try decodedMessage(from: end, sharingStorage: sharingStorage, tooLarge: tooLarge) { return message }
         return try await NetworkError.mapping {
             try await startFeeding()
             defer { finishFeeding() }
@@ -56,20 +58,42 @@ final class MessageReceiver: Sendable {
     /// A whole message already decoded, taken in one lock round without suspending; nil when
     /// none is, or when a receive is feeding or queued (they come first). Throws as `receive`
     /// does for a header announcing more than the maximum.
-    func decodedMessage(sharingStorage: Bool = false, tooLarge: @Sendable (NetworkError) -> Void) throws(NetworkError) -> TLVMessage? {
+    func decodedMessage(from end: ByteStreamEnd, sharingStorage: Bool = false, tooLarge: @Sendable (NetworkError) -> Void) throws(NetworkError) -> TLVMessage? {
         let decoded: Result<TLVMessage, TLVFramingError>? = state.withLock { state in
             guard !state.feeding, state.queued.isEmpty else { return nil }
             do throws(TLVFramingError) {
-                return try state.decoder.next(sharingStorage: sharingStorage).map { .success($0) }
+                return try Self.next(&state.decoder, from: end.inbox, sharingStorage: sharingStorage).map { .success($0) }
             } catch {
                 return .failure(error)
             }
         }
         switch decoded {
-        case .success(let message)?: return message
+        case .success(let message)?:
+            Self.returnCredit(end)
+            return message
         case .failure(let error)?: throw Self.framingFailure(error, tooLarge: tooLarge)
         case nil: return nil
         }
+    }
+
+    /// The decoder's next message; once it holds nothing, the inbox's next whole message
+    /// (a header announcing more than the maximum is left there, for the decoder to refuse
+    /// once fed). Under the receiver's lock, so messages are taken in order.
+    private static func next(_ decoder: inout TLVDecoder, from inbox: StreamInbox, sharingStorage: Bool) throws(TLVFramingError) -> TLVMessage? {
+        if let message = try decoder.next(sharingStorage: sharingStorage) { return message }
+        guard decoder.isAtMessageBoundary else { return nil }
+        let maximum = decoder.maximumMessageSize
+        let take = inbox.takeMessage(headerSize: TLVFraming.headerSize) { header in
+            let length = Int(UInt32(truncatingIfNeeded: header))
+            return length <= maximum ? length : nil
+        }
+        guard case .message(let header, let value) = take else { return nil }
+        return TLVMessage(type: UInt32(truncatingIfNeeded: header >> 32), value: value)
+    }
+
+    /// Has the credit of bytes taken from the inbox go back (in a coalesced loop pass).
+    private static func returnCredit(_ end: ByteStreamEnd) {
+        if end.inbox.claimCreditPass() { end.postCreditPass() }
     }
 
     /// Decodes, reading from `end` whenever the decoder needs bytes, until a whole message (or
@@ -78,7 +102,7 @@ final class MessageReceiver: Sendable {
         while true {
             let step: Result<(message: TLVMessage?, needed: Int, buffered: Int), TLVFramingError> = state.withLock { state in
                 Result { () throws(TLVFramingError) in
-                    (try state.decoder.next(sharingStorage: sharingStorage), state.decoder.bytesNeeded, state.decoder.bufferedByteCount)
+                    (try Self.next(&state.decoder, from: end.inbox, sharingStorage: sharingStorage), state.decoder.bytesNeeded, state.decoder.bufferedByteCount)
                 }
             }
             let decoded: (message: TLVMessage?, needed: Int, buffered: Int)
@@ -86,10 +110,14 @@ final class MessageReceiver: Sendable {
             case .failure(let error): throw Self.framingFailure(error, tooLarge: tooLarge)
             case .success(let result): decoded = result
             }
-            if let message = decoded.message { return message }
-            // Ask for the rest of this message at least, and take up to 64 KiB beyond it so a
-            // burst of small messages costs one receive.
-            let delivery = try await end.receive(minimum: decoded.needed, maximum: max(decoded.needed, 64 * 1024), exact: false)
+            if let message = decoded.message {
+                Self.returnCredit(end)
+                return message
+            }
+            // Exactly the rest of this message (its header, then its value): the messages
+            // after it stay in the inbox, to be taken from there whole, and the value arrives
+            // as one piece the decoder hands on as it is.
+            let delivery = try await end.receive(minimum: decoded.needed, maximum: decoded.needed, exact: false)
             state.withLock { $0.decoder.append(delivery.content) }
             if delivery.endOfStream && delivery.content.isEmpty {
                 guard decoded.buffered > 0 else { return nil }

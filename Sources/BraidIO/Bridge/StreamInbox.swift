@@ -130,17 +130,7 @@ package final class StreamInbox: Sendable {
         /// Removes and returns the first `count` unread bytes: a large part of the first run
         /// without a copy, anything else copied.
         mutating func take(_ count: Int) -> Data {
-            let credited = min(count, creditedAhead)
-            creditedAhead -= credited
-            unreturnedCredit += count - credited
-            available -= count
-            taken &+= UInt64(count)
-            // Caught up: the inbox's own writer lets its chunk go, so an HTTP/3 body whose bytes
-            // are all read holds none. A TLS or TCP connection's writer keeps its one chunk:
-            // letting it go at each catch-up cost a bulk TCP receiver 5% to 10% more CPU; so does
-            // a QUIC stream's sink, which writes it again once it is free
-            // (`InboxWriter.write(_:startingBatch:)`).
-            if available == 0 { writer.releaseChunk() }
+            account(count)
             guard count > 0 else { return Data() }
             var first = segments[segments.startIndex]
             if first.count >= count {
@@ -160,6 +150,49 @@ package final class StreamInbox: Sendable {
                 if segment.count == 0 { segments.removeFirst() } else { segments[segments.startIndex] = segment }
             }
             return content
+        }
+
+        /// Counts `count` unread bytes as consumed (their credit is owed to the peer).
+        private mutating func account(_ count: Int) {
+            let credited = min(count, creditedAhead)
+            creditedAhead -= credited
+            unreturnedCredit += count - credited
+            available -= count
+            taken &+= UInt64(count)
+            // Caught up: the inbox's own writer lets its chunk go, so an HTTP/3 body whose bytes
+            // are all read holds none. A TLS or TCP connection's writer keeps its one chunk:
+            // letting it go at each catch-up cost a bulk TCP receiver 5% to 10% more CPU; so does
+            // a QUIC stream's sink, which writes it again once it is free
+            // (`InboxWriter.write(_:startingBatch:)`).
+            if available == 0 { writer.releaseChunk() }
+        }
+
+        /// Drops the first `count` unread bytes (counted as consumed), without a copy.
+        mutating func skip(_ count: Int) {
+            account(count)
+            var left = count
+            while left > 0 {
+                var segment = segments[segments.startIndex]
+                let piece = min(left, segment.count)
+                segment.start += piece
+                left -= piece
+                if segment.count == 0 { segments.removeFirst() } else { segments[segments.startIndex] = segment }
+            }
+        }
+
+        /// The first `size` (at most 8) unread bytes as a big-endian integer, without taking
+        /// them (the caller checked they are here).
+        func peek(_ size: Int) -> UInt64 {
+            var value: UInt64 = 0, needed = size
+            var index = segments.startIndex
+            while needed > 0 {
+                let segment = segments[index]
+                let run = min(needed, segment.count)
+                for position in segment.start..<segment.start + run { value = value << 8 | UInt64(segment.chunk.base[position]) }
+                needed -= run
+                index = segments.index(after: index)
+            }
+            return value
         }
 
         /// `count` bytes of `chunk` from `start` as a `Data` indexed from 0: over the chunk itself
@@ -228,6 +261,35 @@ package final class StreamInbox: Sendable {
             }
             if let (claim, result) = decided { claim.resume(result) }
             if creditPassNeeded { returnCredit() }
+        }
+    }
+
+    /// What `takeMessage` found.
+    package enum MessageTake {
+        /// The message's header (as `takeMessage` read it) and its value, both consumed.
+        case message(header: UInt64, value: Data)
+        /// The whole message is not here yet, or a receive waits (it comes first): nothing
+        /// was taken.
+        case incomplete
+        /// `length` refused the header: nothing was taken.
+        case refused
+    }
+
+    /// Takes one length-prefixed message in one lock round, if the whole of it is here and
+    /// no receive waits: a header of `headerSize` bytes (at most 8, read as a big-endian
+    /// integer) whose value's length `length` says (nil refuses it), then that value. The
+    /// header is never copied and the value is copied once at most (into the `Data`
+    /// returned, as `receive` takes bytes), so a framer decodes straight from the stream's
+    /// memory. Its credit goes back as a receive's does (`claimCreditPass`).
+    package func takeMessage(headerSize: Int, length: (UInt64) -> Int?) -> MessageTake {
+        precondition((1...8).contains(headerSize), "a header of 1 to 8 bytes")
+        return state.withLock { state in
+            guard state.available >= headerSize, state.noneWaiting() else { return .incomplete }
+            let header = state.peek(headerSize)
+            guard let count = length(header) else { return .refused }
+            guard state.available - headerSize >= count else { return .incomplete }
+            state.skip(headerSize)
+            return .message(header: header, value: state.take(count))
         }
     }
 

@@ -356,6 +356,51 @@ import BraidCore
         #expect(inbox.claimCreditPass(), "the reader caught up")
     }
 
+    /// A length-prefixed message is taken whole, header and value in one go, even across the
+    /// inbox's chunks; one not wholly here, or behind a waiting receive, is left alone, and
+    /// so is one whose header the caller refuses.
+    @Test(.timeLimit(.minutes(3))) func aWholeMessageIsTakenStraightFromTheInbox() async throws {
+        let inbox = StreamInbox()
+        let length: (UInt64) -> Int? = { header in header > 1000 ? nil : Int(header) }
+        // Two-byte headers: a 3-byte message, then a 5-byte one split over two fills.
+        fill(inbox, [0, 3, 7, 8, 9, 0, 5, 1, 2])
+        guard case .message(let header, let value) = inbox.takeMessage(headerSize: 2, length: length) else {
+            Issue.record("the first message is whole")
+            return
+        }
+        #expect(header == 3 && value == Data([7, 8, 9]) && value.startIndex == 0)
+        guard case .incomplete = inbox.takeMessage(headerSize: 2, length: length) else {
+            Issue.record("the second message is not whole yet")
+            return
+        }
+        #expect(inbox.available == 4, "nothing taken")
+        fill(inbox, [3, 4, 5])
+        guard case .message(let second, let rest) = inbox.takeMessage(headerSize: 2, length: length) else {
+            Issue.record("the second message is whole now")
+            return
+        }
+        #expect(second == 5 && rest == Data([1, 2, 3, 4, 5]))
+        #expect(inbox.available == 0 && inbox.takeCredit() == 12, "the headers' bytes are consumed too")
+        // Refused: nothing is taken, a receive still gets the bytes.
+        fill(inbox, [0xFF, 0xFF, 1])
+        guard case .refused = inbox.takeMessage(headerSize: 2, length: length) else {
+            Issue.record("a header the caller refuses")
+            return
+        }
+        let raw = try await inbox.receive(request(3, 3)) {}
+        #expect(raw.content == Data([0xFF, 0xFF, 1]))
+        // A waiting receive comes first: the message stays for it.
+        let waiting = Task { try await inbox.receive(request(4, 4, exact: true)) {} }
+        while inbox.waitingReceives == 0 { await Task.yield() }
+        fill(inbox, [0, 1])
+        guard case .incomplete = inbox.takeMessage(headerSize: 2, length: length) else {
+            Issue.record("a receive is waiting")
+            return
+        }
+        fill(inbox, [6, 0])
+        #expect(try await waiting.value.content == Data([0, 1, 6, 0]))
+    }
+
     private func bytes(_ count: Int) -> StreamBytes { StreamBytes(copying: [UInt8](repeating: 0, count: count)) }
 
     /// Sends that fit under the bound return at once; only the first of a burst asks for a

@@ -80,6 +80,20 @@ import Testing
         }
     }
 
+    /// A value fed as a piece of its own (its header before it) is that piece, not a copy,
+    /// however small.
+    @Test(arguments: [false, true]) func aValueFedAsItsOwnPieceIsHandedOn(sharingStorage: Bool) throws {
+        var decoder = TLVDecoder()
+        let value = Data((0..<100).map { UInt8($0) })
+        decoder.append(Data(try TLVEncoder.encode(type: 9, value: value).prefix(TLVFraming.headerSize)))
+        decoder.append(value)
+        let message = try #require(try decoder.next(sharingStorage: sharingStorage))
+        #expect(message.type == 9 && message.value == value)
+        let same = value.withUnsafeBytes { piece in message.value.withUnsafeBytes { $0.baseAddress == piece.baseAddress } }
+        #expect(same)
+        #expect(decoder.isAtMessageBoundary)
+    }
+
     @Test func bytesNeededCountsDownToTheMessage() throws {
         var decoder = TLVDecoder()
         #expect(decoder.bytesNeeded == 8)
