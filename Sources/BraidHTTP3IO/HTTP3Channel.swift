@@ -17,7 +17,9 @@ import Logging
 /// application consumes them (`HTTP3Exchange.receiveBody`), so a slow reader stops the peer
 /// at the QUIC stream window; bodies sent are pulled from each exchange's bounded outbox.
 ///
-/// The application side reaches it through `reference` (weak, loop-only) and `shared`.
+/// The application side reaches it through `reference` (weak, loop-only) and `shared`; a
+/// server's requests come out through `shared.requests`, or, given `onRequest`, are handed to
+/// it on the loop as they arrive.
 package final class HTTP3Channel: QUICStreamConsumer {
     package let role: HTTP3Connection.Role
     package let configuration: HTTP3Configuration
@@ -67,7 +69,8 @@ package final class HTTP3Channel: QUICStreamConsumer {
 
     package init(
         role: HTTP3Connection.Role, loop: EventLoop, configuration: HTTP3Configuration = HTTP3Configuration(), bodyBufferLimit: Int = 256 * 1024,
-        requestsPerConnection: Int? = nil, shutdownGracePeriod: Duration = .seconds(10), cancellationBudget: HTTP3CancellationBudget? = nil
+        requestsPerConnection: Int? = nil, shutdownGracePeriod: Duration = .seconds(10), cancellationBudget: HTTP3CancellationBudget? = nil,
+        onRequest: (@Sendable (HTTP3Exchange) -> Void)? = nil
     ) {
         self.role = role
         self.configuration = configuration
@@ -76,7 +79,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
         self.shutdownGracePeriod = shutdownGracePeriod
         self.cancellationBudget = cancellationBudget
         reference = HTTP3ChannelReference(loop: loop, bodyLimit: bodyBufferLimit)
-        shared = HTTP3ChannelShared()
+        shared = HTTP3ChannelShared(onRequest: onRequest)
         reference.channel = self
     }
 
@@ -123,7 +126,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
             // No handler for it (no request came, or it was refused): its credit goes back now.
             if !unfinishedHandlers.contains(id) { quicEngine.releaseStreamCredit(streamID: id) }
             // Anything not yet ended ends here (the body already finished keeps its end).
-            retire(id, quicEngine, error: HTTP3Error.invalidStream(streamID: id, reason: "the stream closed before its message ended"))
+            retire(id, quicEngine) { HTTP3Error.invalidStream(streamID: id, reason: "the stream closed before its message ended") }
         case .streamsAvailable:
             openPendingRequests(quicEngine, context: context)
         default:
@@ -283,9 +286,10 @@ package final class HTTP3Channel: QUICStreamConsumer {
                 if write.pieces.isEmpty {
                     try quicEngine.send(streamID: write.streamID, bytes: [UInt8](), fin: write.fin)
                 }
-                for (index, piece) in write.pieces.enumerated() {
-                    try quicEngine.send(
-                        streamID: write.streamID, bytes: piece.bytes, range: piece.range, fin: write.fin && index == write.pieces.count - 1)
+                let last = write.pieces.count - 1
+                for index in write.pieces.indices {
+                    let piece = write.pieces[index]
+                    try quicEngine.send(streamID: write.streamID, bytes: piece.bytes, range: piece.range, fin: write.fin && index == last)
                 }
             } catch {
                 // The peer stopped the stream, or it was reset: nghttp3 writes no more there.
@@ -337,7 +341,9 @@ package final class HTTP3Channel: QUICStreamConsumer {
             break
         case .endOfMessage(let id):
             guard let exchange = exchanges[id] else { return }
-            exchange.deliverHead(.failure(describe(HTTP3Error.invalidStream(streamID: id, reason: "the response ended without a header section"))))
+            // Made only for a response that had no head (an error costs an allocation and a
+            // description; most messages end after their head).
+            exchange.deliverHeadIfMissing { describe(HTTP3Error.invalidStream(streamID: id, reason: "the response ended without a header section")) }
             exchange.inbox.fill { _ in .finished }
         case .streamReset(let id, let code):
             exchanges[id]?.fail(describe(HTTP3StreamFailure(streamID: id, code: code)))
@@ -369,10 +375,11 @@ package final class HTTP3Channel: QUICStreamConsumer {
     /// what of it had not ended. The connection-level credit of body bytes nobody will read
     /// (or whose credit is still held) goes back now, so abandoned bodies cannot stall the
     /// connection's other streams; bytes read later are not credited again.
-    private func retire(_ id: Int64, _ quicEngine: QUICConnection?, error: any Error) {
+    private func retire(_ id: Int64, _ quicEngine: QUICConnection?, error: () -> any Error) {
         guard let exchange = exchanges.removeValue(forKey: id) else { return }
-        // Most exchanges end complete: no error to describe (that costs a cast chain and text).
-        if !exchange.retireIfComplete() { exchange.fail(describe(error)) }
+        // Most exchanges end complete: no error to make or describe (that costs an allocation,
+        // a cast chain and text).
+        if !exchange.retireIfComplete() { exchange.fail(describe(error())) }
         var credit = exchange.inbox.takeCredit()
         if exchange.inbox.waitingReceives == 0 { credit += exchange.inbox.available }
         if credit > 0 { quicEngine?.returnCredit(streamID: id, bytes: credit) }
@@ -425,6 +432,9 @@ package final class HTTP3Channel: QUICStreamConsumer {
             // Before the handshake completes only safe requests may go (0-RTT data can be
             // replayed); later ones keep their order behind one that waits.
             if !ready && !request.mayTravelEarly { return }
+            // At the peer's stream limit: wait for `.streamsAvailable` (asked first, as a
+            // throw costs more than the question).
+            guard quicEngine.streamsLeft(bidirectional: true) > 0 else { return }
             let id: Int64
             do {
                 id = try quicEngine.openStream(bidirectional: true)
@@ -577,7 +587,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
     func cancel(streamID: Int64, context: LoopContext) {
         guard let engine, exchanges[streamID] != nil else { return }
         try? engine.cancelStream(streamID: streamID)
-        retire(streamID, quic?.engine, error: CancellationError())
+        retire(streamID, quic?.engine) { CancellationError() }
         scheduleService(context)
     }
 }

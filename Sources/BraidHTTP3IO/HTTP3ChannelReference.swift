@@ -25,6 +25,16 @@ package final class HTTP3ChannelReference: @unchecked Sendable {
         }
     }
 
+    /// Runs `work` on the loop with the channel, at once when called on the loop's thread (a
+    /// handler task the loop runs), else posted as `onLoop` does. Only for calls made from a
+    /// task's own code, never from inside the channel's (which such a call would re-enter):
+    /// a handler's response and its return then cost no posted pass of their own.
+    func onLoopNow(_ work: @escaping @Sendable (HTTP3Channel, LoopContext) -> Void) {
+        guard let context = loop.currentContext else { return onLoop(work) }
+        guard let channel else { return }
+        work(channel, context)
+    }
+
     /// Server: starts a graceful shutdown (GOAWAY, then close once the requests taken have
     /// finished or the grace period has passed).
     package func shutDownGracefully() {

@@ -11,13 +11,19 @@ package final class HTTP3ChannelShared: Sendable {
         var earlyRequests = 0
     }
     private let state = Locked(State())
-    /// Server: each request as its header section arrives; ends when the connection does.
-    /// Unbounded in count only as far as the QUIC stream limit lets the peer open streams.
+    /// Server: each request as its header section arrives (unless `onRequest` takes them);
+    /// ends when the connection does. Unbounded in count only as far as the QUIC stream
+    /// limit lets the peer open streams.
     package let requests: AsyncStream<HTTP3Exchange>
     private let continuation: AsyncStream<HTTP3Exchange>.Continuation
+    /// Server: takes each request on the loop, as it arrives, in place of `requests` (which
+    /// then only ends): a server that starts a task per request starts it there, without a
+    /// task of its own woken for each.
+    private let onRequest: (@Sendable (HTTP3Exchange) -> Void)?
 
-    init() {
+    init(onRequest: (@Sendable (HTTP3Exchange) -> Void)? = nil) {
         (requests, continuation) = AsyncStream.makeStream()
+        self.onRequest = onRequest
     }
 
     /// False once the peer sent GOAWAY or the connection ended: new requests need a new
@@ -29,7 +35,9 @@ package final class HTTP3ChannelShared: Sendable {
     /// Why the connection ended, once it has.
     package var error: (any Error)? { state.withLock { $0.error } }
 
-    func deliver(_ exchange: HTTP3Exchange) { continuation.yield(exchange) }
+    func deliver(_ exchange: HTTP3Exchange) {
+        if let onRequest { onRequest(exchange) } else { continuation.yield(exchange) }
+    }
 
     func countEarlyRequest() { state.withLock { $0.earlyRequests += 1 } }
 

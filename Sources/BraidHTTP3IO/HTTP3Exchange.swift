@@ -38,8 +38,9 @@ package final class HTTP3Exchange: Sendable {
         self.requestFields = requestFields
         self.channel = channel
         outbox = HTTP3BodyOutbox(limit: bodyLimit) { [channel] in
-            // The stream is read on the loop, where it is assigned.
-            channel.onLoop { channel, context in channel.resumeBody(streamID: stream.id.withLock { $0 }, context: context) }
+            // The stream is read on the loop, where it is assigned. Sends and `finish` come
+            // from the application's tasks, never from the channel's code.
+            channel.onLoopNow { channel, context in channel.resumeBody(streamID: stream.id.withLock { $0 }, context: context) }
         }
     }
 
@@ -71,7 +72,9 @@ package final class HTTP3Exchange: Sendable {
         let delivery = try await inbox.receive(StreamInbox.Request(minimum: 1, maximum: maximum, exact: false)) {
             postCreditPass()
         }
-        if inbox.claimCreditPass() { postCreditPass() }
+        // An exchange that has ended was retired (or will be, as its stream closes), and that
+        // returns the credit of everything it received: a pass would find nothing to do.
+        if !hasEnded, inbox.claimCreditPass() { postCreditPass() }
         if delivery.content.isEmpty && delivery.endOfStream { return nil }
         return delivery.content
     }
@@ -94,12 +97,15 @@ package final class HTTP3Exchange: Sendable {
     /// Server: sends the response's header section; its body follows through `outbox` (then
     /// `outbox.finish()`) when `hasBody`.
     ///
-    /// Returns at once: the loop sends the head later, and body bytes queued meanwhile go
-    /// with it (a handler on the loop queues its whole small body before the head is sent,
-    /// so both leave in one pass, without waking the loop for each). A head that cannot be
-    /// sent (the stream ended) fails the outbox, so body sends throw.
+    /// Returns at once. Called on the loop's thread (a handler task the loop runs), the head
+    /// is handed to the engine there and then; elsewhere the loop takes it in a pass it is
+    /// sent. Either way it goes out at the end of the loop's pass, with the body bytes queued
+    /// by then (a handler on the loop queues its whole small body first, so head, body and
+    /// end leave in one write, without waking the loop for each). A head that cannot be
+    /// sent (the stream ended) fails the outbox, so body sends throw. Call it from a task,
+    /// not from the loop's own work.
     package func respond(fields: [HTTP3Field], hasBody: Bool) {
-        channel.onLoop { [self] channel, context in
+        channel.onLoopNow { [self] channel, context in
             channel.sendResponse(self, fields: fields, hasBody: hasBody, context: context)
         }
     }
@@ -108,7 +114,7 @@ package final class HTTP3Exchange: Sendable {
     /// against the client's stream limit, even once it has closed; call it once, whatever
     /// became of the exchange.
     package func handlerFinished() {
-        channel.onLoop { [self] channel, context in channel.handlerFinished(streamID: streamID, context: context) }
+        channel.onLoopNow { [self] channel, context in channel.handlerFinished(streamID: streamID, context: context) }
     }
 
     /// Ends the exchange early: the stream is reset and stopped with H3_REQUEST_CANCELLED
@@ -130,6 +136,13 @@ package final class HTTP3Exchange: Sendable {
         waiter?.resume(result)
     }
 
+    /// Fails the head with the error `makeError` makes, unless a head was delivered already
+    /// (then nothing is made).
+    func deliverHeadIfMissing(_ makeError: () -> any Error) {
+        guard !headState.withLock({ $0.result != nil }) else { return }
+        deliverHead(.failure(makeError()))
+    }
+
     /// The exchange failed: every waiting and later call throws `error` (received body bytes
     /// queued before stay readable).
     func fail(_ error: any Error) {
@@ -144,10 +157,13 @@ package final class HTTP3Exchange: Sendable {
     /// happens (the caller fails it with the reason, which is then worth describing).
     func retireIfComplete() -> Bool {
         guard inbox.hasEnded, outbox.isIdle else { return false }
-        outbox.fail(StreamBridgeError.notWritable)
+        outbox.fail(Self.notWritable)
         end()
         return true
     }
+
+    /// What sends on a completed exchange throw, made once.
+    private static let notWritable: any Error = StreamBridgeError.notWritable
 
     private func end() {
         let action = ending.withLock { state -> (@Sendable () -> Void)? in

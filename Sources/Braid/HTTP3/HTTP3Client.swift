@@ -184,7 +184,8 @@ public final class HTTP3Client: Sendable {
             guard received.count + chunk.count <= maximum else {
                 throw NetworkError.responseTooLarge(size: received.count + chunk.count, maximum: maximum)
             }
-            received.append(chunk)
+            // A body that comes in one piece is that piece (appending to an empty Data copies).
+            if received.isEmpty { received = chunk } else { received.append(chunk) }
         }
         return (received, response)
     }

@@ -8,7 +8,9 @@ enum HTTP3FieldMapping {
     private static let connectionSpecific: Set<String> = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]
 
     static func fields(_ request: HTTPRequest) -> [HTTP3Field] {
-        var fields = [HTTP3Field(":method", request.method.rawValue)]
+        var fields: [HTTP3Field] = []
+        fields.reserveCapacity(5 + request.headerFields.count)
+        fields.append(HTTP3Field(":method", request.method.rawValue))
         if let scheme = request.scheme { fields.append(HTTP3Field(":scheme", scheme)) }
         if let authority = request.authority { fields.append(HTTP3Field(":authority", authority)) }
         if let path = request.path { fields.append(HTTP3Field(":path", path)) }
@@ -18,7 +20,9 @@ enum HTTP3FieldMapping {
     }
 
     static func fields(_ response: HTTPResponse) -> [HTTP3Field] {
-        var fields = [HTTP3Field(":status", String(response.status.code))]
+        var fields: [HTTP3Field] = []
+        fields.reserveCapacity(1 + response.headerFields.count)
+        fields.append(HTTP3Field(":status", String(response.status.code)))
         append(response.headerFields, to: &fields)
         return fields
     }

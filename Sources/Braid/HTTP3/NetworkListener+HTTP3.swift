@@ -97,12 +97,14 @@ extension NetworkListener where ApplicationProtocol == QUIC {
         }, prepareChannel: { channel in
             // An HTTP/3 listener's stack is QUIC (this extension is on `NetworkListener<QUIC>`).
             guard let channel = channel as? QUICChannel else { preconditionFailure("an HTTP/3 listener with a \(type(of: channel))") }
+            let loop = channel.loop.isVirtual ? nil : channel.loop
+            // Each request's handler task is started on the loop as the request arrives.
+            let running = RunningHandlers()
             let http3 = HTTP3Channel(
                 role: .server, loop: channel.loop, requestsPerConnection: requestsPerConnection, shutdownGracePeriod: shutdownGracePeriod,
-                cancellationBudget: cancellationBudget
+                cancellationBudget: cancellationBudget, onRequest: { exchange in Self.startHandler(exchange, on: loop, running: running, handler) }
             )
             http3.attach(to: channel)
-            let loop = channel.loop.isVirtual ? nil : channel.loop
             let requests = http3.shared.requests, key = ObjectIdentifier(channel)
             // The entry goes when the connection's task takes it, or when the serving ends,
             // whichever comes first: a connection the listener never runs a task for leaves
@@ -110,7 +112,9 @@ extension NetworkListener where ApplicationProtocol == QUIC {
             // cannot end before the entry is in: its requests end only when the connection
             // does, which this loop pass (still running here) has to process first.
             let serving = Task(executorPreference: loop) {
-                await Self.serveRequests(requests, on: loop, handler)
+                // The stream only ends (with the connection): the requests went to `onRequest`.
+                for await _ in requests {}
+                await running.allFinished()
                 forgetServingTask(key)
             }
             servingTasks.withLock { $0[key] = (serving, http3.reference) }
@@ -121,26 +125,22 @@ extension NetworkListener where ApplicationProtocol == QUIC {
     /// task takes it or the serving ends); nil unless `runHTTP3` is running.
     package var servingTaskCount: Int? { servingTaskCounter.withLock { $0 }?() }
 
-    /// Runs `handler` for each request of one connection, each in a task of its own, until
-    /// the connection ends and every handler has returned.
-    private static func serveRequests(
-        _ requests: AsyncStream<HTTP3Exchange>, on loop: EventLoop?,
+    /// Runs `handler` for one request in a task of its own, started on the connection's loop
+    /// as the request arrives (called there, by the connection's `HTTP3Channel`).
+    private static func startHandler(
+        _ exchange: HTTP3Exchange, on loop: EventLoop?, running: RunningHandlers,
         _ handler: @escaping @Sendable (HTTPRequest, HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
-    ) async {
+    ) {
         // One unstructured task per request rather than a child task racing a watcher (three
         // tasks): the exchange's end cancels it directly, so a client that resets requests
         // cannot pile up handlers, and a count tells when all have returned.
-        let running = RunningHandlers()
-        for await exchange in requests {
-            running.started()
-            let task = Task(executorPreference: loop) {
-                await Self.serve(exchange, handler)
-                exchange.handlerFinished()
-                running.finished()
-            }
-            exchange.whenEnded { task.cancel() }
+        running.started()
+        let task = Task(executorPreference: loop) {
+            await Self.serve(exchange, handler)
+            exchange.handlerFinished()
+            running.finished()
         }
-        await running.allFinished()
+        exchange.whenEnded { task.cancel() }
     }
 
     private static func serve(

@@ -118,6 +118,8 @@ extension HTTP3Connection {
         }
         let nameText = String(decoding: UnsafeBufferPointer(start: nameBuffer.base, count: nameBuffer.len), as: UTF8.self)
         let valueBytes = Array(UnsafeBufferPointer(start: valueBuffer.base, count: valueBuffer.len))
+        // Room for a typical section at once, rather than growing field by field.
+        if stream.fields.isEmpty { stream.fields.reserveCapacity(8) }
         stream.fields.append(HTTP3Field(name: nameText, value: valueBytes))
     }
 

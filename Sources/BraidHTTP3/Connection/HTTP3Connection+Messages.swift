@@ -118,6 +118,7 @@ extension HTTP3Connection {
         var storage: [UInt8] = []
         storage.reserveCapacity(fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.count })
         var offsets: [(name: Range<Int>, value: Range<Int>)] = []
+        offsets.reserveCapacity(fields.count)
         for field in fields {
             let nameStart = storage.count
             storage.append(contentsOf: field.name.utf8)

@@ -18,32 +18,41 @@ extension HTTP3Connection {
     /// acknowledged and holds nothing for retransmission (the QUIC layer keeps the pieces).
     public func nextWrite(maxBytes: Int = .max) -> HTTP3StreamWrite? {
         guard failure == nil, let conn, maxBytes > 0 else { return nil }
-        var vectors = [nghttp3_vec](repeating: nghttp3_vec(), count: Self.vectorsPerWrite)
         var streamID: Int64 = -1
         var fin: Int32 = 0
-        let count = nghttp3_conn_writev_stream(conn, &streamID, &fin, &vectors, vectors.count)
+        let count = writeVectors.withUnsafeMutableBufferPointer { vectors in
+            nghttp3_conn_writev_stream(conn, &streamID, &fin, vectors.baseAddress, vectors.count)
+        }
         if count < 0 {
             fail(libraryError: Int32(count), function: "nghttp3_conn_writev_stream")
             return nil
         }
         guard streamID >= 0 else { return nil }
         var pieces: [HTTP3StreamWrite.Piece] = []
-        var copies: [UnsafeRawBufferPointer] = []
+        // A message's frame headers and its body chunk, typically: room for a few at once.
+        pieces.reserveCapacity(4)
+        // nghttp3's own bytes waiting to be copied: the vectors from `copyStart` on, `copyBytes`
+        // of them in all (the vectors stay in `writeVectors` until copied).
+        var copyStart = -1, copyBytes = 0
         var taken = 0
         var offered = 0
-        for vector in vectors.prefix(Int(count)) {
+        for index in 0..<Int(count) {
+            let vector = writeVectors[index]
             offered += vector.len
             let take = min(vector.len, maxBytes - taken)
             guard take > 0, let base = vector.base else { continue }
             taken += take
             if let piece = chunkPiece(streamID: streamID, base: UnsafeRawPointer(base), count: take) {
-                if !copies.isEmpty { pieces.append(Self.copied(copies)); copies.removeAll() }
+                if copyStart >= 0 { pieces.append(copied(from: copyStart, upTo: index, bytes: copyBytes)) }
+                copyStart = -1
+                copyBytes = 0
                 pieces.append(piece)
             } else {
-                copies.append(UnsafeRawBufferPointer(start: base, count: take))
+                if copyStart < 0 { copyStart = index }
+                copyBytes += take
             }
         }
-        if !copies.isEmpty { pieces.append(Self.copied(copies)) }
+        if copyStart >= 0 { pieces.append(copied(from: copyStart, upTo: Int(count), bytes: copyBytes)) }
         let rc = nghttp3_conn_add_write_offset(conn, streamID, taken)
         guard rc == 0 else {
             fail(libraryError: rc, function: "nghttp3_conn_add_write_offset")
@@ -75,14 +84,17 @@ extension HTTP3Connection {
         return nil
     }
 
-    /// nghttp3's bytes copied into one piece of their own.
-    static func copied(_ regions: [UnsafeRawBufferPointer]) -> HTTP3StreamWrite.Piece {
-        let total = regions.reduce(0) { $0 + $1.count }
+    /// The first `total` bytes of nghttp3's vectors `start..<end` (in `writeVectors`) copied
+    /// into one piece of their own.
+    func copied(from start: Int, upTo end: Int, bytes total: Int) -> HTTP3StreamWrite.Piece {
         let bytes = StreamBytes(count: total) { destination in
             var offset = 0
-            for region in regions {
-                UnsafeMutableRawBufferPointer(rebasing: destination[offset..<offset + region.count]).copyMemory(from: region)
-                offset += region.count
+            for index in start..<end where offset < total {
+                let vector = writeVectors[index]
+                guard let base = vector.base else { continue }
+                let run = min(vector.len, total - offset)
+                UnsafeMutableRawBufferPointer(rebasing: destination[offset..<offset + run]).copyMemory(from: UnsafeRawBufferPointer(start: base, count: run))
+                offset += run
             }
         }
         return HTTP3StreamWrite.Piece(bytes: bytes, range: 0..<total)

@@ -111,6 +111,8 @@ public final class HTTP3Connection {
     public internal(set) var failure: HTTP3Error?
     /// Whether a callback failed inside nghttp3 (the read's error is then ours).
     var callbackError: HTTP3Error?
+    /// The vectors `nextWrite` asks nghttp3 to fill, kept from one write to the next.
+    var writeVectors = [nghttp3_vec](repeating: nghttp3_vec(), count: HTTP3Connection.vectorsPerWrite)
 
     /// Starts an HTTP/3 connection on streams the caller opened; SETTINGS and the stream
     /// types are the first writes.

@@ -163,7 +163,9 @@ public final class EventLoop: Sendable {
             defer { inbox.append(work) }
             return inbox.isEmpty
         }
-        guard wasEmpty, !isVirtual else { return }
+        // Work posted on the loop's own thread (a task the loop runs, resuming another) needs
+        // no wake-up: the loop looks at its inbox before it waits again.
+        guard wasEmpty, !isVirtual, !inEventLoop else { return }
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }
@@ -448,9 +450,18 @@ public final class LoopContext {
 
     fileprivate func run() {
         while !stopRequested {
-            let timeout = nextTimeout()
+            // Work the loop's own thread posted (without waking it) runs in this pass, after
+            // a look at the sockets that does not wait.
+            let posted = loop.hasPostedWork
+            let timeout = posted ? 0 : nextTimeout()
             let count = braid_epoll_wait(epollFD, readyTokens.baseAddress, readyEvents.baseAddress, 64, timeout)
             if count < 0 && errno != EINTR { fatalError("epoll_wait failed: \(String(cString: strerror(errno)))") }
+            if posted {
+                for work in loop.takeInbox() {
+                    work(self)
+                    runDeferred()
+                }
+            }
             for index in 0..<max(Int(count), 0) {
                 let token = readyTokens[index]
                 if token == Self.wakeToken {
