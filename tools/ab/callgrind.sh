@@ -57,7 +57,9 @@ out=$(mktemp -d)
 results=$out/results.tsv
 server_pid=""
 cleanup() {
-  [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null || true
+  # The server runs under valgrind as the background job's child: both are signalled, so a
+  # failed run leaves no server behind.
+  [ -n "$server_pid" ] && { pkill -TERM -P "$server_pid" 2>/dev/null; kill -TERM "$server_pid" 2>/dev/null; } || true
   rm -rf "$out"
 }
 trap cleanup EXIT
