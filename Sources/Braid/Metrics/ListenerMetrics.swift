@@ -33,7 +33,9 @@ final class ListenerMetrics: Sendable {
             let statistics = await group.listenerStatistics
             connections.record(liveConnections.withLock { $0 })
             halfOpenHandshakes.record(statistics?.halfOpenHandshakes ?? 0)
-            bufferedBytes.record(statistics?.bufferedBytes ?? budget.buffered)
+            // What the buffer limit counts, every stack alike (QUIC's statistics are the
+            // engines' figure alone).
+            bufferedBytes.record(budget.buffered)
             let retriesNow = statistics?.retriesSent ?? 0
             // QUIC's refusals include those at every limit; TLS's and TCP's (the budget's)
             // those at the buffer limit and the connection limits.

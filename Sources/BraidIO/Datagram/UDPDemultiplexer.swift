@@ -26,7 +26,8 @@ package final class UDPDemultiplexer: DatagramChannelTransport, LoopHandler {
     private var token: UInt64?
     private var idleTimer: UInt64?
     private(set) var closed = false
-    /// Datagrams dropped because the listener was full (`newConnectionLimit`).
+    /// Datagrams of new peers dropped because the listener was full (`newConnectionLimit`, or
+    /// its buffer limit), or that a stack turned away (DTLS: no valid cookie).
     package private(set) var refusedDatagrams: UInt64 = 0
     /// Unproven peers closed to make room for new ones.
     package private(set) var displacedPeers: UInt64 = 0
