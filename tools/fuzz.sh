@@ -47,7 +47,8 @@
 #   the harness (the shared input file and the entry point) as one more module of the package
 #   (-package-name as SwiftPM names it) against .build/fuzz-spm/release/Modules, with SwiftPM's
 #   module maps for CBraid and CBraidUDP (-Xcc -fmodule-map-file), and links it with the
-#   modules' object files and -lngtcp2 -lngtcp2_crypto_gnutls -lgnutls -lnghttp3.
+#   modules' object files and -lngtcp2 -lngtcp2_crypto_gnutls -lgnutls -lnghttp3. The Avahi
+#   module (CBraidAvahi, a system library) has its module map in Sources, not in the build.
 #
 # Runs are one niced process (no -jobs: the machine is shared). New inputs go to .build/fuzz/TARGET-corpus;
 # a crash, leak or timeout leaves its input in .build/fuzz/TARGET-artifacts/. Copy inputs worth
@@ -92,7 +93,7 @@ build_with_modules() {
     for module in BraidPerf Braid BraidIO BraidQUICIO BraidHTTP3IO BraidTLSIO BraidWebSocketIO BraidQUIC BraidTLS BraidHTTP3 BraidSecurity \
         BraidWebSocket BraidDiscovery BraidDiscoveryIO BraidCore BraidFramers \
         CBraid CBraidUDP CBraidLock \
-        DequeModule HeapModule InternalCollectionsUtilities ContainersPreview Logging HTTPTypes; do
+        DequeModule HeapModule InternalCollectionsUtilities ContainersPreview Logging CoreMetrics HTTPTypes; do
         if [ -f "$build/$module.build/sources" ]; then
             # The objects of the module's current sources only: a deleted source's object stays behind.
             while IFS= read -r source; do
@@ -109,6 +110,7 @@ build_with_modules() {
         -Xcc -fmodule-map-file="$build/CBraid.build/module.modulemap" -Xcc -I"$root/Sources/CBraid/include" \
         -Xcc -fmodule-map-file="$build/CBraidUDP.build/module.modulemap" -Xcc -I"$root/Sources/CBraidUDP/include" \
         -Xcc -fmodule-map-file="$build/CBraidLock.build/module.modulemap" -Xcc -I"$root/Sources/CBraidLock/include" \
+        -Xcc -fmodule-map-file="$root/Sources/CBraidAvahi/module.modulemap" \
         "$root/$input" "$root/$main" ${extra:+"$root/$extra"} @"$out/$target-objects" \
         -lngtcp2 -lngtcp2_crypto_gnutls -lgnutls -lnghttp3 -lz -o "$binary"
 }

@@ -39,7 +39,8 @@ final class QUICEstablishment: EstablishmentStrategy {
         let sockets = try race.boundSockets(self.sockets, toward: remote)
         let bindAddress = try (race.local?.address ?? sockets.localAddress(toward: remote)).withPort(race.local?.port ?? 0)
         // Taken (tickets are single-use) only once this address looks usable.
-        let ticket = alone ? quic.sessionCache?.take(cacheKey) : nil
+        // A stale one is dropped: a full handshake.
+        let ticket = alone ? quic.sessionCache?.take(cacheKey).flatMap { $0.isUsable() ? $0 : nil } : nil
         let client = try ClientContexts.context(for: quic)
         let handshakeTimeout = quic.transport.handshakeTimeout
         let attempt = try QUICClientAttempt(

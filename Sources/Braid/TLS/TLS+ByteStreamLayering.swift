@@ -24,7 +24,8 @@ extension TLS: ByteStreamLayering {
         let sessionCache = peerVerifier == nil ? sessionCache : nil
         let ticket = sessionCache?.takeTLS(key)
         let engine = try TLSConnection.client(context: try TLSClientContexts.context(for: self), serverName: serverName, resumption: ticket)
-        let layer = TLSLayer(engine, earlyData: earlyDataEnabled && (ticket?.maxEarlyDataSize ?? 0) > 0)
+        // The engine's ticket: nil if it did not keep a stale one.
+        let layer = TLSLayer(engine, earlyData: earlyDataEnabled && (engine.resumption?.maxEarlyDataSize ?? 0) > 0)
         layer.peerJudge = peerVerifier?.judge
         if let cache = sessionCache {
             layer.ticketReceived = { ticket in cache.storeTLS(ticket, for: key) }

@@ -32,12 +32,14 @@ package final class QUICClientContext: Sendable {
 
     /// Starts a connection on `path`. `serverName` is sent as SNI (unless an IP literal) and is
     /// the name the certificate must carry. With a `ticket` for this server, the connection
-    /// resumes and streams opened before the handshake completes travel as 0-RTT data.
+    /// resumes and streams opened before the handshake completes travel as 0-RTT data; a ticket
+    /// past (or near the end of) its lifetime is not used: a full handshake.
     package func connect(
         path: QUICPath, serverName: String, resumption ticket: QUICResumptionTicket? = nil, now: QUICInstant
     ) throws -> QUICConnection {
         let transport = configuration.transport
-        let usableTicket = ticket.flatMap { $0.serverName == serverName && configuration.alpn.contains($0.alpn) ? $0 : nil }
+        // A stale ticket means a full handshake: GnuTLS would fail on it (`TLSTicketValidity`).
+        let usableTicket = ticket.flatMap { $0.serverName == serverName && configuration.alpn.contains($0.alpn) && $0.isUsable() ? $0 : nil }
         var settings = transport.ngtcp2Settings(now: now)
         let token = usableTicket?.token ?? []
         let tokenStorage = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(token.count, 1))

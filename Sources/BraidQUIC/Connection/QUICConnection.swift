@@ -153,6 +153,8 @@ package final class QUICConnection {
     var certificateProblem: CertificateProblem?
     /// Client: we resume and may send 0-RTT data (streams open before the handshake completes).
     package internal(set) var attemptedEarlyData = false
+    /// Client: the handshake resumed an earlier session with a ticket (no certificate exchanged).
+    package internal(set) var isResumed = false
     /// Client: HANDSHAKE_DONE arrived (key updates and migration need it).
     var handshakeConfirmed = false
     /// The ALPN both sides agreed on, once the handshake completed.
@@ -161,6 +163,8 @@ package final class QUICConnection {
     package internal(set) var earlyDataAccepted = false
     /// Client: the last ticket handed out, and the NEW_TOKEN token that goes into it.
     var latestTicket: QUICResumptionTicket?
+    /// When the NewSessionTicket being processed arrived, and its lifetime.
+    var arrivingTicketValidity: TLSTicketValidity?
     var receivedToken: [UInt8] = []
     /// Server: makes the NEW_TOKEN token for a client's address (nil: no token).
     var makeNewToken: ((QUICAddress, QUICInstant) -> [UInt8]?)?

@@ -14,8 +14,17 @@ package struct QUICResumptionTicket: Sendable, Hashable {
     var transportParameters: RememberedTransportParameters
     /// Token from the server's NEW_TOKEN frame: lets the next Initial skip address validation.
     var token: [UInt8]
+    /// When the TLS ticket arrived and how long the server keeps it valid.
+    package var validity: TLSTicketValidity
 
-    private static let formatVersion: UInt8 = 1
+    /// 2 added `validity`; a version 1 ticket is not read (its age is unknown).
+    private static let formatVersion: UInt8 = 2
+
+    /// False for a ticket too old (or too near its end) to offer at `now` (wall-clock
+    /// milliseconds): a client then does a full handshake instead, without 0-RTT.
+    package func isUsable(at now: UInt64 = TLSTicketValidity.wallClock()) -> Bool {
+        validity.isUsable(at: now)
+    }
 
     /// A compact, versioned binary form.
     package func serialized() -> [UInt8] {
@@ -26,6 +35,8 @@ package struct QUICResumptionTicket: Sendable, Hashable {
         writer.writeLengthPrefixed(tlsSessionData)
         writer.writeLengthPrefixed(token)
         for value in transportParameters.fields { writer.writeUInt64(value) }
+        writer.writeUInt64(validity.arrival)
+        writer.writeUInt32(validity.lifetime)
         return writer.bytes
     }
 
@@ -43,7 +54,9 @@ package struct QUICResumptionTicket: Sendable, Hashable {
             guard let value = reader.readUInt64() else { return nil }
             fields.append(value)
         }
-        guard reader.isAtEnd, !session.isEmpty else { return nil }
+        guard let arrival = reader.readUInt64(), let lifetime = reader.readUInt32(), reader.isAtEnd, !session.isEmpty
+        else { return nil }
+        self.validity = TLSTicketValidity(arrival: arrival, lifetime: lifetime)
         self.serverName = String(decoding: name, as: UTF8.self)
         self.alpn = String(decoding: alpn, as: UTF8.self)
         self.tlsSessionData = session
@@ -51,7 +64,11 @@ package struct QUICResumptionTicket: Sendable, Hashable {
         self.transportParameters = RememberedTransportParameters(fields: fields)
     }
 
-    init(serverName: String, alpn: String, tlsSessionData: [UInt8], transportParameters: RememberedTransportParameters, token: [UInt8]) {
+    init(
+        serverName: String, alpn: String, tlsSessionData: [UInt8], transportParameters: RememberedTransportParameters, token: [UInt8],
+        validity: TLSTicketValidity
+    ) {
+        self.validity = validity
         self.serverName = serverName
         self.alpn = alpn
         self.tlsSessionData = tlsSessionData

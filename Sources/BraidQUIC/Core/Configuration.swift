@@ -104,6 +104,10 @@ package struct QUICServerConfiguration: Sendable {
     package var retry: QUICRetryPolicy = .automatic
     /// Accept 0-RTT data from resuming clients (with a replay filter).
     package var earlyDataEnabled = true
+    /// How long a session ticket we issue stays valid, in seconds (its ticket_lifetime, at
+    /// least 1); nil keeps GnuTLS's default, 6 hours. GnuTLS also steps its ticket keys every
+    /// three lifetimes, which a fleet's key ring assumes to be the default: not with `keyRing`.
+    package var ticketLifetime: UInt32? = nil
     /// Maximum simultaneous connections (half-open ones included). At the limit a new client
     /// takes the place of the connection idle longest (no streams, longest without a packet),
     /// which is closed with NO_ERROR and the reason "server busy: idle connection closed to make

@@ -180,6 +180,11 @@ package final class QUICServerEndpoint {
     private static func validate(_ configuration: QUICServerConfiguration) throws {
         guard !configuration.alpn.isEmpty else { throw QUICError.configuration("QUIC needs at least one ALPN") }
         try configuration.transport.validate()
+        if let lifetime = configuration.ticketLifetime {
+            // GnuTLS divides by the lifetime to step its ticket keys.
+            guard lifetime >= 1 else { throw QUICError.configuration("ticketLifetime must be at least 1 second") }
+            guard configuration.keyRing == nil else { throw QUICError.configuration("ticketLifetime cannot be set with a fleet's key ring") }
+        }
     }
 
     /// Packets the endpoint itself wants sent (Version Negotiation, Retry, resets, refusals).
@@ -611,6 +616,9 @@ final class ServerTLSContext {
             let generation = ring.current
             rc = gnutls_session_ticket_enable_server(session, generation.ticketKey.datum)
             guard rc == 0 else { throw QUICError.tls("session tickets: \(gnutlsErrorString(rc))") }
+            if let lifetime = configuration.ticketLifetime {
+                gnutls_db_set_cache_expiration(session, Int32(clamping: lifetime))
+            }
             // A resuming client's ticket may come from an older generation of the fleet's keys.
             gnutls_handshake_set_hook_function(session, UInt32(GNUTLS_HANDSHAKE_CLIENT_HELLO.rawValue), GNUTLS_HOOK_PRE) {
                 session, _, _, _, message in

@@ -44,11 +44,20 @@ extension QUICConnection {
                 return 0
             }
             gnutls_handshake_set_hook_function(
-                session, UInt32(GNUTLS_HANDSHAKE_NEW_SESSION_TICKET.rawValue), GNUTLS_HOOK_POST
-            ) { session, _, _, _, _ in
-                QUICConnection.from(session: session)?.captureSessionTicket()
+                session, UInt32(GNUTLS_HANDSHAKE_NEW_SESSION_TICKET.rawValue), GNUTLS_HOOK_BOTH
+            ) { session, _, when, _, message in
+                guard let connection = QUICConnection.from(session: session) else { return 0 }
+                if when == GNUTLS_HOOK_POST {
+                    connection.captureSessionTicket()
+                } else if let message, let data = message.pointee.data {
+                    // Noted before GnuTLS stamps its own arrival time, so never younger than its view.
+                    connection.arrivingTicketValidity = TLSTicketValidity(
+                        newSessionTicket: UnsafeBufferPointer(start: data, count: Int(message.pointee.size)))
+                }
                 return 0
             }
+            // A stale ticket never gets here (`QUICClientContext.connect`): GnuTLS would fail the
+            // handshake on it rather than fall back (see `TLSTicketValidity`).
             if let ticket {
                 rc = ticket.tlsSessionData.withUnsafeBytes { gnutls_session_set_data(session, $0.baseAddress, $0.count) }
                 if rc != 0 { connection.logger.debug("ignoring unusable resumption ticket: \(gnutlsErrorString(rc))") }
@@ -71,11 +80,11 @@ extension QUICConnection {
         var data = gnutls_datum_t()
         guard let session, gnutls_session_get_data2(session, &data) == 0, let bytes = data.data else { return }
         defer { braid_gnutls_free(bytes) }
-        guard let params = ngtcp2_conn_get_remote_transport_params(conn)?.pointee else { return }
+        guard let params = ngtcp2_conn_get_remote_transport_params(conn)?.pointee, let validity = arrivingTicketValidity else { return }
         latestTicket = QUICResumptionTicket(
             serverName: serverName, alpn: negotiatedALPN ?? "",
             tlsSessionData: Array(UnsafeBufferPointer(start: bytes, count: Int(data.size))),
-            transportParameters: RememberedTransportParameters(params), token: receivedToken)
+            transportParameters: RememberedTransportParameters(params), token: receivedToken, validity: validity)
         emit(.resumptionTicket(latestTicket!))
     }
 
@@ -92,6 +101,7 @@ extension QUICConnection {
     func handshakeCompleted() -> Int32 {
         negotiatedALPN = BraidTLS.negotiatedALPN(session)
         if role == .client {
+            isResumed = session.map { gnutls_session_is_resumed($0) != 0 } ?? false
             if attemptedEarlyData {
                 earlyDataAccepted = gnutls_session_get_flags(session) & GNUTLS_SFLAGS_EARLY_DATA.rawValue != 0
                 if !earlyDataAccepted && ngtcp2_conn_get_early_data_rejected(conn) == 0 {

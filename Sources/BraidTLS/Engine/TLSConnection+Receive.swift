@@ -187,7 +187,8 @@ extension TLSConnection {
         let ticket = TLSSessionTicket(
             serverName: serverName, alpn: negotiatedALPN,
             maxEarlyDataSize: negotiatedVersion == .v1_3 ? ticketMaxEarlyData : 0,
-            sessionData: Array(UnsafeBufferPointer(start: bytes, count: Int(data.size))))
+            sessionData: Array(UnsafeBufferPointer(start: bytes, count: Int(data.size))),
+            validity: negotiatedVersion == .v1_3 ? ticketValidity : nil)
         events.append(.sessionTicket(ticket))
     }
 

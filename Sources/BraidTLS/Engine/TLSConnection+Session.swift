@@ -57,11 +57,16 @@ extension TLSConnection {
                 connection.ticketArrived = true
             } else if let message {
                 connection.ticketMaxEarlyData = maxEarlyDataSize(inNewSessionTicket: message.pointee)
+                // Noted before GnuTLS stamps its own arrival time, so never younger than its view.
+                connection.ticketValidity = message.pointee.data.flatMap {
+                    TLSTicketValidity(newSessionTicket: UnsafeBufferPointer(start: $0, count: Int(message.pointee.size)))
+                }
             }
             return 0
         }
         if let resumption {
-            // An unusable ticket (expired key, corrupt) only means a full handshake.
+            // An unusable ticket (a rotated key, corrupt) only means a full handshake; a stale one
+            // never gets here (`TLSConnection.client`).
             _ = resumption.sessionData.withUnsafeBytes { gnutls_session_set_data(session, $0.baseAddress, $0.count) }
         }
     }
@@ -74,6 +79,9 @@ extension TLSConnection {
         if let ticketKey = context.ticketKeyRing?.current.ticketKey ?? context.ticketKey {
             rc = gnutls_session_ticket_enable_server(session, ticketKey.datum)
             guard rc == 0 else { throw .internalError(function: "gnutls_session_ticket_enable_server", code: rc) }
+            if let lifetime = configuration.ticketLifetime {
+                gnutls_db_set_cache_expiration(session, Int32(clamping: lifetime))
+            }
         }
         if let antiReplay = context.antiReplay {
             gnutls_anti_replay_enable(session, antiReplay.handle)

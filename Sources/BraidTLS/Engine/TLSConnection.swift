@@ -80,8 +80,10 @@ public final class TLSConnection {
     var ticketArrived = false
     /// Client: the max_early_data_size of the last NewSessionTicket (0: none offered).
     var ticketMaxEarlyData = 0
+    /// Client: when the last NewSessionTicket arrived and its lifetime.
+    var ticketValidity: TLSTicketValidity?
     /// Client: the ticket we resume with, and a copy of the 0-RTT bytes sent under it.
-    let resumption: TLSSessionTicket?
+    package let resumption: TLSSessionTicket?
     var earlyData: [UInt8] = []
     /// Server: where 0-RTT plaintext is copied on its way to `deliver` (allocated when needed).
     var earlyDataScratch: UnsafeMutableRawBufferPointer?
@@ -152,12 +154,15 @@ public final class TLSConnection {
     /// A client connection to `serverName`, sent as SNI unless it is an IP literal, and the name
     /// the server's certificate must carry. With a `resumption` ticket issued for the same name,
     /// the connection resumes (and may send 0-RTT data with `sendEarlyData`); a ticket for another
-    /// name is ignored.
+    /// name, or one past (or near the end of) its lifetime, is ignored: a full handshake.
     public static func client(
         context: TLSClientContext, serverName: String, resumption: TLSSessionTicket? = nil
     ) throws(TLSError) -> TLSConnection {
         // A caller that judges the server itself is asked on every connection: no resumption.
-        let usable = context.configuration.callerVerifiesPeer ? nil : resumption.flatMap { $0.serverName == serverName ? $0 : nil }
+        // A stale ticket (see `TLSTicketValidity`) means a full handshake.
+        let usable =
+            context.configuration.callerVerifiesPeer
+            ? nil : resumption.flatMap { $0.serverName == serverName && $0.isUsable() ? $0 : nil }
         return try TLSConnection(role: .client, serverName: serverName, client: context, server: nil, resumption: usable)
     }
 

@@ -38,6 +38,10 @@ public struct TLSServerConfiguration: Sendable, Hashable {
     public var earlyDataEnabled = false
     /// Most 0-RTT bytes a client may send (advertised in our tickets).
     public var maxEarlyDataSize = 16384
+    /// How long a TLS 1.3 ticket we issue stays valid, in seconds (its ticket_lifetime, at
+    /// least 1); nil keeps GnuTLS's default, 6 hours. GnuTLS also steps its ticket keys every
+    /// three lifetimes, which a fleet's key ring assumes to be the default: not with one.
+    package var ticketLifetime: UInt32? = nil
     /// The caller judges the client's certificate instead of `clientCertificateAuthorityFile`:
     /// a full handshake stops at `TLSEvent.peerAwaitingVerdict` until `acceptPeer()` or
     /// `rejectPeer()`, and no application data moves before. Needs `peerAuthentication`

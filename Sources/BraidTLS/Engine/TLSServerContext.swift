@@ -36,6 +36,11 @@ public final class TLSServerContext: Sendable {
             throw .configuration("clientCertificateAuthorityFile is set but peerAuthentication is .none")
         }
         try configuration.validateCallerVerification(resumes: true)
+        if let lifetime = configuration.ticketLifetime {
+            // GnuTLS divides by the lifetime to step its ticket keys.
+            guard lifetime >= 1 else { throw .configuration("ticketLifetime must be at least 1 second") }
+            guard ticketKeyRing == nil else { throw .configuration("ticketLifetime cannot be set with a fleet's key ring") }
+        }
         self.configuration = configuration
         credentials = try TLSCredentials.server(
             certificateChainFile: configuration.certificateChainFile, privateKeyFile: configuration.privateKeyFile,

@@ -11,14 +11,25 @@ public struct TLSSessionTicket: Sendable, Hashable {
     public var maxEarlyDataSize: Int
     /// GnuTLS's session data.
     var sessionData: [UInt8]
+    /// When a TLS 1.3 ticket arrived and how long the server keeps it valid (nil for TLS 1.2,
+    /// whose tickets the server alone judges).
+    package var validity: TLSTicketValidity?
 
-    private static let formatVersion: UInt8 = 1
+    /// 2 added `validity`; a version 1 ticket is not read (its age is unknown).
+    private static let formatVersion: UInt8 = 2
 
-    init(serverName: String, alpn: String?, maxEarlyDataSize: Int, sessionData: [UInt8]) {
+    init(serverName: String, alpn: String?, maxEarlyDataSize: Int, sessionData: [UInt8], validity: TLSTicketValidity?) {
         self.serverName = serverName
         self.alpn = alpn
         self.maxEarlyDataSize = maxEarlyDataSize
         self.sessionData = sessionData
+        self.validity = validity
+    }
+
+    /// False for a TLS 1.3 ticket too old (or too near its end) to offer at `now` (wall-clock
+    /// milliseconds): a client then does a full handshake instead.
+    package func isUsable(at now: UInt64 = TLSTicketValidity.wallClock()) -> Bool {
+        validity?.isUsable(at: now) ?? true
     }
 
     /// A compact, versioned binary form.
@@ -30,6 +41,9 @@ public struct TLSSessionTicket: Sendable, Hashable {
         writer.writeLengthPrefixed(Array((alpn ?? "").utf8))
         writer.writeUInt32(UInt32(clamping: maxEarlyDataSize))
         writer.writeLengthPrefixed(sessionData)
+        writer.writeByte(validity == nil ? 0 : 1)
+        writer.writeUInt64(validity?.arrival ?? 0)
+        writer.writeUInt32(validity?.lifetime ?? 0)
         return writer.bytes
     }
 
@@ -42,11 +56,15 @@ public struct TLSSessionTicket: Sendable, Hashable {
             let alpn = reader.readLengthPrefixed(),
             let maxEarlyData = reader.readUInt32(),
             let session = reader.readLengthPrefixed(),
+            let hasValidity = reader.readByte(), hasValidity <= 1,
+            let arrival = reader.readUInt64(),
+            let lifetime = reader.readUInt32(),
             reader.isAtEnd, !session.isEmpty
         else { return nil }
         serverName = String(decoding: name, as: UTF8.self)
         self.alpn = hasALPN == 1 ? String(decoding: alpn, as: UTF8.self) : nil
         maxEarlyDataSize = Int(maxEarlyData)
         sessionData = session
+        validity = hasValidity == 1 ? TLSTicketValidity(arrival: arrival, lifetime: lifetime) : nil
     }
 }

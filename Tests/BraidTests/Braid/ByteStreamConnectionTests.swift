@@ -55,9 +55,9 @@ import BraidCore
     /// kernel's buffers and both connections' bounds are full, and neither side holds more
     /// than its bounds.
     @Test(.timeLimit(.minutes(10))) func aReaderThatStopsStopsTheSenderWithBoundedMemory() async throws {
-        let serverConnection = Locked<NetworkConnection<TLS>?>(nil)
+        let serverConnection = TestSignal<NetworkConnection<TLS>>()
         let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
-            serverConnection.withLock { $0 = connection }
+            serverConnection.fulfill(connection)
             try await Task.sleep(for: .seconds(60))
         })
         defer { server.task.cancel() }
@@ -69,12 +69,7 @@ import BraidCore
         defer { connection.cancel() }
         // Connected first, so the time the sender takes to get stuck is not the handshake's.
         try await connection.send(Data("first".utf8))
-        var inbound: NetworkConnection<TLS>?
-        for _ in 0..<200 where inbound == nil {
-            inbound = serverConnection.withLock { $0 }
-            if inbound == nil { try await Task.sleep(for: .milliseconds(50)) }
-        }
-        let reader = try #require(inbound)
+        let reader = try #require(await serverConnection.wait(), "the server's handler never got the connection")
         let sentBytes = Atomic(0)
         let sender = Task {
             let chunk = Data(repeating: 7, count: 64 * 1024)
@@ -101,9 +96,8 @@ import BraidCore
         // Reading resumes the flow: the server takes 4 MB and the sender moves on.
         var taken = 0
         while taken < 4 << 20 { taken += try await reader.receive(atLeast: 1, atMost: 1 << 20).content.count }
-        // A bounded wait (a loaded machine can take longer than a fixed pause), no timing asserted.
-        for _ in 0..<200 where sentBytes.load(ordering: .relaxed) == stuckAt { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(sentBytes.load(ordering: .relaxed) > stuckAt)
+        // Until the sender moves on, within a generous deadline; no timing asserted.
+        #expect(try await waitUntil { sentBytes.load(ordering: .relaxed) > stuckAt }, "the sender stayed stuck")
     }
 
     /// A receive larger than the connection's receive bound still completes: the bound holds
@@ -267,35 +261,32 @@ import BraidCore
     /// `close()` is graceful (the data, then close_notify and FIN), not a reset.
     @Test(.timeLimit(.minutes(10)), arguments: [true, false])
     func closingRightAfterSendingLosesNothing(tls: Bool) async throws {
-        let received = Locked<[UInt8]?>(nil)
+        let received = TestSignal<[UInt8]>()
         let payload = pattern(seed: 21, count: 8_000_000)
         if tls {
             let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
                 let bytes = try await receiveAll(connection)
-                received.withLock { $0 = bytes }
+                received.fulfill(bytes)
             })
             defer { server.task.cancel() }
             let connection = NetworkConnection(to: server.endpoint) { testTLSClient() }
             try await sendAll(payload, on: connection)
             await connection.close()
-            try await waitFor { received.withLock { $0 } != nil }
+            // Before the listener goes: until the server has read everything.
+            _ = await received.wait()
         } else {
             let server = try await RunningStreamListener.start(TCP(), handler: { connection in
                 let bytes = try await receiveAll(connection)
-                received.withLock { $0 = bytes }
+                received.fulfill(bytes)
             })
             defer { server.task.cancel() }
             let connection = NetworkConnection(to: server.endpoint) { TCP() }
             try await sendAll(payload, on: connection)
             await connection.close()
-            try await waitFor { received.withLock { $0 } != nil }
+            // Before the listener goes: until the server has read everything.
+            _ = await received.wait()
         }
-        #expect(received.withLock { $0 } == payload)
-    }
-
-    /// Polls `condition` every 20 ms for up to 20 s.
-    private func waitFor(_ condition: () -> Bool) async throws {
-        for _ in 0..<1000 where !condition() { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(received.value == payload, "the server never read to the end, or read other bytes")
     }
 
     /// 200 clients at once, each echoed its own bytes.
@@ -319,7 +310,9 @@ import BraidCore
 
     /// Over the limit, a client is reset at once instead of waiting.
     @Test func newConnectionLimitRefusesTheNextClient() async throws {
+        let entered = TestSignal<Void>()
         let server = try await RunningStreamListener.start(TCP(), configure: { $0.newConnectionLimit = 1 }, handler: { connection in
+            entered.fulfill(())
             try await Task.sleep(for: .seconds(30))
             _ = connection
         })
@@ -327,7 +320,8 @@ import BraidCore
         let first = NetworkConnection(to: server.endpoint) { TCP() }
         defer { first.cancel() }
         try await first.send(Data("1".utf8))
-        try await Task.sleep(for: .milliseconds(100))
+        // The listener holds the first connection before the second arrives.
+        try #require(await entered.wait() != nil, "the first connection never reached its handler")
         let second = NetworkConnection(to: server.endpoint) { TCP() }
         defer { second.cancel() }
         // The kernel completes the handshake before the listener refuses, so the reset may
@@ -343,30 +337,28 @@ import BraidCore
     /// in the backlog when it closed is reset), never accepted without a handler, and the held
     /// connection is still served.
     @Test(.timeLimit(.minutes(10))) func aCancelledListenerRefusesNewClients() async throws {
-        final class Flags: Sendable {
-            let isOpen = Atomic(false), entered = Atomic(false)
-        }
-        let flags = Flags()
+        let entered = TestSignal<Void>(), open = TestSignal<Void>()
         let server = try await RunningStreamListener.start(TCP(), handler: { connection in
             let request = try await connection.receive(exactly: 1).content
-            flags.entered.store(true, ordering: .relaxed)
+            entered.fulfill(())
             // Not cancelled with the handler: `run` cannot return before the test lets it.
-            await Task { while !flags.isOpen.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(10)) } }.value
+            await Task { _ = await open.wait(within: .seconds(600)) }.value
             try await connection.send(request)
         })
         defer {
-            flags.isOpen.store(true, ordering: .relaxed)
+            open.fulfill(())
             server.task.cancel()
         }
         let held = NetworkConnection(to: server.endpoint) { TCP() }
         defer { held.cancel() }
         try await held.send(Data("1".utf8))
-        for _ in 0..<1000 where !flags.entered.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(10)) }
-        let handlerHasIt = flags.entered.load(ordering: .relaxed)
-        try #require(handlerHasIt, "the first connection never reached its handler")
+        try #require(await entered.wait() != nil, "the first connection never reached its handler")
         server.task.cancel()
         var refused = false
-        for _ in 0..<100 where !refused {
+        // Clients until one is refused (those taken from the backlog first are reset), within
+        // a generous deadline.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !refused && ContinuousClock.now < deadline {
             let late = NetworkConnection(to: server.endpoint) { TCP() }
             defer { late.cancel() }
             do {
@@ -385,7 +377,7 @@ import BraidCore
             try await Task.sleep(for: .milliseconds(10))
         }
         #expect(refused, "the cancelled listener still accepts connections")
-        flags.isOpen.store(true, ordering: .relaxed)
+        open.fulfill(())
         #expect(try await held.receive(exactly: 1).content == Data("1".utf8))
         try await server.task.value
     }

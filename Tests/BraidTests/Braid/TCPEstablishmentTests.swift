@@ -33,7 +33,10 @@ import Testing
             _ = address.withPort(port).withSockAddr { Glibc.connect(filler, $0, socklen_t($1)) }
             descriptors.append(filler)
         }
-        usleep(100_000)
+        // The queue is full once the first filler's handshake completed (it turns writable);
+        // waited for with a generous deadline, not a pause.
+        var first = pollfd(fd: descriptors[1], events: Int16(POLLOUT), revents: 0)
+        try #require(poll(&first, 1, 60_000) == 1, "the accept queue never filled")
         return (port, descriptors)
     }
 

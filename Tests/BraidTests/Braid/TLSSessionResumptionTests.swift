@@ -26,7 +26,7 @@ import Testing
         try await connection.send(later)
         let echo = try await connection.receive(exactly: early.count + later.count).content
         // A ticket arrives after the handshake: wait for it before the next connection.
-        for _ in 0..<100 where cache.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(try await waitUntil { cache.count > 0 }, "no session ticket arrived")
         return (echo, connection.isResumed, connection.earlyDataAccepted)
     }
 
@@ -44,7 +44,7 @@ import Testing
         defer { lax.cancel() }
         try await lax.send(Data("x".utf8))
         _ = try await lax.receive(exactly: 1)
-        for _ in 0..<500 where cache.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(try await waitUntil { cache.count > 0 }, "no session ticket arrived")
         #expect(cache.count == 1)
         let strict = NetworkConnection(to: server.endpoint) { testTLSClient().sessionCache(cache) }
         defer { strict.cancel() }
@@ -66,7 +66,7 @@ import Testing
         defer { identified.cancel() }
         try await identified.send(Data("x".utf8))
         _ = try await identified.receive(exactly: 1)
-        for _ in 0..<500 where cache.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(try await waitUntil { cache.count > 0 }, "no session ticket arrived")
         #expect(cache.count == 1)
         let anonymous = NetworkConnection(to: server.endpoint) { testTLSClient().sessionCache(cache) }
         defer { anonymous.cancel() }

@@ -425,7 +425,9 @@ func udpEcho(
         // twice) can come too, an intruder's datagram never.
         var received: [(content: Data, metadata: UDP.Metadata)] = []
         var wait = Duration.milliseconds(200)
-        for _ in 0..<25 where !received.contains(where: { $0.content == Data("peer".utf8) }) {
+        // Sent again while lost (UDP), until a generous deadline.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !received.contains(where: { $0.content == Data("peer".utf8) }) && ContinuousClock.now < deadline {
             try await connection.send(Data("peer".utf8))
             while let reply = try await receiveWithin(wait, on: connection) {
                 received.append(reply)

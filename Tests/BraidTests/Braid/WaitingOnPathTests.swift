@@ -103,7 +103,7 @@ import BraidCore
                 for await state in connection.states where state == .ready { break }
                 // The first path comes once the loop has read the kernel's interfaces, which may
                 // finish after ready: the link goes down only after it.
-                for _ in 0..<1000 where paths.withLock(\.isEmpty) { try await Task.sleep(for: .milliseconds(10)) }
+                #expect(try await waitUntil { !paths.withLock(\.isEmpty) }, "no path came")
                 var viability = updates.stream.makeAsyncIterator()
                 let down = try await namespace.setLink("va", up: false)
                 #expect(await viability.next() == false)
@@ -197,9 +197,9 @@ final class ReadyStamp: Sendable {
     let at = Locked<ContinuousClock.Instant?>(nil)
 
     /// The time from `start` to ready, as text. The states stream can deliver `ready` before
-    /// the loop has called the state handler, so this waits a little for the stamp.
+    /// the loop has called the state handler, so this waits for the stamp (with a deadline).
     func latency(since start: ContinuousClock.Instant) async -> String {
-        for _ in 0..<500 where at.withLock({ $0 == nil }) { try? await Task.sleep(for: .milliseconds(2)) }
+        _ = try? await waitUntil { at.withLock { $0 != nil } }
         return at.withLock { $0.map { "\($0 - start)" } } ?? "unknown (no ready stamp)"
     }
 }

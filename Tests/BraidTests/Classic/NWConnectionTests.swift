@@ -74,7 +74,9 @@ import BraidCore
         // UDP may drop a datagram: send again until the echo comes, while one receive waits.
         let reply = Task { await connection.receiveMessageAsync() }
         let sender = Task {
-            for _ in 0..<30 where !Task.isCancelled {
+            // Until the echo came (the reply cancels this), within a generous deadline.
+            let deadline = ContinuousClock.now + .seconds(60)
+            while !Task.isCancelled && ContinuousClock.now < deadline {
                 _ = await connection.sendAsync(message)
                 try? await Task.sleep(for: .milliseconds(200))
             }
