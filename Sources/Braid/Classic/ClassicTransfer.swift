@@ -37,6 +37,8 @@ protocol ClassicTransfer: AnyObject, Sendable {
     func batch(_ body: () -> Void)
     /// What the protocol `definition` names agreed (nil: the connection does not run it).
     func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata?
+    /// The connection's path now: nil before it is ready (the new API's `currentPath`).
+    var currentPath: NWPath? { get }
     /// Path, viability and better-path changes, as the new API reports them.
     func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void)
     func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void)
@@ -148,6 +150,7 @@ final class FailedTransfer: ClassicTransfer {
     func receiveMessage() async throws -> (content: Data?, isComplete: Bool) { throw error }
     func batch(_ body: () -> Void) { body() }
     func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? { nil }
+    var currentPath: NWPath? { nil }
     func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) {}
     func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) {}
     func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void) {}

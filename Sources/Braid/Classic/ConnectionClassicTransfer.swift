@@ -16,6 +16,7 @@ extension ConnectionClassicTransfer {
     func restart() { connection.retryNow() }
     func cancelCurrentEndpoint() { connection.tryNextEndpoint() }
 
+    var currentPath: NWPath? { connection.currentPath }
     func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }
     func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onViabilityUpdate { _, viable in handler(viable) } }
     func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onBetterPathUpdate { _, better in handler(better) } }

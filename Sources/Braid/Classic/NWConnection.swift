@@ -44,8 +44,6 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
     private let handlers = Locked(Handlers())
     /// The queue of `start(queue:)`, and the last state handed to the state handler there.
     private let delivery = Locked<(queue: DispatchQueue?, lastState: State?)>((nil, nil))
-    /// Latest path, as the path handler last saw it (nil before ready).
-    private let latestPath = Locked<NWPath?>(nil)
     let transfer: any ClassicTransfer
     private let sends = ClassicOperationQueue()
     private let receives = ClassicOperationQueue()
@@ -171,16 +169,21 @@ public final class NWConnection: Sendable, CustomDebugStringConvertible {
         set {
             handlers.withLock { $0.path = newValue }
             guard newValue != nil else { return }
-            transfer.onPathUpdate { [weak self] path in
-                self?.latestPath.withLock { $0 = path }
-                self?.deliver { $0.path?(path) }
-            }
+            transfer.onPathUpdate { [weak self] path in self?.deliver { $0.path?(path) } }
         }
     }
 
-    /// The connection's path as the path handler last reported it (nil before it did: set
-    /// `pathUpdateHandler` to follow the path).
-    public var currentPath: NWPath? { latestPath.withLock { $0 } }
+    /// The connection's path while it is ready (nil before), with its `localEndpoint` and
+    /// `remoteEndpoint`: the path last reported once `pathUpdateHandler` (or a viability or
+    /// better-path handler) watches it, with its interface; otherwise a satisfied path with the
+    /// endpoints and no interface list (see `NetworkConnection.currentPath`).
+    ///
+    /// ```swift
+    /// if let remote = connection.currentPath?.remoteEndpoint {
+    ///     print("talking to \(remote)")
+    /// }
+    /// ```
+    public var currentPath: NWPath? { transfer.currentPath }
 
     /// The queue handlers and completions run on, once started.
     public var queue: DispatchQueue? { delivery.withLock { $0.queue } }

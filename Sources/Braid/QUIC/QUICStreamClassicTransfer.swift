@@ -125,6 +125,7 @@ final class QUICStreamClassicTransfer: ClassicTransfer {
 
     func metadata(definition: NWProtocolDefinition) -> NWProtocolMetadata? { nil }
 
+    var currentPath: NWPath? { connection.currentPath }
     func onPathUpdate(_ handler: @escaping @Sendable (NWPath) -> Void) { connection.onPathUpdate { _, path in handler(path) } }
     func onViabilityUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onViabilityUpdate { _, viable in handler(viable) } }
     func onBetterPathUpdate(_ handler: @escaping @Sendable (Bool) -> Void) { connection.onBetterPathUpdate { _, better in handler(better) } }

@@ -37,6 +37,55 @@ import BraidCore
         try await states.wait(for: "cancelled") { $0 == .cancelled }
     }
 
+    /// A ready classic connection has a path with both its endpoints without a path handler;
+    /// a listener's connection has one too, naming the client.
+    @Test(arguments: ["tcp", "udp"])
+    func currentPathHasTheEndpointsOnceReady(_ stack: String) async throws {
+        let parameters: NWParameters = stack == "tcp" ? .tcp : .udp
+        let accepted = Mutex<NWConnection?>(nil)
+        let server = try ClassicEchoServer(parameters) { connection in
+            accepted.withLock { $0 = connection }
+            ClassicEchoServer.echo(connection)
+        }
+        let port = try await server.start()
+        defer { server.listener.cancel() }
+        let connection = NWConnection(host: "127.0.0.1", port: port, using: parameters)
+        defer { connection.cancel() }
+        #expect(connection.currentPath == nil)
+        let states = StateRecorder(connection)
+        connection.start(queue: DispatchQueue(label: "client"))
+        try await states.wait(for: "ready") { $0 == .ready }
+        let path = try #require(connection.currentPath)
+        #expect(path.status == .satisfied)
+        #expect(path.remoteEndpoint == .hostPort(host: "127.0.0.1", port: port))
+        guard case .hostPort(_, let localPort) = try #require(path.localEndpoint) else {
+            Issue.record("local endpoint \(String(describing: path.localEndpoint)) is not an address")
+            return
+        }
+        #expect(localPort.rawValue != 0)
+
+        // The server's side, once the first bytes brought it a connection.
+        let deadline = ContinuousClock.now + .seconds(60)
+        var inbound: NWConnection?
+        while inbound == nil && ContinuousClock.now < deadline {
+            _ = await connection.sendAsync(Data("path".utf8))
+            try await Task.sleep(for: .milliseconds(20))
+            inbound = accepted.withLock { $0 }
+        }
+        let serverSide = try #require(inbound)
+        let serverPath = try #require(await waitForPath(of: serverSide))
+        #expect(serverPath.remoteEndpoint == .hostPort(host: "127.0.0.1", port: localPort))
+    }
+
+    private func waitForPath(of connection: NWConnection) async -> NWPath? {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if let path = connection.currentPath { return path }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return nil
+    }
+
     @Test func aListenerServesOneHundredClients() async throws {
         let server = try ClassicEchoServer(.tcp)
         let port = try await server.start()

@@ -1081,6 +1081,12 @@ func docExample_SecTrust(_ trust: SecTrust) {
 }
 
 /// Sources/Braid/Classic/NWConnection.swift (metadata)
+func docExample_NWConnection_currentPath(_ connection: NWConnection) {
+    if let remote = connection.currentPath?.remoteEndpoint {
+        print("talking to \(remote)")
+    }
+}
+
 func docExample_NWConnection_metadata(_ connection: NWConnection) -> NWProtocolTLS.Metadata? {
     let tls = connection.metadata(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata
     return tls
