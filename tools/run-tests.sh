@@ -6,7 +6,7 @@ tools/install-deps.sh
 python3 -m unittest discover -s tools/netem -p 'test_*.py'
 python3 tools/check-doc-examples.py
 # Benchmarks/RESULTS.md and the README's results table are what the committed runs' JSON gives.
-python3 tools/benchmark-results.py Benchmarks/RESULTS*.json --check
+python3 tools/benchmark-results.py Benchmarks/RESULTS-*.json --check
 python3 tools/check-architecture.py
 python3 -m unittest discover -s tools -p 'test_check_*.py'
 swift build --build-tests
