@@ -22,10 +22,7 @@ import Testing
                 for try await (content, _) in connection.messages { try await connection.send(content) }
             }
         }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return (listener, task)
     }
 
@@ -81,10 +78,7 @@ import Testing
         }
         let task = Task { try await listener.run { _ in accepted.increment() } }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         // A raw ClientHello from a plain UDP connection: the engine's first flight.
         let engine = try DTLSConnection.client(context: DTLSClientContext(configuration: TLSClientConfiguration()), serverName: "localhost")
         _ = try engine.process { _ in }

@@ -17,10 +17,7 @@ import Testing
                 for try await (content, _) in connection.messages { try await connection.send(content) }
             }
         }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return (listener, task)
     }
 

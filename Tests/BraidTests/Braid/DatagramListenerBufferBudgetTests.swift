@@ -93,10 +93,7 @@ import Testing
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
         let budget = try #require(listener.bufferBudget.withLock { $0 })
 
@@ -160,10 +157,7 @@ import Testing
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
         let budget = try #require(listener.bufferBudget.withLock { $0 })
         let client: @Sendable () -> NetworkConnection<DTLS> = {
@@ -312,10 +306,7 @@ import Testing
                 }
             }
             defer { task.cancel() }
-            for await state in listener.states {
-                if state == .ready { break }
-                if case .failed(let error) = state { throw error }
-            }
+            try await listener.waitUntilReady()
             let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
             let client = {
                 NetworkConnection(to: endpoint) {

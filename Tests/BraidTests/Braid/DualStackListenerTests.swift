@@ -22,10 +22,7 @@ import BraidCore
                 try await handler(connection)
             }
         }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let port = try #require(listener.port)
         return (port, task)
     }

@@ -19,10 +19,7 @@ import Testing
                 certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
         }
         let task = Task { try await listener.run(echo) }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return (listener, task)
     }
 

@@ -78,10 +78,7 @@ import Testing
         let task = Task {
             try await listener.runHTTP3(requestsPerConnection: requestsPerConnection, shutdownGracePeriod: shutdownGracePeriod, handler)
         }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let client = HTTP3Client(quic: testClient(alpn: ["h3"]))
         return (listener, task, client, "127.0.0.1:\(listener.port!.rawValue)")
     }

@@ -36,10 +36,7 @@ import Testing
                     return (HTTPResponse(status: .ok), .empty)
                 }
             }
-            for await state in listener.states {
-                if state == .ready { break }
-                if case .failed(let error) = state { throw error }
-            }
+            try await listener.waitUntilReady()
             let port = try #require(listener.port)
             let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: port)
             let client = HTTP3Client(quic: testClient(alpn: ["h3"]))

@@ -183,10 +183,7 @@ import Testing
                     }
                 }
                 defer { serving.cancel() }
-                for await state in listener.states {
-                    if state == .ready { break }
-                    if case .failed(let error) = state { throw error }
-                }
+                try await listener.waitUntilReady()
                 let port = listener.port!
                 try await UplinkNamespaces.withLoop(in: client) { clientEnvironment in
                     let expected = ["10.74.0.1": "2001:db8:74::1", "10.75.0.1": "2001:db8:75::1"]

@@ -78,10 +78,7 @@ import Testing
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
         let rssBefore = residentBytes()
         var readers: [NetworkConnection<QUIC>] = []
@@ -154,10 +151,7 @@ import Testing
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
         var hostile: [NetworkConnection<TCP>] = []
         defer { for connection in hostile { connection.cancel() } }
@@ -210,10 +204,7 @@ import Testing
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
         let trickler = NetworkConnection(to: endpoint) { TCP() }
         defer { trickler.cancel() }
@@ -264,10 +255,7 @@ import Testing
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
         let hostile = NetworkConnection(to: endpoint) { testClient() }
         defer { hostile.cancel() }

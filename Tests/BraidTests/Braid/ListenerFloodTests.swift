@@ -53,10 +53,7 @@ import Testing
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let port = listener.port!.rawValue
         let rssBefore = residentBytes()
         let silent = try await offThePool { try (0..<1_000).map { try connectFrom(address: "127.3.0.\($0 % 100 + 1)", toPort: port) } }
@@ -98,10 +95,7 @@ import Testing
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let port = listener.port!.rawValue
         let engine = try DTLSConnection.client(context: DTLSClientContext(configuration: TLSClientConfiguration()), serverName: "localhost")
         _ = try engine.process { _ in }
@@ -139,10 +133,7 @@ import Testing
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let port = listener.port!.rawValue
         let idle = try await offThePool { try (0..<2_000).map { try connectFrom(address: "127.2.0.\($0 % 200 + 1)", toPort: port) } }
         defer { for fd in idle { close(fd) } }

@@ -121,10 +121,7 @@ import Testing
     }
 
     private func readyPort<P: NetworkProtocol>(_ listener: NetworkListener<P>) async throws -> UInt16 {
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return try #require(listener.port).rawValue
     }
 }

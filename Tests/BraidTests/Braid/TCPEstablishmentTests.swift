@@ -48,10 +48,7 @@ import Testing
         let listener = NetworkListener(for: .hostPort(host: "::1", port: NWEndpoint.Port(integerLiteral: silent.port))) { TCP() }
         let running = Task { try await listener.run(echoBytes) }
         defer { running.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let name = "silent-first-\(silent.port).test"
         Resolver.namesForTesting.withLock {
             $0[name] = [SocketAddress(ip: "127.0.0.1", port: silent.port)!, SocketAddress(ip: "::1", port: silent.port)!]

@@ -11,10 +11,7 @@ import Testing
     private func listen(on host: String, port: NWEndpoint.Port, keys: QUIC.FleetKeys) async throws -> RunningStreamListener<TLS> {
         let listener = NetworkListener(for: .hostPort(host: .init(host), port: port)) { testTLSServer().fleetKeys(keys) }
         let task = Task { try await listener.run(echoBytes) }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return RunningStreamListener(listener: listener, task: task)
     }
 

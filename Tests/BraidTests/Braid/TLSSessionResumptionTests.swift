@@ -8,10 +8,7 @@ import Testing
     private func earlyDataServer(port: NWEndpoint.Port = .any) async throws -> RunningStreamListener<TLS> {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: port)) { testTLSServer().earlyDataEnabled(true) }
         let task = Task { try await listener.run(echoBytes) }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return RunningStreamListener(listener: listener, task: task)
     }
 

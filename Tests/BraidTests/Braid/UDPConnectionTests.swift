@@ -21,10 +21,7 @@ struct RunningUDPEcho {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any), using: NetworkParameters(stack: stack))
         if let limit { listener.newConnectionLimit = limit }
         let task = Task { try await listener.run(handler) }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return RunningUDPEcho(listener: listener, task: task)
     }
 }

@@ -139,10 +139,7 @@ import BraidCore
                     // The listener binds in `run`, on the environment's loop (inside the server's namespace).
                     let running = NetworkEnvironment.$current.withValue(serverEnvironment) { Task { try await listener.run(serving) } }
                     defer { running.cancel() }
-                    for await state in listener.states {
-                        if state == .ready { break }
-                        if case .failed(let error) = state { throw error }
-                    }
+                    try await listener.waitUntilReady()
                     let port = listener.port!
                     ClientEstablishment.retryDelaysForTesting.withLock { $0[port.rawValue] = [.seconds(3600)] }
                     defer { _ = ClientEstablishment.retryDelaysForTesting.withLock { $0.removeValue(forKey: port.rawValue) } }

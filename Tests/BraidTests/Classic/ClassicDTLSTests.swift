@@ -54,10 +54,7 @@ import BraidCore
                 for try await (content, _) in connection.messages { try await connection.send(content) }
             }
         }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return (listener, task)
     }
 
@@ -125,10 +122,7 @@ import BraidCore
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let options = clientOptions()
         sec_protocol_options_set_local_identity(
             options.securityProtocolOptions, try #require(sec_identity_create(try LocalIdentityTests.identity("client"))))
@@ -184,10 +178,7 @@ import BraidCore
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let asked = Locked(false)
         let (connection, states) = connect(to: listener.port!) { _, _, complete in
             asked.withLock { $0 = true }

@@ -26,10 +26,7 @@ import BraidCore
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let (asked, answer) = AsyncStream.makeStream(of: (@Sendable (Bool) -> Void).self)
         let connection = NetworkConnection(to: .hostPort(host: "localhost", port: listener.port!)) {
             DTLS { UDP() }.alpn(["echo"]).verified(by: TLSPeerVerifier { _, decide in answer.yield(decide) })

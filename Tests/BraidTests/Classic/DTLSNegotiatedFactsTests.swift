@@ -28,10 +28,7 @@ import BraidCore
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let connection = NetworkConnection(to: .hostPort(host: "localhost", port: listener.port!)) {
             DTLS { UDP() }.alpn(["echo", "other"]).trust(.certificateAuthorities(file: Fixtures.caFile))
         }

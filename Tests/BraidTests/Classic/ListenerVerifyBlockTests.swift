@@ -74,10 +74,7 @@ import Synchronization
                 }
             }
         }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return (listener, task)
     }
 

@@ -31,10 +31,7 @@ import Testing
             try await listener.runHTTP3 { _, _ in (HTTPResponse(status: .ok), .data(Data("fine".utf8))) }
         }
         defer { serving.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let port = listener.port!.rawValue
         // The peer waits up to 20 s for the end (its default is 10): in full debug-suite runs
         // on 2 cores, where every test's connections share Braid's two loops, the end has

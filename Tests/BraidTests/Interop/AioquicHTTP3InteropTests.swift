@@ -78,10 +78,7 @@ import Testing
             }
         }
         defer { serving.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let port = String(listener.port!.rawValue)
         func run(_ arguments: [String]) async throws -> [String: Any] {
             try await runClient(try PeerProcess.aioquicHTTP3([
@@ -237,10 +234,7 @@ import Testing
             }
         }
         defer { serving.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let report = try await runClient(try PeerProcess.aioquicHTTP3([
             "load", "--host", "127.0.0.1", "--port", String(listener.port!.rawValue), "--ca", Fixtures.caFile, "--sni", "localhost",
             "--path", "/2000", "--requests", "300", "--concurrency", "20",

@@ -26,10 +26,7 @@ import Testing
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let statsFile = FileManager.default.temporaryDirectory.appendingPathComponent("braid-dtls-netem-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: statsFile) }
         let emulator = try PeerProcess.emulator(

@@ -137,10 +137,7 @@ import Testing
             }
         }
         defer { task.cancel() }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         let input = try InputPipe()
         let client = try ChildProcess(
             try TLSPeerTools.find("openssl", package: "openssl"), [

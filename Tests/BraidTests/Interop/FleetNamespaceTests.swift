@@ -72,10 +72,7 @@ import Testing
                     }
                 }
             }
-            for await state in listener.states {
-                if state == .ready { break }
-                if case .failed(let error) = state { throw error }
-            }
+            try await listener.waitUntilReady()
         }
 
         var statistics: ListenerStatistics {

@@ -14,10 +14,7 @@ struct RunningFramedListener<P: NetworkProtocol> {
     ) async throws -> RunningFramedListener {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: port), using: NetworkParameters(stack: stack))
         let task = Task { try await listener.run(handler) }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return RunningFramedListener(listener: listener, task: task)
     }
 }

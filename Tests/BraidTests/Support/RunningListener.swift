@@ -34,10 +34,7 @@ struct RunningListener {
         }
         if let connectionLimit { listener.newConnectionLimit = connectionLimit }
         let task = Task { try await listener.run(handler) }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return RunningListener(listener: listener, task: task)
     }
 }

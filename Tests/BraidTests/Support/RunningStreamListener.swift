@@ -25,10 +25,7 @@ struct RunningStreamListener<P: StreamProtocol> {
         let listener = NetworkListener(for: .hostPort(host: host, port: .any), using: NetworkParameters(stack: stack))
         configure(listener)
         let task = Task { try await listener.run(handler) }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return RunningStreamListener(listener: listener, task: task)
     }
 }

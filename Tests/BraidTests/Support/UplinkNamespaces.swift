@@ -61,10 +61,7 @@ enum UplinkNamespaces {
                 }
             }
         }
-        for await state in listener.states {
-            if state == .ready { break }
-            if case .failed(let error) = state { throw error }
-        }
+        try await listener.waitUntilReady()
         return (listener.port!, task)
     }
 
