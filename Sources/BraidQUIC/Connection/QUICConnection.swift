@@ -153,7 +153,8 @@ package final class QUICConnection {
     var certificateProblem: CertificateProblem?
     /// Client: we resume and may send 0-RTT data (streams open before the handshake completes).
     package internal(set) var attemptedEarlyData = false
-    /// Client: the handshake resumed an earlier session with a ticket (no certificate exchanged).
+    /// The handshake resumed an earlier session with a ticket (no certificate exchanged); set
+    /// when the handshake completes, which on the server is a flight after the client.
     package internal(set) var isResumed = false
     /// Client: HANDSHAKE_DONE arrived (key updates and migration need it).
     var handshakeConfirmed = false

@@ -100,8 +100,8 @@ extension QUICConnection {
     /// server send the session ticket and a NEW_TOKEN.
     func handshakeCompleted() -> Int32 {
         negotiatedALPN = BraidTLS.negotiatedALPN(session)
+        isResumed = session.map { gnutls_session_is_resumed($0) != 0 } ?? false
         if role == .client {
-            isResumed = session.map { gnutls_session_is_resumed($0) != 0 } ?? false
             if attemptedEarlyData {
                 earlyDataAccepted = gnutls_session_get_flags(session) & GNUTLS_SFLAGS_EARLY_DATA.rawValue != 0
                 if !earlyDataAccepted && ngtcp2_conn_get_early_data_rejected(conn) == 0 {

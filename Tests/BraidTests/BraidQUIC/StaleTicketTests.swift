@@ -60,6 +60,8 @@ import Testing
         #expect(network.run { sent.client.isEstablished })
         #expect(rejected)
         #expect(!sent.client.isResumed)
+        #expect(network.run { sent.server.isEstablished })
+        #expect(!sent.server.isResumed)
         #expect(!sent.client.earlyDataAccepted)
         #expect(sent.sink.bytes(sent.server, sent.stream) == request)
     }
@@ -87,6 +89,9 @@ import Testing
         let sent = try helpers.resumeAndSend([1, 2, 3], network: network, context: context, ticket: ticket)
         #expect(network.run { sent.client.isEstablished })
         #expect(sent.client.isResumed)
+        // The server's handshake ends a flight after the client's.
+        #expect(network.run { sent.server.isEstablished })
+        #expect(sent.server.isResumed)
         #expect(sent.client.earlyDataAccepted)
     }
 }
