@@ -69,6 +69,8 @@ package final class DTLSLayer: DatagramLayer {
 
     package func close() { engine.close() }
 
+    package var peerClosed: Bool { engine.peerClosed }
+
     package var negotiatedALPN: String? { engine.negotiatedALPN }
 
     /// DTLS 1.2's version is not TLS's minor number: left out.

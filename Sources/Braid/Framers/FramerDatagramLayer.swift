@@ -17,6 +17,9 @@ import Foundation
 /// Bounds: `queueLimit` datagrams wait for the framer (more are dropped and counted, as the
 /// channel drops any layer's overflow); a message sent is at most `maximumMessageSize`.
 final class FramerDatagramLayer: DatagramLayer {
+    /// A framer over plain UDP has no session for a peer to end.
+    var peerClosed: Bool { false }
+
     /// Datagrams from the peer that wait for the framer's next pass.
     static let queueLimit = 64
     private static let recordHeaderSize = 8

@@ -13,6 +13,8 @@ extension DatagramChannelError: NetworkErrorConvertible {
         case .handshakeTimedOut(let timeout): .noResponse(endpoint: endpoint, timeout: timeout)
         case .overBufferLimit:
             .serverBusy(endpoint: endpoint, reason: "buffer limit reached: closed a connection whose buffered bytes drained too slowly")
+        case .peerClosed:
+            .peerClosed(code: 0, reason: "the peer ended the DTLS session (close_notify); open a new connection to send more")
         }
     }
 }

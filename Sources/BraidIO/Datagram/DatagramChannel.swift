@@ -302,6 +302,14 @@ package final class DatagramChannel: ConnectionChannel {
             }
             drainLayer(context)
             arrivals.deliver(to: inbox)
+            if layer.peerClosed {
+                // RFC 6347 (as TLS 1.2): answer close_notify with our own and end at once; the
+                // messages that came before it stay readable.
+                layer.close()
+                drainLayer(context)
+                fail(DatagramChannelError.peerClosed, context: context)
+                return
+            }
             armLayerTimer(context)
             if ready && !isReady { becomeReady(context) }
         } catch {
@@ -506,7 +514,7 @@ package final class DatagramChannel: ConnectionChannel {
 
     /// Ends the channel with `error` at once: pending calls fail, the transport is released.
     package func fail(_ error: any Error, context: LoopContext) {
-        guard let error = endCalls(with: error) else { return }
+        guard endCalls(with: error) else { return }
         if let layerTimer { context.deregister(layerTimer.token) }
         layerTimer = nil
         if let handshakeTimer { context.deregister(handshakeTimer) }
@@ -517,16 +525,14 @@ package final class DatagramChannel: ConnectionChannel {
             self.transport = nil
             transport.release(self, context: context)
         }
-        delegate?.channel(self, endedWith: error)
         reportTraffic()
     }
 
     /// Ends every pending call with `error` before the channel has a socket (on the loop; no
     /// context needed: there is no socket to release, and the stand-in is dropped).
     package func fail(_ error: any Error) {
-        guard let error = endCalls(with: error) else { return }
+        guard endCalls(with: error) else { return }
         standIn = nil
-        delegate?.channel(self, endedWith: error)
         reportTraffic()
     }
 
@@ -536,13 +542,15 @@ package final class DatagramChannel: ConnectionChannel {
         observer(traffic)
     }
 
-    /// Records the end (once) and fails every pending call; returns the described error, or
-    /// nil if the channel had ended already.
-    private func endCalls(with error: any Error) -> (any Error)? {
-        guard finalError == nil else { return nil }
+    /// Records the end (once), tells the delegate (which hears first, so a reader woken by the
+    /// end already sees the connection's final state, its error rather than a plain end) and
+    /// fails every pending call; false if the channel had ended already.
+    private func endCalls(with error: any Error) -> Bool {
+        guard finalError == nil else { return false }
         let error = describe(error)
         finalError = error
         hasEnded = true
+        delegate?.channel(self, endedWith: error)
         outbox.fail(error)
         inbox.finish()
         arrivals.release()
@@ -550,7 +558,7 @@ package final class DatagramChannel: ConnectionChannel {
         let waiting = waitingSends
         waitingSends.removeAll()
         for (_, _, completion) in waiting { completion.resume(.failure(error)) }
-        return error
+        return true
     }
 
     /// Sends what the application already handed over (as far as the socket takes it now),
@@ -583,6 +591,8 @@ package enum DatagramChannelError: Error, Equatable {
     /// A listener over its buffer limit closed this connection: it held the most bytes among
     /// those that drained too slowly (its application did not read what the peer sent).
     case overBufferLimit
+    /// The peer ended the session (DTLS close_notify).
+    case peerClosed
 }
 
 /// A channel a layer may call back without keeping it alive.

@@ -48,6 +48,10 @@ package protocol DatagramLayer: AnyObject {
     /// Queues the end of the layer's stream (close_notify). Idempotent.
     func close()
 
+    /// The peer ended the layer's session (DTLS close_notify): after delivering what came
+    /// before it, the channel answers with its own end and closes.
+    var peerClosed: Bool { get }
+
     /// The application protocol agreed (ALPN), once ready.
     var negotiatedALPN: String? { get }
 

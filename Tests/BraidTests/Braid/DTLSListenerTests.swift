@@ -9,17 +9,23 @@ import Testing
 /// (`gnutls-cli --udp`) against it, peer authentication's server default, and hellos without
 /// a cookie, which get no connection.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct DTLSListenerTests {
-    /// A listener on 127.0.0.1 echoing every message, with the test server certificate.
-    private func startEchoListener(_ configure: (DTLS) -> DTLS = { $0.peerAuthentication(.none) }) async throws
-        -> (NetworkListener<DTLS>, Task<Void, any Error>)
-    {
+    /// A listener on 127.0.0.1 echoing every message, with the test server certificate; each
+    /// connection cancels itself after `cancellingAfter` echoes, if given.
+    private func startEchoListener(
+        cancellingAfter limit: Int? = nil, _ configure: (DTLS) -> DTLS = { $0.peerAuthentication(.none) }
+    ) async throws -> (NetworkListener<DTLS>, Task<Void, any Error>) {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
             configure(DTLS { UDP() }.alpn(["echo"]).identity(
                 certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem")))
         }
         let task = Task {
             try await listener.run { connection in
-                for try await (content, _) in connection.messages { try await connection.send(content) }
+                var echoed = 0
+                for try await (content, _) in connection.messages {
+                    try await connection.send(content)
+                    echoed += 1
+                    if echoed == limit { return connection.cancel() }
+                }
             }
         }
         try await listener.waitUntilReady()
@@ -38,6 +44,62 @@ import Testing
             try await connection.send(message)
             #expect(try await connection.receive().content == message)
         }
+    }
+
+    /// Either end of a DTLS session may end it with close_notify. The listener's connection
+    /// cancels after echoing one message: the client reads that message, then its next receive
+    /// fails with `peerClosed` instead of waiting for a peer that is gone.
+    @Test func theClientLearnsThatTheListenerEndedTheSession() async throws {
+        let (listener, task) = try await startEchoListener(cancellingAfter: 1)
+        defer { task.cancel() }
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: listener.port!)) {
+            DTLS { UDP() }.alpn(["echo"]).serverName("localhost").trust(.certificateAuthorities(file: Fixtures.caFile))
+        }
+        defer { connection.cancel() }
+        try await connection.send(Data("only".utf8))
+        #expect(try await connection.receive().content == Data("only".utf8))
+        let ended = TestSignal<String>()
+        let receiving = Task {
+            do {
+                _ = try await connection.receive()
+                ended.fulfill("a message")
+            } catch {
+                ended.fulfill("\(error)")
+            }
+        }
+        defer { receiving.cancel() }
+        let outcome = await ended.wait()
+        #expect(outcome?.contains("close_notify") == true, "the receive after the server's close_notify ended with: \(outcome ?? "nothing within the deadline")")
+    }
+
+    /// The listener's connection ends when its client sends close_notify: its handler's receive
+    /// fails with `peerClosed`, so its place is free before any idle timeout.
+    @Test func theListenerLearnsThatTheClientEndedTheSession() async throws {
+        let ended = TestSignal<String>()
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+            DTLS { UDP() }.alpn(["echo"]).peerAuthentication(.none).identity(
+                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        }
+        let task = Task {
+            try await listener.run { connection in
+                do {
+                    for try await (content, _) in connection.messages { try await connection.send(content) }
+                    ended.fulfill("the end of the messages")
+                } catch {
+                    ended.fulfill("\(error)")
+                }
+            }
+        }
+        defer { task.cancel() }
+        try await listener.waitUntilReady()
+        let connection = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: listener.port!)) {
+            DTLS { UDP() }.alpn(["echo"]).serverName("localhost").trust(.certificateAuthorities(file: Fixtures.caFile))
+        }
+        try await connection.send(Data("hello".utf8))
+        #expect(try await connection.receive().content == Data("hello".utf8))
+        connection.cancel()
+        let outcome = await ended.wait()
+        #expect(outcome?.contains("close_notify") == true, "the server's receive after the client's close_notify ended with: \(outcome ?? "nothing within the deadline")")
     }
 
     @Test func gnutlsClientTalksToABraidListener() async throws {
