@@ -144,8 +144,10 @@ extension ApplicationServer {
             } else if let bytes {
                 report["bytes_echoed"] = try await EchoService.serve(channel: bytes)
             }
+        } catch NetworkError.peerClosed(code: 0, _) where stack == .dtls {
+            // The client's close_notify: a DTLS session's orderly end.
         } catch {
-            // UDP and DTLS connections have no end of their own: the shutdown ends them.
+            // UDP connections have no end of their own: the shutdown ends them.
             if !Task.isCancelled { report["error"] = "\(error)" }
         }
         if let remote = connection.currentPath?.remoteEndpoint { report["remote"] = "\(remote)" }
