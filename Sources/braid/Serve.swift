@@ -52,6 +52,8 @@ struct Serve: AsyncParsableCommand {
     @Flag(help: "One JSON line per finished connection.") var json = false
     @Option(name: .customLong("requests-per-connection"), help: "HTTP/3: shut a connection down gracefully (GOAWAY) once it has taken this many requests.")
     var requestsPerConnection: Int?
+    @Option(name: .customLong("shutdown-grace-period"), help: "HTTP/3: seconds a connection shutting down gracefully (GOAWAY) gives the requests it has taken to finish before it closes anyway (default 10).")
+    var shutdownGracePeriod: Double?
 
     func validate() throws {
         if stack.isSecure {
@@ -85,10 +87,15 @@ struct Serve: AsyncParsableCommand {
             guard unknown.isEmpty, !applications.isEmpty else {
                 throw ValidationError("--alpn \(applications.joined(separator: ",")): the applications are perf and echo (or h3 alone)")
             }
-            guard root == nil, requestsPerConnection == nil else { throw ValidationError("--root and --requests-per-connection are for --alpn h3") }
+            guard root == nil, requestsPerConnection == nil, shutdownGracePeriod == nil else {
+                throw ValidationError("--root, --requests-per-connection and --shutdown-grace-period are for --alpn h3")
+            }
         }
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
         if let requestsPerConnection, requestsPerConnection < 1 { throw ValidationError("--requests-per-connection must be at least 1") }
+        if let shutdownGracePeriod, !(shutdownGracePeriod > 0 && shutdownGracePeriod <= 86_400) {
+            throw ValidationError("--shutdown-grace-period must be more than 0 and at most 86400 seconds")
+        }
         guard connectionLimit >= 1, halfOpenLimit >= 1, connectionLimitPerAddress >= 0, retryThreshold >= 0 else {
             throw ValidationError("--connection-limit and --half-open-limit must be at least 1, --connection-limit-per-address and --retry-threshold at least 0")
         }
@@ -121,6 +128,7 @@ struct Serve: AsyncParsableCommand {
         let json = json
         let fileServer = applications == ["h3"] ? HTTP3FileServer(root: root) : nil
         let requestsPerConnection = requestsPerConnection
+        let shutdownGracePeriod = Duration.seconds(shutdownGracePeriod ?? 10)
         // The group's graceful shutdown cancels the listener's run, which is the listener's
         // graceful shutdown: it stops accepting, closes every connection with code 0 (HTTP/3:
         // GOAWAY, the requests taken finish, then H3_NO_ERROR), and returns once the closes are
@@ -128,7 +136,7 @@ struct Serve: AsyncParsableCommand {
         let service: any Service
         if let fileServer {
             service = ServeLifecycle.service {
-                try await listener.runHTTP3(requestsPerConnection: requestsPerConnection, fileServer.handle)
+                try await listener.runHTTP3(requestsPerConnection: requestsPerConnection, shutdownGracePeriod: shutdownGracePeriod, fileServer.handle)
             }
         } else {
             service = NetworkListenerService(listener) { connection in

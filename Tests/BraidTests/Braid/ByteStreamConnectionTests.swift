@@ -58,7 +58,7 @@ import BraidCore
         let serverConnection = TestSignal<NetworkConnection<TLS>>()
         let server = try await RunningStreamListener.start(testTLSServer(), handler: { connection in
             serverConnection.fulfill(connection)
-            try await Task.sleep(for: .seconds(60))
+            try await Task.sleep(for: .seconds(3600))
         })
         defer { server.task.cancel() }
         let limit = 256 * 1024
@@ -313,7 +313,7 @@ import BraidCore
         let entered = TestSignal<Void>()
         let server = try await RunningStreamListener.start(TCP(), configure: { $0.newConnectionLimit = 1 }, handler: { connection in
             entered.fulfill(())
-            try await Task.sleep(for: .seconds(30))
+            try await Task.sleep(for: .seconds(3600))
             _ = connection
         })
         defer { server.task.cancel() }

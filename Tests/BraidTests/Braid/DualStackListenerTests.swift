@@ -77,8 +77,7 @@ import BraidCore
     @Test func aQUICListenerWithoutAHostTakesBothFamilies() async throws {
         let peers = EndpointLog()
         let listener = NetworkListener {
-            QUIC(alpn: ["echo"]).identity(
-                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            testServer()
         }
         let (port, task) = try await Self.start(listener, peers: peers, echo)
         defer { task.cancel() }

@@ -15,8 +15,7 @@ import Testing
     /// A listener on `host` (an IP literal) with `port`.
     private func listener(on host: NWEndpoint.Host, port: NWEndpoint.Port) async throws -> (NetworkListener<QUIC>, Task<Void, any Error>) {
         let listener = NetworkListener(for: .hostPort(host: host, port: port)) {
-            QUIC(alpn: ["echo"]).identity(
-                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            testServer()
         }
         let task = Task { try await listener.run(echo) }
         try await listener.waitUntilReady()

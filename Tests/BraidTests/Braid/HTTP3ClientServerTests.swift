@@ -72,7 +72,7 @@ import Testing
         acceptingEarlyData: Bool = true, requestsPerConnection: Int? = nil, shutdownGracePeriod: Duration = .seconds(10)
     ) async throws -> (NetworkListener<QUIC>, Task<Void, any Error>, HTTP3Client, String) {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            testServer(alpn: ["h3"])
                 .earlyDataEnabled(acceptingEarlyData)
         }
         let task = Task {

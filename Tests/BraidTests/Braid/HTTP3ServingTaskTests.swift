@@ -27,7 +27,7 @@ import Testing
         try await MemoryWorld.run { world in
             let gate = Gate()
             let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-                QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+                testServer(alpn: ["h3"])
             }
             // A grace period far beyond the test, so the shutdown lasts until the gate opens.
             let task = Task {

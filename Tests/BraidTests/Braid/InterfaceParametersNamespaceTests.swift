@@ -82,7 +82,7 @@ import Testing
     }
 
     @Test func quicConnectionsLeaveThroughTheInterfaceTheParametersAllow() async throws {
-        let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        let identity = testServer()
         try await Self.checkCases(client: testClient(), server: identity, serverHandler: echo) { connection, what in
             let stream = try await connection.openStream()
             try await stream.send(Data(what.utf8), endOfStream: true)
@@ -143,7 +143,7 @@ import Testing
                 }
                 // QUIC: a listener bound to sipw2 serves a client that comes through ipw2.
                 let quicPeers = PeerLog()
-                let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+                let identity = testServer()
                 let (quicPort, quicServing) = try await UplinkNamespaces.serve(identity, in: serverEnvironment, peers: quicPeers, requiredInterface: serverEnd, echo)
                 defer { quicServing.cancel() }
                 try await UplinkNamespaces.withLoop(in: client) { clientEnvironment in
@@ -253,7 +253,7 @@ import Testing
     /// The mark is removed while the connection waits: it connects at once, over the uplink
     /// that was expensive.
     @Test func aWaitingConnectionConnectsWhenTheExpensiveMarkIsRemoved() async throws {
-        let identity = QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        let identity = testServer()
         try await Self.withConnectionWaitingOnAnExpensiveUplink("ipexp1", subnet: 70, server: identity, serving: echo, client: testClient()) {
             connection, _, _, peers in
             #expect(try await UplinkNamespaces.waitingError(connection) == .noAllowedInterface(reason: "expensive paths prohibited (ipexp1 is expensive)"))

@@ -232,15 +232,15 @@ final class PathRecorder: Sendable {
         }
     }
 
-    /// The first update after `previous` (from the start if nil) that matches; fails after 10 s.
+    /// The first update after `previous` (from the start if nil) that matches; fails after 60 s.
     func next(after previous: Update? = nil, where match: (NWPath) -> Bool) async throws -> Update {
         let start = (previous?.index ?? -1) + 1
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if let found = updates.withLock({ $0.dropFirst(start).first { match($0.path) } }) { return found }
             try await Task.sleep(for: .milliseconds(2))
         }
-        throw NamespaceFailure("no matching path update within 10 s; updates: \(paths.map(\.debugDescription))")
+        throw NamespaceFailure("no matching path update within 60 s; updates: \(paths.map(\.debugDescription))")
     }
 }
 
@@ -271,7 +271,7 @@ extension PathMonitorNamespaceTests {
         try await Self.withUplink { namespace in
             let monitor = try await namespace.inside { appleDocumentationExample() }
             defer { monitor.cancel() }
-            let deadline = ContinuousClock.now + .seconds(10)
+            let deadline = ContinuousClock.now + .seconds(60)
             while monitor.currentPath.status != .satisfied, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
             #expect(monitor.currentPath.status == .satisfied, "\(monitor.currentPath)")
             #expect(monitor.queue?.label == "Monitor")

@@ -8,7 +8,7 @@ import Testing
 /// engine checked, and fleet keys load from a file and rotate on `reload()`.
 @Suite struct QUICLoadBalancingOptionsTests {
     func listenerQUIC() -> QUIC {
-        QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        testServer()
     }
 
     @Test func connectionIDFormatsReachTheEngineChecked() throws {

@@ -464,7 +464,7 @@ func readmeCoderUDPServer(port: NWEndpoint.Port) async throws {
         requestShutdown.yield()
         try await server.value
         #expect(listener.state == .cancelled)
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(60)
         while !connection.state.isFinal && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         if case .failed(.peerClosed(code: 0, _)) = connection.state {} else {
             Issue.record("the client's connection is \(connection.state), not closed by the listener with code 0")

@@ -94,7 +94,7 @@ private func CMSG_NXTHDR_(_ message: UnsafeMutablePointer<msghdr>, _ header: Uns
     @Test func aQUICConnectionMarksItsPacketsBesideTheirECN() async throws {
         let probe = try TOSProbe()
         let connection = NetworkConnection(to: probe.endpoint, using: .parameters {
-            QUIC(alpn: ["echo"]).handshakeTimeout(.seconds(60))
+            QUIC(alpn: ["echo"]).testTimeouts()
         }.serviceClass(.interactiveVideo))
         defer { connection.cancel() }
         connection.start()

@@ -28,19 +28,20 @@ struct RunningUDPEcho {
 
 /// Sends `message` until a reply comes back, as a UDP client does: again after `interval`,
 /// then after twice as long each time up to a second, in case UDP dropped it or its echo,
-/// `attempts` sends in all, while one receive waits throughout (a reply that comes after the
-/// next send went out is still taken). Nil if none came by a wait after the last send.
+/// until `deadline` has passed, while one receive waits throughout (a reply that comes after
+/// the next send went out is still taken). Nil if none came by then.
 ///
 /// Backing off rather than a fixed 5 s: in full-suite runs under load the cooperative pool
 /// took 1 to 4 s to start a ready task during the suite's first seconds (measured), and an
-/// echo needs several such hops; with 25 sends 200 ms apart, all 100 peers of
-/// `aListenerServesOneHundredPeers` sometimes got nothing.
+/// echo needs several such hops. A deadline rather than a number of sends: on a loaded
+/// machine 25 sends (about 23 s) were not always enough.
 func udpEcho(
-    _ message: Data, on connection: NetworkConnection<UDP>, attempts: Int = 25, interval: Duration = .milliseconds(200)
+    _ message: Data, on connection: NetworkConnection<UDP>, within deadline: Duration = .seconds(120), interval: Duration = .milliseconds(200)
 ) async throws -> (content: Data, metadata: UDP.Metadata)? {
     try await firstReply(on: connection) {
+        let end = ContinuousClock.now + deadline
         var wait = interval
-        for _ in 0..<attempts {
+        while ContinuousClock.now < end {
             try await connection.send(message)
             try await Task.sleep(for: wait)
             wait = min(wait * 2, max(interval, .seconds(1)))
@@ -322,7 +323,7 @@ func udpEcho(
         // Rounds go on while datagrams are missing, until a deadline generous for a loaded
         // machine (within the test's time limit), not for a number of rounds: under load a
         // round can end early, its echoes still on their way.
-        let deadline = ContinuousClock.now + .seconds(150)
+        let deadline = ContinuousClock.now + .seconds(400)
         while ContinuousClock.now < deadline {
             let missing = back.withLock { back in (0..<total).filter { !back.seen.contains($0) } }
             if missing.isEmpty { break }

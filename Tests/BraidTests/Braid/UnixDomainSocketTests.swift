@@ -331,8 +331,7 @@ import BraidIO
         let error = await #expect(throws: NetworkError.self) { _ = try await quic.openStream() }
         if case .unsupported = error {} else { Issue.record("expected unsupported, got \(String(describing: error))") }
         let quicListener = NetworkListener(for: .unix(path: "/tmp/braid-nowhere.sock")) {
-            QUIC(alpn: ["echo"]).identity(
-                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            testServer()
         }
         let listenerError = await #expect(throws: NetworkError.self) { try await quicListener.run { _ in } }
         if case .unsupported = listenerError {} else { Issue.record("expected unsupported, got \(String(describing: listenerError))") }

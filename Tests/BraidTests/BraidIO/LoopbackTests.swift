@@ -30,7 +30,7 @@ private final class Loopback: Sendable {
     ) async throws -> (address: QUICAddress, driver: LoopBound<QUICServerDriver>) {
         try await serverLoop.submit { context in
             let driver = try QUICServerDriver(
-                context: context, endpoint: Fixtures.server(alpn: alpn), bindTo: QUICAddress(ip: "127.0.0.1", port: 0)!,
+                context: context, endpoint: Fixtures.server(alpn: alpn) { $0.transport.useTestTimeouts() }, bindTo: QUICAddress(ip: "127.0.0.1", port: 0)!,
                 batching: batching, onEvent: makeApplication())
             return (driver.localAddress, LoopBound(driver, on: context.loop))
         }
@@ -52,7 +52,7 @@ private final class Loopback: Sendable {
         try await clientLoop.run(timeout: .seconds(120)) { context, finish in
             let download = PerfDownload(size: size)
             let driver = try QUICClientDriver(
-                context: context, client: Fixtures.client(alpn: ["perf"]), remote: server, serverName: "localhost",
+                context: context, client: Fixtures.client(alpn: ["perf"]) { $0.transport.useTestTimeouts() }, remote: server, serverName: "localhost",
                 batching: batching) { connection, event in download.handle(connection, event) }
             download.onFinished = { intact in
                 finish(.success((intact, driver.socket.counters)))
@@ -67,11 +67,11 @@ private final class Loopback: Sendable {
     @Test func handshakeOverRealSockets() async throws {
         let loopback = try Loopback()
         let (address, _) = try await loopback.startServer(alpn: ["echo"]) { { _, _ in } }
-        let outcome: (alpn: String?, local: String, remote: String) = try await loopback.clientLoop.run(timeout: .seconds(10)) {
+        let outcome: (alpn: String?, local: String, remote: String) = try await loopback.clientLoop.run(timeout: .seconds(60)) {
             context, finish in
             var driver: QUICClientDriver?
             driver = try QUICClientDriver(
-                context: context, client: Fixtures.client(alpn: ["echo"]), remote: address, serverName: "localhost"
+                context: context, client: Fixtures.client(alpn: ["echo"]) { $0.transport.useTestTimeouts() }, remote: address, serverName: "localhost"
             ) { connection, event in
                 switch event {
                 case .handshakeCompleted:
@@ -124,11 +124,11 @@ private final class Loopback: Sendable {
         let loopback = try Loopback()
         let (address, _) = try await loopback.startEchoServer()
         let count = 200
-        let echoed: [[UInt8]] = try await loopback.clientLoop.run(timeout: .seconds(20)) { context, finish in
+        let echoed: [[UInt8]] = try await loopback.clientLoop.run(timeout: .seconds(60)) { context, finish in
             var received: [[UInt8]] = []
             var driver: QUICClientDriver?
             driver = try QUICClientDriver(
-                context: context, client: Fixtures.client(alpn: ["echo"]), remote: address, serverName: "localhost"
+                context: context, client: Fixtures.client(alpn: ["echo"]) { $0.transport.useTestTimeouts() }, remote: address, serverName: "localhost"
             ) { connection, event in
                 switch event {
                 case .handshakeCompleted:
@@ -155,7 +155,7 @@ private final class Loopback: Sendable {
             var drivers: [QUICClientDriver] = []
             var done = 0
             var good = 0
-            let clientContext = try Fixtures.client(alpn: ["echo"])
+            let clientContext = try Fixtures.client(alpn: ["echo"]) { $0.transport.useTestTimeouts() }
             for index in 0..<clients {
                 let payload = Array(PerfPattern.slice(at: index * 4096, count: 4096))
                 var echoed: [UInt8] = []
@@ -221,6 +221,7 @@ private final class Loopback: Sendable {
         let secondServerLoop = try EventLoop(name: "test-server-2")
         defer { secondServerLoop.shutdown() }
         var configuration = Fixtures.serverConfiguration(alpn: ["perf"])
+        configuration.transport.useTestTimeouts()
         configuration.connectionIDFormat = connectionIDFormat
         let group = try await QUICServerGroup.start(
             loops: [loopback.serverLoop, secondServerLoop], configuration: configuration,
@@ -238,7 +239,7 @@ private final class Loopback: Sendable {
         }
         let outcomes: [Outcome] = try await loopback.clientLoop.run(timeout: .seconds(60)) { context, finish in
             var outcomes: [Outcome] = []
-            let clientContext = try Fixtures.client(alpn: ["perf"])
+            let clientContext = try Fixtures.client(alpn: ["perf"]) { $0.transport.useTestTimeouts() }
             for _ in 0..<clients {
                 let client = MigratingClient(size: size)
                 let driver = try QUICClientDriver(

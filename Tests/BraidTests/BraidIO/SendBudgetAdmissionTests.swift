@@ -16,10 +16,10 @@ import Testing
         var value: Int { count.withLock { $0 } }
     }
 
-    /// Waits (bounded) until `budget` has `count` waiting senders.
+    /// Waits (generously bounded) until `budget` has `count` waiting senders.
     private func waitForWaiters(_ budget: SharedSendBudget, _ count: Int) async throws {
-        for _ in 0..<2000 where budget.waitingSenders != count { try await Task.sleep(for: .milliseconds(1)) }
-        #expect(budget.waitingSenders == count)
+        let reached = try await waitUntil { budget.waitingSenders == count }
+        #expect(reached, "\(budget.waitingSenders) waiting senders, not \(count)")
     }
 
     @Test func sendsAreAdmittedInTurnAsRoomIsPublished() async throws {

@@ -67,7 +67,7 @@ import Glibc
     @Test func descriptorExhaustionDoesNotSpin() async throws {
         let loop = try EventLoop(name: "tcp-emfile")
         defer { loop.shutdown() }
-        let outcome: (readableWhileExhausted: Int, pauses: UInt64, accepted: Bool) = try await loop.run(timeout: .seconds(10)) {
+        let outcome: (readableWhileExhausted: Int, pauses: UInt64, accepted: Bool) = try await loop.run(timeout: .seconds(60)) {
             context, finish in
             let listener = try TCPListenerSocket(bindTo: SocketAddress(ip: "127.0.0.1", port: 0)!)
             listener.exhaustionBackoff = .milliseconds(50)

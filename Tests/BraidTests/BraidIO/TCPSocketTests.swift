@@ -61,7 +61,7 @@ extension ByteStreamSocket {
         defer { loop.shutdown() }
         let total = 200 * 1024
         let outcome: (received: Int, intact: Bool, bytesWritten: UInt64, bytesRead: UInt64, remoteMatches: Bool) =
-            try await loop.run(timeout: .seconds(20)) { context, finish in
+            try await loop.run(timeout: .seconds(60)) { context, finish in
                 let listener = try TCPListenerSocket(bindTo: SocketAddress(ip: ip, port: 0)!)
                 let acceptor = Acceptor(listener)
                 acceptor.onAccept = { socket in _ = try? socket.register(EchoConnection(socket), in: context) }
@@ -208,7 +208,7 @@ extension ByteStreamSocket {
         let closedPort = try TCPListenerSocket(bindTo: SocketAddress(ip: "127.0.0.1", port: 0)!)
         let address = closedPort.localAddress
         closedPort.close()
-        let error: DatapathError? = try await loop.run(timeout: .seconds(10)) { context, finish in
+        let error: DatapathError? = try await loop.run(timeout: .seconds(60)) { context, finish in
             let socket = try TCPSocket.connect(to: address, options: TCPOptions())
             let handler = ClosureHandler()
             handler.onWritable = { _ in
@@ -233,7 +233,7 @@ extension ByteStreamSocket {
     @Test func halfCloseLetsThePeerAnswer() async throws {
         let loop = try EventLoop(name: "tcp-half-close")
         defer { loop.shutdown() }
-        let outcome: (serverGot: [UInt8], serverSawEnd: Bool, clientGot: [UInt8], clientSawEnd: Bool) = try await loop.run(timeout: .seconds(10)) {
+        let outcome: (serverGot: [UInt8], serverSawEnd: Bool, clientGot: [UInt8], clientSawEnd: Bool) = try await loop.run(timeout: .seconds(60)) {
             context, finish in
             let listener = try TCPListenerSocket(bindTo: SocketAddress(ip: "127.0.0.1", port: 0)!)
             var serverGot: [UInt8] = []
@@ -303,7 +303,7 @@ extension ByteStreamSocket {
     @Test func resetByPeerIsTyped() async throws {
         let loop = try EventLoop(name: "tcp-reset")
         defer { loop.shutdown() }
-        let outcome: (read: DatapathError?, write: DatapathError?) = try await loop.run(timeout: .seconds(10)) { context, finish in
+        let outcome: (read: DatapathError?, write: DatapathError?) = try await loop.run(timeout: .seconds(60)) { context, finish in
             let listener = try TCPListenerSocket(bindTo: SocketAddress(ip: "127.0.0.1", port: 0)!)
             let socket = try TCPSocket.connect(to: listener.localAddress, options: TCPOptions())
             let acceptor = Acceptor(listener)

@@ -14,6 +14,7 @@ import BraidCore
     /// QUIC parameters trusting the test CA, for the test certificate's name.
     static func parameters(alpn: [String] = ["echo"]) -> NWParameters {
         let quic = NWProtocolQUIC.Options(alpn: alpn)
+        quic.idleTimeout = testIdleTimeoutMilliseconds
         sec_protocol_options_set_tls_server_name(quic.securityProtocolOptions, "localhost")
         quic.securityProtocolOptions.update { $0.trustRoots = .certificateAuthorities(file: Fixtures.caFile) }
         return NWParameters(quic: quic)
@@ -114,6 +115,7 @@ import BraidCore
     /// PKCS #12, as an application gives one.
     static func listenerParameters() throws -> NWParameters {
         let quic = NWProtocolQUIC.Options(alpn: ["echo"])
+        quic.idleTimeout = testIdleTimeoutMilliseconds
         let identity = try #require(sec_identity_create(try LocalIdentityTests.identity("server")))
         sec_protocol_options_set_local_identity(quic.securityProtocolOptions, identity)
         return NWParameters(quic: quic)

@@ -28,7 +28,7 @@ import Testing
                 testTLSServer()
             }
             let quic = try NetworkListener(for: .bonjour(name: "Table 7", type: "_game._udp")) {
-                QUIC(alpn: ["echo"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+                testServer()
             }
             let tlsTask = await server.run {
                 Task {

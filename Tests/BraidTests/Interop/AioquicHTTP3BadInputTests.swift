@@ -25,7 +25,7 @@ import Testing
     func braidServerEndsAMalformedRequest(_ mode: String) async throws {
         let expected = try #require(Self.requests.first { $0.mode == mode })
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            testServer(alpn: ["h3"])
         }
         let serving = Task {
             try await listener.runHTTP3 { _, _ in (HTTPResponse(status: .ok), .data(Data("fine".utf8))) }

@@ -36,7 +36,7 @@ import Testing
             "server", "--host", "127.0.0.1", "--port", "0", "--cert", Fixtures.path("server.pem"), "--key", Fixtures.path("server-key.pem"),
         ])
         let port = try await server.listeningPort()
-        let client = HTTP3Client(quic: QUIC(alpn: ["h3"]).trust(.certificateAuthorities(file: Fixtures.caFile)))
+        let client = HTTP3Client(quic: QUIC(alpn: ["h3"]).testTimeouts().trust(.certificateAuthorities(file: Fixtures.caFile)))
         defer { client.close() }
         let authority = "localhost:\(port)"
         let upload = HTTPRequest(method: .post, scheme: "https", authority: authority, path: "/0")
@@ -65,7 +65,7 @@ import Testing
     /// which the handler checks byte by byte, and 100 requests at once on one connection.
     @Test(.timeLimit(.minutes(10))) func aioquicUploadsAndRunsConcurrentRequestsAgainstBraid() async throws {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            testServer(alpn: ["h3"])
         }
         let serving = Task {
             try await listener.runHTTP3 { request, body in
@@ -189,7 +189,7 @@ import Testing
             "--goaway-after", "40",
         ])
         let port = try await server.listeningPort()
-        let client = HTTP3Client(quic: QUIC(alpn: ["h3"]).trust(.certificateAuthorities(file: Fixtures.caFile)))
+        let client = HTTP3Client(quic: QUIC(alpn: ["h3"]).testTimeouts().trust(.certificateAuthorities(file: Fixtures.caFile)))
         defer { client.close() }
         let authority = "localhost:\(port)"
         let completed: Int
@@ -226,7 +226,7 @@ import Testing
     /// requests: all 300 complete, byte-checked, none lost.
     @Test(.timeLimit(.minutes(10))) func aioquicLosesNoRequestWhenBraidSendsGoaway() async throws {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            testServer(alpn: ["h3"])
         }
         let serving = Task {
             try await listener.runHTTP3(requestsPerConnection: 40) { request, _ in

@@ -147,7 +147,7 @@ import Testing
         try await Self.withFleet { client, namespaces in
             var hosts: [Host] = []
             for (index, namespace) in namespaces.enumerated() {
-                hosts.append(try await Host("host\(index)", in: namespace, QUIC(alpn: ["echo"]).connectionIDFormat(layout.formats[index])))
+                hosts.append(try await Host("host\(index)", in: namespace, QUIC(alpn: ["echo"]).testTimeouts().connectionIDFormat(layout.formats[index])))
             }
             for index in hosts.indices {
                 try await client.ip(Self.routeArguments(toHost: index))
@@ -173,7 +173,7 @@ import Testing
             var hosts: [Host] = []
             for (index, namespace) in namespaces.enumerated() {
                 let keys = sharingKeys ? shared : try QUIC.FleetKeys(secrets: [Data(repeating: UInt8(index + 1), count: 32)])
-                let quic = QUIC(alpn: ["echo"]).retry(true).fleetKeys(keys).connectionIDFormat(Layout.all[1].formats[index])
+                let quic = QUIC(alpn: ["echo"]).testTimeouts().retry(true).fleetKeys(keys).connectionIDFormat(Layout.all[1].formats[index])
                 hosts.append(try await Host("host\(index)", in: namespace, quic))
             }
             let moveToSecondHost = ([try NetworkNamespace.ipExecutable] + Self.routeArguments(toHost: 1)).joined(separator: " ")
@@ -207,7 +207,7 @@ import Testing
             var hosts: [Host] = []
             for (index, namespace) in namespaces.enumerated() {
                 let keys = sharingKeys ? shared : try QUIC.FleetKeys(secrets: [Data(repeating: UInt8(index + 7), count: 32)])
-                hosts.append(try await Host("host\(index)", in: namespace, QUIC(alpn: ["echo"]).fleetKeys(keys)))
+                hosts.append(try await Host("host\(index)", in: namespace, QUIC(alpn: ["echo"]).testTimeouts().fleetKeys(keys)))
             }
             let sessionFile = FileManager.default.temporaryDirectory.appendingPathComponent("braid-fleet-ticket-\(UUID().uuidString)").path
             defer { try? FileManager.default.removeItem(atPath: sessionFile) }
@@ -239,7 +239,7 @@ import Testing
                 // Each host loads its own copy, as separate machines would from their key files.
                 let hostKeys = try QUIC.FleetKeys(secrets: [old], overlap: .seconds(3600))
                 keys.append(hostKeys)
-                hosts.append(try await Host("host\(index)", in: namespace, QUIC(alpn: ["echo"]).fleetKeys(hostKeys)))
+                hosts.append(try await Host("host\(index)", in: namespace, QUIC(alpn: ["echo"]).testTimeouts().fleetKeys(hostKeys)))
             }
             let sessionFile = FileManager.default.temporaryDirectory.appendingPathComponent("braid-fleet-ticket-\(UUID().uuidString)").path
             defer { try? FileManager.default.removeItem(atPath: sessionFile) }

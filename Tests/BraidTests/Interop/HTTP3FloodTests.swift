@@ -80,7 +80,7 @@ import Testing
         let handlers = GatedHandlers()
         let total = HostileScale.count(300)
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            QUIC(alpn: ["h3"]).identity(certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            testServer(alpn: ["h3"])
         }
         let serving = Task {
             try await listener.runHTTP3(requestCancellationLimit: nil) { request, _ in

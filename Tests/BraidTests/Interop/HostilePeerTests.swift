@@ -168,14 +168,15 @@ import Testing
         let hostile = try PeerProcess.hostile([
             "--host", "127.0.0.1", "--port", String(server.listener.port!.rawValue), "--alpn", starvation.alpn,
             "--ca", Fixtures.caFile, "--sni", "localhost", "--starve", String(streams), "--size", String(starvation.size),
-            "--window", "65536", "--hold", "60",
+            "--window", "65536", "--hold", "300",
         ])
         _ = try await hostile.jsonLine(within: 30) { $0["starving"] != nil }
         // The application queues until every stream waits; the held bytes then stay put.
-        // Sampled until they have not changed for 40 samples (a bounded wait, nothing timed).
+        // Sampled until they have not changed for 40 samples (a bounded wait, nothing timed;
+        // the peer holds its streams for 300 s, or until it is stopped below).
         var samples: [ListenerStatistics] = []
         var unchanged = 0
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + .seconds(240)
         while unchanged < 40, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(25))
             let now = try #require(await server.listener.statistics)

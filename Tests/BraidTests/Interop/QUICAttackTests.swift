@@ -59,7 +59,7 @@ import Testing
         #expect(report["error_code"] as? Int == closing.code, "\(report)")
         #expect((report["reason"] as? String)?.isEmpty == false, "\(report)")
 
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(60)
         while endings.failures.withLock({ $0.isEmpty }) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }

@@ -12,7 +12,7 @@ import Testing
 /// checks Braid's side and, where the peer prints it, the peer's: the agreed ALPN, 10 MB each
 /// way byte for byte, session resumption, and client certificates (accepted, and refused
 /// with the right errors when missing).
-@Suite(.serialized, .timeLimit(.minutes(3))) struct TLSInteropTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct TLSInteropTests {
     static let tenMegabytes = 10_000_000
 
     // MARK: ALPN
@@ -600,10 +600,10 @@ struct PeerClient {
         case .python:
             var arguments = [TLSPeerTools.tlsPeerScript, "client", "--host", "127.0.0.1", "--port", String(port), "--ca", Fixtures.caFile,
                              "--sni", "localhost", "--alpn", alpn.joined(separator: ","), "--send", String(send),
-                             "--connections", resume ? "2" : "1", "--timeout", "30"]
+                             "--connections", resume ? "2" : "1", "--timeout", "120"]
             if let (certificate, key) = certificate { arguments += ["--cert", certificate, "--key", key] }
             let child = try ChildProcess(tool, arguments)
-            let exit = try await child.finish(within: 60)
+            let exit = try await child.finish(within: 180)
             return PeerClient(
                 status: exit.status, outputBytes: child.outputBytes, log: child.output + child.errors, firstLog: child.output,
                 connections: child.jsonLines)
@@ -618,7 +618,7 @@ struct PeerClient {
         let child = try ChildProcess(tool, arguments, standardInput: stdin.readEnd)
         stdin.feed(PerfPatternBytes.make(input))
         defer { stdin.close() }
-        let exit = try await child.finish(within: 60)
+        let exit = try await child.finish(within: 180)
         return (exit.status, child.outputBytes, child.errors)
     }
 

@@ -10,8 +10,7 @@ import Testing
 @Suite struct NetworkListenerServiceTests {
     @Test func gracefulShutdownClosesEveryConnectionWithCodeZero() async throws {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            QUIC(alpn: ["echo"]).identity(
-                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            testServer()
         }
         let service = NetworkListenerService(listener) { connection in
             try await connection.inboundStreams { stream in
@@ -53,8 +52,7 @@ import Testing
     /// stay listening.
     @Test func aShutdownBeforeTheGroupRunsReturnsAndLeavesNothingListening() async throws {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            QUIC(alpn: ["echo"]).identity(
-                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+            testServer()
         }
         let service = NetworkListenerService(listener) { _ in Issue.record("no connection was expected") }
         let group = ServiceGroup(services: [service], logger: Logger(label: "test.lifecycle"))

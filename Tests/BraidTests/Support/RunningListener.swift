@@ -29,8 +29,7 @@ struct RunningListener {
         handler: @escaping @Sendable (NetworkConnection<QUIC>) async throws -> Void = echo
     ) async throws -> RunningListener {
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            configure(QUIC(alpn: alpn).identity(
-                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem")))
+            configure(testServer(alpn: alpn))
         }
         if let connectionLimit { listener.newConnectionLimit = connectionLimit }
         let task = Task { try await listener.run(handler) }
@@ -42,11 +41,6 @@ struct RunningListener {
 /// A server application that accepts streams and never reads them.
 @Sendable func readNothing(_ connection: NetworkConnection<QUIC>) async throws {
     try await connection.inboundStreams { _ in try await Task.sleep(for: .seconds(60)) }
-}
-
-/// A client stack trusting the test CA (with `testHandshakeTimeout`).
-func testClient(alpn: [String] = ["echo"]) -> QUIC {
-    QUIC(alpn: alpn).handshakeTimeout(testHandshakeTimeout).trust(.certificateAuthorities(file: Fixtures.caFile)).serverName("localhost")
 }
 
 /// Opens `count` streams at once on `connection`, sends each a distinct payload (1,000 bytes

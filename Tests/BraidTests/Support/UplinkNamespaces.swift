@@ -65,10 +65,10 @@ enum UplinkNamespaces {
         return (listener.port!, task)
     }
 
-    /// Waits until `connection` is ready (at most 20 s), failing with its last state.
+    /// Waits until `connection` is ready (at most 60 s), failing with its last state.
     static func ready<Stack>(_ connection: NetworkConnection<Stack>) async throws {
         let watchdog = Task {
-            try await Task.sleep(for: .seconds(20))
+            try await Task.sleep(for: .seconds(60))
             connection.cancel()
         }
         defer { watchdog.cancel() }

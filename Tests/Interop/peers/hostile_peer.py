@@ -216,7 +216,9 @@ async def run(args: argparse.Namespace) -> int:
 
 async def starve(args: argparse.Namespace) -> int:
     configuration = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], server_name=args.sni or args.host)
-    configuration.idle_timeout = 60
+    # The server sends nothing once every stream is starved, so the connection is idle while
+    # it is held: it must outlast the hold.
+    configuration.idle_timeout = max(60, args.hold + 60)
     configuration.max_data = args.window
     configuration.max_stream_data = args.window
     if args.insecure:
