@@ -4,10 +4,12 @@ import BraidQUIC
 extension QUICServerDriver {
     /// Counts this loop's connections against the listener's `budget`: every
     /// `ListenerBufferBudget.sweepInterval` the connections' held bytes are measured
-    /// (`QUICConnection.heldBytes`: the engines' and their channels' queues; drain:
+    /// (`QUICConnection.heldBytes`: the engines' and their channels' queues, and what ngtcp2
+    /// may hold of the receive windows granted; drain:
     /// stream bytes the peer acknowledged and the application read,
     /// `QUICConnection.drainedStreamBytes`); while the listener is at its limit, new clients are
-    /// refused, and the connections the budget picks (those draining too slowly, and after a
+    /// refused, credit the applications read back is held (`withholdReceiveCredit`), and the
+    /// connections the budget picks (those draining too slowly, and after a
     /// few sweeps at the limit the largest holders) are closed with NO_ERROR and
     /// `QUICServerEndpoint.stalledAtBufferLimitReason`. The sweeps end once the driver stops
     /// serving. Call on the driver's loop.
@@ -22,7 +24,13 @@ extension QUICServerDriver {
             settle: { [weak self] heldBytes, closing, context in
                 guard let self else { return }
                 self.noteHeldBytes(heldBytes)
-                self.endpoint.isOverBufferLimit = budget.isExhausted
+                let exhausted = budget.isExhausted
+                self.endpoint.isOverBufferLimit = exhausted
+                // Backpressure first: at the limit, credit read back waits (what the peers may
+                // send shrinks as the applications read); once under it, it goes out.
+                for connection in self.connections where connection.withholdReceiveCredit(exhausted) {
+                    self.service(connection, context)
+                }
                 guard !closing.isEmpty else { return }
                 for connection in closing { self.endpoint.closeOverBufferLimit(connection, now: context.now) }
                 self.serviceEvictedConnections(context)

@@ -148,3 +148,20 @@ extension NetworkConnection where ApplicationProtocol == UDP {
         }
     }
 }
+
+extension NetworkConnection where ApplicationProtocol == UDP {
+    /// Braid: datagrams from the peer this connection dropped so far because the application
+    /// did not read them: beyond 4,096 unread, or beyond 8 MiB of unread payload (the oldest
+    /// go). UDP does not recover them; a count that grows says the application reads too
+    /// slowly.
+    ///
+    /// ```swift
+    /// if await game.droppedDatagramCount > 0 { print("reading too slowly") }
+    /// ```
+    public var droppedDatagramCount: Int {
+        get async {
+            let core = core
+            return (try? await loop.submit { _ in core.value.datagram.droppedDatagrams }) ?? 0
+        }
+    }
+}

@@ -14,7 +14,7 @@ package final class MessageInbox<Element: Sendable>: Sendable {
         var queue = Deque<Element>()
         var readers: [Completion<Void>] = []
         var finished = false
-        /// Datagrams dropped beyond the backlog.
+        /// Datagrams dropped beyond the backlog or the byte limit.
         var dropped = 0
         /// What `measure` makes of the queued datagrams (0 without one).
         var heldBytes = 0
@@ -25,14 +25,21 @@ package final class MessageInbox<Element: Sendable>: Sendable {
     /// Unread datagrams beyond this many are dropped, oldest first (they are unreliable
     /// anyway, and an idle reader must not grow memory without bound).
     package let backlog: Int
+    /// Unread bytes (as `measure` counts them) beyond this are dropped too, oldest first, so
+    /// a peer sending large datagrams cannot make `backlog` of them a large figure (nil: no
+    /// limit but the backlog's).
+    package let byteLimit: Int?
     private let state = Locked(State())
     /// The bytes a queued datagram holds, for `heldBytes` (nil: not measured).
     private let measure: (@Sendable (Element) -> Int)?
 
     /// An inbox of at most `backlog` unread datagrams; with `measure`, it keeps the bytes they
-    /// hold (`heldBytes`, `bytesTaken`: a listener's buffer limit counts them).
-    package init(backlog: Int, measure: (@Sendable (Element) -> Int)? = nil) {
+    /// hold (`heldBytes`, `bytesTaken`: a listener's buffer limit counts them) and, with
+    /// `byteLimit` too, holds at most that many of them.
+    package init(backlog: Int, byteLimit: Int? = nil, measure: (@Sendable (Element) -> Int)? = nil) {
+        precondition(byteLimit == nil || measure != nil, "a byte limit needs a measure")
         self.backlog = backlog
+        self.byteLimit = byteLimit
         self.measure = measure
     }
 
@@ -50,19 +57,26 @@ package final class MessageInbox<Element: Sendable>: Sendable {
         return total
     }
 
-    /// Drops the oldest datagrams beyond `backlog` (under the lock).
+    /// Drops the oldest datagrams beyond `backlog`, then the oldest while the rest hold more
+    /// than `byteLimit` (under the lock).
     private func dropExcess(_ state: inout State) {
         let excess = state.queue.count - backlog
-        guard excess > 0 else { return }
-        if measure != nil { state.heldBytes -= measured(state.queue.prefix(excess)) }
-        state.queue.removeFirst(excess)
-        state.dropped += excess
+        if excess > 0 {
+            if measure != nil { state.heldBytes -= measured(state.queue.prefix(excess)) }
+            state.queue.removeFirst(excess)
+            state.dropped += excess
+        }
+        guard let byteLimit, let measure, state.heldBytes > byteLimit else { return }
+        while state.heldBytes > byteLimit, let oldest = state.queue.popFirst() {
+            state.heldBytes -= measure(oldest)
+            state.dropped += 1
+        }
     }
 
     /// Datagrams queued and not yet taken by a reader.
     package var count: Int { state.withLock { $0.queue.count } }
 
-    /// Datagrams dropped so far because `backlog` were unread.
+    /// Datagrams dropped so far because `backlog` of them, or `byteLimit` bytes, were unread.
     package var droppedCount: Int { state.withLock { $0.dropped } }
 
     /// Loop: one datagram arrived. Specialized here for the element types of the channels in

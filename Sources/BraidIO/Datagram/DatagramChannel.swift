@@ -67,7 +67,8 @@ package protocol DatagramChannelTransport: AnyObject {
 /// Receiving: every datagram from the peer is delivered whole. The socket's receive slots hold
 /// 64 KiB, more than any UDP payload, so the kernel never truncates one; a truncated message
 /// (MSG_TRUNC) would be dropped and counted (`SocketCounters.truncatedMessages`), never passed on
-/// cut short. Unread datagrams beyond `inboxBacklog` are dropped, oldest first.
+/// cut short. Unread datagrams beyond `inboxBacklog`, or beyond `inboxByteLimit` bytes, are
+/// dropped, oldest first.
 package final class DatagramChannel: ConnectionChannel {
     /// UDP's largest payload over IPv4 (65,535 less the IPv4 and UDP headers) and IPv6.
     package static let maximumPayloadIPv4 = 65_507
@@ -76,6 +77,11 @@ package final class DatagramChannel: ConnectionChannel {
     package static let queueLimit = 256
     /// Unread datagrams kept for the application.
     package static let inboxBacklog = 4096
+    /// Unread bytes kept for the application (payloads and entries, as a listener's buffer
+    /// limit counts them): without it, `inboxBacklog` datagrams of 64 KiB would be 256 MiB for
+    /// one peer between two of a listener's buffer sweeps. Above the backlog's worth of
+    /// 1,500-byte datagrams, so it binds only when datagrams are large.
+    package static let inboxByteLimit = 8 << 20
     /// Datagrams up to this size are coalesced into GSO batches (a 1,500-byte Ethernet frame
     /// less IPv6 and UDP headers): the kernel refuses a GSO segment larger than the path's MTU.
     package static let coalescedSegmentLimit = 1452
@@ -83,7 +89,7 @@ package final class DatagramChannel: ConnectionChannel {
     package let loop: EventLoop
     package weak var delegate: ConnectionChannelDelegate?
     /// Measured: a listener's buffer limit counts each unread datagram's payload and entry.
-    package let inbox = MessageInbox<ReceivedDatagram>(backlog: DatagramChannel.inboxBacklog) {
+    package let inbox = MessageInbox<ReceivedDatagram>(backlog: DatagramChannel.inboxBacklog, byteLimit: DatagramChannel.inboxByteLimit) {
         $0.content.count + MemoryLayout<ReceivedDatagram>.stride
     }
     package let outbox = DatagramOutbox(limit: DatagramChannel.queueLimit)

@@ -95,7 +95,9 @@ extension QUICConnection {
             } else {
                 stream.receive.append(bytes, early: early)
             }
-            if flags & UInt32(NGTCP2_STREAM_DATA_FLAG_FIN) != 0 { stream.receive.finReceived = true }
+            let fin = flags & UInt32(NGTCP2_STREAM_DATA_FLAG_FIN) != 0
+            if fin { stream.receive.finReceived = true }
+            connection.noteDelivered(stream, length: length, fin: fin)
             if early { connection.earlyDataAccepted = true }
             connection.signalReadable(stream)
             return 0
@@ -126,13 +128,13 @@ extension QUICConnection {
             connection.retireIfDone(stream)
             return 0
         }
-        cb.stream_reset = { _, streamID, _, code, userData, _ in
+        cb.stream_reset = { _, streamID, finalSize, code, userData, _ in
             let connection = QUICConnection.from(userData)
             guard let stream = connection.streams[streamID] else { return 0 }
             stream.receive.resetCode = code
+            connection.noteReceiveEndedEarly(stream, finalSize: finalSize)
             // Bytes not yet read are moot; their credit goes back to the connection window.
-            let dropped = connection.discardUnread(stream)
-            if dropped > 0 { ngtcp2_conn_extend_max_offset(connection.conn, UInt64(dropped)) }
+            connection.returnReceiveCredit(nil, bytes: connection.discardUnread(stream))
             connection.signalReadable(stream)
             return 0
         }

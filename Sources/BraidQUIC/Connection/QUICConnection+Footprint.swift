@@ -10,7 +10,7 @@ extension QUICConnection {
     /// Bytes the engine holds for the application: stream bytes queued and not yet acknowledged,
     /// stream bytes received and not yet read (a stream with a sink holds none: they are in its
     /// owner's memory), and datagrams waiting to be sent. (ngtcp2's own buffers, such as
-    /// out-of-order stream data, are bounded by the windows we advertise.)
+    /// out-of-order stream data, are in `engineReceiveBound`.)
     package var bufferedBytes: Int {
         var total = 0
         for stream in streams.values { total += stream.send.unacknowledged + stream.receive.buffered }
@@ -18,11 +18,11 @@ extension QUICConnection {
         return total
     }
 
-    /// What a listener's buffer limit counts: the engine's `bufferedBytes` and what the owner
+    /// What a listener's buffer limit counts: the engine's `bufferedBytes`, what the owner
     /// holds outside the engine (`ownerHeldBytes`: sends not yet taken, received stream bytes
-    /// and datagrams not yet read). ngtcp2's out-of-order stream data is not seen here; the
-    /// connection's receive window bounds it.
-    package var heldBytes: Int { bufferedBytes + (ownerHeldBytes?() ?? 0) }
+    /// and datagrams not yet read), and the most ngtcp2 may hold of received stream bytes it
+    /// has not handed over (`engineReceiveBound`: out of order, within what was granted).
+    package var heldBytes: Int { bufferedBytes + (ownerHeldBytes?() ?? 0) + engineReceiveBound }
 
     /// When the last datagram from the peer arrived (or the connection started).
     var lastReceiveTime: QUICInstant { currentTime }

@@ -223,20 +223,11 @@ extension QUICConnection {
     /// now consumed: to the stream while it lives, and always to the connection (whose window
     /// every stream shares, so credit withheld there would shrink it for good).
     package func returnCredit(streamID: Int64, bytes: Int) {
-        guard bytes > 0, !isClosed else { return }
-        if let stream = streams[streamID] {
-            returnCredit(stream: stream, bytes: bytes)
-        } else {
-            ngtcp2_conn_extend_max_offset(conn, UInt64(bytes))
-        }
+        returnReceiveCredit(streams[streamID], bytes: bytes)
     }
 
     private func returnCredit(stream: StreamState, bytes: Int) {
-        guard !isClosed else { return }
-        if !stream.closedByEngine {
-            ngtcp2_conn_extend_max_stream_offset(conn, stream.id, UInt64(bytes))
-        }
-        ngtcp2_conn_extend_max_offset(conn, UInt64(bytes))
+        returnReceiveCredit(stream, bytes: bytes)
     }
 
     /// Abruptly ends our sending side (RESET_STREAM); the peer's reader gets `code`.
@@ -256,6 +247,8 @@ extension QUICConnection {
     package func stopSending(streamID: Int64, applicationErrorCode code: UInt64) throws {
         try ensureOpen()
         let stream = try stream(streamID)
+        // ngtcp2 hands nothing more over (and grants the connection the rest itself).
+        noteReceiveEndedEarly(stream, finalSize: nil)
         let dropped = discardUnread(stream)
         if dropped > 0 { returnCredit(stream: stream, bytes: dropped) }
         stream.receive.finDelivered = true
@@ -275,6 +268,7 @@ extension QUICConnection {
         // so for those the delivered FIN or reset is the end.
         let engineDone = stream.closedByEngine || (isUnidirectional && hasReceiveSide && readDone)
         guard engineDone, readDone else { return }
+        if !stream.closedByEngine { noteRetainedByEngine(stream) }
         // Bytes ngtcp2 will never have acknowledged (it ended the stream) leave the budget.
         releaseSendBytes(of: stream) { $0.discard() }
         stream.scheduled = false

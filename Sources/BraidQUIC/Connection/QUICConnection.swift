@@ -103,6 +103,8 @@ package final class QUICConnection {
     /// sent and the application reads (a listener's buffer limit tells a stalled connection by
     /// it); bytes arriving from the peer do not count.
     package internal(set) var drainedStreamBytes: UInt64 = 0
+    /// The receive windows as granted (+ReceiveWindows).
+    var receiveWindows: ReceiveWindowLedger
 
     // MARK: Datagrams (+Datagrams)
     /// Datagrams queued by `sendDatagram`, not yet in a packet (held as the sender gave them).
@@ -219,6 +221,13 @@ package final class QUICConnection {
         maxPacketSize = max(transport.maxUDPPayloadSize, 1200)
         datagramProbe = DatagramProbe(configuredKeepAlive: transport.keepAliveInterval?.nanosecondsClamped ?? 0)
         sendBudget = .streams(limit: transport.connectionSendBufferLimit)
+        receiveWindows = ReceiveWindowLedger(
+            initial: .init(
+                connection: setup.params.initial_max_data, bidirectionalLocal: setup.params.initial_max_stream_data_bidi_local,
+                bidirectionalRemote: setup.params.initial_max_stream_data_bidi_remote,
+                unidirectional: setup.params.initial_max_stream_data_uni),
+            tunes: transport.tunesReceiveWindows, maxConnectionWindow: transport.maxConnectionWindow,
+            maxStreamWindow: transport.maxStreamWindow)
         connRef = .allocate(capacity: 1)
         pathStorage = .allocate(capacity: 1)
         vecs = .allocate(capacity: Self.maxVecs)

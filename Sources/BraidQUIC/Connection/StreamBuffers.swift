@@ -212,6 +212,19 @@ final class StreamState {
     var waitsForSendBudget = false
     /// Its place in the line for room under the connection's send budget, kept until it gets room.
     var sendBudgetTicket: UInt64?
+    /// The receive window (`ReceiveWindowLedger`): the offset the peer may send up to as
+    /// granted so far (nil: still the initial window), the bytes ngtcp2 handed over, the final
+    /// size once known, and whether the receive side ended early (the peer's RESET_STREAM or
+    /// our STOP_SENDING: ngtcp2 then gives the connection its credit back itself).
+    var receiveLimit: UInt64?
+    var receiveDelivered: UInt64 = 0
+    var receiveFinalSize: UInt64?
+    var receiveEndedEarly = false
+    /// Tuned windows only: the stream's window now (nil: the initial one), credit read back
+    /// and not yet granted, and when it was last granted.
+    var receiveWindow: UInt64?
+    var receivePending: UInt64 = 0
+    var lastReceiveGrant: UInt64?
 
     init(id: Int64) { self.id = id }
 }

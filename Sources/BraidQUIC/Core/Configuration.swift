@@ -30,6 +30,51 @@ package struct QUICTransportConfiguration: Sendable, Hashable {
     package var maxConnectionWindow: UInt64 = 24 * 1024 * 1024
     /// Upper bound for stream-window auto-tuning (0 disables tuning).
     package var maxStreamWindow: UInt64 = 16 * 1024 * 1024
+    /// The receive windows the application set; the others take the role's default (a
+    /// listener's connections start smaller: `forListenerConnections()`).
+    package var explicitReceiveWindows: ReceiveWindows = []
+    /// Braid, not ngtcp2, raises the receive windows as the application reads
+    /// (`ReceiveWindowLedger`): a listener's connections, so that what a peer may make ngtcp2
+    /// hold is what the listener's buffer limit counts, and stops growing at the limit.
+    package var tunesReceiveWindows = false
+
+    /// Which receive windows (`explicitReceiveWindows`).
+    package struct ReceiveWindows: OptionSet, Sendable, Hashable {
+        package let rawValue: UInt8
+        package init(rawValue: UInt8) { self.rawValue = rawValue }
+        package static let connection = ReceiveWindows(rawValue: 1)
+        package static let bidirectionalLocal = ReceiveWindows(rawValue: 2)
+        package static let bidirectionalRemote = ReceiveWindows(rawValue: 4)
+        package static let unidirectional = ReceiveWindows(rawValue: 8)
+    }
+
+    /// A listener's connections start with these receive windows where the application set
+    /// none. The listener's buffer limit counts each connection's granted and unread window
+    /// (what a peer may make ngtcp2 hold), so a window costs the listener from the moment it is
+    /// granted: they start small and grow as the application reads.
+    package static let listenerInitialMaxData: UInt64 = 256 * 1024
+    package static let listenerInitialMaxStreamData: UInt64 = 64 * 1024
+    /// Unidirectional streams' (HTTP/3 keeps three of the client's open for the connection's
+    /// life, carrying little).
+    package static let listenerInitialMaxStreamDataUnidirectional: UInt64 = 16 * 1024
+
+    /// This configuration for a listener's connections: windows the application did not set
+    /// start at the listener's defaults, and Braid tunes them (`tunesReceiveWindows`).
+    package func forListenerConnections() -> QUICTransportConfiguration {
+        var transport = self
+        transport.tunesReceiveWindows = true
+        if !explicitReceiveWindows.contains(.connection) { transport.initialMaxData = Self.listenerInitialMaxData }
+        if !explicitReceiveWindows.contains(.bidirectionalLocal) {
+            transport.initialMaxStreamDataBidirectionalLocal = Self.listenerInitialMaxStreamData
+        }
+        if !explicitReceiveWindows.contains(.bidirectionalRemote) {
+            transport.initialMaxStreamDataBidirectionalRemote = Self.listenerInitialMaxStreamData
+        }
+        if !explicitReceiveWindows.contains(.unidirectional) {
+            transport.initialMaxStreamDataUnidirectional = Self.listenerInitialMaxStreamDataUnidirectional
+        }
+        return transport
+    }
     /// Largest DATAGRAM frame we accept (RFC 9221); 0 disables datagrams.
     package var maxDatagramFrameSize: UInt64 = 65535
     /// Largest UDP payload we send. Up to `standardMaxUDPPayloadSize`, packets start at 1,200

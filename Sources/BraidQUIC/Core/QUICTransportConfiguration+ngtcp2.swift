@@ -34,8 +34,9 @@ extension QUICTransportConfiguration {
         // taken as known, and used without it.
         settings.no_tx_udp_payload_size_shaping = maxUDPPayloadSize > Self.standardMaxUDPPayloadSize ? 1 : 0
         settings.handshake_timeout = handshakeTimeout.nanosecondsClamped
-        settings.max_window = maxConnectionWindow
-        settings.max_stream_window = maxStreamWindow
+        // Tuned by Braid instead (`ReceiveWindowLedger`): ngtcp2's own growth would be invisible.
+        settings.max_window = tunesReceiveWindows ? 0 : maxConnectionWindow
+        settings.max_stream_window = tunesReceiveWindows ? 0 : maxStreamWindow
         settings.no_pmtud = pathMTUDiscovery ? 0 : 1
         return settings
     }

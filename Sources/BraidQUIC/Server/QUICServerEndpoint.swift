@@ -30,6 +30,9 @@ import Synchronization
 /// ```
 package final class QUICServerEndpoint {
     package let configuration: QUICServerConfiguration
+    /// The transport of the endpoint's connections: the configuration's, with a listener's
+    /// receive windows (`QUICTransportConfiguration.forListenerConnections()`).
+    let connectionTransport: QUICTransportConfiguration
     /// Length of the IDs of the default `.random` connection-ID format.
     package static let connectionIDLength = 16
     /// Issues this endpoint's connection IDs, all of one length (so short headers can be
@@ -170,6 +173,7 @@ package final class QUICServerEndpoint {
     init(configuration: QUICServerConfiguration, keys: QUICServerKeys? = nil, connectionIDTag: UInt8? = nil, credentials: TLSCredentials) throws {
         try Self.validate(configuration)
         self.configuration = configuration
+        connectionTransport = configuration.transport.forListenerConnections()
         self.keys = try keys ?? QUICServerKeys(for: configuration)
         self.connectionIDTag = connectionIDTag
         connectionIDs = try ConnectionIDGenerator(format: configuration.connectionIDFormat, loopTag: connectionIDTag)
@@ -316,7 +320,7 @@ package final class QUICServerEndpoint {
             evict(idle, now: now)
         }
 
-        let transport = configuration.transport
+        let transport = connectionTransport
         var settings = transport.ngtcp2Settings(now: now)
         if validatedToken { settings.token = header.token }
         var params = transport.ngtcp2TransportParameters()

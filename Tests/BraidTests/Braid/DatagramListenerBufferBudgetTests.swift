@@ -332,4 +332,57 @@ import Testing
             #expect(try await first.receive().content == Data("c".utf8))
         }
     }
+
+    /// A UDP peer floods 60,000-byte datagrams its connection's application never reads:
+    /// fewer than the inbox's backlog of 4,096, and far more bytes than its byte limit
+    /// (`DatagramChannel.inboxByteLimit`). The listener's own limit (1 GiB) never binds, so
+    /// only the inbox's limit stands between the peer and 240 MiB: the inbox drops the oldest
+    /// beyond it (counted in the connection's `droppedDatagramCount`), the listener's figure
+    /// never passes it, and another peer is echoed meanwhile.
+    @Test func udpInboxHoldsAtMostItsByteLimit() async throws {
+        let payload = Data(repeating: 0x5A, count: 60_000)
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) { UDP() }
+        listener.connectionBufferLimit = 1 << 30
+        let unread = Locked<NetworkConnection<UDP>?>(nil)
+        let task = Task {
+            try await listener.run { connection in
+                guard let first = try? await connection.receive().content else { return }
+                if first.first == UInt8(ascii: "e") {
+                    try await connection.send(first)
+                    while true { try await connection.send(try await connection.receive().content) }
+                }
+                unread.withLock { $0 = connection }
+                for await _ in connection.states {}
+            }
+        }
+        defer { task.cancel() }
+        try await listener.waitUntilReady()
+        let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
+        let budget = try #require(listener.bufferBudget.withLock { $0 })
+
+        let hostile = NetworkConnection(to: endpoint) { UDP() }
+        defer { hostile.cancel() }
+        // The attacker's pace: 16 at a time, about 3,000 a second (the kernel drops what the
+        // listener's socket cannot take), until the inbox has dropped some or 3,000 are sent.
+        var sent = 0
+        var dropped = 0
+        while dropped == 0 && sent < 3_000 {
+            for _ in 0..<16 { try await hostile.send(payload) }
+            sent += 16
+            try await Task.sleep(for: .milliseconds(5))
+            dropped = await unread.withLock({ $0 })?.droppedDatagramCount ?? 0
+        }
+        // Another peer is served while the flooding peer holds its inbox full.
+        let reader = NetworkConnection(to: endpoint) { UDP() }
+        defer { reader.cancel() }
+        #expect(try await udpEcho(Data("echo me".utf8), on: reader)?.content == Data("echo me".utf8))
+        // A sweep has counted the full inbox.
+        _ = try await waitForBudget(listener) { $0.buffered >= DatagramChannel.inboxByteLimit / 2 }
+        let bound = DatagramChannel.inboxByteLimit + (64 << 10)
+        #expect(dropped > 0, "\(sent) datagrams of 60,000 bytes sent, none dropped by the inbox; budget peak \(budget.peak)")
+        #expect(budget.buffered >= DatagramChannel.inboxByteLimit / 2, "buffered \(budget.buffered)")
+        #expect(budget.peak <= bound, "peak \(budget.peak), the inbox's limit \(DatagramChannel.inboxByteLimit)")
+        #expect(budget.closedConnections == 0)
+        print("UDP inbox byte limit: \(sent) datagrams of 60,000 bytes sent, \(dropped) dropped by the inbox, budget peak \(budget.peak) bytes")
+    }
 }

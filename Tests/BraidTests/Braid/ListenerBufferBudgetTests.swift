@@ -1,4 +1,5 @@
 import BraidIO
+import BraidPerf
 import Foundation
 import Testing
 
@@ -239,14 +240,15 @@ import Testing
     }
 
     /// A QUIC client sends 512 KiB on each of three streams whose handlers read 7 bytes and no
-    /// more: the listener's connection holds what arrives in Braid's stream inboxes, which the
-    /// budget counts (1.5 MiB of the 2 MiB limit). Meanwhile another client is echoed. Then
-    /// three more such streams take the connection past the limit, and the listener closes it.
+    /// more (the streams' windows: 512 KiB, so the peer may send nothing more): the listener's
+    /// connection holds what arrives in Braid's stream inboxes, which the budget counts (1.5 MiB
+    /// of the 2 MiB limit). Meanwhile another client is echoed. Then three more such streams
+    /// take the connection past the limit, and the listener closes it.
     @Test func quicListenerCountsStreamBytesItsApplicationNeverReads() async throws {
         let limit = 2 << 20
         let outcomes = Outcomes()
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            testServer()
+            testServer().initialMaxData(4 << 20).initialMaxStreamDataBidirectionalRemote(512 << 10)
         }
         listener.connectionBufferLimit = limit
         let task = Task {
@@ -298,13 +300,75 @@ import Testing
         _ = try await waitForBudget(listener) { $0.closedConnections >= 1 && $0.buffered < limit }
         #expect(budget.closedConnections >= 1, "buffered \(budget.buffered), peak \(budget.peak)")
         #expect(budget.peak >= limit, "peak \(budget.peak) of \(limit)")
-        // Six streams' bytes bound what the connection could hold.
-        #expect(budget.peak <= 2 * (512 << 10) * 3 + (64 << 10), "peak \(budget.peak)")
+        // Six streams' bytes bound what the connection could hold, with what ngtcp2's
+        // reassembly buffers of the six might hold besides.
+        #expect(budget.peak <= 2 * (512 << 10) * 3 + 6 * (17 << 10) + (64 << 10), "peak \(budget.peak)")
         #expect(budget.buffered < limit, "buffered \(budget.buffered) of \(limit)")
         let deadline = ContinuousClock.now + .seconds(60)
         while outcomes.serverBusy < 1 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(outcomes.serverBusy >= 1)
         print("QUIC unread stream bytes, limit \(limit >> 20) MiB: budget peak \(budget.peak) bytes, now \(budget.buffered), closed \(budget.closedConnections)")
+    }
+
+    /// Eight aioquic connections send, on four streams each, all of the stream's window but
+    /// its first byte (`hostile_peer.py --gaps`), to a listener whose application never reads
+    /// them: ngtcp2 keeps every byte out of order in its reassembly buffers, which Braid cannot
+    /// measure but bounds from the windows it granted. The listener's limit (1 MiB) is less than
+    /// the eight hold together (a 256 KiB window each, the listener's default): the budget
+    /// counts them, the listener closes stalled ones ("server busy") until under its limit, and
+    /// a client that reads is echoed.
+    @Test func quicListenerCountsOutOfOrderBytesNgtcp2Holds() async throws {
+        let limit = 1 << 20
+        let outcomes = Outcomes()
+        let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
+            QUIC(alpn: ["echo", "hostile"]).identity(
+                certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
+        }
+        listener.connectionBufferLimit = limit
+        let task = Task {
+            try await listener.run { connection in
+                for await state in connection.states {
+                    if state == .ready, connection.negotiatedALPN == "echo" { return try await echo(connection) }
+                    if case .failed(let error) = state { outcomes.add(error) }
+                }
+            }
+        }
+        defer { task.cancel() }
+        try await listener.waitUntilReady()
+        let endpoint = NWEndpoint.hostPort(host: "127.0.0.1", port: listener.port!)
+        let hostile = try PeerProcess.hostile([
+            "--host", "127.0.0.1", "--port", String(listener.port!.rawValue), "--alpn", "hostile", "--ca", Fixtures.caFile,
+            "--sni", "localhost", "--gaps", "4", "--connections", "8", "--hold", "120", "--timeout", "30",
+        ])
+        let holding = try await hostile.jsonLine(within: 120) { $0["holding"] != nil }
+        #expect(holding["acknowledged"] as? Int ?? 0 >= 4, "\(holding)")
+
+        let budget = try await waitForBudget(listener) { $0.closedConnections >= 1 && $0.buffered < limit }
+        // What the connections that got in hold out of order, counted: over the limit at first.
+        #expect(budget.peak >= limit, "peak \(budget.peak) of \(limit)")
+        #expect(budget.closedConnections >= 1, "buffered \(budget.buffered), peak \(budget.peak)")
+        #expect(budget.buffered < limit, "buffered \(budget.buffered) of \(limit)")
+        // A client that reads is served: refused while the listener is at its limit, it tries
+        // again once under it, until a generous deadline.
+        let deadline = ContinuousClock.now + .seconds(90)
+        var served = 0
+        while served < 2 && ContinuousClock.now < deadline {
+            let reader = NetworkConnection(to: endpoint) { testClient() }
+            served = (try? await echoOnConcurrentStreams(reader, count: 2)) ?? 0
+            reader.cancel()
+            if served < 2 { _ = try await waitForBudget(listener) { $0.buffered < limit } }
+        }
+        #expect(served == 2)
+        // The closed connections' handlers saw `serverBusy`; their peers got the reason.
+        let busy = ContinuousClock.now + .seconds(60)
+        while outcomes.serverBusy < 1 && ContinuousClock.now < busy { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(outcomes.serverBusy >= 1)
+        await hostile.stop()
+        let report = hostile.jsonLines.last ?? [:]
+        #expect(report["closed_by_peer"] as? Int ?? 0 >= 1, "\(report)")
+        let reasons = report["reasons"] as? [String] ?? []
+        #expect(reasons.contains { $0.contains("server busy") }, "\(report)")
+        print("QUIC out-of-order bytes, limit \(limit >> 20) MiB: \(holding), budget peak \(budget.peak) bytes, now \(budget.buffered), closed \(budget.closedConnections), refused \(budget.refusedConnections); peer: \(report)")
     }
 
     /// A limit of zero or less would refuse every client: `run` rejects it.

@@ -298,6 +298,10 @@ func docExample_UDP_socketStatistics(_ game: NetworkConnection<UDP>) async {
     if let sockets = await game.socketStatistics { print(sockets.sendmmsgCalls) }
 }
 
+func docExample_UDP_droppedDatagramCount(_ game: NetworkConnection<UDP>) async {
+    if await game.droppedDatagramCount > 0 { print("reading too slowly") }
+}
+
 /// Sources/Braid/Endpoint/NWEndpoint.swift
 func docExample_NWEndpoint() -> [NWEndpoint] {
     let byName: NWEndpoint = .hostPort(host: "example.com", port: 443)

@@ -5,7 +5,8 @@ the server closed the connection.
     hostile_peer.py --host H --port P --alpn ALPN (--ca FILE | --insecure) [--sni NAME]
                     (--violate streams|stream-data|connection-data|stream-state|final-size
                      | --flood N [--sockets 16] [--rate R]
-                     | --starve N [--size BYTES] [--window BYTES] [--hold SECONDS])
+                     | --starve N [--size BYTES] [--window BYTES] [--hold SECONDS]
+                     | --gaps N [--connections K] [--hold SECONDS])
                     [--timeout 10] [-v]
 
 ``--flood N`` sends the first flight (a real ClientHello in a decryptable Initial) of N new
@@ -27,6 +28,17 @@ at most one window, and everything else it is willing to queue stays queued. It 
 ``{"starving": N, ...}`` once the requests are acknowledged, keeps the connection alive
 (acknowledging, granting nothing) for ``--hold`` seconds or until SIGTERM, then prints
 ``{"starve": N, "received": BYTES, ...}`` and exits 0 (4: the handshake failed).
+
+``--gaps N`` opens ``--connections`` connections (1 by default, one after another), and on
+each N bidirectional streams, and sends on every stream all of the server's stream window but
+its first byte (offsets 1 to the window, each stream's share of the connection window when
+that is smaller), and never the first: the server's QUIC stack can hand none of it to the
+application and keeps it all in its reassembly buffers. It prints
+``{"holding": K, ...}`` once the bytes are acknowledged (or after ``--timeout``), keeps the
+connections alive for ``--hold`` seconds or until SIGTERM, then prints
+``{"gaps": N, "connections": K, "closed_by_peer": C, "reasons": [...], "failed": F}`` (C
+connections the server closed, with their reason phrases; F handshakes that failed, a full
+server refusing them) and exits 0.
 
 After the handshake the client overrides aioquic's own record of the server's limits (private
 attributes of ``QuicConnection``: aioquic never sends past a limit it knows), then:
@@ -396,6 +408,65 @@ def fast_flood(args: argparse.Namespace) -> int:
     return 0
 
 
+async def gaps(args: argparse.Namespace) -> int:
+    configuration = QuicConfiguration(is_client=True, alpn_protocols=[args.alpn], server_name=args.sni or args.host)
+    configuration.idle_timeout = 60
+    if args.insecure:
+        configuration.verify_mode = ssl.CERT_NONE
+    else:
+        configuration.load_verify_locations(args.ca)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    clients: list[HostileClient] = []
+    contexts = []
+    failed = 0
+    senders = []
+    for _ in range(args.connections):
+        context = connect(args.host, args.port, configuration=configuration, create_protocol=HostileClient)
+        try:
+            client = await asyncio.wait_for(context.__aenter__(), args.timeout)
+        except (ConnectionError, asyncio.TimeoutError):
+            failed += 1
+            continue
+        contexts.append(context)
+        assert isinstance(client, HostileClient)
+        clients.append(client)
+        quic = client._quic
+        limits = advertised_limits(quic)
+        share = min(limits["stream_window"], limits["connection_window"] // max(1, args.gaps))
+        for _ in range(min(args.gaps, limits["streams"])):
+            stream_id = quic.get_next_available_stream_id()
+            quic.send_stream_data(stream_id, bytes(share))
+            sender = quic._streams[stream_id].sender
+            # The first byte never goes: everything after it stays out of order.
+            sender._pending.subtract(0, 1)
+            senders.append(sender)
+        client.transmit()
+    deadline = time.monotonic() + args.timeout
+    while any(len(sender._acked) == 0 for sender in senders) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    acknowledged = sum(1 for sender in senders if len(sender._acked) > 0)
+    print(json.dumps({"holding": len(clients), "streams": len(senders), "acknowledged": acknowledged}), flush=True)
+    try:
+        await asyncio.wait_for(stop.wait(), args.hold)
+    except asyncio.TimeoutError:
+        pass
+    # A received CONNECTION_CLOSE is reported by aioquic only once its draining period ends;
+    # the frame's arrival and reason are known at once.
+    closed = [c._quic for c in clients if getattr(c._quic, "hostile_close_received_at", None) is not None]
+    report = {
+        "gaps": args.gaps,
+        "connections": len(clients),
+        "closed_by_peer": len(closed),
+        "reasons": sorted({quic._close_event.reason_phrase for quic in closed if quic._close_event is not None}),
+        "failed": failed,
+    }
+    for client in clients:
+        client.close()
+    print(json.dumps(report), flush=True)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", required=True)
@@ -409,6 +480,8 @@ def main(argv: list[str]) -> int:
     mode.add_argument("--violate", choices=["streams", "stream-data", "connection-data", "stream-state", "final-size"])
     mode.add_argument("--flood", type=int, metavar="N")
     mode.add_argument("--starve", type=int, metavar="N")
+    mode.add_argument("--gaps", type=int, metavar="N")
+    parser.add_argument("--connections", type=int, default=1, help="--gaps: connections")
     parser.add_argument("--size", type=int, default=1 << 30)
     parser.add_argument("--window", type=int, default=65536)
     parser.add_argument("--hold", type=float, default=30)
@@ -422,6 +495,8 @@ def main(argv: list[str]) -> int:
         return fast_flood(args) if args.rate is not None else flood(args)
     if args.starve is not None:
         return asyncio.run(starve(args))
+    if args.gaps is not None:
+        return asyncio.run(gaps(args))
     return asyncio.run(run(args))
 
 
