@@ -34,6 +34,10 @@ package struct ReceivedDatagram: Sendable {
         self.metadata = metadata
     }
 
+    /// The datagram's size in bytes, without making its `Data` (a listener's buffer limit
+    /// measures every datagram the loop hands over).
+    package var byteCount: Int { count }
+
     /// The datagram's bytes, from index 0. Made from the block on each call, so a datagram is
     /// read once where it is handed out (two `Data` made from one datagram would share its bytes
     /// without knowing it, and an in-place change of one would show in the other).
@@ -84,7 +88,7 @@ package final class DatagramChannel: ConnectionChannel {
     package weak var delegate: ConnectionChannelDelegate?
     /// Measured: a listener's buffer limit counts each unread datagram's payload and entry.
     package let inbox = MessageInbox<ReceivedDatagram>(backlog: DatagramChannel.inboxBacklog) {
-        $0.content.count + MemoryLayout<ReceivedDatagram>.stride
+        $0.byteCount + MemoryLayout<ReceivedDatagram>.stride
     }
     package let outbox = DatagramOutbox(limit: DatagramChannel.queueLimit)
     /// Turns datapath and internal errors into the caller's error type.
