@@ -12,9 +12,12 @@ import Glibc
 /// their release, per datagram. Each such `Data` starts at index 0 and holds the datagram's
 /// bytes alone, as any other.
 ///
-/// A block is shrunk to the bytes it holds before its datagrams are handed out, and freed when
-/// the last of them is released: a datagram the application keeps holds at most its read's
-/// bytes, and the inbox's bound on datagrams bounds the memory they hold.
+/// A block at most half full is shrunk to the bytes it holds before its datagrams are handed
+/// out, and freed when the last of them is released; a fuller one stays whole and goes back to
+/// `ReceivedBlockPool` for the next reads (a freshly allocated block costs a page fault per
+/// page: glibc gives freed blocks back to the system). Either way a datagram the application
+/// keeps holds at most twice its read's bytes, and the inbox's bound on datagrams bounds the
+/// memory they hold.
 struct ReceivedDatagramBatch {
     /// A block's size: dozens of datagrams of a usual size, below glibc's threshold for serving
     /// an allocation with a mapping of its own (page faults on every use).
@@ -67,7 +70,7 @@ struct ReceivedDatagramBatch {
             pending.removeAll(keepingCapacity: true)
             return
         }
-        block.shrink(to: used)
+        block.seal(used: used)
         for index in pending.indices {
             made.append(
                 ReceivedDatagram(block: block, offset: pending[index].offset, count: pending[index].count, metadata: pending[index].metadata))
@@ -78,31 +81,65 @@ struct ReceivedDatagramBatch {
     }
 }
 
-/// One block of received datagrams' bytes, freed when the last reference goes (a datagram's,
-/// or a `Data`'s made from one).
+/// One block of received datagrams' bytes, freed (or given back to `ReceivedBlockPool`) when
+/// the last reference goes (a datagram's, or a `Data`'s made from one).
 /// Unchecked: the block is written and resized only on its channel's loop before any datagram
 /// refers to it, and only read after.
 final class ReceivedBytes: @unchecked Sendable {
     private(set) var base: UnsafeMutableRawPointer
     private(set) var capacity: Int
+    /// A whole block of `ReceivedDatagramBatch.blockBytes`: it goes back to the pool when released.
+    private var recyclable: Bool
 
     init(capacity: Int) {
-        guard let base = malloc(capacity) else { fatalError("out of memory for \(capacity) bytes of received datagrams") }
-        self.base = base
+        recyclable = capacity == ReceivedDatagramBatch.blockBytes
+        if recyclable, let kept = ReceivedBlockPool.take() {
+            base = kept
+        } else {
+            guard let base = malloc(capacity) else { fatalError("out of memory for \(capacity) bytes of received datagrams") }
+            self.base = base
+        }
         self.capacity = capacity
     }
 
-    /// Gives back what is beyond `size` (glibc shrinks a block in place; `base` follows it if
-    /// it moves anyway).
-    func shrink(to size: Int) {
-        guard size > 0, size < capacity, let shrunk = realloc(base, size) else { return }
+    /// The block holds its datagrams' `used` bytes: at most half full, it gives back what is
+    /// beyond them (glibc shrinks a block in place; `base` follows it if it moves anyway) and
+    /// is freed when released; fuller, it stays whole for the pool.
+    func seal(used: Int) {
+        guard used > 0, used <= capacity / 2, let shrunk = realloc(base, used) else { return }
         base = shrunk
-        capacity = size
+        capacity = used
+        recyclable = false
     }
 
     @inline(never) func keepAlive() {}
 
     deinit {
+        if recyclable && ReceivedBlockPool.give(base) { return }
         free(base)
+    }
+}
+
+/// Whole blocks of received datagrams' bytes whose datagrams were all released, for the next
+/// reads of any loop: a loop that keeps up with its socket takes back the blocks its readers
+/// release instead of faulting in fresh pages for each. Holds at most `limit` blocks
+/// (1 MiB); beyond, a released block is freed.
+enum ReceivedBlockPool {
+    static let limit = 16
+    /// The blocks' addresses (as integers: a pointer is not `Sendable`); each is owned by the
+    /// pool until taken.
+    private static let free = Locked<[UInt]>([])
+
+    static func take() -> UnsafeMutableRawPointer? {
+        free.withLock { $0.popLast() }.flatMap { UnsafeMutableRawPointer(bitPattern: $0) }
+    }
+
+    /// Keeps `base` (a whole block) for the next reads; false when the pool is full.
+    static func give(_ base: UnsafeMutableRawPointer) -> Bool {
+        free.withLock { free in
+            guard free.count < limit else { return false }
+            free.append(UInt(bitPattern: base))
+            return true
+        }
     }
 }
