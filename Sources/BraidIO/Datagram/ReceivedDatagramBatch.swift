@@ -23,26 +23,29 @@ struct ReceivedDatagramBatch {
     /// an allocation with a mapping of its own (page faults on every use).
     static let blockBytes = 64 * 1024
 
-    /// The block being filled (nil: none yet, or the last was handed out).
+    /// The block being filled (nil: none yet, or the last was sealed).
     private var block: ReceivedBytes?
     private var used = 0
-    /// The datagrams whose bytes are in `block`, not yet handed their share of it.
-    private var pending: [(offset: Int, count: Int, metadata: DatagramMetadata)] = []
-    /// The datagrams made, in arrival order (handed to the inbox whole, see `deliver`).
+    /// The datagrams appended, in arrival order, each made as it is appended with its place in
+    /// its block (handed to the inbox whole, see `deliver`). A datagram refers to its block and
+    /// an offset, not an address: sealing may move the block.
     private var made = Deque<ReceivedDatagram>()
 
-    var isEmpty: Bool { pending.isEmpty && made.isEmpty }
+    var isEmpty: Bool { made.isEmpty }
 
     /// Copies one datagram in.
     mutating func append(_ bytes: UnsafeRawBufferPointer, metadata: DatagramMetadata) {
+        guard let source = bytes.baseAddress, bytes.count > 0 else {
+            made.append(ReceivedDatagram(emptyWith: metadata))
+            return
+        }
         if block == nil || bytes.count > block!.capacity - used {
             seal()
-            if block == nil || bytes.count > block!.capacity {
-                block = ReceivedBytes(capacity: max(Self.blockBytes, bytes.count))
-            }
+            block = ReceivedBytes(capacity: max(Self.blockBytes, bytes.count))
         }
-        if let source = bytes.baseAddress, bytes.count > 0 { (block!.base + used).copyMemory(from: source, byteCount: bytes.count) }
-        pending.append((used, bytes.count, metadata))
+        guard let block else { return }
+        (block.base + used).copyMemory(from: source, byteCount: bytes.count)
+        made.append(ReceivedDatagram(block: block, offset: used, count: bytes.count, metadata: metadata))
         used += bytes.count
     }
 
@@ -55,27 +58,16 @@ struct ReceivedDatagramBatch {
 
     /// Drops what was not delivered and the block being filled.
     mutating func release() {
-        pending.removeAll()
         made.removeAll()
         block = nil
         used = 0
     }
 
-    /// Hands the pending datagrams their places in the block, which then belongs to them.
+    /// The block being filled takes no more datagrams: it is sized to what it holds (see
+    /// `ReceivedBytes.seal`) before any of them is handed out.
     private mutating func seal() {
-        guard let block, !pending.isEmpty else { return }
-        guard used > 0 else {
-            // Empty datagrams only: nothing of the block is theirs.
-            for datagram in pending { made.append(ReceivedDatagram(content: Data(), metadata: datagram.metadata)) }
-            pending.removeAll(keepingCapacity: true)
-            return
-        }
+        guard let block else { return }
         block.seal(used: used)
-        for index in pending.indices {
-            made.append(
-                ReceivedDatagram(block: block, offset: pending[index].offset, count: pending[index].count, metadata: pending[index].metadata))
-        }
-        pending.removeAll(keepingCapacity: true)
         self.block = nil
         used = 0
     }
