@@ -113,17 +113,27 @@ final class ReceivedBytes: @unchecked Sendable {
 }
 
 /// Whole blocks of received datagrams' bytes whose datagrams were all released, for the next
-/// reads of any loop: a loop that keeps up with its socket takes back the blocks its readers
-/// release instead of faulting in fresh pages for each. Holds at most `limit` blocks
-/// (1 MiB); beyond, a released block is freed.
+/// reads of any loop: a loop takes back the blocks its readers release instead of faulting in
+/// fresh pages for each. Holds at most `limit` blocks (4 MiB, about what one connection's
+/// inbox backlog of 1,200-byte datagrams spans: a reader that lags holds that many in flight);
+/// beyond, a released block is freed. A listener's heap trim empties it (`drain`).
 enum ReceivedBlockPool {
-    static let limit = 16
+    static let limit = 64
     /// The blocks' addresses (as integers: a pointer is not `Sendable`); each is owned by the
     /// pool until taken.
     private static let free = Locked<[UInt]>([])
 
     static func take() -> UnsafeMutableRawPointer? {
         free.withLock { $0.popLast() }.flatMap { UnsafeMutableRawPointer(bitPattern: $0) }
+    }
+
+    /// Frees every block kept (before the heap is trimmed: a flood's blocks go back too).
+    static func drain() {
+        let kept = free.withLock { free in
+            defer { free.removeAll() }
+            return free
+        }
+        for address in kept { Glibc.free(UnsafeMutableRawPointer(bitPattern: address)) }
     }
 
     /// Keeps `base` (a whole block) for the next reads; false when the pool is full.
