@@ -10,35 +10,51 @@ import Logging
 /// is then allocated and freed by the same thread, where the allocator serves it from its
 /// per-thread cache, and the loop's thread, which must keep up with the socket, makes none.
 package struct ReceivedDatagram: Sendable {
-    /// The bytes given as a `Data` (`init(content:metadata:)`); empty when they lie in `block`.
-    private let stored: Data
-    /// The block holding the bytes, and where (nil: `stored` holds them).
+    /// The block holding the bytes, and where (nil: an empty datagram). Nothing else: a copy of
+    /// a datagram, as the queues make, is one reference count (a `Data` field beside it, empty
+    /// but for empty datagrams, cost an outlined copy and destroy of its enum each time).
     private let block: ReceivedBytes?
     private let offset: Int
     private let count: Int
     package var metadata: DatagramMetadata
 
-    package init(content: Data, metadata: DatagramMetadata) {
-        stored = content
+    /// An empty datagram.
+    init(emptyWith metadata: DatagramMetadata) {
         block = nil
         offset = 0
-        count = content.count
+        count = 0
         self.metadata = metadata
     }
 
+    /// A datagram of `content`'s bytes, copied into a block of its own.
+    package init(content: Data, metadata: DatagramMetadata) {
+        guard !content.isEmpty else {
+            self.init(emptyWith: metadata)
+            return
+        }
+        let block = ReceivedBytes(capacity: content.count)
+        content.withUnsafeBytes { bytes in
+            if let source = bytes.baseAddress { block.base.copyMemory(from: source, byteCount: bytes.count) }
+        }
+        self.init(block: block, offset: 0, count: content.count, metadata: metadata)
+    }
+
     init(block: ReceivedBytes, offset: Int, count: Int, metadata: DatagramMetadata) {
-        stored = Data()
         self.block = block
         self.offset = offset
         self.count = count
         self.metadata = metadata
     }
 
+    /// The datagram's size in bytes, without making its `Data` (a listener's buffer limit
+    /// measures every datagram the loop hands over).
+    package var byteCount: Int { count }
+
     /// The datagram's bytes, from index 0. Made from the block on each call, so a datagram is
     /// read once where it is handed out (two `Data` made from one datagram would share its bytes
     /// without knowing it, and an in-place change of one would show in the other).
     package var content: Data {
-        guard let block else { return stored }
+        guard let block else { return Data() }
         // The deallocator's reference is what keeps the block: it goes with the last `Data`.
         return Data(bytesNoCopy: block.base + offset, count: count, deallocator: .custom { _, _ in block.keepAlive() })
     }
@@ -90,7 +106,7 @@ package final class DatagramChannel: ConnectionChannel {
     package weak var delegate: ConnectionChannelDelegate?
     /// Measured: a listener's buffer limit counts each unread datagram's payload and entry.
     package let inbox = MessageInbox<ReceivedDatagram>(backlog: DatagramChannel.inboxBacklog, byteLimit: DatagramChannel.inboxByteLimit) {
-        $0.content.count + MemoryLayout<ReceivedDatagram>.stride
+        $0.byteCount + MemoryLayout<ReceivedDatagram>.stride
     }
     package let outbox = DatagramOutbox(limit: DatagramChannel.queueLimit)
     /// Turns datapath and internal errors into the caller's error type.

@@ -43,6 +43,7 @@ package struct HeapTrimPolicy {
 
     private mutating func trim() {
         trims += 1
+        ReceivedBlockPool.drain()
         _ = braid_malloc_trim()
     }
 }

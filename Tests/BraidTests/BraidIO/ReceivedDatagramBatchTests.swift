@@ -85,6 +85,36 @@ import Testing
         #expect(kept.startIndex == 0)
     }
 
+    /// Whole blocks go back to the pool once their datagrams are released and carry later
+    /// reads: each round's datagrams arrive as sent, and one kept from an earlier round keeps
+    /// its bytes (its block is not reused while it lives).
+    @Test func reusedBlocksCarryLaterReadsIntact() async throws {
+        let inbox = MessageInbox<ReceivedDatagram>(backlog: 1000)
+        var batch = ReceivedDatagramBatch()
+        var kept: Data?
+        for round in 0..<6 {
+            // 60 datagrams of 1,000 bytes: a block more than half full, kept whole.
+            let sent = (0..<60).map { datagram(round * 100 + $0, count: 1000) }
+            for bytes in sent { append(bytes, to: &batch) }
+            batch.deliver(to: inbox)
+            let received = Array(try await inbox.takeAll()).map(\.content)
+            #expect(received.map { Array($0) } == sent, "round \(round)")
+            if round == 1 { kept = received[7] }
+        }
+        #expect(kept.map { Array($0) } == datagram(107, count: 1000))
+    }
+
+    /// A block at most half full is shrunk to its datagrams' bytes (a kept datagram holds no
+    /// more than its read's); a fuller one stays whole, for the pool.
+    @Test func onlyABlockAtMostHalfFullIsShrunk() {
+        let sparse = ReceivedBytes(capacity: ReceivedDatagramBatch.blockBytes)
+        sparse.seal(used: 100)
+        #expect(sparse.capacity == 100)
+        let full = ReceivedBytes(capacity: ReceivedDatagramBatch.blockBytes)
+        full.seal(used: ReceivedDatagramBatch.blockBytes / 2 + 1)
+        #expect(full.capacity == ReceivedDatagramBatch.blockBytes)
+    }
+
     /// What was appended and not delivered when the channel ends goes nowhere.
     @Test func releaseDropsWhatWasNotDelivered() async throws {
         let inbox = MessageInbox<ReceivedDatagram>(backlog: 1000)
