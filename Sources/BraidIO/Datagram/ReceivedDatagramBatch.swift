@@ -16,9 +16,7 @@ import Glibc
 /// the last of them is released: a datagram the application keeps holds at most its read's
 /// bytes, and the inbox's bound on datagrams bounds the memory they hold.
 struct ReceivedDatagramBatch {
-    /// A block's size: dozens of datagrams of a usual size, below glibc's threshold for serving
-    /// an allocation with a mapping of its own (page faults on every use).
-    static let blockBytes = 64 * 1024
+    static let blockBytes = ReceivedBytes.blockBytes
 
     /// The block being filled (nil: none yet, or the last was handed out).
     private var block: ReceivedBytes?
@@ -82,11 +80,15 @@ struct ReceivedDatagramBatch {
 /// or a `Data`'s made from one).
 /// Unchecked: the block is written and resized only on its channel's loop before any datagram
 /// refers to it, and only read after.
-final class ReceivedBytes: @unchecked Sendable {
-    private(set) var base: UnsafeMutableRawPointer
-    private(set) var capacity: Int
+package final class ReceivedBytes: @unchecked Sendable {
+    /// A block's usual size: dozens of datagrams of a usual size, below glibc's threshold for
+    /// serving an allocation with a mapping of its own (page faults on every use).
+    package static let blockBytes = 64 * 1024
 
-    init(capacity: Int) {
+    package private(set) var base: UnsafeMutableRawPointer
+    package private(set) var capacity: Int
+
+    package init(capacity: Int) {
         guard let base = malloc(capacity) else { fatalError("out of memory for \(capacity) bytes of received datagrams") }
         self.base = base
         self.capacity = capacity
@@ -94,13 +96,13 @@ final class ReceivedBytes: @unchecked Sendable {
 
     /// Gives back what is beyond `size` (glibc shrinks a block in place; `base` follows it if
     /// it moves anyway).
-    func shrink(to size: Int) {
+    package func shrink(to size: Int) {
         guard size > 0, size < capacity, let shrunk = realloc(base, size) else { return }
         base = shrunk
         capacity = size
     }
 
-    @inline(never) func keepAlive() {}
+    @inline(never) package func keepAlive() {}
 
     deinit {
         free(base)
