@@ -19,9 +19,7 @@ import Glibc
 /// keeps holds at most twice its read's bytes, and the inbox's bound on datagrams bounds the
 /// memory they hold.
 struct ReceivedDatagramBatch {
-    /// A block's size: dozens of datagrams of a usual size, below glibc's threshold for serving
-    /// an allocation with a mapping of its own (page faults on every use).
-    static let blockBytes = 64 * 1024
+    static let blockBytes = ReceivedBytes.blockBytes
 
     /// The block being filled (nil: none yet, or the last was sealed).
     private var block: ReceivedBytes?
@@ -77,13 +75,17 @@ struct ReceivedDatagramBatch {
 /// the last reference goes (a datagram's, or a `Data`'s made from one).
 /// Unchecked: the block is written and resized only on its channel's loop before any datagram
 /// refers to it, and only read after.
-final class ReceivedBytes: @unchecked Sendable {
-    private(set) var base: UnsafeMutableRawPointer
-    private(set) var capacity: Int
+package final class ReceivedBytes: @unchecked Sendable {
+    /// A block's usual size: dozens of datagrams of a usual size, below glibc's threshold for
+    /// serving an allocation with a mapping of its own (page faults on every use).
+    package static let blockBytes = 64 * 1024
+
+    package private(set) var base: UnsafeMutableRawPointer
+    package private(set) var capacity: Int
     /// A whole block of `ReceivedDatagramBatch.blockBytes`: it goes back to the pool when released.
     private var recyclable: Bool
 
-    init(capacity: Int) {
+    package init(capacity: Int) {
         recyclable = capacity == ReceivedDatagramBatch.blockBytes
         if recyclable, let kept = ReceivedBlockPool.take() {
             base = kept
@@ -97,14 +99,14 @@ final class ReceivedBytes: @unchecked Sendable {
     /// The block holds its datagrams' `used` bytes: at most half full, it gives back what is
     /// beyond them (glibc shrinks a block in place; `base` follows it if it moves anyway) and
     /// is freed when released; fuller, it stays whole for the pool.
-    func seal(used: Int) {
+    package func seal(used: Int) {
         guard used > 0, used <= capacity / 2, let shrunk = realloc(base, used) else { return }
         base = shrunk
         capacity = used
         recyclable = false
     }
 
-    @inline(never) func keepAlive() {}
+    @inline(never) package func keepAlive() {}
 
     deinit {
         if recyclable && ReceivedBlockPool.give(base) { return }

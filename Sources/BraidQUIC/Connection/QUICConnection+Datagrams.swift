@@ -3,6 +3,14 @@ import CBraid
 /// Unreliable datagrams (RFC 9221): the send queue, the size limit, and the probe that keeps
 /// a datagram-only flight from stalling.
 extension QUICConnection {
+    /// A datagram queued by `sendDatagram`: its ID and its payload as the sender gave it. (A
+    /// struct, not a tuple: the send path copies the queue's first entry per packet, and a
+    /// struct's copy is direct code where a tuple's goes through generic value witnesses.)
+    struct PendingDatagram {
+        let id: UInt64
+        let bytes: any QUICDatagramPayload
+    }
+
     /// Largest datagram payload that can be sent now (0 if the peer did not enable datagrams).
     package var maxDatagramPayloadSize: Int {
         guard !isClosed, let params = ngtcp2_conn_get_remote_transport_params(conn)?.pointee,
@@ -40,7 +48,7 @@ extension QUICConnection {
         guard payload.count <= maximum else { throw QUICError.datagramTooLarge(size: payload.count, maximum: maximum) }
         let id = nextDatagramID
         nextDatagramID += 1
-        pendingDatagrams.append((id, payload))
+        pendingDatagrams.append(PendingDatagram(id: id, bytes: payload))
         pendingDatagramHighWater = max(pendingDatagramHighWater, pendingDatagrams.count)
         return id
     }

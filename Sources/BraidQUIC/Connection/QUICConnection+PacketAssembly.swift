@@ -1,4 +1,5 @@
 import CBraid
+import DequeModule
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -143,41 +144,52 @@ extension QUICConnection {
         ngtcp2_path_storage_zero(pathStorage)
         let path = writePath
         var rotations = 0
+        // Datagram frames already in this packet, with their frames' least overhead.
+        var datagramBytesInPacket = 0
         while true {
             // 1. Datagrams first: they are latency-sensitive and never retransmitted.
-            if let datagram = pendingDatagrams.first, datagram.bytes.count > maxDatagramPayloadSize {
-                // It fitted when queued, but the path's packets shrank (e.g. after migration).
-                pendingDatagrams.removeFirst()
-                counters.datagramLost()
-                datagramSettled(.datagramLost(id: datagram.id))
-                continue
-            }
-            if let datagram = pendingDatagrams.first, datagramWindowAllows {
-                var accepted: Int32 = 0
-                let written = datagram.bytes.withUnsafeBytes { bytes -> Int in
-                    var vec = ngtcp2_vec(
-                        base: UnsafeMutablePointer(mutating: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)), len: bytes.count)
-                    return braid_ngtcp2_conn_writev_datagram(
-                        conn, path, &info, buffer, capacity, &accepted, UInt32(NGTCP2_WRITE_DATAGRAM_FLAG_MORE),
-                        datagram.id, &vec, 1, now.nanoseconds)
-                }
-                if accepted != 0 {
-                    pendingDatagrams.removeFirst()
-                    datagramProbe.datagramSent()
-                }
-                if written == Int(NGTCP2_ERR_WRITE_MORE) { continue }
-                if written > 0 { return (written, QUICPath(path.pointee), ECN(bits: info.ecn)) }
-                if written == 0 { return nil }
-                if written == Int(NGTCP2_ERR_INVALID_ARGUMENT) || written == Int(NGTCP2_ERR_INVALID_STATE) {
-                    // Too large for the peer's limit or datagrams not negotiated: checked on
-                    // enqueue, so only reachable if the peer changed its mind; drop it.
+            if let datagram = pendingDatagrams.first {
+                if datagram.bytes.count > maxDatagramPayloadSize {
+                    // It fitted when queued, but the path's packets shrank (e.g. after migration).
                     pendingDatagrams.removeFirst()
                     counters.datagramLost()
                     datagramSettled(.datagramLost(id: datagram.id))
                     continue
                 }
-                handleWriteError(Int32(written), now: now)
-                return nil
+                if datagramWindowAllows {
+                    // The packet stays open for more (WRITE_MORE) only when something else may
+                    // share it: without that, ngtcp2 finishes it in this call, instead of in a
+                    // second call that offers it a datagram too large for what is left.
+                    let count = datagram.bytes.count
+                    let more = !sendSchedule.isEmpty || nextDatagramMayShare(after: datagramBytesInPacket + count + 2, capacity: capacity)
+                    var accepted: Int32 = 0
+                    let written = datagram.bytes.withUnsafeBytes { bytes -> Int in
+                        var vec = ngtcp2_vec(
+                            base: UnsafeMutablePointer(mutating: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)), len: bytes.count)
+                        return braid_ngtcp2_conn_writev_datagram(
+                            conn, path, &info, buffer, capacity, &accepted,
+                            UInt32(more ? NGTCP2_WRITE_DATAGRAM_FLAG_MORE : NGTCP2_WRITE_DATAGRAM_FLAG_NONE), datagram.id, &vec, 1,
+                            now.nanoseconds)
+                    }
+                    if accepted != 0 {
+                        pendingDatagrams.removeFirst()
+                        datagramProbe.datagramSent()
+                        datagramBytesInPacket += count + 2
+                    }
+                    if written == Int(NGTCP2_ERR_WRITE_MORE) { continue }
+                    if written > 0 { return (written, QUICPath(path.pointee), ECN(bits: info.ecn)) }
+                    if written == 0 { return nil }
+                    if written == Int(NGTCP2_ERR_INVALID_ARGUMENT) || written == Int(NGTCP2_ERR_INVALID_STATE) {
+                        // Too large for the peer's limit or datagrams not negotiated: checked on
+                        // enqueue, so only reachable if the peer changed its mind; drop it.
+                        pendingDatagrams.removeFirst()
+                        counters.datagramLost()
+                        datagramSettled(.datagramLost(id: datagram.id))
+                        continue
+                    }
+                    handleWriteError(Int32(written), now: now)
+                    return nil
+                }
             }
             // 2. Stream data, round-robin across streams with unsent bytes.
             // After one full rotation without filling the packet, finish it without stream data.
@@ -257,6 +269,19 @@ extension QUICConnection {
         let share = Int(clamping: stat.cwnd) / max(1, sendSchedule.count)
         return min(Self.streamSendQuantum, max(maxPacketSize, share))
     }
+
+    /// Whether the datagram queued after the first may go into the same packet, where `used`
+    /// bytes of datagram frames are (the first's included): false only when the frames cannot
+    /// fit together even in a packet of `capacity` bytes with the shortest header (one byte,
+    /// no connection ID, a one-byte packet number) and each frame's length in one byte.
+    private func nextDatagramMayShare(after used: Int, capacity: Int) -> Bool {
+        guard pendingDatagrams.count > 1 else { return false }
+        let next = pendingDatagrams[pendingDatagrams.index(after: pendingDatagrams.startIndex)].bytes.count
+        return used + next + 2 <= capacity - 2 - Self.aeadTagLength
+    }
+
+    /// Every AEAD QUIC v1 uses (AES-GCM, ChaCha20-Poly1305, AES-CCM) adds a 16-byte tag.
+    private static let aeadTagLength = 16
 
     /// `path` is the first member of `ngtcp2_path_storage`; ngtcp2 copies the packet's path into it.
     var writePath: UnsafeMutablePointer<ngtcp2_path> {

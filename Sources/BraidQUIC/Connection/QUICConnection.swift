@@ -108,7 +108,7 @@ package final class QUICConnection {
 
     // MARK: Datagrams (+Datagrams)
     /// Datagrams queued by `sendDatagram`, not yet in a packet (held as the sender gave them).
-    @exclusivity(unchecked) var pendingDatagrams = Deque<(id: UInt64, bytes: any QUICDatagramPayload)>()
+    @exclusivity(unchecked) var pendingDatagrams = Deque<PendingDatagram>()
     /// Takes received datagrams in place of `datagramReceived` events (nil: events).
     package var datagramSink: (any QUICDatagramSink)?
     /// A `datagramsReceived` event is queued and not yet polled: datagrams the sink takes

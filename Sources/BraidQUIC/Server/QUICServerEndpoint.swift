@@ -50,6 +50,10 @@ package final class QUICServerEndpoint {
     /// Read for every datagram, by the endpoint's one thread, and never held across a call
     /// that could reach it again: the run-time exclusivity check is left out.
     @exclusivity(unchecked) private var routes: [ConnectionID: QUICConnection] = [:]
+    /// The route the last datagram took: a connection's datagrams come in runs under one ID,
+    /// and comparing the ID costs less than hashing it. Cleared whenever that ID's route
+    /// changes or goes.
+    @exclusivity(unchecked) private var lastRoute: (id: ConnectionID, connection: QUICConnection)?
     /// Every live connection: its routed IDs and what the limits count it as.
     private var admitted: [ObjectIdentifier: Admission] = [:]
     /// Connections per client IP address (port 0), counting those whose address is proven.
@@ -213,7 +217,14 @@ package final class QUICServerEndpoint {
             return nil
         }
         let dcid = ConnectionID(pointer: dcidPointer, count: vc.dcidlen)
-        if let connection = routes[dcid] {
+        let routed: QUICConnection?
+        if let last = lastRoute, last.id == dcid {
+            routed = last.connection
+        } else {
+            routed = routes[dcid]
+            if let routed { lastRoute = (dcid, routed) }
+        }
+        if let connection = routed {
             connection.isNewlyAccepted = false
             connection.receive(datagram: datagram, path: path, ecn: ecn, now: now)
             // IDs issued while reading this datagram are routed before the next one is.
@@ -431,17 +442,20 @@ package final class QUICServerEndpoint {
     }
 
     private func route(_ id: ConnectionID, to connection: QUICConnection) {
+        if lastRoute?.id == id { lastRoute = nil }
         routes[id] = connection
         admitted[ObjectIdentifier(connection)]?.ids.insert(id)
     }
 
     private func unroute(_ id: ConnectionID, of connection: QUICConnection) {
         if routes[id] === connection { routes[id] = nil }
+        if lastRoute?.id == id { lastRoute = nil }
         admitted[ObjectIdentifier(connection)]?.ids.remove(id)
     }
 
     /// Drops every route to a terminated connection and its place in every count.
     private func forget(_ connection: QUICConnection) {
+        if lastRoute?.connection === connection { lastRoute = nil }
         guard let admission = admitted.removeValue(forKey: ObjectIdentifier(connection)) else { return }
         for id in admission.ids where routes[id] === connection {
             routes[id] = nil

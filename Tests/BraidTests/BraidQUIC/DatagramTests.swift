@@ -91,6 +91,28 @@ import Testing
         #expect(batchEvents >= 1 && batchEvents <= packets)
     }
 
+    /// Datagrams of the largest size each take a packet of their own (ngtcp2 finishes the
+    /// packet in the call that places one), and small datagrams queued behind them still share
+    /// packets: everything arrives intact.
+    @Test func largestDatagramsTakeAPacketEachAndSmallOnesBehindThemStillShare() throws {
+        let (network, client, _) = try established()
+        let server = try #require(network.serverConnections.first)
+        let sink = CollectingDatagramSink()
+        server.datagramSink = sink
+        let largest = client.maxDatagramPayloadSize
+        var sent: [[UInt8]] = []
+        for index in 0..<40 { sent.append(datagram(index, size: largest)) }
+        for index in 40..<140 { sent.append(datagram(index, size: 100)) }
+        for index in 140..<160 { sent.append(datagram(index, size: index % 2 == 0 ? largest : 60)) }
+        let packetsBefore = client.statistics.packetsSent
+        for bytes in sent { try client.sendDatagram(payload: bytes) }
+        #expect(network.run { sink.received.count == sent.count })
+        #expect(Set(sink.received) == Set(sent))
+        let packets = client.statistics.packetsSent - packetsBefore
+        // 50 of the largest, one packet each; 100 of 100 bytes, about 11 to a packet.
+        #expect(packets >= 50 && packets < 100, "\(packets) packets for \(sent.count) datagrams")
+    }
+
     /// With `reportsEachDatagramOutcome` off, acknowledgements and losses come as one
     /// `datagramsSettled` until polled, never one event per datagram, and losses are still
     /// counted.
