@@ -101,6 +101,8 @@ public final class HTTP3Connection {
     @exclusivity(unchecked) var streams: [Int64: StreamState] = [:]
     @exclusivity(unchecked) var events: [HTTP3Event] = []
     @exclusivity(unchecked) var actions: [HTTP3TransportAction] = []
+    /// The stream whose field section nghttp3 is reading (set at its start, cleared at its end).
+    @exclusivity(unchecked) var sectionStream: StreamState?
     /// Streams whose header section went past the limit while nghttp3 read them; ended once
     /// the read returns (nghttp3 must not be called from its own callbacks).
     @exclusivity(unchecked) var oversizedStreams: [Int64] = []
@@ -251,7 +253,13 @@ public final class HTTP3Connection {
             fail(libraryError: rc, function: "nghttp3_conn_close_stream")
             return
         }
+        forget(streamID: streamID)
+    }
+
+    /// Drops what the engine remembers about a stream.
+    func forget(streamID: Int64) {
         streams[streamID] = nil
+        if sectionStream?.id == streamID { sectionStream = nil }
     }
 
     /// QUIC flow control stops the stream: `nextWrite` skips it until `unblockStream`.
