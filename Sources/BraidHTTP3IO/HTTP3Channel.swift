@@ -34,38 +34,40 @@ package final class HTTP3Channel: QUICStreamConsumer {
     private var cancellationBudget: HTTP3CancellationBudget?
     package let reference: HTTP3ChannelReference
     package let shared: HTTP3ChannelShared
-    private var quic: QUICChannel?
-    private(set) var engine: HTTP3Connection?
-    private var exchanges: [Int64: HTTP3Exchange] = [:]
+    // Per-request state below skips the run-time exclusivity check (a runtime call on every
+    // access): it is used on the loop's thread only, and no access is held across a call out.
+    @exclusivity(unchecked) private var quic: QUICChannel?
+    @exclusivity(unchecked) private(set) var engine: HTTP3Connection?
+    @exclusivity(unchecked) private var exchanges: [Int64: HTTP3Exchange] = [:]
     /// Streams that became readable before the engine existed (a server's 0-RTT requests).
-    private var waitingReadable: Set<Int64> = []
+    @exclusivity(unchecked) private var waitingReadable: Set<Int64> = []
     /// Streams QUIC flow control stopped (the engine skips them until writable).
-    private var blocked: Set<Int64> = []
+    @exclusivity(unchecked) private var blocked: Set<Int64> = []
     /// Client: response heads that arrived in this round of events, delivered once the round's
     /// body events are in the exchanges too (a small response's reader then wakes once, with
     /// its head and body, instead of once for each).
-    private var heads: [(HTTP3Exchange, [HTTP3Field])] = []
+    @exclusivity(unchecked) private var heads: [(HTTP3Exchange, [HTTP3Field])] = []
     /// Client requests waiting for the handshake or for the peer's stream limit, in order.
-    private var pendingRequests: [PendingRequest] = []
-    private var servicePending = false
+    @exclusivity(unchecked) private var pendingRequests: [PendingRequest] = []
+    @exclusivity(unchecked) private var servicePending = false
     private var finalError: (any Error)?
     /// Server: requests taken so far, and how far a graceful shutdown has come.
-    private var requestCount = 0
+    @exclusivity(unchecked) private var requestCount = 0
     private var shutdown = GracefulShutdown.notStarted
     private var drainCheckPending = false
     /// When a draining connection's last request stream was found gone.
     private var drainedAt: MonotonicInstant?
     /// Server: requests whose handler has not returned (`handlerFinished(streamID:context:)`).
     /// Each keeps its stream's credit until then, so the QUIC stream limit bounds them.
-    private var unfinishedHandlers: Set<Int64> = []
+    @exclusivity(unchecked) private var unfinishedHandlers: Set<Int64> = []
     /// Server: open request streams whose cancellation was counted against the budget.
-    private var countedCancellations: Set<Int64> = []
+    @exclusivity(unchecked) private var countedCancellations: Set<Int64> = []
     /// Server: open request streams we stopped or reset first (the client's reset that answers
     /// is not a cancellation).
-    private var endedByServer: Set<Int64> = []
+    @exclusivity(unchecked) private var endedByServer: Set<Int64> = []
     /// Server: request streams the client reset or stopped in this pass, counted once the
     /// pass's events and actions are handled (a stop or reset of the server's own comes first).
-    private var pendingCancellations: [Int64] = []
+    @exclusivity(unchecked) private var pendingCancellations: [Int64] = []
 
     package init(
         role: HTTP3Connection.Role, loop: EventLoop, configuration: HTTP3Configuration = HTTP3Configuration(), bodyBufferLimit: Int = 256 * 1024,

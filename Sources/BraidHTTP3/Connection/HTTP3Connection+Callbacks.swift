@@ -16,7 +16,7 @@ extension HTTP3Connection {
             return 0
         }
         cb.stream_close = { _, streamID, _, userData, _ in
-            HTTP3Connection.from(userData).streams[streamID] = nil
+            HTTP3Connection.from(userData).forget(streamID: streamID)
             return 0
         }
         cb.recv_data = { _, streamID, data, length, userData, _ in
@@ -101,11 +101,19 @@ extension HTTP3Connection {
         stream.fields.removeAll()
         stream.fieldSectionSize = 0
         stream.oversized = false
+        sectionStream = stream
+    }
+
+    /// The stream whose field section nghttp3 is reading: the one `beginFieldSection` found,
+    /// without a lookup per field.
+    func fieldSectionStream(_ streamID: Int64) -> StreamState? {
+        if let stream = sectionStream, stream.id == streamID { return stream }
+        return streams[streamID]
     }
 
     /// One field; past `maxFieldSectionSize` the section is marked and no more is kept.
     func receiveField(streamID: Int64, name: OpaquePointer?, value: OpaquePointer?) {
-        guard let stream = streams[streamID], !stream.oversized else { return }
+        guard let stream = fieldSectionStream(streamID), !stream.oversized else { return }
         let nameBuffer = nghttp3_rcbuf_get_buf(name)
         let valueBuffer = nghttp3_rcbuf_get_buf(value)
         stream.fieldSectionSize += nameBuffer.len + valueBuffer.len + 32
@@ -124,7 +132,9 @@ extension HTTP3Connection {
     }
 
     func endFieldSection(streamID: Int64, trailers: Bool) {
-        guard let stream = streams[streamID], !stream.oversized, !stream.receiveEnded else { return }
+        guard let stream = fieldSectionStream(streamID) else { return }
+        sectionStream = nil
+        guard !stream.oversized, !stream.receiveEnded else { return }
         let fields = stream.fields
         stream.fields = []
         events.append(trailers ? .trailers(streamID: streamID, fields: fields) : .headers(streamID: streamID, fields: fields))

@@ -113,28 +113,29 @@ extension HTTP3Connection {
     }
 
     /// Calls `body` with `fields` as nghttp3 name/value pairs pointing into one buffer
-    /// (nghttp3 copies them before returning).
+    /// (nghttp3 copies them before returning). Both live in temporary allocations, on the
+    /// stack for a typical section: a message's head costs no allocation here.
     func withFieldArray<Result>(_ fields: [HTTP3Field], _ body: (UnsafePointer<nghttp3_nv>?, Int) -> Result) -> Result {
-        var storage: [UInt8] = []
-        storage.reserveCapacity(fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.count })
-        var offsets: [(name: Range<Int>, value: Range<Int>)] = []
-        offsets.reserveCapacity(fields.count)
-        for field in fields {
-            let nameStart = storage.count
-            storage.append(contentsOf: field.name.utf8)
-            let valueStart = storage.count
-            storage.append(contentsOf: field.value)
-            offsets.append((nameStart..<valueStart, valueStart..<storage.count))
-        }
-        return storage.withUnsafeMutableBufferPointer { buffer in
-            var nva = offsets.map { offset in
-                nghttp3_nv(
-                    name: buffer.baseAddress.map { $0 + offset.name.lowerBound },
-                    value: buffer.baseAddress.map { $0 + offset.value.lowerBound },
-                    namelen: offset.name.count, valuelen: offset.value.count,
-                    flags: UInt8(NGHTTP3_NV_FLAG_NONE))
+        var total = 0
+        for field in fields { total += field.name.utf8.count + field.value.count }
+        return withUnsafeTemporaryAllocation(byteCount: max(total, 1), alignment: 1) { storage in
+            withUnsafeTemporaryAllocation(of: nghttp3_nv.self, capacity: max(fields.count, 1)) { nva in
+                let base = storage.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                var offset = 0
+                for index in fields.indices {
+                    let field = fields[index]
+                    let name = base + offset
+                    let nameCount = field.name.utf8.count
+                    UnsafeMutableRawBufferPointer(rebasing: storage[offset...]).copyBytes(from: field.name.utf8)
+                    offset += nameCount
+                    let value = base + offset
+                    field.value.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: storage[offset...]).copyMemory(from: $0) }
+                    offset += field.value.count
+                    (nva.baseAddress! + index).initialize(
+                        to: nghttp3_nv(name: name, value: value, namelen: nameCount, valuelen: field.value.count, flags: UInt8(NGHTTP3_NV_FLAG_NONE)))
+                }
+                return body(UnsafePointer(nva.baseAddress), fields.count)
             }
-            return nva.withUnsafeMutableBufferPointer { body(UnsafePointer($0.baseAddress), $0.count) }
         }
     }
 

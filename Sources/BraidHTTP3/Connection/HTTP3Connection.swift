@@ -68,25 +68,28 @@ public final class HTTP3Connection {
         case server
     }
 
+    // Per-request state skips the run-time exclusivity check (a runtime call on every access,
+    // dozens per request): the engine runs on one thread, and no access is held across a call
+    // into nghttp3, whose callbacks are the only way back in.
     /// What the engine remembers about one request stream.
     final class StreamState {
         let id: Int64
         /// Where the body comes from (nil: none, or it ended).
-        var body: HTTP3BodySource?
+        @exclusivity(unchecked) var body: HTTP3BodySource?
         /// Body chunks handed to nghttp3 and not yet out in a write, oldest first, with the
         /// bytes of the first already written.
-        var chunks: [(bytes: StreamBytes, range: Range<Int>)] = []
-        var chunkHead = 0
+        @exclusivity(unchecked) var chunks: [(bytes: StreamBytes, range: Range<Int>)] = []
+        @exclusivity(unchecked) var chunkHead = 0
         /// The header or trailer section being received.
-        var fields: [HTTP3Field] = []
-        var fieldSectionSize = 0
-        var oversized = false
+        @exclusivity(unchecked) var fields: [HTTP3Field] = []
+        @exclusivity(unchecked) var fieldSectionSize = 0
+        @exclusivity(unchecked) var oversized = false
         /// Client: the request was rejected (reported once).
-        var rejected = false
+        @exclusivity(unchecked) var rejected = false
         /// The message's receive side has ended (end, reset or error).
-        var receiveEnded = false
+        @exclusivity(unchecked) var receiveEnded = false
         /// Our side may send nothing more: we reset the stream, or the peer stopped it.
-        var sendAborted = false
+        @exclusivity(unchecked) var sendAborted = false
 
         init(id: Int64) { self.id = id }
     }
@@ -95,14 +98,16 @@ public final class HTTP3Connection {
     public let configuration: HTTP3Configuration
     public let localStreams: HTTP3LocalStreams
     var conn: OpaquePointer?
-    var streams: [Int64: StreamState] = [:]
-    var events: [HTTP3Event] = []
-    var actions: [HTTP3TransportAction] = []
+    @exclusivity(unchecked) var streams: [Int64: StreamState] = [:]
+    @exclusivity(unchecked) var events: [HTTP3Event] = []
+    @exclusivity(unchecked) var actions: [HTTP3TransportAction] = []
+    /// The stream whose field section nghttp3 is reading (set at its start, cleared at its end).
+    @exclusivity(unchecked) var sectionStream: StreamState?
     /// Streams whose header section went past the limit while nghttp3 read them; ended once
     /// the read returns (nghttp3 must not be called from its own callbacks).
-    var oversizedStreams: [Int64] = []
+    @exclusivity(unchecked) var oversizedStreams: [Int64] = []
     /// The GOAWAY IDs received while nghttp3 read (handled once the read returns).
-    var receivedGoaways: [Int64] = []
+    @exclusivity(unchecked) var receivedGoaways: [Int64] = []
     /// The lowest GOAWAY ID the peer sent.
     public internal(set) var peerGoawayID: Int64?
     /// Whether we sent GOAWAY (a notice or the final one).
@@ -112,7 +117,7 @@ public final class HTTP3Connection {
     /// Whether a callback failed inside nghttp3 (the read's error is then ours).
     var callbackError: HTTP3Error?
     /// The vectors `nextWrite` asks nghttp3 to fill, kept from one write to the next.
-    var writeVectors = [nghttp3_vec](repeating: nghttp3_vec(), count: HTTP3Connection.vectorsPerWrite)
+    @exclusivity(unchecked) var writeVectors = [nghttp3_vec](repeating: nghttp3_vec(), count: HTTP3Connection.vectorsPerWrite)
 
     /// Starts an HTTP/3 connection on streams the caller opened; SETTINGS and the stream
     /// types are the first writes.
@@ -248,7 +253,13 @@ public final class HTTP3Connection {
             fail(libraryError: rc, function: "nghttp3_conn_close_stream")
             return
         }
+        forget(streamID: streamID)
+    }
+
+    /// Drops what the engine remembers about a stream.
+    func forget(streamID: Int64) {
         streams[streamID] = nil
+        if sectionStream?.id == streamID { sectionStream = nil }
     }
 
     /// QUIC flow control stops the stream: `nextWrite` skips it until `unblockStream`.

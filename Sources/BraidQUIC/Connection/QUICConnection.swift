@@ -71,10 +71,11 @@ package final class QUICConnection {
     var offeredALPNForErrors: [String] = []
 
     // MARK: Streams (+Streams)
-    var streams: [Int64: StreamState] = [:]
+    // Stream state skips the run-time exclusivity check, as the per-packet state above does.
+    @exclusivity(unchecked) var streams: [Int64: StreamState] = [:]
     /// Peer-opened streams that closed while their owner held their credit: the peer may
     /// open one more stream for each once the owner releases it.
-    var heldStreamCredit: Set<Int64> = []
+    @exclusivity(unchecked) var heldStreamCredit: Set<Int64> = []
     /// Gives each stream the peer opens its sink (nil: the engine buffers its bytes), before
     /// its first bytes arrive. Called inside the engine's receive, so it must not call the
     /// engine.
@@ -84,12 +85,12 @@ package final class QUICConnection {
     package var ownerHeldBytes: (() -> Int)?
     /// Streams with bytes to send, in round-robin order; an entry whose `scheduled` is false has
     /// left the schedule and is dropped when reached.
-    var sendSchedule = Deque<StreamState>()
+    @exclusivity(unchecked) var sendSchedule = Deque<StreamState>()
     /// Stream bytes the stream at the front of `sendSchedule` has put in packets this turn.
-    var sendTurnBytes = 0
+    @exclusivity(unchecked) var sendTurnBytes = 0
     /// How many it may put in before the next stream's turn (`streamTurnLimit()`, taken when
     /// the turn starts).
-    var sendTurnLimit = 0
+    @exclusivity(unchecked) var sendTurnLimit = 0
     /// The most bytes a stream sends in one turn. Handing the turn on after every packet spread
     /// each receive batch over all busy streams, so a receiver woke each reader for about one
     /// packet's bytes: 64 streams moved 0.56x the bytes one stream did.
@@ -97,12 +98,12 @@ package final class QUICConnection {
     /// Streams ngtcp2 dropped when the server refused 0-RTT; reopened after `read_pkt` returns.
     @exclusivity(unchecked) var pendingReopen: [StreamState] = []
     /// Stream bytes held across all streams, bounded by `connectionSendBufferLimit`.
-    var sendBudget: SendBudget<StreamState>
+    @exclusivity(unchecked) var sendBudget: SendBudget<StreamState>
     /// Stream bytes the engine let go of so far, all streams: sent bytes acknowledged or
     /// discarded, and received bytes the owner read. Grows as fast as the peer takes what is
     /// sent and the application reads (a listener's buffer limit tells a stalled connection by
     /// it); bytes arriving from the peer do not count.
-    package internal(set) var drainedStreamBytes: UInt64 = 0
+    @exclusivity(unchecked) package internal(set) var drainedStreamBytes: UInt64 = 0
     /// The receive windows as granted (+ReceiveWindows).
     var receiveWindows: ReceiveWindowLedger
 

@@ -174,57 +174,59 @@ struct StreamReceiveBuffer {
     }
 }
 
-/// Everything the engine tracks about one stream.
+/// Everything the engine tracks about one stream. Its state skips the run-time exclusivity
+/// check, as the connection's per-packet state does (one thread; no access held across a call
+/// that could reach it again).
 final class StreamState {
     let id: Int64
-    var send = StreamSendBuffer()
+    @exclusivity(unchecked) var send = StreamSendBuffer()
     /// Received bytes of a stream without a sink, and the receive side's end for every stream.
-    var receive = StreamReceiveBuffer()
+    @exclusivity(unchecked) var receive = StreamReceiveBuffer()
     /// Takes received bytes in place of `receive`'s buffer, which then stays empty.
-    var sink: (any QUICStreamSink)?
+    @exclusivity(unchecked) var sink: (any QUICStreamSink)?
     /// Bytes handed to `sink` since the owner's last read.
-    var sunkSinceRead = 0
+    @exclusivity(unchecked) var sunkSinceRead = 0
     /// Bytes received that the owner has not read yet, wherever they wait.
     var unread: Int { receive.buffered + sunkSinceRead }
     /// In the send schedule (has unsent bytes and is not blocked).
-    var scheduled = false
+    @exclusivity(unchecked) var scheduled = false
     /// Blocked by the peer's stream flow control until `extend_max_stream_data`.
-    var blocked = false
+    @exclusivity(unchecked) var blocked = false
     /// The peer sent STOP_SENDING; further sends fail.
-    var stoppedByPeer = false
+    @exclusivity(unchecked) var stoppedByPeer = false
     /// Its application error code, once ngtcp2 reported it.
-    var stopSendingCode: UInt64?
+    @exclusivity(unchecked) var stopSendingCode: UInt64?
     /// We reset our sending side.
-    var locallyReset = false
+    @exclusivity(unchecked) var locallyReset = false
     /// ngtcp2 closed the stream (both directions done); our state lives on until read.
-    var closedByEngine = false
+    @exclusivity(unchecked) var closedByEngine = false
     /// A `streamReadable` event is pending since the last read (coalesces per-packet events).
-    var readableSignalled = false
+    @exclusivity(unchecked) var readableSignalled = false
     /// A second one went once `promptReadThreshold` bytes were buffered, since the last read.
-    var promptReadSignalled = false
+    @exclusivity(unchecked) var promptReadSignalled = false
     /// A `streamWritable` event is wanted once the send buffer drains below the limit.
-    var wantsWritable = false
+    @exclusivity(unchecked) var wantsWritable = false
     /// Stream credit for this peer-opened stream was returned to the peer.
-    var creditReturned = false
+    @exclusivity(unchecked) var creditReturned = false
     /// The owner keeps this stream's credit past its close (`holdStreamCredit(streamID:)`).
-    var creditHeld = false
+    @exclusivity(unchecked) var creditHeld = false
     /// Waits for room under the connection's send budget (`SendBudget+StreamRounds`).
-    var waitsForSendBudget = false
+    @exclusivity(unchecked) var waitsForSendBudget = false
     /// Its place in the line for room under the connection's send budget, kept until it gets room.
-    var sendBudgetTicket: UInt64?
+    @exclusivity(unchecked) var sendBudgetTicket: UInt64?
     /// The receive window (`ReceiveWindowLedger`): the offset the peer may send up to as
     /// granted so far (nil: still the initial window), the bytes ngtcp2 handed over, the final
     /// size once known, and whether the receive side ended early (the peer's RESET_STREAM or
     /// our STOP_SENDING: ngtcp2 then gives the connection its credit back itself).
-    var receiveLimit: UInt64?
-    var receiveDelivered: UInt64 = 0
-    var receiveFinalSize: UInt64?
-    var receiveEndedEarly = false
+    @exclusivity(unchecked) var receiveLimit: UInt64?
+    @exclusivity(unchecked) var receiveDelivered: UInt64 = 0
+    @exclusivity(unchecked) var receiveFinalSize: UInt64?
+    @exclusivity(unchecked) var receiveEndedEarly = false
     /// Tuned windows only: the stream's window now (nil: the initial one), credit read back
     /// and not yet granted, and when it was last granted.
-    var receiveWindow: UInt64?
-    var receivePending: UInt64 = 0
-    var lastReceiveGrant: UInt64?
+    @exclusivity(unchecked) var receiveWindow: UInt64?
+    @exclusivity(unchecked) var receivePending: UInt64 = 0
+    @exclusivity(unchecked) var lastReceiveGrant: UInt64?
 
     init(id: Int64) { self.id = id }
 }
