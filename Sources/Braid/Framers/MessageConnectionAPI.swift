@@ -67,9 +67,10 @@ extension NetworkConnection {
     /// `MessageEnd.queueAtOnce` on the connection's own end, outside the async call: in the
     /// async function the end was copied into its frame (a reference count per part, per send).
     fileprivate func queueMessageAtOnce(_ content: some Collection<UInt8>, type: UInt32) throws -> StreamBytes? {
-        // Called through the optional in place: `guard let` copied it.
+        // Called through the optional in place: `guard let` copied it. `queued` is a closure
+        // literal: `start` alone, a partial application, allocated a context per send.
         guard framedEnd != nil else { throw NetworkError.internalError("a framed connection without a message receiver") }
-        return try framedEnd?.queueAtOnce(content, type: type, queued: start) ?? nil
+        return try framedEnd?.queueAtOnce(content, type: type, queued: { start() }) ?? nil
     }
 
     fileprivate var messageEnd: MessageEnd {
@@ -87,9 +88,30 @@ extension NetworkConnection where ApplicationProtocol == TLV {
     /// ```swift
     /// try await connection.send(Data("e2e4".utf8), type: 2)
     /// ```
+    // Inlinable, so that the caller's `Data` or array reaches `queueContiguousMessage` as plain
+    // memory: called generically, every send looked up the caller's collection type at run
+    // time (for its count, its storage and the copy), which cost more than the copy itself.
+    @inlinable
     public func send(_ content: some Collection<UInt8>, type: Int) async throws {
+        let queued = try content.withContiguousStorageIfAvailable { try queueContiguousMessage(UnsafeRawBufferPointer($0), type: type) }
+        if queued == true { return }
+        try await sendMessage(content, type: type)
+    }
+
+    /// Queues one small message whose value is in contiguous memory (copied into the block
+    /// small sends share) if the stream has room now: true when queued; false for a larger
+    /// message, or one that must wait, which `sendMessage` then sends.
+    @usableFromInline
+    func queueContiguousMessage(_ content: UnsafeRawBufferPointer, type: Int) throws -> Bool {
+        guard framedEnd != nil else { throw NetworkError.internalError("a framed connection without a message receiver") }
+        return try framedEnd?.queueSmallAtOnce(content, type: try MessageEnd.wireType(type), queued: { start() }) ?? false
+    }
+
+    /// `send(_:type:)` for content that is not contiguous, or that must wait for room.
+    @usableFromInline
+    func sendMessage(_ content: some Collection<UInt8>, type: Int) async throws {
         guard let bytes = try queueMessageAtOnce(content, type: try MessageEnd.wireType(type)) else { return }
-        try await messageEnd.end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: start)
+        try await messageEnd.end.sendWaiting(bytes, endOfStream: false, idempotent: false, queued: { start() })
     }
 
     /// The next whole message and its type. Concurrent receives each get a different whole

@@ -53,6 +53,16 @@ struct MessageEnd: Sendable {
         return try end.queueAtOnce(bytes, endOfStream: false, idempotent: false, queued: queued) ? nil : bytes
     }
 
+    /// Queues one message of at most `StreamOutbox.largestSharedSend` bytes, copied into the
+    /// block earlier small sends fill, if the stream has room now: true when queued; false
+    /// for a larger one or one that must wait (the caller sends it through `queueAtOnce`).
+    func queueSmallAtOnce(_ content: UnsafeRawBufferPointer, type: UInt32, queued: () -> Void) throws -> Bool {
+        let length = try Self.length(of: content)
+        let count = TLVFraming.headerSize + Int(length)
+        guard count <= StreamOutbox.largestSharedSend else { return false }
+        return try end.queueAtOnce(count: count, endOfStream: false, queued: queued) { TLVEncoder.write(content, type: type, length: length, into: $0) }
+    }
+
     /// The length field for `content`, or `messageTooLarge`.
     private static func length(of content: some Collection<UInt8>) throws -> UInt32 {
         let count = content.count

@@ -122,13 +122,60 @@ package final class StreamOutbox: Sendable {
         /// The shared block small sends are filling, after everything in `queue`. Kept out of
         /// the queue so it grows in place (a `Deque` element is copied out and back to be
         /// changed, a reference count each way per send); it joins the queue before anything
-        /// else does and before every drain.
+        /// else does and before every drain. While it fills, its memory, filled count and end
+        /// are `tailBlock`, `tailCount` and `tailEndsStream` (plain values a send updates
+        /// without touching the entry), written into the entry when it joins the queue.
         var tail: Entry?
+        var tailBlock: UnsafeMutableRawBufferPointer?
+        var tailCount = 0
+        var tailEndsStream = false
+
+        // The checks below are `mutating` only so that a call gets the state's address: the
+        // same checks as non-mutating members, or as functions taking the state, copied all
+        // of it first (a reference count for each of its parts, twice per send).
+
+        /// Why the stream takes no more sends, if it does not: its failure, or its end queued.
+        mutating func refusal() -> (any Error)? {
+            if let failure { return failure }
+            return endOfStreamQueued ? StreamBridgeError.notWritable : nil
+        }
+
+        /// Whether a send of `count` bytes may be queued now without waiting: the stream is
+        /// open, no sender waits before it, and it fits under the bound.
+        mutating func hasRoom(for count: Int) -> Bool {
+            open && waitingSenders == 0 && bound.engineHeld + bound.queued + count <= bound.limit
+        }
+
+        /// Room for a small send of `count` bytes in the block being filled, counted as filled
+        /// (the caller writes it at once, under the lock); nil if it has no room, or there is
+        /// no such block.
+        mutating func tailSpace(for count: Int, endOfStream: Bool) -> UnsafeMutableRawBufferPointer? {
+            guard let block = tailBlock, block.count - tailCount >= count else { return nil }
+            defer {
+                tailCount += count
+                tailEndsStream = endOfStream
+            }
+            return UnsafeMutableRawBufferPointer(rebasing: block[tailCount..<(tailCount + count)])
+        }
+
+        /// Starts a new block for small sends, with the first one's `count` bytes written.
+        mutating func startTail(_ block: StreamBytes, count: Int, endOfStream: Bool) {
+            closeTail()
+            tail = Entry(sharedBlock: block, count: count, endOfStream: endOfStream)
+            tailBlock = block.base
+            tailCount = count
+            tailEndsStream = endOfStream
+        }
 
         /// Moves the block being filled into the queue.
         mutating func closeTail() {
-            if let tail = tail.take() { queue.append(tail) }
+            guard var entry = tail.take() else { return }
+            entry.count = tailCount
+            entry.endOfStream = tailEndsStream
+            queue.append(entry)
+            tailBlock = nil
         }
+
         /// The stream's bound: what the engine held unacknowledged when the loop last looked
         /// (`engineHeld`) and the bytes in `queue` it has not taken yet (`queued`). Its senders
         /// wait in `queue` itself, so the budget's own line stays empty.
@@ -179,8 +226,8 @@ package final class StreamOutbox: Sendable {
     package func offer(_ storage: Storage, endOfStream: Bool, idempotent: Bool) -> Offer {
         let count = storage.count
         let offer = state.withLock { state -> Offer in
-            if let refusal = Self.refusal(state) { return .failed(refusal) }
-            guard count <= Self.maxQueuedSend, hasRoom(for: count, in: state) else { return .mustWait }
+            if let refusal = state.refusal() { return .failed(refusal) }
+            guard count <= Self.maxQueuedSend, state.hasRoom(for: count) else { return .mustWait }
             if count == 0 && !endOfStream { return .accepted(drainNeeded: false) }
             state.closeTail()
             state.queue.append(Entry(storage: storage, endOfStream: endOfStream, idempotent: idempotent, completion: nil))
@@ -203,33 +250,18 @@ package final class StreamOutbox: Sendable {
     package func offer(count: Int, endOfStream: Bool, writing write: (UnsafeMutableRawBufferPointer) -> Void) -> Offer {
         precondition(budget == nil && count <= Self.largestSharedSend, "a shared-block send on a budgeted stream, or too large")
         return state.withLock { state -> Offer in
-            if let refusal = Self.refusal(state) { return .failed(refusal) }
-            guard hasRoom(for: count, in: state) else { return .mustWait }
+            if let refusal = state.refusal() { return .failed(refusal) }
+            guard state.hasRoom(for: count) else { return .mustWait }
             if count == 0 && !endOfStream { return .accepted(drainNeeded: false) }
-            if let block = state.tail?.sharedBlock, let filled = state.tail?.count, block.count - filled >= count {
-                write(UnsafeMutableRawBufferPointer(rebasing: block[filled..<(filled + count)]))
-                state.tail!.count += count
-                state.tail!.endOfStream = endOfStream
+            if let space = state.tailSpace(for: count, endOfStream: endOfStream) {
+                write(space)
             } else {
-                state.closeTail()
                 let block = StreamBytes(capacity: Self.sharedBlockSize)
                 write(UnsafeMutableRawBufferPointer(rebasing: block.base[..<count]))
-                state.tail = Entry(sharedBlock: block, count: count, endOfStream: endOfStream)
+                state.startTail(block, count: count, endOfStream: endOfStream)
             }
             return .accepted(drainNeeded: Self.recordQueued(count, endOfStream: endOfStream, in: &state))
         }
-    }
-
-    /// Why the stream takes no more sends, if it does not: its failure, or its end queued.
-    private static func refusal(_ state: State) -> (any Error)? {
-        if let failure = state.failure { return failure }
-        return state.endOfStreamQueued ? StreamBridgeError.notWritable : nil
-    }
-
-    /// Whether a send of `count` bytes may be queued now without waiting: the stream is open,
-    /// no sender waits before it, and it fits under the bound.
-    private func hasRoom(for count: Int, in state: State) -> Bool {
-        state.open && state.waitingSenders == 0 && state.bound.fits(count)
     }
 
     /// Counts `count` more queued bytes (and the end, if it is one); true when the caller must
@@ -257,7 +289,7 @@ package final class StreamOutbox: Sendable {
     ) -> Result<Bool, any Error> {
         let count = storage.count
         let result = state.withLock { state -> Result<Bool, any Error> in
-            if let refusal = Self.refusal(state) { return .failure(refusal) }
+            if let refusal = state.refusal() { return .failure(refusal) }
             state.closeTail()
             state.queue.append(Entry(storage: storage, endOfStream: endOfStream, idempotent: idempotent, completion: completion))
             state.waitingSenders += 1
@@ -395,6 +427,7 @@ package final class StreamOutbox: Sendable {
         let failed = state.queue.compactMap(\.completion)
         state.queue.removeAll()
         state.tail = nil
+        state.tailBlock = nil
         state.bound.queued = 0
         state.waitingSenders = 0
         state.drainPending = false

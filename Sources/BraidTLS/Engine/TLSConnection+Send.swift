@@ -20,19 +20,21 @@ extension TLSConnection {
     /// payload) to share a record with what the next calls bring; `sealCoalesced()` seals it.
     /// Each record costs a seal, a header and GnuTLS's per-record work on both ends, so a burst
     /// of small sends (a message framer's messages) is much cheaper sealed 16 KiB at a time
-    /// than one record each. Whole records go straight from `plaintext`. Returns how many bytes
-    /// were taken: fewer than offered when `pendingCiphertextLimit` bytes are pending and the
-    /// waiting record is full. Call `sealCoalesced()` before waiting for anything: what waits
-    /// here goes nowhere until then (`send` and `close` seal it first too).
+    /// than one record each. With nothing waiting, `directSealMinimum` bytes or more go straight
+    /// from `plaintext` into records of their own (up to a full record each), without the copy
+    /// into the waiting record: a block of queued small sends is one such piece. Returns how
+    /// many bytes were taken: fewer than offered when `pendingCiphertextLimit` bytes are pending
+    /// and the waiting record is full. Call `sealCoalesced()` before waiting for anything: what
+    /// waits here goes nowhere until then (`send` and `close` seal it first too).
     public func sendCoalescing(_ plaintext: UnsafeRawBufferPointer) throws(TLSError) -> Int {
         try checkSendable()
         guard let base = plaintext.baseAddress else { return 0 }
         var taken = 0
         while taken < plaintext.count {
             let left = plaintext.count - taken
-            if coalesced.count == 0 && left >= Self.maxRecordPayload {
+            if coalesced.count == 0 && left >= Self.directSealMinimum {
                 guard output.count < Self.pendingCiphertextLimit else { break }
-                taken += try seal(base + taken, count: Self.maxRecordPayload)
+                taken += try seal(base + taken, count: min(left, Self.maxRecordPayload))
             } else if coalesced.count < Self.maxRecordPayload {
                 let count = min(Self.maxRecordPayload - coalesced.count, left)
                 coalesced.append(base + taken, count: count)
@@ -54,6 +56,11 @@ extension TLSConnection {
         while sealed < count { sealed += try seal(base + sealed, count: count - sealed) }
         coalesced.consume(sealed)
     }
+
+    /// The fewest bytes `sendCoalescing` seals straight from the caller's memory when nothing
+    /// waits: half a record, so such a record's own cost (its header, tag and GnuTLS's work per
+    /// record) stays within twice a full record's, while the copy it saves is a byte per byte.
+    public static let directSealMinimum = maxRecordPayload / 2
 
     /// Plaintext `sendCoalescing` holds, not yet sealed.
     public var coalescedPlaintextCount: Int { coalesced.count }

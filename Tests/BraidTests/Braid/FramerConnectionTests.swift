@@ -300,6 +300,39 @@ import BraidCore
         }
     }
 
+    /// Every kind of collection a TLV send takes arrives whole and in order: contiguous ones
+    /// (`Data`, a `Data` slice not starting at 0, arrays and array slices) small and large, and
+    /// ones without contiguous storage (a lazy map, a range's bytes), which take the generic path.
+    @Test(.timeLimit(.minutes(10)), arguments: Lower.allCases)
+    func everyKindOfCollectionIsSentWhole(_ lower: Lower) async throws {
+        try await MemoryWorld.run { world in
+            let server = try await RunningFramedListener.start(lower.server, port: world.port(), handler: echoMessages)
+            defer { server.task.cancel() }
+            let connection = NetworkConnection(to: server.endpoint) { lower.client }
+            defer { connection.cancel() }
+            let small = pattern(seed: 11, count: 300), large = pattern(seed: 12, count: 20_000)
+            let wide = Data(pattern(seed: 13, count: 1000))
+            let expected: [[UInt8]] = [
+                small, Array(wide[100..<400]), small, Array(small[10..<200]), large, Array(large[5..<19_000]),
+                small.map { $0 ^ 0x5a }, (0..<256).map { UInt8($0) }, large.map { $0 ^ 0xa5 },
+            ]
+            try await connection.send(Data(small), type: 0)
+            try await connection.send(wide[100..<400], type: 1)
+            try await connection.send(small, type: 2)
+            try await connection.send(small[10..<200], type: 3)
+            try await connection.send(Data(large), type: 4)
+            try await connection.send(large[5..<19_000], type: 5)
+            try await connection.send(small.lazy.map { $0 ^ 0x5a }, type: 6)
+            try await connection.send((0..<256).lazy.map { UInt8($0) }, type: 7)
+            try await connection.send(large.lazy.map { $0 ^ 0xa5 }, type: 8)
+            for (index, bytes) in expected.enumerated() {
+                let (content, metadata) = try await connection.receive()
+                #expect(metadata.type == index)
+                #expect(Array(content) == bytes)
+            }
+        }
+    }
+
     /// TLV over UDP is not implemented (TLV frames a byte stream; `Coder { UDP() }` sends one
     /// value per datagram): a connection and a listener fail with `unsupported`, saying so.
     @Test func tlvOverUDPIsUnsupported() async throws {

@@ -56,6 +56,28 @@ import BraidTLS
         #expect(pair.server.events.last == .peerClosed)
     }
 
+    /// A piece of at least `directSealMinimum` bytes with nothing waiting is sealed as its own
+    /// record at once (no copy into the waiting record); a smaller one after it waits, and
+    /// everything arrives in order.
+    @Test func largePiecesAreSealedWithoutWaiting() throws {
+        let pair = try establishedPair()
+        let client = pair.client.connection
+        let block = pattern(seed: 5, count: TLSConnection.directSealMinimum + 1000)
+        let small = pattern(seed: 6, count: 500)
+        #expect(try block.withUnsafeBytes { try client.sendCoalescing($0) } == block.count)
+        #expect(client.coalescedPlaintextCount == 0)
+        // One record: a 5-byte header, the content type byte and a 16-byte tag (TLS 1.3).
+        #expect(client.pendingCiphertextCount == block.count + 22)
+        #expect(try small.withUnsafeBytes { try client.sendCoalescing($0) } == small.count)
+        #expect(client.coalescedPlaintextCount == small.count)
+        // Behind waiting bytes, even a large piece waits with them (order holds).
+        #expect(try block.withUnsafeBytes { try client.sendCoalescing($0) } == block.count)
+        #expect(client.coalescedPlaintextCount == small.count + block.count)
+        try client.sealCoalesced()
+        pair.run()
+        #expect(pair.server.received == block + small + block)
+    }
+
     /// Past a record's worth, sends go out in full records straight away; what waits never
     /// exceeds one record, and the pending-ciphertext bound still stops the sender.
     @Test func coalescingSendsKeepTheBounds() throws {
