@@ -558,6 +558,10 @@ package final class ByteStreamChannel: LoopHandler, ConnectionChannel {
             fail(failure, context: context)
             return
         }
+        // What the socket took is no longer the layer's: the figure the last drain recorded
+        // would otherwise stay, and an idle connection would look like a stalled holder to
+        // the listener's buffer limit.
+        outbox.engineHolds(layer.heldByteCount)
         if layer.pendingOutputCount > 0 {
             awaitWritable(context)
         } else if !closing {
