@@ -11,7 +11,8 @@ import Testing
 /// place) and then never answer the listener's flight.
 @Suite(.serialized, .timeLimit(.minutes(5))) struct DTLSListenerSlowlorisTests {
     /// Five clients stall their handshakes after the cookie, on a listener of six places whose
-    /// handshake deadline is 6 s. Two legitimate clients then start together: one takes the
+    /// handshake deadline is 15 s (long enough that they still hold when the clients come on a
+    /// loaded machine). Two legitimate clients then start together: one takes the
     /// sixth place and is echoed while the stalled handshakes hold theirs; the other is refused
     /// (its hello retransmitted) until the listener drops the stalled handshakes at their
     /// deadline, and then gets in. The stalled clients' connections end having delivered
@@ -21,7 +22,7 @@ import Testing
         // handshake deadline with nothing delivered, a client's first message is echoed.
         let taken = ManagedCounter(), served = ManagedCounter(), endedEmpty = ManagedCounter()
         let listener = NetworkListener(for: .hostPort(host: "127.0.0.1", port: .any)) {
-            DTLS { UDP() }.alpn(["echo"]).peerAuthentication(.none).handshakeTimeout(.seconds(6)).identity(
+            DTLS { UDP() }.alpn(["echo"]).peerAuthentication(.none).handshakeTimeout(.seconds(15)).identity(
                 certificateChainFile: Fixtures.path("server.pem"), privateKeyFile: Fixtures.path("server-key.pem"))
         }
         listener.newConnectionLimit = 6
