@@ -40,11 +40,12 @@ import Testing
     /// each trickles a HEADERS frame that never ends, a field line every 200 ms. No handler
     /// runs for them, the client gets no ninth stream while they hold, and a legitimate client
     /// is served meanwhile; once the client goes quiet, the listener closes its connection at
-    /// the idle timeout (3 s here).
+    /// the idle timeout (10 s here: long enough that a loaded machine's pauses do not idle out
+    /// the clients before that).
     @Test func requestsWhoseHeadersNeverEndRunNoHandlerAndHoldOnlyTheStreamLimit() async throws {
         let handled = ManagedCounter()
         let streamLimit = 8
-        let server = try await Self.start(configure: { $0.initialMaxBidirectionalStreams(streamLimit).idleTimeout(3000) }, handled: handled)
+        let server = try await Self.start(configure: { $0.initialMaxBidirectionalStreams(streamLimit).idleTimeout(10_000) }, handled: handled)
         defer { server.task.cancel() }
         let port = server.listener.port!.rawValue
         let hostile = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: server.listener.port!)) { testClient(alpn: ["h3"]) }
@@ -77,8 +78,8 @@ import Testing
         while opened.value < streamLimit && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(opened.value == streamLimit)
 
-        // Served while they trickle.
-        let client = HTTP3Client(quic: testClient(alpn: ["h3"]))
+        // Served while they trickle (its PINGs keep it from the idle timeout).
+        let client = HTTP3Client(quic: testClient(alpn: ["h3"]).keepAlive(.seconds(1)))
         let (body, response) = try await client.data(for: Self.get("/5", port: port))
         #expect(response.status == .ok && body == Data("hello".utf8))
         client.close()
