@@ -87,37 +87,25 @@ public struct QUIC: NetworkProtocol {
     /// before this side reads (default 4 MiB, auto-tuned up to 24 MiB; a listener's
     /// connections: 256 KiB, raised as the application reads, up to 24 MiB).
     public func initialMaxData(_ bytes: Int) -> QUIC {
-        with {
-            $0.transport.initialMaxData = UInt64(bytes)
-            $0.transport.explicitReceiveWindows.insert(.connection)
-        }
+        with { $0.transport.initialMaxData = UInt64(bytes) }
     }
     /// Receive window in bytes of each bidirectional stream this side opens (default 1 MiB,
     /// auto-tuned up to 16 MiB; a listener's connections: 64 KiB, raised as the application
     /// reads).
     public func initialMaxStreamDataBidirectionalLocal(_ bytes: Int) -> QUIC {
-        with {
-            $0.transport.initialMaxStreamDataBidirectionalLocal = UInt64(bytes)
-            $0.transport.explicitReceiveWindows.insert(.bidirectionalLocal)
-        }
+        with { $0.transport.initialMaxStreamDataBidirectionalLocal = UInt64(bytes) }
     }
     /// Receive window in bytes of each bidirectional stream the peer opens (default 1 MiB,
     /// auto-tuned up to 16 MiB; a listener's connections: 64 KiB, raised as the application
     /// reads, up to 16 MiB).
     public func initialMaxStreamDataBidirectionalRemote(_ bytes: Int) -> QUIC {
-        with {
-            $0.transport.initialMaxStreamDataBidirectionalRemote = UInt64(bytes)
-            $0.transport.explicitReceiveWindows.insert(.bidirectionalRemote)
-        }
+        with { $0.transport.initialMaxStreamDataBidirectionalRemote = UInt64(bytes) }
     }
     /// Receive window in bytes of each unidirectional stream the peer opens (default 1 MiB,
     /// auto-tuned up to 16 MiB; a listener's connections: 16 KiB, raised as the application
     /// reads, up to 16 MiB).
     public func initialMaxStreamDataUnidirectional(_ bytes: Int) -> QUIC {
-        with {
-            $0.transport.initialMaxStreamDataUnidirectional = UInt64(bytes)
-            $0.transport.explicitReceiveWindows.insert(.unidirectional)
-        }
+        with { $0.transport.initialMaxStreamDataUnidirectional = UInt64(bytes) }
     }
     /// How many bidirectional streams the peer may have open at once (default 100; 0: none).
     /// Beyond it, the peer's `openStream` waits until one of its streams closes.

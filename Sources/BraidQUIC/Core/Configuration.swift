@@ -15,13 +15,15 @@ package struct QUICTransportConfiguration: Sendable, Hashable {
     /// Send a PING after this long without traffic, keeping NAT bindings and the idle timer alive.
     package var keepAliveInterval: Duration? = nil
     /// Connection-level receive window the peer may fill before we read (bytes).
-    package var initialMaxData: UInt64 = 4 * 1024 * 1024
+    package var initialMaxData: UInt64 = 4 * 1024 * 1024 { didSet { explicitReceiveWindows.insert(.connection) } }
     /// Receive window of a bidirectional stream we open.
-    package var initialMaxStreamDataBidirectionalLocal: UInt64 = 1024 * 1024
+    package var initialMaxStreamDataBidirectionalLocal: UInt64 = 1024 * 1024 { didSet { explicitReceiveWindows.insert(.bidirectionalLocal) } }
     /// Receive window of a bidirectional stream the peer opens.
-    package var initialMaxStreamDataBidirectionalRemote: UInt64 = 1024 * 1024
+    package var initialMaxStreamDataBidirectionalRemote: UInt64 = 1024 * 1024 {
+        didSet { explicitReceiveWindows.insert(.bidirectionalRemote) }
+    }
     /// Receive window of a unidirectional stream the peer opens.
-    package var initialMaxStreamDataUnidirectional: UInt64 = 1024 * 1024
+    package var initialMaxStreamDataUnidirectional: UInt64 = 1024 * 1024 { didSet { explicitReceiveWindows.insert(.unidirectional) } }
     /// How many bidirectional streams the peer may have open at once.
     package var initialMaxBidirectionalStreams: UInt64 = 100
     /// How many unidirectional streams the peer may have open at once.
@@ -30,8 +32,8 @@ package struct QUICTransportConfiguration: Sendable, Hashable {
     package var maxConnectionWindow: UInt64 = 24 * 1024 * 1024
     /// Upper bound for stream-window auto-tuning (0 disables tuning).
     package var maxStreamWindow: UInt64 = 16 * 1024 * 1024
-    /// The receive windows the application set; the others take the role's default (a
-    /// listener's connections start smaller: `forListenerConnections()`).
+    /// The receive windows set (any assignment to one of the four marks it); the others take
+    /// the role's default (a listener's connections start smaller: `forListenerConnections()`).
     package var explicitReceiveWindows: ReceiveWindows = []
     /// Braid, not ngtcp2, raises the receive windows as the application reads
     /// (`ReceiveWindowLedger`): a listener's connections, so that what a peer may make ngtcp2
@@ -73,6 +75,7 @@ package struct QUICTransportConfiguration: Sendable, Hashable {
         if !explicitReceiveWindows.contains(.unidirectional) {
             transport.initialMaxStreamDataUnidirectional = Self.listenerInitialMaxStreamDataUnidirectional
         }
+        transport.explicitReceiveWindows = explicitReceiveWindows
         return transport
     }
     /// Largest DATAGRAM frame we accept (RFC 9221); 0 disables datagrams.

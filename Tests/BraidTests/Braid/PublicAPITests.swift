@@ -118,8 +118,9 @@ private func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>, in worl
 
     @Test(.timeLimit(.minutes(10))) func cancellingMidTransferFailsPendingCallsWithCancelled() async throws {
         try await MemoryWorld.run { world in
-            // The server reads nothing: the client's large send must block on flow control.
-            let server = try await RunningListener.start(handler: readNothing)
+            // The server reads nothing: the client's large send must block on flow control
+            // (windows as large as a client's, so a good part of the send leaves first).
+            let server = try await RunningListener.start(configure: Self.clientSizedWindows, handler: readNothing)
             defer { server.task.cancel() }
             let connection = NetworkConnection(to: server.endpoint) { testClient() }
             let stream = try await connection.openStream()
@@ -134,9 +135,14 @@ private func bytesSentOnceStalled(_ connection: NetworkConnection<QUIC>, in worl
         }
     }
 
+    /// A listener's windows as large as a client's (a listener's own start at 64 KiB per stream).
+    @Sendable static func clientSizedWindows(_ quic: QUIC) -> QUIC {
+        quic.initialMaxData(4 << 20).initialMaxStreamDataBidirectionalRemote(1 << 20)
+    }
+
     @Test(.timeLimit(.minutes(10))) func aSlowReaderDoesNotGrowTheSendersMemory() async throws {
         try await MemoryWorld.run { world in
-            let server = try await RunningListener.start(handler: readNothing)
+            let server = try await RunningListener.start(configure: Self.clientSizedWindows, handler: readNothing)
             defer { server.task.cancel() }
             let connection = NetworkConnection(to: server.endpoint) { testClient().streamSendBufferLimit(1024 * 1024) }
             defer { connection.cancel() }

@@ -138,7 +138,10 @@ import Testing
     /// next stream can use the whole connection window), and the owner's read reports it.
     @Test func aResetDropsTheUnreadBytesAndReturnsTheirConnectionCredit() throws {
         let connectionWindow = 512 * 1024
-        let run = try SinkRun { $0.transport.initialMaxData = UInt64(connectionWindow) }
+        let run = try SinkRun {
+            $0.transport.initialMaxData = UInt64(connectionWindow)
+            $0.transport.initialMaxStreamDataBidirectionalRemote = 1024 * 1024
+        }
         let first = try run.client.openStream(bidirectional: true)
         run.source.enqueue(run.client, stream: first, bytes: pattern(seed: 23, count: 300 * 1024), fin: false)
         #expect(run.network.run { run.sinks[first]?.unread.count == 300 * 1024 })
@@ -166,7 +169,10 @@ import Testing
     /// the engine's buffer.
     @Test func stopSendingDropsTheUnreadBytesAndReturnsTheirCredit() throws {
         let connectionWindow = 512 * 1024
-        let run = try SinkRun { $0.transport.initialMaxData = UInt64(connectionWindow) }
+        let run = try SinkRun {
+            $0.transport.initialMaxData = UInt64(connectionWindow)
+            $0.transport.initialMaxStreamDataBidirectionalRemote = 1024 * 1024
+        }
         let first = try run.client.openStream(bidirectional: true)
         run.source.enqueue(run.client, stream: first, bytes: pattern(seed: 25, count: 300 * 1024), fin: false)
         #expect(run.network.run { run.sinks[first]?.unread.count == 300 * 1024 })

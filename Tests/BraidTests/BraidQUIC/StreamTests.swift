@@ -171,7 +171,8 @@ import Testing
     /// bytes reach `promptReadThreshold`: an owner that leaves smaller amounts for the end of
     /// its loop pass still hears of a bulk reader's worth as it arrives.
     @Test func readableIsSignalledAgainOnceAPromptReadsWorthIsBuffered() throws {
-        let network = SimulatedNetwork(server: try Fixtures.server())
+        // A stream window above the threshold (a listener's starts at 64 KiB).
+        let network = SimulatedNetwork(server: try Fixtures.server { $0.transport.initialMaxStreamDataBidirectionalRemote = 1024 * 1024 })
         let source = StreamSource()
         var serverSide: QUICConnection?
         var bufferedAtSignals: [Int] = []
