@@ -21,7 +21,7 @@ import Testing
         let saved = FileManager.default.temporaryDirectory.appendingPathComponent("braid-h3-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: saved) }
         let get = try PeerProcess.braid([
-            "get", "https://localhost:\(port)/3000000", "--ca", Fixtures.caFile, "--output", saved.path, "--timeout", "20",
+            "get", "https://localhost:\(port)/3000000", "--ca", Fixtures.caFile, "--output", saved.path, "--timeout", "100",
         ])
         let exit = try await get.finish(within: 120)
         await server.stop()
@@ -82,8 +82,8 @@ import Testing
         let port = String(listener.port!.rawValue)
         func run(_ arguments: [String]) async throws -> [String: Any] {
             try await runClient(try PeerProcess.aioquicHTTP3([
-                "client", "--host", "127.0.0.1", "--port", port, "--ca", Fixtures.caFile, "--sni", "localhost",
-            ] + arguments), within: 120)
+                "client", "--host", "127.0.0.1", "--port", port, "--ca", Fixtures.caFile, "--sni", "localhost", "--timeout", "240",
+            ] + arguments), within: 280)
         }
         let uploaded = try await run(["--method", "POST", "--path", "/upload", "--upload", "10000000"])
         #expect(uploaded["status"] as? Int == 200)
@@ -138,7 +138,7 @@ import Testing
         // 127.0.0.1, not localhost: a connection racing two addresses does not resume.
         func get() async throws -> [String: Any] {
             try await runClient(try PeerProcess.braid([
-                "get", "https://127.0.0.1:\(port)/100000", "--ca", Fixtures.caFile, "--json", "--session-file", sessionFile, "--timeout", "20",
+                "get", "https://127.0.0.1:\(port)/100000", "--ca", Fixtures.caFile, "--json", "--session-file", sessionFile, "--timeout", "100",
             ]), within: 120)
         }
         let fresh = try await get()

@@ -9,7 +9,7 @@ import Testing
 /// messages up to 1 MiB, fragments, ping and pong, the close handshake with its code and
 /// reason; and a raw-socket client breaking RFC 6455 in each way a hostile peer can, answered
 /// by the Braid listener's close with the right code.
-@Suite(.serialized, .timeLimit(.minutes(3))) struct WebSocketInteropTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct WebSocketInteropTests {
     enum Scheme: String, CaseIterable, Sendable {
         case ws, wss
     }
@@ -106,7 +106,7 @@ import Testing
         defer { server.task.cancel() }
         var arguments = ["client", "--url", "\(scheme.rawValue)://127.0.0.1:\(server.listener.port!.rawValue)/", "--subprotocol", "chat"]
         if scheme == .wss { arguments += ["--ca", Fixtures.caFile] }
-        let report = try await runClient(try Self.peer(arguments))
+        let report = try await runClient(try Self.peer(arguments), within: 150)
         #expect(report["error"] is NSNull, "\(report)")
         #expect(report["ok"] as? Bool == true)
         #expect(report["subprotocol"] as? String == "chat")
@@ -132,7 +132,7 @@ import Testing
         for (name, code) in Self.hostileCases {
             var arguments = ["hostile", "--port", String(server.listener.port!.rawValue), "--case", name]
             if scheme == .wss { arguments += ["--ca", Fixtures.caFile] }
-            let report = try await runClient(try Self.peer(arguments))
+            let report = try await runClient(try Self.peer(arguments), within: 150)
             #expect(report["close_code"] as? Int == code, "\(name): \(report)")
         }
     }

@@ -199,8 +199,15 @@ import Testing
             func state() -> String {
                 let kernelNow = Self.kernelUDPCounters()
                 let drops = ["RcvbufErrors", "InErrors", "MemErrors"].map { "\($0) +\((kernelNow[$0] ?? 0) - (kernelBefore[$0] ?? 0))" }
+                // How each side's connections ended, by reason (a connection reports at its end).
+                let endings = ["braid_connections_closed_total", "braid_connections_failed_total"].flatMap { label in
+                    metrics.counters(label: label).filter { $0.totalValue > 0 }.map { counter in
+                        "\(label) \(counter.dimensions.filter { $0.0 == "role" || $0.0 == "reason" }) \(counter.totalValue)"
+                    }
+                }
                 return "client application \(tallies.client.withLock { $0 }), its end reported \(Self.reported(metrics, clientSide)); "
                     + "server application \(tallies.server.withLock { $0 }), its end reported \(Self.reported(metrics, serverSide)); "
+                    + "connections ended: \(endings); "
                     + "kernel UDP counters since the test began (every socket in this network namespace, other processes' too): \(drops.joined(separator: ", "))"
             }
             let deadline = ContinuousClock.now + .seconds(120)
@@ -247,7 +254,7 @@ import Testing
                 }
             }
             for side in [serverSide, clientSide] {
-                #expect(Self.total(metrics, "braid_connections_opened_total", side) == 1)
+                #expect(Self.total(metrics, "braid_connections_opened_total", side) == 1, "\(side): \(state())")
             }
         }
     }

@@ -174,7 +174,7 @@ async def client(args):
         subprotocols = [args.subprotocol] if args.subprotocol else None
         extensions = deflate_extensions(args, server=False)
         options = dict(compression=None, extensions=extensions) if extensions is not None else {}
-        async with connect(args.url, ssl=context, subprotocols=subprotocols, max_size=None, open_timeout=30, close_timeout=30,
+        async with connect(args.url, ssl=context, subprotocols=subprotocols, max_size=None, open_timeout=90, close_timeout=90,
                            ping_interval=None, create_connection=counting(ClientConnection), **options) as ws:
             result["subprotocol"] = ws.subprotocol
             result["extensions"] = ws.response.headers.get("Sec-WebSocket-Extensions")
