@@ -20,7 +20,7 @@ extension QUICServerDriver {
                 guard let self, self.isServing else { return nil }
                 return self.connections.filter { !$0.isClosed }
             },
-            measure: { ($0.heldBytes, $0.drainedStreamBytes) },
+            measure: { ($0.heldBytes, $0.drainedStreamBytes, $0.engineReceiveBound) },
             settle: { [weak self] heldBytes, closing, context in
                 guard let self else { return }
                 self.noteHeldBytes(heldBytes)

@@ -69,20 +69,29 @@ package struct ListenerBufferAccount<Key: Hashable> {
     /// What a connection holds, and how many bytes it has drained from what it holds so far:
     /// written to its socket or acknowledged by its peer, and read by the application (never
     /// bytes received from the peer, which a peer that never reads can trickle).
+    /// `reserved` of `bytes` are a bound on what an engine may hold unseen (QUIC: receive
+    /// windows granted and not yet delivered) rather than bytes seen held: they count against
+    /// the limit, but a connection holding only them is not stalled (an idle connection holds
+    /// its windows too), so it is closed only once the largest holders are.
     package struct Holding {
         package var key: Key
         package var bytes: Int
         package var drained: UInt64
+        package var reserved: Int
 
-        package init(key: Key, bytes: Int, drained: UInt64) {
+        package init(key: Key, bytes: Int, drained: UInt64, reserved: Int = 0) {
             self.key = key
             self.bytes = bytes
             self.drained = drained
+            self.reserved = reserved
         }
+
+        /// Bytes seen held.
+        var seen: Int { max(0, bytes - reserved) }
     }
 
     private struct Last {
-        var bytes: Int
+        var seen: Int
         var drained: UInt64
     }
 
@@ -110,7 +119,7 @@ package struct ListenerBufferAccount<Key: Hashable> {
         published = sum
         let previous = last
         last = Dictionary(
-            holdings.map { ($0.key, Last(bytes: $0.bytes, drained: $0.drained)) }, uniquingKeysWith: { first, _ in first })
+            holdings.map { ($0.key, Last(seen: $0.seen, drained: $0.drained)) }, uniquingKeysWith: { first, _ in first })
         picked.formIntersection(last.keys)
 
         let total = budget.buffered
@@ -141,12 +150,12 @@ package struct ListenerBufferAccount<Key: Hashable> {
         return closing
     }
 
-    /// Held bytes at the last sweep too, and drained fewer than `minimumDrain` of them since,
-    /// and not all of them. A connection first seen now is not known to be stalled.
+    /// Held bytes seen at the last sweep too, and drained fewer than `minimumDrain` of them
+    /// since, and not all of them. A connection first seen now is not known to be stalled.
     private static func isStalled(_ holding: Holding, since last: Last?) -> Bool {
-        guard let last, last.bytes > 0 else { return false }
+        guard let last, last.seen > 0, holding.seen > 0 else { return false }
         let drained = holding.drained &- last.drained
-        return drained < UInt64(min(ListenerBufferBudget.minimumDrain, last.bytes))
+        return drained < UInt64(min(ListenerBufferBudget.minimumDrain, last.seen))
     }
 
     /// The loop stops serving: its connections no longer count.

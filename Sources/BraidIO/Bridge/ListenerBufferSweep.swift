@@ -7,9 +7,9 @@ import BraidCore
 /// `holders` answers nil (its owner closed or stopped serving). The UDP demultiplexer and the
 /// QUIC server driver each run one; loop-only, like them.
 package final class ListenerBufferSweep<Holder: AnyObject> {
-    /// What a connection holds now, and what it has drained so far (see
-    /// `ListenerBufferAccount.Holding`).
-    package typealias Measure = (_ holder: Holder) -> (bytes: Int, drained: UInt64)
+    /// What a connection holds now, what it has drained so far, and how much of what it holds
+    /// is only a bound on what its engine may hold (see `ListenerBufferAccount.Holding`).
+    package typealias Measure = (_ holder: Holder) -> (bytes: Int, drained: UInt64, reserved: Int)
     /// The loop's total, and the connections to close (empty while the listener is under its
     /// limit).
     package typealias Settle = (_ heldBytes: Int, _ closing: [Holder], _ context: LoopContext) -> Void
@@ -39,9 +39,10 @@ package final class ListenerBufferSweep<Holder: AnyObject> {
         }
         var total = 0
         let holdings = current.map { holder in
-            let (bytes, drained) = measure(holder)
+            let (bytes, drained, reserved) = measure(holder)
             total += bytes
-            return ListenerBufferAccount<ObjectIdentifier>.Holding(key: ObjectIdentifier(holder), bytes: bytes, drained: drained)
+            return ListenerBufferAccount<ObjectIdentifier>.Holding(
+                key: ObjectIdentifier(holder), bytes: bytes, drained: drained, reserved: reserved)
         }
         let picked = Set(account.sweep(holdings))
         settle(total, picked.isEmpty ? [] : current.filter { picked.contains(ObjectIdentifier($0)) }, context)

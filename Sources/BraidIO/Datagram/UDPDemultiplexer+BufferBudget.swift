@@ -16,7 +16,7 @@ extension UDPDemultiplexer {
                 guard let self, !self.closed else { return nil }
                 return Array(self.channels.values)
             },
-            measure: { ($0.bufferedBytes, $0.drainedBytes) },
+            measure: { ($0.bufferedBytes, $0.drainedBytes, 0) },
             settle: { [weak self] heldBytes, closing, context in
                 self?.heapTrim.heldBytesChanged(to: heldBytes)
                 for peer in closing { peer.close(with: DatagramChannelError.overBufferLimit, context: context) }

@@ -421,6 +421,21 @@ import Testing
         #expect(account.sweep([Holding(key: 1, bytes: 800 << 10, drained: minimum), Holding(key: 2, bytes: 400 << 10, drained: 1)]) == [2])
     }
 
+    /// An idle QUIC connection holds only its receive windows' bound (`reserved`): it is not
+    /// stalled, so while the one holding bytes drains, the idle one stays; it would go only with
+    /// the largest holders, after sweeps at the limit, and behind the larger one.
+    @Test func anAccountDoesNotTreatReservedBytesAsStalled() {
+        let budget = ListenerBufferBudget(limit: 1 << 20)
+        var account = ListenerBufferAccount<Int>(budget: budget)
+        typealias Holding = ListenerBufferAccount<Int>.Holding
+        let minimum = UInt64(ListenerBufferBudget.minimumDrain)
+        let idle = Holding(key: 2, bytes: 100 << 10, drained: 0, reserved: 100 << 10)
+        #expect(account.sweep([Holding(key: 1, bytes: 1 << 20, drained: 0), idle]).isEmpty)
+        // 1 drains; 2 drains nothing but holds nothing seen: neither is stalled.
+        #expect(account.sweep([Holding(key: 1, bytes: 1 << 20, drained: minimum), idle]).isEmpty)
+        #expect(account.sweep([Holding(key: 1, bytes: 1 << 20, drained: 2 * minimum), idle]) == [1])
+    }
+
     /// Connections that all drain fast but keep the listener at its limit: after
     /// `sweepsBeforeClosingAnyHolder` sweeps in a row the largest go anyway, so new clients are
     /// not refused for ever.
