@@ -12,12 +12,16 @@ import BraidWebSocketIO
 @Suite(.timeLimit(.minutes(5))) struct FramerLayerTests {
     // MARK: Answers to a peer that does not read
 
-    /// A raw TCP peer sends 16 MiB to a framer that answers each 1 KiB block with 2 KiB, and
-    /// reads nothing: the framer's layer stops parsing (and the channel reading) once 64 KiB of
-    /// answers wait, so it never holds more than that before a `handleInput`; once the peer
-    /// reads, every answer arrives in order and all of the input is parsed.
+    /// A raw TCP peer sends at least 16 MiB to a framer that answers each 1 KiB block with
+    /// 2 KiB, and reads nothing: the framer's layer stops parsing (and the channel reading) once
+    /// 64 KiB of answers wait, so it never holds more than that before a `handleInput`; once the
+    /// peer reads, every answer arrives in order and all of the input is parsed. The answers
+    /// must outgrow what the kernel can buffer between the two (the server's send buffer and
+    /// the peer's receive buffer, which autotuning grows up to `tcp_rmem`'s maximum) and the
+    /// channels' own buffers; else all of them fit and nothing is held.
     @Test func aPeerThatSendsWithoutReadingIsStoppedByTheBoundOnAnswers() async throws {
-        let blocks = 16 * 1024
+        let buffered = Self.largestKernelBuffer("tcp_rmem") + Self.largestKernelBuffer("tcp_wmem") + (8 << 20)
+        let blocks = max(16 * 1024, buffered / (2 * AnsweringFramer.blockSize) + 1024)
         try await Self.sendWithoutReading(blocks, to: AnsweringFramer.self) {
             let state = AnsweringFramer.state.withLock { $0 }
             #expect(state.largestPendingAtEntry < FramerLayer.outputLimit)
@@ -42,6 +46,14 @@ import BraidWebSocketIO
         let final = LoopingAnsweringFramer.state.withLock { $0 }
         #expect(final.answered == requests)
         #expect(final.largestPending <= FramerLayer.outputLimit + LoopingAnsweringFramer.answerSize)
+    }
+
+    /// The largest buffer `net.ipv4.<name>` lets a TCP socket grow to (its third field), or
+    /// 6 MiB (Linux's usual largest) if it cannot be read.
+    static func largestKernelBuffer(_ name: String) -> Int {
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/\(name)", encoding: .utf8)) ?? ""
+        let fields = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" })
+        return fields.count == 3 ? Int(fields[2]) ?? 6 << 20 : 6 << 20
     }
 
     /// A raw TCP peer sends `count` inputs of `F` (in 64 KiB sends) to a listener running `F`
