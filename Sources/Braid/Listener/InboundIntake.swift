@@ -30,17 +30,22 @@ final class InboundIntake<ApplicationProtocol: NetworkProtocol>: Sendable {
 
     /// Makes a connection with `make` (on the caller's loop) and hands it to `run`; nil, without
     /// calling `make`, once the intake is closed (or when `make` returns nil). `make` runs under
-    /// the intake's lock: the stream ends only after the intake closes (`closeWhenCancelled`),
-    /// so a connection made while open is always delivered, never dropped by an ended stream.
+    /// the intake's lock, so no connection is made once it closed; the hand-over does not: the
+    /// stream's cancellation holds the consumer task's own lock while it closes the intake
+    /// (`closeWhenCancelled`), and a yield resuming that task under ours would wait for it the
+    /// other way round. A connection made just before the close finds the stream ended: nobody
+    /// would serve it, so it is cancelled, and ends (its place released) as any cancelled one.
     func admit(_ make: () -> Connection?) -> Connection? {
-        isOpen.withLock { isOpen in
+        let made = isOpen.withLock { isOpen -> Connection? in
             guard isOpen, let connection = make() else { return nil }
             let core = connection.core.value
             if core.identity == nil { identify(core) }
             if let metrics { core.metrics = metrics }
-            continuation.yield(connection)
             return connection
         }
+        guard let connection = made else { return nil }
+        if case .terminated = continuation.yield(connection) { connection.cancel() }
+        return connection
     }
 
     /// Names a new connection in the logs: called by `admit`, or earlier by a stack whose
