@@ -9,8 +9,9 @@ import Foundation
 /// receive batch) the channel hands them all to the inbox in one lock round with at most one
 /// wake-up (`MessageInbox.deliver(moving:)`, which takes the deque's storage whole when the
 /// reader has caught up). Each datagram's `Data` refers to its bytes in the block: no
-/// allocation of its own bytes, nor their release, per datagram. A block is shrunk to the
-/// bytes it holds when handed out and freed with the last of its datagrams.
+/// allocation of its own bytes, nor their release, per datagram. A block is sealed when handed
+/// out (`ReceivedBytes.seal`: at most half full it is shrunk, else it goes back to the received
+/// blocks' pool with the last of its datagrams).
 ///
 /// What waits here is bounded by one receive batch (the driver polls the engine's events after
 /// each), and the inbox's backlog bounds what waits there. Held by the engine and by the

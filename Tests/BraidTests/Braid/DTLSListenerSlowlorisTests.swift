@@ -144,9 +144,3 @@ private func echo(_ message: Data, on client: NetworkConnection<DTLS>) async thr
     }
 }
 
-/// Runs blocking socket calls on a thread of their own, off the concurrency pool.
-private func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}

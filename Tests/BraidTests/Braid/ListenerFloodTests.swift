@@ -56,7 +56,7 @@ import Testing
         try await listener.waitUntilReady()
         let port = listener.port!.rawValue
         let rssBefore = residentBytes()
-        let silent = try await offThePool { try (0..<1_000).map { try connectFrom(address: "127.3.0.\($0 % 100 + 1)", toPort: port) } }
+        let silent = try await offThePool { try (0..<1_000).map { try rawTCPConnection(from: "127.3.0.\($0 % 100 + 1)", toPort: port) } }
         defer { for fd in silent { close(fd) } }
         let client = NetworkConnection(to: .hostPort(host: "127.0.0.1", port: listener.port!)) { testTLSClient() }
         defer { client.cancel() }
@@ -135,7 +135,7 @@ import Testing
         defer { task.cancel() }
         try await listener.waitUntilReady()
         let port = listener.port!.rawValue
-        let idle = try await offThePool { try (0..<2_000).map { try connectFrom(address: "127.2.0.\($0 % 200 + 1)", toPort: port) } }
+        let idle = try await offThePool { try (0..<2_000).map { try rawTCPConnection(from: "127.2.0.\($0 % 200 + 1)", toPort: port) } }
         defer { for fd in idle { close(fd) } }
         // Every idle connection reached the handler: the loop accepted them all.
         let deadline = ContinuousClock.now + .seconds(60)
@@ -219,14 +219,6 @@ private final class Displaced: Sendable {
     func contains(_ description: String) -> Bool { endpoints.withLock { $0.contains(description) } }
 }
 
-/// Runs blocking socket calls on a thread of their own, so the thousands of them a flood makes
-/// do not hold one of the few threads the suite's tasks share.
-private func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}
-
 /// Sends `payload` once to 127.0.0.1:`port` from each of `count` addresses 127.1.x.y (Linux
 /// routes all of 127.0.0.0/8 to loopback, so any of them can be bound without setup), each
 /// from its own socket, closed at once.
@@ -257,27 +249,3 @@ private func sendFromManyAddresses(count: Int, firstIndex: Int, toPort port: UIn
     }
 }
 
-/// A blocking TCP connection from `address` (any port) to 127.0.0.1:`port`.
-private func connectFrom(address: String, toPort port: UInt16) throws -> Int32 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    guard fd >= 0 else { throw NetworkError.system(call: "socket", errno: errno) }
-    var local = sockaddr_in()
-    local.sin_family = sa_family_t(AF_INET)
-    local.sin_addr.s_addr = inet_addr(address)
-    var target = sockaddr_in()
-    target.sin_family = sa_family_t(AF_INET)
-    target.sin_port = port.bigEndian
-    target.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let bound = withUnsafePointer(to: &local) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    let connected = withUnsafePointer(to: &target) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard bound == 0, connected == 0 else {
-        let failure = errno
-        close(fd)
-        throw NetworkError.system(call: bound == 0 ? "connect" : "bind", errno: failure)
-    }
-    return fd
-}

@@ -44,9 +44,9 @@ import Testing
         }
         defer { task.cancel() }
         let port = try await readyPort(listener)
-        let fds = try (0..<15).map { _ in try connect(from: "127.4.0.1", toPort: port) }
+        let fds = try (0..<15).map { _ in try rawTCPConnection(from: "127.4.0.1", toPort: port) }
         defer { for fd in fds { close(fd) } }
-        let outcomes = try await offThePoolThread { fds.map { echoes(fd: $0, deadline: .now() + 60) } }
+        let outcomes = try await offThePool { fds.map { echoes(fd: $0, deadline: .now() + 60) } }
         #expect(outcomes.filter { $0 == .echoed }.count == 10, "\(outcomes)")
         #expect(outcomes.filter { $0 == .ended }.count == 5, "\(outcomes)")
 
@@ -61,8 +61,8 @@ import Testing
         let deadline = ContinuousClock.now + .seconds(30)
         var served = false
         while !served && ContinuousClock.now < deadline {
-            let fd = try connect(from: "127.4.0.1", toPort: port)
-            served = try await offThePoolThread { echoes(fd: fd, deadline: .now() + 10) } == .echoed
+            let fd = try rawTCPConnection(from: "127.4.0.1", toPort: port)
+            served = try await offThePool { echoes(fd: fd, deadline: .now() + 10) } == .echoed
             close(fd)
             if !served { try await Task.sleep(for: .milliseconds(50)) }
         }
@@ -85,7 +85,7 @@ import Testing
         }
         defer { task.cancel() }
         let port = try await readyPort(listener)
-        let fds = try (0..<15).map { _ in try connect(from: "127.4.0.2", toPort: port) }
+        let fds = try (0..<15).map { _ in try rawTCPConnection(from: "127.4.0.2", toPort: port) }
         defer { for fd in fds { close(fd) } }
         var ended = Set<Int32>()
         let deadline = ContinuousClock.now + .seconds(50)
@@ -113,9 +113,9 @@ import Testing
         let server = try ClassicEchoServer(NWParameters(tls: nil, tcp: tcp))
         let port = try await server.start().rawValue
         defer { server.listener.cancel() }
-        let fds = try (0..<6).map { _ in try connect(from: "127.4.0.3", toPort: port) }
+        let fds = try (0..<6).map { _ in try rawTCPConnection(from: "127.4.0.3", toPort: port) }
         defer { for fd in fds { close(fd) } }
-        let outcomes = try await offThePoolThread { fds.map { echoes(fd: $0, deadline: .now() + 60) } }
+        let outcomes = try await offThePool { fds.map { echoes(fd: $0, deadline: .now() + 60) } }
         #expect(outcomes.filter { $0 == .echoed }.count == 3, "\(outcomes)")
         #expect(outcomes.filter { $0 == .ended }.count == 3, "\(outcomes)")
     }
@@ -149,34 +149,3 @@ private func hasEnded(fd: Int32) -> Bool {
     return got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 }
 
-/// A blocking TCP connection to 127.0.0.1:`port` from `address` (any of 127.0.0.0/8).
-private func connect(from address: String, toPort port: UInt16) throws -> Int32 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    guard fd >= 0 else { throw NetworkError.system(call: "socket", errno: errno) }
-    var local = sockaddr_in()
-    local.sin_family = sa_family_t(AF_INET)
-    local.sin_addr.s_addr = inet_addr(address)
-    var target = sockaddr_in()
-    target.sin_family = sa_family_t(AF_INET)
-    target.sin_port = port.bigEndian
-    target.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let bound = withUnsafePointer(to: &local) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    let connected = withUnsafePointer(to: &target) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard bound == 0, connected == 0 else {
-        let failure = errno
-        close(fd)
-        throw NetworkError.system(call: bound == 0 ? "connect" : "bind", errno: failure)
-    }
-    return fd
-}
-
-/// Runs blocking socket calls on a thread of their own, off the concurrency pool.
-private func offThePoolThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}

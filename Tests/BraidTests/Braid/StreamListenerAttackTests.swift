@@ -136,7 +136,7 @@ import Testing
         let opening = stack == .webSocketOverTCP ? Array(Self.upgradeRequest.utf8) : []
         let flood = try await offThePool {
             try (0..<(addresses * each)).map { index in
-                let fd = try connect(from: "127.6.0.\(index % addresses + 1)", toPort: port)
+                let fd = try rawTCPConnection(from: "127.6.0.\(index % addresses + 1)", toPort: port)
                 if !opening.isEmpty { _ = opening.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
                 return (address: index % addresses, fd: fd)
             }
@@ -446,38 +446,6 @@ struct Trickler: Sendable {
         cancel()
         return closedByListener
     }
-}
-
-/// Runs blocking socket calls on a thread of their own, off the concurrency pool.
-private func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}
-
-/// A blocking TCP connection from `address` (any of 127.0.0.0/8, any port) to 127.0.0.1:`port`.
-private func connect(from address: String, toPort port: UInt16) throws -> Int32 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    guard fd >= 0 else { throw NetworkError.system(call: "socket", errno: errno) }
-    var local = sockaddr_in()
-    local.sin_family = sa_family_t(AF_INET)
-    local.sin_addr.s_addr = inet_addr(address)
-    var target = sockaddr_in()
-    target.sin_family = sa_family_t(AF_INET)
-    target.sin_port = port.bigEndian
-    target.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let bound = withUnsafePointer(to: &local) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    let connected = withUnsafePointer(to: &target) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard bound == 0, connected == 0 else {
-        let failure = errno
-        close(fd)
-        throw NetworkError.system(call: bound == 0 ? "connect" : "bind", errno: failure)
-    }
-    return fd
 }
 
 /// Whether the listener ended `fd`'s connection (end of stream or a reset), without waiting;
