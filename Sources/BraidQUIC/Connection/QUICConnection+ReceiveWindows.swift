@@ -69,16 +69,18 @@ extension QUICConnection {
         guard !receiveWindows.withheld else { return }
         let window = stream.receiveWindow ?? initialReceiveLimit(of: stream)
         guard window > 0, stream.receivePending * 2 >= window else { return }
-        var growth: UInt64 = 0
-        if let last = stream.lastReceiveGrant, window < receiveWindows.maxStreamWindow,
-            currentTime.nanoseconds &- last < 2 * smoothedRTTNanoseconds
-        {
-            growth = min(window, receiveWindows.maxStreamWindow - window)
-        }
+        let growth = windowGrowth(window, maximum: receiveWindows.maxStreamWindow, lastGrant: stream.lastReceiveGrant)
         stream.receiveWindow = window + growth
         stream.lastReceiveGrant = currentTime.nanoseconds
         extendStreamReceiveLimit(stream, by: stream.receivePending + growth)
         stream.receivePending = 0
+    }
+
+    /// How much a window grows at a grant: doubled (up to `maximum`) when the last grant was
+    /// under two round trips ago, else not at all.
+    private func windowGrowth(_ window: UInt64, maximum: UInt64, lastGrant: UInt64?) -> UInt64 {
+        guard let lastGrant, window < maximum, currentTime.nanoseconds &- lastGrant < 2 * smoothedRTTNanoseconds else { return 0 }
+        return min(window, maximum - window)
     }
 
     /// Tuned windows: as `grantStreamCredit`, for the connection.
@@ -86,12 +88,7 @@ extension QUICConnection {
         guard !receiveWindows.withheld else { return }
         let window = receiveWindows.connectionWindow
         guard receiveWindows.connectionPending * 2 >= window else { return }
-        var growth: UInt64 = 0
-        if let last = receiveWindows.lastConnectionGrant, window < receiveWindows.maxConnectionWindow,
-            currentTime.nanoseconds &- last < 2 * smoothedRTTNanoseconds
-        {
-            growth = min(window, receiveWindows.maxConnectionWindow - window)
-        }
+        let growth = windowGrowth(window, maximum: receiveWindows.maxConnectionWindow, lastGrant: receiveWindows.lastConnectionGrant)
         receiveWindows.connectionWindow = window + growth
         receiveWindows.lastConnectionGrant = currentTime.nanoseconds
         extendConnectionLimit(by: receiveWindows.connectionPending + growth)
