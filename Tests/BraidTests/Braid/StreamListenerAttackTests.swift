@@ -180,10 +180,20 @@ import Testing
     /// What the listener's handlers saw, from any task.
     final class Outcomes: Sendable {
         private let ended = Locked<[NetworkError]>([])
+        /// How the hostile connection's handler went: started holding, or ended and why.
+        private let hostile = Locked<[String]>([])
         func add(_ error: NetworkError) { ended.withLock { $0.append(error) } }
         var serverBusy: Int {
             ended.withLock { $0.filter { if case .serverBusy = $0 { true } else { false } }.count }
         }
+        func noteHostile(_ event: String) { hostile.withLock { $0.append(event) } }
+        /// The hostile connection's handler has started (its connection came up and its first
+        /// message arrived).
+        var hostileStarted: Bool { hostile.withLock { !$0.isEmpty } }
+        /// The hostile connection's handler has ended, for whatever reason.
+        var hostileEnded: Bool { hostile.withLock { $0.count > 1 } }
+        /// What the listener saw of the hostile connection, for a failure's message.
+        var hostileHistory: String { hostile.withLock { $0.isEmpty ? "its handler never got its first message" : $0.joined(separator: "; ") } }
     }
 
     static let nonReaderCases = Stack.allCases.flatMap { stack in NonReader.allCases.map { (stack, $0) } }
@@ -201,20 +211,26 @@ import Testing
         let outcomes = Outcomes()
         let chunk = Data(repeating: 0x5A, count: 1 << 20)
         let server = try await stack.listen(bufferLimit: limit) { peer in
+            var isHostile = false
             do {
                 let first = try await peer.receive(7)
                 if first.first == UInt8(ascii: "e") {
                     try await peer.send(first)
                     return try await Self.echo(peer)
                 }
+                isHostile = true
+                outcomes.noteHostile("started")
                 // Until the connection ends: the kernel's buffers take tens of MiB first.
                 while nonReader == .client { try await peer.send(chunk) }
-            } catch let error as NetworkError {
-                outcomes.add(error)
+            } catch {
+                if let error = error as? NetworkError { outcomes.add(error) }
+                if isHostile { outcomes.noteHostile("ended: \(error)") }
                 return
             }
             // Reads nothing more; waits for the connection's end.
-            if let error = await peer.failure() { outcomes.add(error) }
+            let error = await peer.failure()
+            if let error { outcomes.add(error) }
+            outcomes.noteHostile("ended: \(error.map { "\($0)" } ?? "cancelled")")
         }
         defer { server.task.cancel() }
         let budget = try #require(server.budget())
@@ -234,8 +250,10 @@ import Testing
         }
         defer { sending.cancel() }
 
-        _ = try await Self.waitForBudget(budget) { $0.buffered >= limit || $0.closedConnections >= 1 }
-        #expect(budget.peak >= limit, "peak \(budget.peak) of \(limit)")
+        // The hostile connection's handler must hold on to it; if it ends instead (a failure
+        // other than the limit's), the wait ends with it and the message says how.
+        _ = try await Self.waitForBudget(budget) { $0.buffered >= limit || $0.closedConnections >= 1 || outcomes.hostileEnded }
+        #expect(budget.peak >= limit, "peak \(budget.peak) of \(limit); the hostile connection: \(outcomes.hostileHistory)")
         // Served while the holder holds (or as the listener closes it).
         try await reader.send(Data("echo 2.".utf8))
         #expect(try await reader.receive(7) == Data("echo 2.".utf8))
