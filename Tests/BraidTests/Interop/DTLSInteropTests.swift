@@ -113,7 +113,7 @@ import Testing
                 try await connection.send(Data(line.utf8))
                 sent += line
             }
-            let deadline = Date().addingTimeInterval(30)
+            let deadline = Date().addingTimeInterval(90)
             while server.output != sent && server.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
             #expect(server.output == sent, "s_server printed \(server.output)\nstderr: \(server.errors)")
             let (received, _) = try await connection.receive()
@@ -146,7 +146,7 @@ import Testing
             ], standardInput: input.readEnd)
         input.feed(Array("hello from openssl\n".utf8))
         defer { input.close() }
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(90)
         // s_client prints the handshake's summary, then what the listener echoed.
         while !client.output.contains("hello from openssl") && client.isRunning && Date() < deadline {
             try await Task.sleep(for: .milliseconds(20))
@@ -159,7 +159,7 @@ import Testing
 
     /// Waits until `child` has bound UDP `port` (read from /proc: -quiet servers print nothing).
     private func waitForUDPPort(_ port: UInt16, of child: ChildProcess) async throws {
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(90)
         let hex = String(format: ":%04X", port)
         while Date() < deadline {
             let table = (try? String(contentsOfFile: "/proc/net/udp", encoding: .utf8)) ?? ""

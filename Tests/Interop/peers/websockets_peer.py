@@ -279,7 +279,7 @@ BAD_UPGRADES = {
 
 
 def open_socket(args):
-    sock = socket.create_connection((args.host, args.port), timeout=30)
+    sock = socket.create_connection((args.host, args.port), timeout=90)
     if args.ca:
         context = ssl.create_default_context(cafile=args.ca)
         context.check_hostname = False
