@@ -2,7 +2,8 @@ import Braid
 import Foundation
 
 /// The `echo` application over the public API, as `braid serve` runs it: every client-opened
-/// bidirectional stream is echoed byte for byte with its end mirrored, every datagram echoed.
+/// bidirectional stream is echoed byte for byte with its end mirrored, every client-opened
+/// unidirectional stream read to its end and dropped, every datagram echoed.
 package enum EchoService {
     package static let alpn = "echo"
 
@@ -31,9 +32,13 @@ package enum EchoService {
         }
     }
 
-    /// Echoes one client stream until its end.
+    /// Echoes one client stream until its end. A unidirectional stream has no way back: it is
+    /// read to its end and dropped, so its credit returns to the client.
     package static func serve(_ stream: QUIC.Stream<QUICStream>) async throws {
-        guard stream.directionality == .bidirectional else { return }
+        guard stream.directionality == .bidirectional else {
+            while try await !stream.receiveBytes(atMost: 65536).endOfStream {}
+            return
+        }
         try await serve(channel: stream)
     }
 

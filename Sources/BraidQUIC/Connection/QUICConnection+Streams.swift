@@ -275,6 +275,7 @@ extension QUICConnection {
         streams[stream.id] = nil
         returnStreamCredit(stream)
         emit(.streamClosed(streamID: stream.id))
+        if isUnidirectional && hasReceiveSide { closeIfUnidirectionalStreamsSpent() }
     }
 
     /// A peer-opened stream is fully consumed: allow the peer one more stream of that kind
@@ -290,11 +291,42 @@ extension QUICConnection {
     }
 
     private func extendStreamLimit(ofKindOf streamID: Int64) {
-        if streamID & 2 == 0 {
+        guard streamID & 2 != 0 else {
             ngtcp2_conn_extend_max_streams_bidi(conn, 1)
-        } else {
+            return
+        }
+        // ngtcp2 0.12.1 never frees a peer's unidirectional stream (its object and table
+        // entries, and its reassembly buffer if its bytes came out of order), so the peer may
+        // open only so many over the connection's life.
+        peerUnidirectionalStreamsEnded &+= 1
+        if peerUnidirectionalStreamsGranted < transport.peerUnidirectionalStreamLimit {
+            peerUnidirectionalStreamsExtended &+= 1
             ngtcp2_conn_extend_max_streams_uni(conn, 1)
         }
+    }
+
+    /// Every unidirectional stream the peer may open over the connection's life (the limit
+    /// our transport parameter started, raised as streams were consumed).
+    var peerUnidirectionalStreamsGranted: UInt64 {
+        transport.initialMaxUnidirectionalStreams &+ peerUnidirectionalStreamsExtended
+    }
+
+    /// Why a connection closed once its peer consumed every unidirectional stream it may open.
+    package static func unidirectionalStreamLimitReason(_ limit: UInt64) -> String {
+        "unidirectional stream limit reached: the peer opened the \(limit) unidirectional streams one connection may open; open a new connection"
+    }
+
+    /// The peer consumed the last unidirectional stream it may open: it can never open
+    /// another, so the connection ends with NO_ERROR and a reason that says why (a peer
+    /// waiting for stream credit would otherwise wait for good). Its other streams end with it.
+    func closeIfUnidirectionalStreamsSpent() {
+        let granted = peerUnidirectionalStreamsGranted
+        guard !isClosed, granted >= transport.peerUnidirectionalStreamLimit, peerUnidirectionalStreamsEnded >= granted else { return }
+        // A stream ngtcp2 closed is retired inside its callback: close after `read_pkt`.
+        unidirectionalStreamsSpentInRead = readingPacket
+        guard !readingPacket else { return }
+        logger.debug("closing: the peer used all \(granted) unidirectional streams it may open")
+        close(transportErrorCode: UInt64(NGTCP2_NO_ERROR), reason: Self.unidirectionalStreamLimitReason(granted), now: currentTime)
     }
 
     /// Keeps a peer-opened stream counting against the peer's stream limit after it closes,
@@ -313,6 +345,7 @@ extension QUICConnection {
             stream.creditHeld = false
         } else if heldStreamCredit.remove(streamID) != nil, !isClosed {
             extendStreamLimit(ofKindOf: streamID)
+            if streamID & 2 != 0 { closeIfUnidirectionalStreamsSpent() }
         }
     }
 

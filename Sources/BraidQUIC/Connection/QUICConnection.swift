@@ -76,6 +76,16 @@ package final class QUICConnection {
     /// Peer-opened streams that closed while their owner held their credit: the peer may
     /// open one more stream for each once the owner releases it.
     @exclusivity(unchecked) var heldStreamCredit: Set<Int64> = []
+    /// Peer-opened unidirectional streams whose credit went back (consumed, and released if
+    /// held), and how many more the peer was allowed for them: both bounded by
+    /// `transport.peerUnidirectionalStreamLimit`.
+    @exclusivity(unchecked) var peerUnidirectionalStreamsEnded: UInt64 = 0
+    @exclusivity(unchecked) var peerUnidirectionalStreamsExtended: UInt64 = 0
+    /// The peer consumed its last unidirectional stream inside `read_pkt` (a callback retired
+    /// it), where no close may be written: the connection closes once `read_pkt` returns.
+    @exclusivity(unchecked) var unidirectionalStreamsSpentInRead = false
+    /// `read_pkt` is running: its callbacks must not call back into ngtcp2's write side.
+    @exclusivity(unchecked) var readingPacket = false
     /// Gives each stream the peer opens its sink (nil: the engine buffers its bytes), before
     /// its first bytes arrive. Called inside the engine's receive, so it must not call the
     /// engine.
@@ -370,12 +380,15 @@ package final class QUICConnection {
         datagramProbe.noteActivity(at: now)
         counters.received(bytes: datagram.count)
         var info = ngtcp2_pkt_info(ecn: UInt32(ecn.rawValue))
+        readingPacket = true
         let rc = path.withNgtcp2Path { ngPath in
             braid_ngtcp2_conn_read_pkt(
                 conn, ngPath, &info, datagram.baseAddress?.assumingMemoryBound(to: UInt8.self), datagram.count,
                 now.nanoseconds)
         }
+        readingPacket = false
         if rc != 0 { handleReadError(rc, now: now) }
+        if unidirectionalStreamsSpentInRead { closeIfUnidirectionalStreamsSpent() }
         reopenRejectedStreams()
         releaseTLSSessionWhenDone()
         updateDatagramProbe()

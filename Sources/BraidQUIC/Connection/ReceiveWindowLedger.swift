@@ -21,9 +21,10 @@ struct ReceiveWindowLedger {
     /// A reassembly buffer's own memory, once a stream has one (its first out-of-order bytes):
     /// two skip lists that each allocate an 8 KiB block of nodes, and the buffer itself.
     static let reassemblyOverhead: UInt64 = 16 * 1024 + 256
-    /// What ngtcp2 keeps of a peer-opened unidirectional stream it never frees (0.12.1): the
-    /// stream object and its table entries.
-    static let retainedStreamOverhead: UInt64 = 256
+    /// What ngtcp2 keeps of a peer-opened unidirectional stream it never frees (0.12.1) besides
+    /// its reassembly buffer: the stream object, its table entries, the buffer's own header
+    /// and gap record, and the allocator's headers of each.
+    static let retainedStreamOverhead: UInt64 = 512
 
     let initial: Initial
     /// The connection's limit as Braid granted it so far: our `initial_max_data` plus every

@@ -28,6 +28,12 @@ package struct QUICTransportConfiguration: Sendable, Hashable {
     package var initialMaxBidirectionalStreams: UInt64 = 100
     /// How many unidirectional streams the peer may have open at once.
     package var initialMaxUnidirectionalStreams: UInt64 = 100
+    /// The most unidirectional streams the peer may open over the connection's whole life (or
+    /// `initialMaxUnidirectionalStreams`, if larger). ngtcp2 0.12.1 keeps every one it received
+    /// until the connection ends, so past this the peer gets no more of their credit, and once
+    /// it has consumed the last, the connection closes with NO_ERROR and
+    /// `QUICConnection.unidirectionalStreamLimitReason`.
+    package var peerUnidirectionalStreamLimit: UInt64 = 1_000
     /// Upper bound for connection-window auto-tuning (0 disables tuning).
     package var maxConnectionWindow: UInt64 = 24 * 1024 * 1024
     /// Upper bound for stream-window auto-tuning (0 disables tuning).

@@ -294,3 +294,33 @@ extension PeerProcess {
              "--ca", Fixtures.caFile, "--sni", "localhost"] + arguments)
     }
 }
+
+extension QUICAttackTests {
+    /// A peer that opens unidirectional streams without end, one byte and FIN each, as fast
+    /// as the listener gives their credit back. ngtcp2 0.12.1 keeps every one until the
+    /// connection ends (the stream object, and a reassembly buffer when its bytes came out of
+    /// order), so the listener lets one connection open 1,000 over its life: the peer gets no
+    /// credit past them, and once they are consumed the connection closes with NO_ERROR and a
+    /// reason that says so. HTTP/3 (whose server reads a reserved stream type and drops it)
+    /// alike. A legitimate client is served meanwhile and after.
+    @Test(arguments: [(outOfOrder: false, http3: false), (outOfOrder: true, http3: false), (outOfOrder: true, http3: true)])
+    func unidirectionalStreamsWithoutEndStopAtTheLifetimeLimit(outOfOrder: Bool, http3: Bool) async throws {
+        let server = try await ServeProcess.start(http3: http3)
+        defer { Task { await server.process.stop() } }
+        let meanwhile = Task { try await server.expectServes() }
+        let attacker = try server.attack(
+            ["--attack", "uni-streams", "--count", "1000000", "--timeout", "60"] + (outOfOrder ? ["--out-of-order"] : [])
+                + (http3 ? ["--alpn", "h3"] : []))
+        let report = try await runClient(attacker, within: 150)
+        print("unidirectional streams without end (out of order: \(outOfOrder), HTTP/3: \(http3)): \(report); \(server.memory())")
+        #expect(report["closed_by"] as? String == "peer", "\(report)\nstderr: \(attacker.errors)")
+        #expect(report["error_code"] as? Int == 0, "\(report)")
+        #expect((report["reason"] as? String)?.hasPrefix("unidirectional stream limit reached") == true, "\(report)")
+        #expect(report["opened"] as? Int == 1000, "\(report)")
+        #expect(report["granted"] as? Int == 1000, "\(report)")
+        // What ngtcp2 kept of 1,000 streams, each with a reassembly buffer when out of order.
+        #expect(server.peakGrowth < (outOfOrder ? 48 : 16) << 20, "\(server.memory())")
+        try await meanwhile.value
+        try await server.expectServes()
+    }
+}

@@ -41,6 +41,15 @@ Attacks (``--count`` scales each):
     allows), spread as far apart as its windows allow and never at offset 0, so nothing is
     delivered and the server holds one out-of-order piece per frame. Reports ``frames`` sent.
     With ``--expect-open`` the client expects no close and checks the connection still echoes.
+``uni-streams``
+    N unidirectional streams, one byte (0x21, a reserved HTTP/3 stream type) and FIN each, opened as fast as the server's
+    MAX_STREAMS lets it (it waits for each grant of credit, up to ``--timeout``), so a server
+    that returns the credit of every stream it consumed keeps receiving new ones. With
+    ``--out-of-order`` each stream's data is two one-byte frames in one packet, the second
+    byte (with FIN) first, so the server's QUIC stack buffers it out of order before the first
+    arrives. Reports ``opened`` (streams sent), ``granted`` (the server's last stream limit),
+    ``stalled`` (the server stopped granting before N, or closed the connection), and
+    ``seconds``. With ``--expect-open`` the client expects no close.
 
 Before any handshake (Initials this client encrypts itself, each to a fresh connection ID):
 
@@ -172,9 +181,46 @@ def new_connection_id(sequence: int, retire_prior_to: int) -> bytes:
     return varint(0x18) + varint(sequence) + varint(retire_prior_to) + bytes([8]) + os.urandom(8) + os.urandom(16)
 
 
-def stream_frame(stream_id: int, offset: int, data: bytes) -> bytes:
-    # Type 0x0e: offset and length present, no FIN.
-    return varint(0x0E) + varint(stream_id) + varint(offset) + varint(len(data)) + data
+def stream_frame(stream_id: int, offset: int, data: bytes, fin: bool = False) -> bytes:
+    # Type 0x0e: offset and length present, no FIN (0x0f: with FIN).
+    return varint(0x0F if fin else 0x0E) + varint(stream_id) + varint(offset) + varint(len(data)) + data
+
+
+async def unidirectional_streams(client: AttackClient, raw: RawSender, args: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Opens `--count` client unidirectional streams (IDs 2, 6, 10, ...), one byte and FIN
+    each, as the server's stream limit allows, waiting for each raise of it."""
+    quic = client._quic
+    opened = 0
+    started = time.monotonic()
+    stalled = False
+    while opened < args.count and not client.terminated.done():
+        limit = quic._remote_max_streams_uni
+        if opened >= limit:
+            # The server raises the limit (MAX_STREAMS) as its application consumes streams.
+            deadline = time.monotonic() + args.timeout
+            while quic._remote_max_streams_uni <= opened and time.monotonic() < deadline and not client.terminated.done():
+                await asyncio.sleep(0.002)
+            if quic._remote_max_streams_uni <= opened:
+                stalled = True
+                break
+            continue
+        batch = range(opened, min(limit, args.count))
+
+        def frames():
+            for index in batch:
+                stream_id = 2 + 4 * index
+                # 0x21: a reserved stream type (RFC 9114 §6.2.3), which an HTTP/3 server reads
+                # and drops; any other server takes it as a byte like another.
+                if args.out_of_order:
+                    yield stream_frame(stream_id, 1, b"\x21", fin=True) + stream_frame(stream_id, 0, b"\x21")
+                else:
+                    yield stream_frame(stream_id, 0, b"\x21", fin=True)
+
+        await raw.frames(frames())
+        opened = batch.stop
+        await asyncio.sleep(0)
+    report.update(opened=opened, granted=quic._remote_max_streams_uni, stalled=stalled or client.terminated.done(),
+                  seconds=round(time.monotonic() - started, 3))
 
 
 async def echo_check(client: AttackClient, timeout: float) -> bool:
@@ -279,6 +325,9 @@ async def attack(client: AttackClient, args: argparse.Namespace, report: dict[st
         await raw.frames(pieces())
         report.update(frames=frames, streams=streams, spacing=spacing, stream_window=stream_window,
                       connection_window=connection_window)
+        return not args.expect_open
+    if args.attack == "uni-streams":
+        await unidirectional_streams(client, raw, args, report)
         return not args.expect_open
     raise SystemExit(f"unknown attack {args.attack}")
 
@@ -525,7 +574,7 @@ def prehandshake(args: argparse.Namespace) -> int:
 
 
 ATTACKS = ["new-cid-limit", "new-cid-retire", "retire-cid-unissued", "retire-cid-flood", "path-challenge",
-           "crypto-gap", "ack-unsent", "ack-ranges", "pn-gaps", "stream-fragments"]
+           "crypto-gap", "ack-unsent", "ack-ranges", "pn-gaps", "stream-fragments", "uni-streams"]
 PREHANDSHAKE = ["initial-crypto-gap", "initial-crypto-flood", "coalesced-flood"]
 
 
@@ -544,7 +593,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--garbage", type=int, default=4, help="coalesced-flood: datagrams of garbage after each ClientHello")
     parser.add_argument("--streams", type=int, default=0, help="stream-fragments: streams to fragment (0: all the server allows)")
     parser.add_argument("--expect-open", action="store_true",
-                        help="stream-fragments: expect no close, and check the connection still echoes")
+                        help="stream-fragments, uni-streams: expect no close, and check the connection still echoes")
+    parser.add_argument("--out-of-order", action="store_true",
+                        help="uni-streams: each stream's second byte first, so the server buffers it out of order")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, stream=sys.stderr)
