@@ -170,6 +170,16 @@ public final class HTTP3Connection {
     /// QUIC layer). After a GOAWAY, the connection may close once this reaches zero.
     public var activeStreamCount: Int { streams.count }
 
+    /// The decoded fields of the header and trailer sections being received (kept until each
+    /// section ends, at most `maxFieldSectionSize` per stream), counted as RFC 9114 section
+    /// 4.2.2 counts a section: name + value + 32 per field. Walks the streams: for a periodic
+    /// look (a listener's buffer limit), not per request.
+    public var receivingFieldSectionBytes: Int {
+        var total = 0
+        for stream in streams.values where !stream.fields.isEmpty { total += stream.fieldSectionSize }
+        return total
+    }
+
     // MARK: Input
 
     /// Feeds bytes that arrived on a stream (any stream: request, control, QPACK, or one the
