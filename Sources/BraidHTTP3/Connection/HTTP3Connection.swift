@@ -57,7 +57,9 @@ import CBraid
 /// waiting on the encoder (QPACK_DECOMPRESSION_FAILED); a body longer than its
 /// content-length fails the connection with H3_MESSAGE_ERROR (nghttp3 0.8 reports it from
 /// its read, not per stream). The engine holds, per stream, at most the body chunks nghttp3
-/// asked for and has not yet written (about one), and the section being received; events
+/// asked for and has not yet written (about one), and the section being received
+/// (`receivingFieldSectionBytes`; a server ends a request whose section takes too long with
+/// `abandonRequest(streamID:code:)`, which drops it); events
 /// wait until taken, and their body bytes are bounded by the QUIC flow-control window as
 /// long as credit goes back only as they are consumed. The peer's
 /// SETTINGS_MAX_FIELD_SECTION_SIZE is not checked on sending (nghttp3 0.8 does not).
