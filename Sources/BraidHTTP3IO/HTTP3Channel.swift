@@ -32,6 +32,9 @@ package final class HTTP3Channel: QUICStreamConsumer {
     package let shutdownGracePeriod: Duration
     /// Server: how many requests the client may cancel while they are handled (nil: any).
     private var cancellationBudget: HTTP3CancellationBudget?
+    /// Server: how long a request stream has, from its opening, to bring its whole header
+    /// section (nil: no limit); past it the stream is refused (`checkRequestHeaderDeadlines`).
+    package let requestHeaderTimeout: Duration?
     package let reference: HTTP3ChannelReference
     package let shared: HTTP3ChannelShared
     // Per-request state below skips the run-time exclusivity check (a runtime call on every
@@ -68,11 +71,16 @@ package final class HTTP3Channel: QUICStreamConsumer {
     /// Server: request streams the client reset or stopped in this pass, counted once the
     /// pass's events and actions are handled (a stop or reset of the server's own comes first).
     @exclusivity(unchecked) private var pendingCancellations: [Int64] = []
+    /// Server: a check of the request header deadlines is scheduled. One timer per connection,
+    /// set as a request stream opens when none is, rather than one per stream.
+    @exclusivity(unchecked) private var headerCheckScheduled = false
+    /// Server: when the last check ran; streams whose deadline had passed by then were checked.
+    private var lastHeaderCheck: MonotonicInstant?
 
     package init(
         role: HTTP3Connection.Role, loop: EventLoop, configuration: HTTP3Configuration = HTTP3Configuration(), bodyBufferLimit: Int = 256 * 1024,
         requestsPerConnection: Int? = nil, shutdownGracePeriod: Duration = .seconds(10), cancellationBudget: HTTP3CancellationBudget? = nil,
-        onRequest: (@Sendable (HTTP3Exchange) -> Void)? = nil
+        requestHeaderTimeout: Duration? = nil, onRequest: (@Sendable (HTTP3Exchange) -> Void)? = nil
     ) {
         self.role = role
         self.configuration = configuration
@@ -80,6 +88,7 @@ package final class HTTP3Channel: QUICStreamConsumer {
         self.requestsPerConnection = requestsPerConnection
         self.shutdownGracePeriod = shutdownGracePeriod
         self.cancellationBudget = cancellationBudget
+        self.requestHeaderTimeout = role == .server ? requestHeaderTimeout : nil
         reference = HTTP3ChannelReference(loop: loop, bodyLimit: bodyBufferLimit)
         shared = HTTP3ChannelShared(onRequest: onRequest)
         reference.channel = self
@@ -111,6 +120,9 @@ package final class HTTP3Channel: QUICStreamConsumer {
 
     package func channel(_ channel: QUICChannel, streamEvent event: QUICEvent, engine quicEngine: QUICConnection, context: LoopContext) {
         switch event {
+        case .streamOpened(let id):
+            // A request stream (client-initiated, bidirectional): its header deadline starts.
+            if id & 3 == 0, !headerCheckScheduled, let timeout = requestHeaderTimeout { scheduleHeaderCheck(at: context.now + timeout, context) }
         case .streamReadable(let id):
             if engine == nil { waitingReadable.insert(id) } else { read(id, quicEngine, context: context) }
         case .streamWritable(let id):
@@ -140,6 +152,10 @@ package final class HTTP3Channel: QUICStreamConsumer {
     package func channelEnded(_ channel: QUICChannel, error: any Error) {
         end(error)
     }
+
+    /// Server: the decoded fields of the header sections being received, which no handler
+    /// has yet (a listener's buffer limit counts them).
+    package var heldBytes: Int { engine?.receivingFieldSectionBytes ?? 0 }
 
     // MARK: Engine
 
@@ -496,6 +512,54 @@ package final class HTTP3Channel: QUICStreamConsumer {
         guard credit > 0, let quicEngine = quic?.engine else { return }
         quicEngine.returnCredit(streamID: streamID, bytes: credit)
         quic?.transmit(context)
+    }
+
+    // MARK: Request header deadline (server)
+
+    private func scheduleHeaderCheck(at deadline: MonotonicInstant, _ context: LoopContext) {
+        headerCheckScheduled = true
+        context.schedule(at: deadline) { [weak self] context in self?.checkRequestHeaderDeadlines(context) }
+    }
+
+    /// Refuses every open request stream whose header section has not come whole within
+    /// `requestHeaderTimeout` of its opening, then sets the next check at the earliest deadline
+    /// still ahead (none while no request stream is open: the next one's opening sets it).
+    /// Each stream is looked at once, when its deadline passes; a stream that closed before
+    /// then costs nothing here.
+    private func checkRequestHeaderDeadlines(_ context: LoopContext) {
+        headerCheckScheduled = false
+        guard let timeout = requestHeaderTimeout, finalError == nil, let quicEngine = quic?.engine, !quicEngine.isClosed else { return }
+        let now = context.now
+        guard let engine else {
+            // 0-RTT requests before the handshake completed: looked at once the engine runs.
+            scheduleHeaderCheck(at: now + timeout, context)
+            return
+        }
+        // Requests that came whole in this pass reach their exchanges first.
+        service(context)
+        guard finalError == nil else { return }
+        let lastCheck = lastHeaderCheck
+        lastHeaderCheck = now
+        var late: [Int64] = []
+        var next: MonotonicInstant?
+        quicEngine.forEachOpenPeerBidirectionalStream { id, openedAt in
+            let deadline = openedAt + timeout
+            if deadline > now {
+                next = min(next ?? deadline, deadline)
+            } else if lastCheck.map({ deadline > $0 }) ?? true, exchanges[id] == nil, !endedByServer.contains(id) {
+                late.append(id)
+            }
+        }
+        if !late.isEmpty {
+            Self.logger.debug("HTTP/3 request streams refused: no complete header section within \(timeout)", metadata: ["streams": "\(late)"])
+            // H3_REQUEST_REJECTED (RFC 9114 section 8.1) tells the client that no part of the
+            // request was processed, so it may retry it: true here, as no handler ran and
+            // nothing of the header section was acted on.
+            for id in late { engine.abandonRequest(streamID: id, code: .requestRejected) }
+            service(context)
+        }
+        // At least a millisecond ahead: a timer that fires a little early must not spin.
+        if let next { scheduleHeaderCheck(at: max(next, now + .milliseconds(1)), context) }
     }
 
     // MARK: Graceful shutdown (server)

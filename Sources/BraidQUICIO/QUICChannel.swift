@@ -29,6 +29,10 @@ package protocol QUICStreamConsumer: AnyObject {
     func channelBecameReady(_ channel: QUICChannel, engine: QUICConnection, context: LoopContext)
     /// The channel ended with `error` (described); the channel has dropped the consumer.
     func channelEnded(_ channel: QUICChannel, error: any Error)
+    /// Bytes the consumer holds for the connection that no engine counts (HTTP/3: header
+    /// sections being received), counted in the channel's `heldBytes`. Asked once per sweep
+    /// of a listener's buffer limit, on the loop.
+    var heldBytes: Int { get }
 }
 
 /// How a channel reaches its datapath: the client driver (its own socket) or a server
@@ -273,11 +277,11 @@ package final class QUICChannel: ConnectionChannel {
     }
 
     /// Bytes the channel holds outside the engine: datagrams sent and not yet in the engine,
-    /// received datagrams and stream bytes the application has not read, and stream bytes
-    /// queued that the engine has not taken (a listener's buffer limit counts them with the
-    /// engine's, `QUICConnection.heldBytes`).
+    /// received datagrams and stream bytes the application has not read, stream bytes
+    /// queued that the engine has not taken, and what its stream consumer holds (a listener's
+    /// buffer limit counts them with the engine's, `QUICConnection.heldBytes`).
     package var heldBytes: Int {
-        var total = datagramOutbox.heldBytes + datagramInbox.heldBytes
+        var total = datagramOutbox.heldBytes + datagramInbox.heldBytes + (streamConsumer?.heldBytes ?? 0)
         for (bytes, _) in datagramSendWaiters { total += bytes.count }
         for stream in streams.values { total += stream.outbox.queuedBytes + stream.inbox.available }
         for sink in peerStreamSinks.values { total += sink.inbox.available }

@@ -37,6 +37,21 @@ extension NetworkListener where ApplicationProtocol == QUIC {
     /// that limit; and a client that cancels more requests than `requestCancellationLimit`
     /// allows (the "rapid reset" attack) is closed with H3_EXCESSIVE_LOAD (nil: no limit).
     ///
+    /// A request stream whose whole header section has not arrived within
+    /// `requestHeaderTimeout` of the stream's opening (a client trickling it, or sending
+    /// nothing) is refused: the server stops reading it and resets it with H3_REQUEST_REJECTED
+    /// (0x10b: nothing of it was processed, so the client may retry it), drops the fields
+    /// received so far, and runs no handler for it (nil: no deadline). Until then, the fields
+    /// decoded so far (at most 64 KiB per stream) count against the listener's
+    /// `connectionBufferLimit`.
+    ///
+    /// ```swift
+    /// // Slow clients on long paths get 30 s to send a request's header section.
+    /// try await listener.runHTTP3(requestHeaderTimeout: .seconds(30)) { request, _ in
+    ///     (HTTPResponse(status: .ok), .data(Data("hello".utf8)))
+    /// }
+    /// ```
+    ///
     /// Handlers run on their connection's event loop thread (each is a task preferring the
     /// loop as its executor), so the loop resumes them without a hop to other threads; a
     /// handler that computes for long holds up the loop's other connections meanwhile, and
@@ -56,6 +71,7 @@ extension NetworkListener where ApplicationProtocol == QUIC {
         requestsPerConnection: Int? = nil,
         shutdownGracePeriod: Duration = .seconds(10),
         requestCancellationLimit: HTTP3RequestCancellationLimit? = .default,
+        requestHeaderTimeout: Duration? = .seconds(10),
         _ handler: @escaping @Sendable (HTTPRequest, HTTP3IncomingBody) async throws -> (HTTPResponse, HTTP3ResponseBody)
     ) async throws {
         if let requestsPerConnection, requestsPerConnection < 1 {
@@ -64,6 +80,10 @@ extension NetworkListener where ApplicationProtocol == QUIC {
         if let limit = requestCancellationLimit, limit.requests < 1 || limit.interval <= .zero {
             throw NetworkError.invalidConfiguration(
                 "requestCancellationLimit must allow at least 1 request over a positive interval (it allows \(limit.requests) per \(limit.interval))")
+        }
+        if let requestHeaderTimeout, requestHeaderTimeout <= .zero {
+            throw NetworkError.invalidConfiguration(
+                "requestHeaderTimeout must be positive (it is \(requestHeaderTimeout)); pass nil for no deadline on a request's header section")
         }
         let cancellationBudget = requestCancellationLimit.map { HTTP3CancellationBudget(requests: $0.requests, per: $0.interval) }
         guard parameters.stack.alpn.contains("h3") else {
@@ -102,7 +122,7 @@ extension NetworkListener where ApplicationProtocol == QUIC {
             let running = RunningHandlers()
             let http3 = HTTP3Channel(
                 role: .server, loop: channel.loop, requestsPerConnection: requestsPerConnection, shutdownGracePeriod: shutdownGracePeriod,
-                cancellationBudget: cancellationBudget, onRequest: { exchange in Self.startHandler(exchange, on: loop, running: running, handler) }
+                cancellationBudget: cancellationBudget, requestHeaderTimeout: requestHeaderTimeout, onRequest: { exchange in Self.startHandler(exchange, on: loop, running: running, handler) }
             )
             http3.attach(to: channel)
             let requests = http3.shared.requests, key = ObjectIdentifier(channel)

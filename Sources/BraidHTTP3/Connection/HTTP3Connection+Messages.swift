@@ -71,6 +71,26 @@ extension HTTP3Connection {
         cancel(stream, code: code)
     }
 
+    /// Server: ends a request stream whose request will not be processed (its header section
+    /// did not arrive in time): STOP_SENDING and RESET_STREAM with `code`, the fields received
+    /// so far dropped, and no event for it from now on. Works as well on a stream nghttp3 has
+    /// not read a byte of yet; nothing happens once the connection has failed.
+    public func abandonRequest(streamID: Int64, code: HTTP3ErrorCode) {
+        guard role == .server, failure == nil, let conn else { return }
+        if sectionStream?.id == streamID { sectionStream = nil }
+        guard let stream = streams[streamID] else {
+            nghttp3_conn_shutdown_stream_read(conn, streamID)
+            nghttp3_conn_shutdown_stream_write(conn, streamID)
+            actions.append(.stopSending(streamID: streamID, code: code))
+            actions.append(.resetStream(streamID: streamID, code: code))
+            return
+        }
+        stream.receiveEnded = true
+        stream.fields = []
+        stream.fieldSectionSize = 0
+        cancel(stream, code: code)
+    }
+
     /// Server: the first step of a graceful shutdown, a GOAWAY that stops new requests
     /// without refusing any in flight (ID `(1 << 62) - 4`). Call `shutdown()` an RTT or so
     /// later.

@@ -57,7 +57,9 @@ import CBraid
 /// waiting on the encoder (QPACK_DECOMPRESSION_FAILED); a body longer than its
 /// content-length fails the connection with H3_MESSAGE_ERROR (nghttp3 0.8 reports it from
 /// its read, not per stream). The engine holds, per stream, at most the body chunks nghttp3
-/// asked for and has not yet written (about one), and the section being received; events
+/// asked for and has not yet written (about one), and the section being received
+/// (`receivingFieldSectionBytes`; a server ends a request whose section takes too long with
+/// `abandonRequest(streamID:code:)`, which drops it); events
 /// wait until taken, and their body bytes are bounded by the QUIC flow-control window as
 /// long as credit goes back only as they are consumed. The peer's
 /// SETTINGS_MAX_FIELD_SECTION_SIZE is not checked on sending (nghttp3 0.8 does not).
@@ -169,6 +171,16 @@ public final class HTTP3Connection {
     /// Request streams the engine still tracks (open, or finished but not yet closed by the
     /// QUIC layer). After a GOAWAY, the connection may close once this reaches zero.
     public var activeStreamCount: Int { streams.count }
+
+    /// The decoded fields of the header and trailer sections being received (kept until each
+    /// section ends, at most `maxFieldSectionSize` per stream), counted as RFC 9114 section
+    /// 4.2.2 counts a section: name + value + 32 per field. Walks the streams: for a periodic
+    /// look (a listener's buffer limit), not per request.
+    public var receivingFieldSectionBytes: Int {
+        var total = 0
+        for stream in streams.values where !stream.fields.isEmpty { total += stream.fieldSectionSize }
+        return total
+    }
 
     // MARK: Input
 

@@ -70,6 +70,7 @@ extension QUICConnection {
             let connection = QUICConnection.from(userData)
             if connection.streams[streamID] == nil {
                 let stream = StreamState(id: streamID)
+                stream.openedAt = connection.currentTime
                 // Before the stream's first bytes, which ngtcp2 hands over next.
                 stream.sink = connection.makeStreamSink?(streamID)
                 connection.streams[streamID] = stream

@@ -329,6 +329,17 @@ extension QUICConnection {
         close(transportErrorCode: UInt64(NGTCP2_NO_ERROR), reason: Self.unidirectionalStreamLimitReason(granted), now: currentTime)
     }
 
+    /// Calls `body` with each bidirectional stream the peer opened that ngtcp2 has not closed
+    /// and we have not reset, and when it opened: a protocol above walks them for its deadlines
+    /// (an HTTP/3 server's for request header sections) instead of timing each stream itself.
+    /// `body` must not call the engine.
+    package func forEachOpenPeerBidirectionalStream(_ body: (_ streamID: Int64, _ openedAt: QUICInstant) -> Void) {
+        for stream in streams.values
+        where stream.id & 2 == 0 && !isLocallyInitiated(streamID: stream.id) && !stream.closedByEngine && !stream.locallyReset {
+            body(stream.id, stream.openedAt)
+        }
+    }
+
     /// Keeps a peer-opened stream counting against the peer's stream limit after it closes,
     /// until `releaseStreamCredit(streamID:)`: work the stream started (a request's handler)
     /// then counts as the stream did, so a peer that resets streams at once cannot start more

@@ -227,6 +227,8 @@ final class StreamState {
     @exclusivity(unchecked) var receiveWindow: UInt64?
     @exclusivity(unchecked) var receivePending: UInt64 = 0
     @exclusivity(unchecked) var lastReceiveGrant: UInt64?
+    /// Peer-opened streams: when the peer opened it (for deadlines of the protocol above).
+    @exclusivity(unchecked) var openedAt = QUICInstant(nanoseconds: 0)
 
     init(id: Int64) { self.id = id }
 }

@@ -113,6 +113,40 @@ import Testing
         #expect(pipe.closes.isEmpty)
     }
 
+    /// A header section that never ends (a slowloris): the server engine holds its decoded
+    /// fields, which `receivingFieldSectionBytes` counts as RFC 9114 does. `abandonRequest`
+    /// ends the stream with the code given (STOP_SENDING and RESET_STREAM), frees the fields,
+    /// and no event reports the request; on a stream the engine has not read a byte of it does
+    /// the same. A request on another stream is answered afterwards.
+    @Test func anAbandonedRequestFreesItsFieldsAndReachesNoApplication() throws {
+        let pipe = try HTTP3Pipe(seed: 32)
+        pipe.serverApp.respond = { _, _ in HTTP3TestApp.Response(fields: HTTP3EngineTests.ok()) }
+        let slow = pipe.openRequestStream()
+        let padding = String(repeating: "p", count: 100)
+        // HEADERS announcing 16,383 bytes, the section's prefix, and far fewer bytes of fields.
+        let lines = [Self.methodGET, Self.schemeHTTPS, Self.authority, Self.pathRoot] + (0..<3).map { _ in Self.literal("x-pad", padding) }
+        pipe.inject(from: .client, streamID: slow, bytes: [0x01, 0x7F, 0xFF, 0x00, 0x00] + lines.flatMap { $0 })
+        pipe.run()
+        // Name + value + 32 per field.
+        let held = (7 + 3 + 32) + (7 + 5 + 32) + (10 + 11 + 32) + (5 + 1 + 32) + 3 * (5 + 100 + 32)
+        #expect(pipe.server.receivingFieldSectionBytes == held)
+        #expect(pipe.serverApp.messages[slow] == nil)
+
+        pipe.server.abandonRequest(streamID: slow, code: .requestRejected)
+        #expect(pipe.server.receivingFieldSectionBytes == 0)
+        let unread = pipe.openRequestStream()
+        pipe.server.abandonRequest(streamID: unread, code: .requestRejected)
+        let good = try pipe.request(HTTP3EngineTests.get("/good"))
+        #expect(pipe.run { pipe.clientApp.messages[good]?.ended == true })
+        for id in [slow, unread] {
+            #expect(pipe.actions[.server]!.contains(.stopSending(streamID: id, code: .requestRejected)))
+            #expect(pipe.actions[.server]!.contains(.resetStream(streamID: id, code: .requestRejected)))
+            #expect(pipe.serverApp.messages[id] == nil)
+        }
+        #expect(pipe.server.receivingFieldSectionBytes == 0)
+        #expect(pipe.closes.isEmpty)
+    }
+
     /// Holds the client's own control and QPACK streams back and delivers `bytes` on another
     /// client unidirectional stream instead; returns the code the server closed with.
     func serverClose(afterClientStream bytes: [UInt8], fin: Bool = false) throws -> HTTP3ErrorCode? {

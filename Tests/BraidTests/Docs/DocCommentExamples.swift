@@ -113,6 +113,16 @@ func docExample_NetworkListener_runHTTP3() async throws {
     }
 }
 
+func docExample_NetworkListener_runHTTP3_requestHeaderTimeout() async throws {
+    let listener = NetworkListener(port: 4433) {
+        QUIC(alpn: ["h3"]).identity(certificateChainFile: "cert.pem", privateKeyFile: "key.pem")
+    }
+    // Slow clients on long paths get 30 s to send a request's header section.
+    try await listener.runHTTP3(requestHeaderTimeout: .seconds(30)) { request, _ in
+        (HTTPResponse(status: .ok), .data(Data("hello".utf8)))
+    }
+}
+
 /// Sources/Braid/HTTP3/HTTP3RequestCancellationLimit.swift
 func docExample_HTTP3RequestCancellationLimit() async throws {
     let listener = NetworkListener(port: 4433) {
