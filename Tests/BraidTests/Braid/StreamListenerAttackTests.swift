@@ -171,7 +171,8 @@ import Testing
 
     /// Who does not read.
     enum NonReader: String, CaseIterable, Sendable {
-        /// The client never reads what the application sends it (16 KiB messages, without end).
+        /// The client never reads what the application sends it (16 KiB messages from four
+        /// tasks, without end).
         case client
         /// The application never reads what the client sends it (1 MiB messages, without end).
         case application
@@ -192,8 +193,14 @@ import Testing
         var hostileStarted: Bool { hostile.withLock { !$0.isEmpty } }
         /// The hostile connection's handler has ended, for whatever reason.
         var hostileEnded: Bool { hostile.withLock { $0.count > 1 } }
+        /// Bytes the handler has sent the hostile connection so far.
+        private let sent = Locked(0)
+        func noteSent(_ count: Int) { sent.withLock { $0 += count } }
         /// What the listener saw of the hostile connection, for a failure's message.
-        var hostileHistory: String { hostile.withLock { $0.isEmpty ? "its handler never got its first message" : $0.joined(separator: "; ") } }
+        var hostileHistory: String {
+            let events = hostile.withLock { $0.isEmpty ? "its handler never got its first message" : $0.joined(separator: "; ") }
+            return "\(events); the handler sent it \(sent.withLock { $0 }) bytes"
+        }
     }
 
     static let nonReaderCases = Stack.allCases.flatMap { stack in NonReader.allCases.map { (stack, $0) } }
@@ -210,12 +217,14 @@ import Testing
         let limit = 32 << 10
         let outcomes = Outcomes()
         let chunk = Data(repeating: 0x5A, count: 1 << 20)
-        // What the handler sends a client that never reads: sends this small return as soon as
-        // they are queued, so once the kernel's buffers are full the connection holds a whole
-        // send buffer (1 MiB) of them. A large send would wait to be written instead, and the
-        // connection would hold only its unwritten rest, which can be any size down to a few
-        // bytes, depending on how much the kernel took.
+        // What the handler sends a client that never reads, from four tasks at once: once the
+        // kernel's buffers are full, a send waits until its bytes are with the socket, and the
+        // sends behind it wait queued, and counted, so the connection holds at least three
+        // whole ones (48 KiB). One sender alone could be left waiting on the unwritten rest of
+        // its last send, which can be any size down to a few bytes (the kernel took the rest:
+        // how much varies), and the connection would hold less than the limit.
         let answer = Data(repeating: 0x5A, count: 16 << 10)
+        let senders = 4
         let server = try await stack.listen(bufferLimit: limit) { peer in
             var isHostile = false
             do {
@@ -227,7 +236,19 @@ import Testing
                 isHostile = true
                 outcomes.noteHostile("started")
                 // Until the connection ends: the kernel's buffers take tens of MiB first.
-                while nonReader == .client { try await peer.send(answer) }
+                if nonReader == .client {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for _ in 0..<senders {
+                            group.addTask {
+                                while true {
+                                    try await peer.send(answer)
+                                    outcomes.noteSent(answer.count)
+                                }
+                            }
+                        }
+                        try await group.next()
+                    }
+                }
             } catch {
                 if let error = error as? NetworkError { outcomes.add(error) }
                 if isHostile { outcomes.noteHostile("ended: \(error)") }
