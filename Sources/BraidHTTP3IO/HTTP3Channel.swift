@@ -153,9 +153,16 @@ package final class HTTP3Channel: QUICStreamConsumer {
         end(error)
     }
 
-    /// Server: the decoded fields of the header sections being received, which no handler
-    /// has yet (a listener's buffer limit counts them).
-    package var heldBytes: Int { engine?.receivingFieldSectionBytes ?? 0 }
+    /// What the connection holds between the engine and the applications, which a listener's
+    /// buffer limit counts: the decoded fields of header sections being received (no handler
+    /// has them yet), and each exchange's body bytes, received and not yet read (a handler
+    /// that does not read holds up to its stream's window) or queued to send and not yet taken
+    /// by the engine (up to the body outbox's limit).
+    package var heldBytes: Int {
+        var total = engine?.receivingFieldSectionBytes ?? 0
+        for exchange in exchanges.values { total += exchange.inbox.available + exchange.outbox.queuedBytes }
+        return total
+    }
 
     // MARK: Engine
 

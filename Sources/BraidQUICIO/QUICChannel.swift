@@ -30,7 +30,8 @@ package protocol QUICStreamConsumer: AnyObject {
     /// The channel ended with `error` (described); the channel has dropped the consumer.
     func channelEnded(_ channel: QUICChannel, error: any Error)
     /// Bytes the consumer holds for the connection that no engine counts (HTTP/3: header
-    /// sections being received), counted in the channel's `heldBytes`. Asked once per sweep
+    /// sections being received, request and response bodies between the engine and the
+    /// handlers), counted in the channel's `heldBytes`. Asked once per sweep
     /// of a listener's buffer limit, on the loop.
     var heldBytes: Int { get }
 }

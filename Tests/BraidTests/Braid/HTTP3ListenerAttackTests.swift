@@ -12,7 +12,8 @@ import Testing
 /// client is served meanwhile.
 @Suite(.serialized, .timeLimit(.minutes(5))) struct HTTP3ListenerAttackTests {
     /// An HTTP/3 listener on 127.0.0.1: `/big` answers 64 MiB, written as the client reads;
-    /// any other path answers "hello". Counts the requests its handler was called for.
+    /// `/hold` reads none of its request body and waits until the request or the listener
+    /// ends; any other path answers "hello". Counts the requests its handler was called for.
     private static func start(
         configure: (QUIC) -> QUIC = { $0 }, bufferLimit: Int? = nil, requestHeaderTimeout: Duration? = .seconds(10), handled: ManagedCounter
     ) async throws -> (listener: NetworkListener<QUIC>, task: Task<Void, any Error>) {
@@ -23,6 +24,7 @@ import Testing
         let task = Task {
             try await listener.runHTTP3(requestHeaderTimeout: requestHeaderTimeout) { request, _ in
                 handled.increment()
+                if request.path == "/hold" { try await Task.sleep(for: .seconds(3600)) }
                 guard request.path == "/big" else { return (HTTPResponse(status: .ok), .data(Data("hello".utf8))) }
                 return (HTTPResponse(status: .ok), .stream { writer in
                     let chunk = Data(repeating: 0x5A, count: 64 << 10)
@@ -229,6 +231,46 @@ import Testing
         #expect(try await client.data(for: Self.get("/5", port: port)).0 == Data("hello".utf8))
         #expect(handled.value == 1, "\(handled.value) handlers ran")
         print("HTTP/3 header sections held: \(streamCount) streams, \(held) bytes of fields; budget peak \(budget.peak) bytes, now \(budget.buffered)")
+    }
+
+    /// Sixteen uploads of 256 KiB to a handler that never reads its request body: each
+    /// stream's body bytes wait for the handler in its exchange, up to the stream's window
+    /// (64 KiB; the connection's is large enough for all sixteen), and the listener's buffer
+    /// budget counts them, though QUIC has handed them over. A legitimate client is served
+    /// meanwhile.
+    @Test func requestBodiesAHandlerHasNotReadCountAgainstTheBufferLimit() async throws {
+        let handled = ManagedCounter()
+        let window = 64 << 10, uploads = 16
+        let server = try await Self.start(
+            configure: { $0.initialMaxStreamDataBidirectionalRemote(window).initialMaxData(4 << 20) }, handled: handled)
+        defer { server.task.cancel() }
+        let port = server.listener.port!.rawValue
+        let budget = try #require(server.listener.bufferBudget.withLock { $0 })
+
+        let uploader = HTTP3Client(quic: testClient(alpn: ["h3"]))
+        defer { uploader.close() }
+        let body = Data(repeating: 0x42, count: 256 << 10)
+        let request = HTTPRequest(method: .post, scheme: "https", authority: "localhost:\(port)", path: "/hold")
+        let sending = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<uploads { group.addTask { _ = try await uploader.upload(for: request, from: body) } }
+                try await group.waitForAll()
+            }
+        }
+        defer { sending.cancel() }
+
+        // Each stream's window, less its request's head and frame headers (well under 4 KiB).
+        let held = uploads * (window - 4096)
+        let deadline = ContinuousClock.now + .seconds(90)
+        while (budget.peak < held || handled.value < uploads) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(budget.peak >= held, "peak \(budget.peak), bodies held at least \(held)")
+        #expect(handled.value == uploads, "\(handled.value) handlers ran")
+
+        // Served while they hold.
+        let client = HTTP3Client(quic: testClient(alpn: ["h3"]))
+        defer { client.close() }
+        #expect(try await client.data(for: Self.get("/5", port: port)).0 == Data("hello".utf8))
+        print("HTTP/3 unread request bodies: \(uploads) streams of \(window >> 10) KiB windows; budget peak \(budget.peak) bytes, now \(budget.buffered)")
     }
 
     /// `runHTTP3` refuses a header deadline that is not positive, before it binds.
