@@ -97,8 +97,9 @@ import Testing
             "-cert", Fixtures.path("server.pem"), "-key", Fixtures.path("server-key.pem"),
         ], standardInput: input.readEnd)
         // s_server reads its input only once a client is connected, and sends each line it reads
-        // as one record (one message here).
-        input.feed(Array("line from openssl\n".utf8))
+        // as one record (one message here); again every 2 s, as a datagram lost on a busy
+        // loopback is not resent (the first to arrive is the one checked).
+        input.feed(Array("line from openssl\n".utf8), repeatingEvery: 2)
         defer { input.close() }
         // -quiet prints nothing but what it receives: wait until its socket is bound.
         try await waitForUDPPort(port, of: server)
@@ -144,7 +145,8 @@ import Testing
                 "s_client", "-dtls1_2", "-connect", "127.0.0.1:\(listener.port!.rawValue)", "-servername", "localhost",
                 "-verify_hostname", "localhost", "-CAfile", Fixtures.caFile, "-verify_return_error", "-alpn", "echo",
             ], standardInput: input.readEnd)
-        input.feed(Array("hello from openssl\n".utf8))
+        // Sent again every 2 s until echoed: a datagram lost on a busy loopback is not resent.
+        input.feed(Array("hello from openssl\n".utf8), repeatingEvery: 2)
         defer { input.close() }
         let deadline = Date().addingTimeInterval(90)
         // s_client prints the handshake's summary, then what the listener echoed.

@@ -143,7 +143,10 @@ final class InputPipe: Sendable {
 
     /// Starts writing `bytes` (the child reads them at its pace); the write end stays open
     /// until `close()`. Call after starting the child, whose copy of the read end is its own.
-    func feed(_ bytes: [UInt8]) {
+    /// With `interval`, writes them again every `interval` seconds until `close()`: a line a
+    /// DTLS peer sends as one record is lost for good if the datagram is (DTLS does not resend
+    /// application data), and loopback drops datagrams when other tests flood it.
+    func feed(_ bytes: [UInt8], repeatingEvery interval: Double? = nil) {
         Glibc.close(readEnd)
         let writeEnd = writeEnd
         let release = release
@@ -153,18 +156,25 @@ final class InputPipe: Sendable {
             sigemptyset(&pipeSignal)
             sigaddset(&pipeSignal, SIGPIPE)
             pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
-            bytes.withUnsafeBytes { buffer in
-                var offset = 0
-                while offset < buffer.count {
-                    let written = Glibc.write(writeEnd, buffer.baseAddress! + offset, buffer.count - offset)
-                    if written < 0 {
-                        if errno == EINTR { continue }
-                        break
+            func writeAll() -> Bool {
+                bytes.withUnsafeBytes { buffer in
+                    var offset = 0
+                    while offset < buffer.count {
+                        let written = Glibc.write(writeEnd, buffer.baseAddress! + offset, buffer.count - offset)
+                        if written < 0 {
+                            if errno == EINTR { continue }
+                            return false
+                        }
+                        offset += written
                     }
-                    offset += written
+                    return true
                 }
             }
-            release.wait()
+            if writeAll(), let interval {
+                while release.wait(timeout: .now() + interval) == .timedOut, writeAll() {}
+            } else {
+                release.wait()
+            }
             Glibc.close(writeEnd)
         }
         thread.start()
