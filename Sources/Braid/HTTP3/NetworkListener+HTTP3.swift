@@ -43,7 +43,8 @@ extension NetworkListener where ApplicationProtocol == QUIC {
     /// (0x10b: nothing of it was processed, so the client may retry it), drops the fields
     /// received so far, and runs no handler for it (nil: no deadline). Until then, the fields
     /// decoded so far (at most 64 KiB per stream) count against the listener's
-    /// `connectionBufferLimit`.
+    /// `connectionBufferLimit`, as do request body bytes a handler has not read yet and
+    /// response body bytes waiting for their stream.
     ///
     /// ```swift
     /// // Slow clients on long paths get 30 s to send a request's header section.
