@@ -9,6 +9,17 @@ import Testing
 @Suite(.ownThread) struct UnidirectionalStreamLimitTests {
     static let limit: UInt64 = 12
 
+    /// A client connected over the in-memory wire to a server that gives `initialCredit`
+    /// unidirectional streams at first and `limit` over a connection's life.
+    private func connect(initialCredit: UInt64 = 3, limit: UInt64 = Self.limit) throws -> (run: StreamTests.EchoRun, client: QUICConnection, server: QUICConnection) {
+        let run = try StreamTests.EchoRun {
+            $0.transport.initialMaxUnidirectionalStreams = initialCredit
+            $0.transport.peerUnidirectionalStreamLimit = limit
+        }
+        let client = try run.connect(Fixtures.client())
+        return (run, client, try #require(run.network.serverConnections.first))
+    }
+
     /// Opens one-byte unidirectional streams as fast as the server grants them until the
     /// client cannot open another (no credit, or closed); returns how many it opened, and
     /// the most it was ever allowed (opened plus credit left).
@@ -28,12 +39,7 @@ import Testing
     }
 
     @Test func peerGetsNoCreditPastTheLimitAndTheConnectionClosesWithItsReason() throws {
-        let run = try StreamTests.EchoRun {
-            $0.transport.initialMaxUnidirectionalStreams = 3
-            $0.transport.peerUnidirectionalStreamLimit = Self.limit
-        }
-        let client = try run.connect(Fixtures.client())
-        let server = try #require(run.network.serverConnections.first)
+        let (run, client, server) = try connect()
         let (opened, allowed) = try openUntilRefused(client, run, upTo: 10 * Int(Self.limit))
         #expect(opened == Int(Self.limit))
         #expect(allowed == Int(Self.limit), "the peer was allowed \(allowed) unidirectional streams")
@@ -49,12 +55,7 @@ import Testing
     /// Below the limit nothing changes: credit comes back for every stream consumed, and what
     /// ngtcp2 keeps of each is counted in the figure a listener's buffer limit reads.
     @Test func streamsBelowTheLimitReturnCreditAndCountTheirRetainedState() throws {
-        let run = try StreamTests.EchoRun {
-            $0.transport.initialMaxUnidirectionalStreams = 3
-            $0.transport.peerUnidirectionalStreamLimit = Self.limit
-        }
-        let client = try run.connect(Fixtures.client())
-        let server = try #require(run.network.serverConnections.first)
+        let (run, client, server) = try connect()
         let idleBound = server.engineReceiveBound
         let (opened, _) = try openUntilRefused(client, run, upTo: Int(Self.limit) - 2)
         #expect(opened == Int(Self.limit) - 2)
@@ -70,12 +71,7 @@ import Testing
     /// A limit below the peer's initial credit: the initial credit stands, and the connection
     /// closes only once all of it is consumed.
     @Test func initialCreditAboveTheLimitStands() throws {
-        let run = try StreamTests.EchoRun {
-            $0.transport.initialMaxUnidirectionalStreams = 3
-            $0.transport.peerUnidirectionalStreamLimit = 1
-        }
-        let client = try run.connect(Fixtures.client())
-        let server = try #require(run.network.serverConnections.first)
+        let (run, client, server) = try connect(limit: 1)
         let (opened, allowed) = try openUntilRefused(client, run, upTo: 10)
         #expect(opened == 3 && allowed == 3)
         #expect(run.network.run(for: .seconds(30)) { server.isClosed })
