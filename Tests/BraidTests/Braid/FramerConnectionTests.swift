@@ -33,11 +33,7 @@ import BraidCore
     /// sends them all before reading, so the echo's bytes arrive in whatever pieces TCP makes.
     @Test(.timeLimit(.minutes(10)), arguments: Lower.allCases)
     func messagesOfManySizesEchoWhole(_ lower: Lower) async throws {
-        try await MemoryWorld.run { world in
-            let server = try await RunningFramedListener.start(lower.server, port: world.port(), handler: echoMessages)
-            defer { server.task.cancel() }
-            let connection = NetworkConnection(to: server.endpoint) { lower.client }
-            defer { connection.cancel() }
+        try await Self.withEchoConnection(over: lower) { connection in
             let payloads = Self.sizes.enumerated().map { Data(pattern(seed: UInt64($0.offset), count: $0.element)) }
             async let sent: Void = {
                 for (index, payload) in payloads.enumerated() { try await connection.send(payload, type: index * 1000) }
@@ -60,16 +56,24 @@ import BraidCore
             + Data(pattern(seed: UInt64(sender * 1000 + sequence), count: size))
     }
 
-    /// Eight tasks send 40 messages each while four tasks receive on the same connection:
-    /// every message arrives whole (its content matches its type and sequence number) exactly
-    /// once.
-    @Test(.timeLimit(.minutes(10)), arguments: Lower.allCases)
-    func concurrentSendersAndReceiversGetWholeMessages(_ lower: Lower) async throws {
+    /// Runs `body` in a memory world, with a client connected over `lower` to a listener that
+    /// echoes every message.
+    static func withEchoConnection(over lower: Lower, _ body: @escaping @Sendable (NetworkConnection<TLV>) async throws -> Void) async throws {
         try await MemoryWorld.run { world in
             let server = try await RunningFramedListener.start(lower.server, port: world.port(), handler: echoMessages)
             defer { server.task.cancel() }
             let connection = NetworkConnection(to: server.endpoint) { lower.client }
             defer { connection.cancel() }
+            try await body(connection)
+        }
+    }
+
+    /// Eight tasks send 40 messages each while four tasks receive on the same connection:
+    /// every message arrives whole (its content matches its type and sequence number) exactly
+    /// once.
+    @Test(.timeLimit(.minutes(10)), arguments: Lower.allCases)
+    func concurrentSendersAndReceiversGetWholeMessages(_ lower: Lower) async throws {
+        try await Self.withEchoConnection(over: lower) { connection in
             let senders = 8, perSender = 40, receivers = 4
             let keys = try await withThrowingTaskGroup(of: [String].self) { group in
                 for sender in 0..<senders {
@@ -104,11 +108,7 @@ import BraidCore
     /// Types are `Int`s, as Apple's are: the whole 32-bit range of the wire's type field goes
     /// and comes back, and a type outside it throws without sending anything.
     @Test(.timeLimit(.minutes(10))) func typesOutsideTheWiresRangeAreRefusedAndNothingIsSent() async throws {
-        try await MemoryWorld.run { world in
-            let server = try await RunningFramedListener.start(Lower.tcp.server, port: world.port(), handler: echoMessages)
-            defer { server.task.cancel() }
-            let connection = NetworkConnection(to: server.endpoint) { Lower.tcp.client }
-            defer { connection.cancel() }
+        try await Self.withEchoConnection(over: .tcp) { connection in
             for type in [-1, Int(UInt32.max) + 1, Int.min] {
                 await #expect(throws: NetworkError.messageTypeOutOfRange(type: type)) {
                     try await connection.send(Data("refused".utf8), type: type)
@@ -122,11 +122,7 @@ import BraidCore
     }
 
     @Test(.timeLimit(.minutes(10))) func cancelledReceivesLoseNoMessage() async throws {
-        try await MemoryWorld.run { world in
-            let server = try await RunningFramedListener.start(Lower.tcp.server, port: world.port(), handler: echoMessages)
-            defer { server.task.cancel() }
-            let connection = NetworkConnection(to: server.endpoint) { Lower.tcp.client }
-            defer { connection.cancel() }
+        try await Self.withEchoConnection(over: .tcp) { connection in
             func expectCancelled(_ task: Task<(content: Data, metadata: TLV.Metadata), any Error>) async {
                 await #expect(throws: NetworkError.cancelled) { try await task.value }
             }
@@ -306,11 +302,7 @@ import BraidCore
     /// ones without contiguous storage (a lazy map, a range's bytes), which take the generic path.
     @Test(.timeLimit(.minutes(10)), arguments: Lower.allCases)
     func everyKindOfCollectionIsSentWhole(_ lower: Lower) async throws {
-        try await MemoryWorld.run { world in
-            let server = try await RunningFramedListener.start(lower.server, port: world.port(), handler: echoMessages)
-            defer { server.task.cancel() }
-            let connection = NetworkConnection(to: server.endpoint) { lower.client }
-            defer { connection.cancel() }
+        try await Self.withEchoConnection(over: lower) { connection in
             let small = pattern(seed: 11, count: 300), large = pattern(seed: 12, count: 20_000)
             let wide = Data(pattern(seed: 13, count: 1000))
             let expected: [[UInt8]] = [
